@@ -1,0 +1,53 @@
+#pragma once
+// dtypes: names, sizes, categories and PyTorch's type promotion rules.
+
+#include <optional>
+#include <ostream>
+#include <string_view>
+
+#include "kael/enums.h"
+
+namespace kael {
+
+inline const char* dtype_name(ScalarType t) { return detail::kScalarTypeNames[static_cast<int>(t)]; }
+inline int itemsize(ScalarType t) { return detail::kScalarTypeItemsize[static_cast<int>(t)]; }
+inline bool is_floating(ScalarType t) { return detail::kScalarTypeCategory[static_cast<int>(t)] == 2; }
+inline bool is_integral(ScalarType t, bool include_bool) {
+  const int c = detail::kScalarTypeCategory[static_cast<int>(t)];
+  return c == 1 || (include_bool && c == 0);
+}
+inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << dtype_name(t); }
+
+// Parses "float32" (or "kael.float32"); nullopt for unknown names.
+std::optional<ScalarType> parse_dtype(std::string_view name);
+
+// promote_types(a, b): the smallest dtype both can be converted to without losing category
+// (bool < int64 < float32 < float64 for the supported dtypes).
+ScalarType promote_types(ScalarType a, ScalarType b);
+
+// can_cast(from, to): whether an op result of dtype `from` may be written into `to`
+// (PyTorch: no float -> integral, no non-bool -> bool).
+bool can_cast(ScalarType from, ScalarType to);
+
+inline constexpr ScalarType kDefaultFloat = ScalarType::Float32;
+
+// Note [Type promotion]
+// PyTorch's result_type keeps three running states: dtypes of tensors with dims, of 0-d
+// tensors, and of wrapped numbers (Python scalars; a float counts as the default float
+// dtype). A later tier only matters when it is of a higher *category* than the earlier:
+// float32 tensor + float64 0-d tensor -> float32, int64 tensor + 2.5 -> float32,
+// bool tensor + 1 -> int64, int64 tensor + True -> int64.
+class ResultTypeState {
+ public:
+  void add_tensor(ScalarType t, bool zero_dim) {
+    auto& slot = zero_dim ? zero_dim_ : dimensioned_;
+    slot = slot ? promote_types(*slot, t) : t;
+  }
+  void add_wrapped(ScalarType t) { wrapped_ = wrapped_ ? promote_types(*wrapped_, t) : t; }
+  ScalarType result() const;
+
+ private:
+  std::optional<ScalarType> dimensioned_, zero_dim_, wrapped_;
+};
+
+}  // namespace kael

@@ -1,0 +1,72 @@
+#pragma once
+// TensorImpl: shape, strides, offset, dtype and device of a view over a Storage.
+
+#include <cstdint>
+
+#include "kael/core/device.h"
+#include "kael/core/dispatch_key_set.h"
+#include "kael/core/intrusive_ptr.h"
+#include "kael/core/scalar_type.h"
+#include "kael/core/small_vector.h"
+#include "kael/core/storage.h"
+
+namespace kael {
+
+class TensorImpl : public RefCounted {
+ public:
+  // A tensor over `storage` starting `offset` elements in; strides are in elements.
+  static IntrusivePtr<TensorImpl> make(IntrusivePtr<Storage> storage, ScalarType dtype, DimVector sizes,
+                                       DimVector strides, std::int64_t offset);
+  static void release(TensorImpl* impl) noexcept;
+
+  IntArrayRef sizes() const { return sizes_; }
+  IntArrayRef strides() const { return strides_; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(sizes_.size()); }
+  std::int64_t numel() const { return numel_; }
+  std::int64_t offset() const { return offset_; }
+  ScalarType dtype() const { return dtype_; }
+  Device device() const { return storage_->device(); }
+  bool is_contiguous() const { return contiguous_; }
+  DispatchKeySet key_set() const { return keys_; }
+  Storage* storage() const { return storage_.get(); }
+  const IntrusivePtr<Storage>& storage_ptr() const { return storage_; }
+  // Address of the first element.
+  void* data() const {
+    return static_cast<char*>(storage_->data()) + offset_ * itemsize(dtype_);
+  }
+
+  // Changes the view in place (used by in-place view ops such as squeeze_).
+  void set_geometry(DimVector sizes, DimVector strides, std::int64_t offset);
+
+  // Note [PyObject preservation]
+  // The Python object that wraps this impl, or null. The Python object holds a strong
+  // reference to the impl; the impl holds this borrowed back-pointer, cleared when the
+  // Python object dies, so that handing the same impl to Python again returns the same
+  // object (`t.add_(1) is t`, a Python subclass survives a round trip through C++).
+  void* pyobj() const { return pyobj_; }
+  void set_pyobj(void* obj) { pyobj_ = obj; }
+
+ private:
+  TensorImpl() = default;
+  ~TensorImpl() = default;
+  void refresh();
+
+  DimVector sizes_;
+  DimVector strides_;
+  std::int64_t offset_ = 0;
+  std::int64_t numel_ = 0;
+  IntrusivePtr<Storage> storage_;
+  ScalarType dtype_ = ScalarType::Float32;
+  bool contiguous_ = true;
+  DispatchKeySet keys_;
+  void* pyobj_ = nullptr;
+};
+
+// Contiguous (row-major) strides of a shape.
+DimVector contiguous_strides(IntArrayRef sizes);
+// Whether sizes/strides describe a row-major contiguous layout (size-1 dims ignored).
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides);
+// Product of sizes; raises ValueError on negative sizes or overflow, naming `op`.
+std::int64_t checked_numel(const char* op, IntArrayRef sizes);
+
+}  // namespace kael

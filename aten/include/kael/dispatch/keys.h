@@ -1,0 +1,26 @@
+#pragma once
+// The dispatch key set an argument contributes to a call (see Note [Dispatch]).
+
+#include <optional>
+
+#include "kael/core/error.h"
+#include "kael/core/tensor.h"
+
+namespace kael::dispatch {
+
+inline DispatchKeySet key_set_of(const Tensor& t) { return t.key_set(); }
+inline DispatchKeySet key_set_of(const Operand& o) {
+  return o.is_tensor() ? o.tensor().key_set() : DispatchKeySet();
+}
+inline DispatchKeySet key_set_of(const std::optional<Tensor>& t) {
+  return t ? t->key_set() : DispatchKeySet();
+}
+inline DispatchKeySet key_set_of(Device d) { return DispatchKeySet(d.backend_key()); }
+inline DispatchKeySet key_set_of(const std::optional<Device>& d) { return key_set_of(d.value_or(kCPU)); }
+
+// Pointwise ops take numbers for tensors, but not only numbers.
+inline void check_has_tensor(const char* op, DispatchKeySet keys) {
+  KAEL_CHECK_TYPE(!keys.empty(), op << ": expected at least one tensor argument, got only numbers");
+}
+
+}  // namespace kael::dispatch

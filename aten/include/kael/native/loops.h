@@ -1,0 +1,216 @@
+#pragma once
+// The strided loop engine shared by pointwise ops, copies and reductions.
+//
+// Note [Loop geometry]
+// An op over N operands (outputs first) iterates one shape. Each operand is broadcast to
+// that shape (stride 0 where it repeats), then the dims are reordered fastest-first the way
+// PyTorch's TensorIterator does (by the operands' strides, so transposed inputs are walked
+// in memory order) and adjacent dims that are contiguous for every operand are merged.
+// Contiguous operands of one shape collapse to a single dim: the inner loop is then a plain
+// indexed loop the compiler vectorises. Strides here are in bytes.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <tuple>
+#include <cstdint>
+#include <utility>
+
+#include "kael/core/small_vector.h"
+
+namespace kael::native {
+
+// Below this many elements a loop runs on the calling thread.
+inline constexpr std::int64_t kParallelGrain = 32768;
+
+struct OperandView {
+  char* data = nullptr;
+  IntArrayRef sizes;    // broadcastable to the iteration shape (right-aligned)
+  IntArrayRef strides;  // in elements
+  int itemsize = 1;
+};
+
+template <int N>
+struct LoopGeometry {
+  DimVector shape;           // fastest dim first
+  DimVector strides[N];      // bytes, same order as shape
+  std::array<char*, N> data{};
+  std::int64_t numel = 1;
+  int ndim() const { return static_cast<int>(shape.size()); }
+};
+
+namespace detail {
+// PyTorch's ordering rule: -1 keep, 1 swap, 0 undecided (see Note [Loop geometry]).
+template <int N>
+int compare_dims(const DimVector (&strides)[N], IntArrayRef shape, std::int64_t d0, std::int64_t d1) {
+  for (int k = 0; k < N; ++k) {
+    const std::int64_t s0 = strides[k][d0], s1 = strides[k][d1];
+    if (s0 == 0 || s1 == 0) continue;
+    if (s0 < s1) return -1;
+    if (s0 > s1) return 1;
+    if (shape[d0] > shape[d1]) return 1;
+  }
+  return 0;
+}
+}  // namespace detail
+
+// Builds the geometry of N operands iterated over `shape`; `reorder` sorts dims by strides.
+template <int N>
+LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N>& ops, bool reorder = true) {
+  const std::int64_t nd = static_cast<std::int64_t>(shape.size());
+  DimVector bstrides[N];  // broadcast strides in bytes, natural dim order
+  for (int k = 0; k < N; ++k) {
+    bstrides[k].assign(nd, 0);
+    const std::int64_t od = static_cast<std::int64_t>(ops[k].sizes.size());
+    for (std::int64_t i = 0; i < od; ++i) {
+      const std::int64_t d = nd - od + i;
+      bstrides[k][d] = ops[k].sizes[i] == 1 ? 0 : ops[k].strides[i] * ops[k].itemsize;
+    }
+  }
+  // perm[0] is the fastest dim.
+  DimVector perm(nd);
+  for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  if (reorder) {
+    for (std::int64_t i = 1; i < nd; ++i) {
+      std::int64_t d1 = i;
+      for (std::int64_t d0 = i - 1; d0 >= 0; --d0) {
+        const int c = detail::compare_dims<N>(bstrides, shape, perm[d0], perm[d1]);
+        if (c > 0) {
+          std::swap(perm[d0], perm[d1]);
+          d1 = d0;
+        } else if (c < 0) {
+          break;
+        }
+      }
+    }
+  }
+  LoopGeometry<N> g;
+  for (int k = 0; k < N; ++k) g.data[k] = ops[k].data;
+  for (std::int64_t i = 0; i < nd; ++i) {
+    const std::int64_t d = perm[i];
+    g.numel *= shape[d];
+    if (shape[d] == 1) continue;  // size-1 dims do not move any pointer
+    const int last = g.ndim() - 1;
+    bool merge = last >= 0;
+    for (int k = 0; k < N && merge; ++k)
+      merge = bstrides[k][d] == g.shape[last] * g.strides[k][last];
+    if (merge) {
+      g.shape[last] *= shape[d];
+      continue;
+    }
+    g.shape.push_back(shape[d]);
+    for (int k = 0; k < N; ++k) g.strides[k].push_back(bstrides[k][d]);
+  }
+  if (g.shape.empty()) {  // 0-d or all size-1: one element
+    g.shape.push_back(1);
+    for (int k = 0; k < N; ++k) g.strides[k].push_back(0);
+  }
+  if (g.numel == 0) g.shape[0] = 0;
+  return g;
+}
+
+// The strides of a fresh output laid out in the memory order of the inputs (PyTorch's rule:
+// contiguous inputs give a contiguous output, transposed inputs a transposed one).
+DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count);
+
+// Runs inner(ptrs, inner_strides, n) over every row of the geometry, rows split among
+// threads when the loop is large. ptrs/inner_strides have N entries.
+template <int N, typename Inner>
+void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
+  if (g.numel == 0) return;
+  const std::int64_t n0 = g.shape[0];
+  std::array<std::int64_t, N> s0;
+  for (int k = 0; k < N; ++k) s0[k] = g.strides[k][0];
+  const std::int64_t rows = g.numel / n0;
+  // Serial walk over rows [begin, end).
+  auto walk = [&](std::int64_t begin, std::int64_t end) {
+    const int nd = g.ndim();
+    DimVector counter(nd, 0);
+    std::array<char*, N> ptr = g.data;
+    std::int64_t rem = begin;
+    for (int d = 1; d < nd; ++d) {
+      counter[d] = rem % g.shape[d];
+      rem /= g.shape[d];
+      for (int k = 0; k < N; ++k) ptr[k] += counter[d] * g.strides[k][d];
+    }
+    for (std::int64_t r = begin; r < end; ++r) {
+      inner(ptr.data(), s0.data(), n0);
+      for (int d = 1; d < nd; ++d) {
+        for (int k = 0; k < N; ++k) ptr[k] += g.strides[k][d];
+        if (++counter[d] < g.shape[d]) break;
+        for (int k = 0; k < N; ++k) ptr[k] -= counter[d] * g.strides[k][d];
+        counter[d] = 0;
+      }
+    }
+  };
+  const int threads = parallel && g.numel >= kParallelGrain ? omp_get_max_threads() : 1;
+  if (threads <= 1) {
+    walk(0, rows);
+  } else if (rows == 1) {
+    // One long row: split it.
+#pragma omp parallel num_threads(threads)
+    {
+      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const std::int64_t begin = n0 * t / nt, end = n0 * (t + 1) / nt;
+      if (end > begin) {
+        std::array<char*, N> ptr = g.data;
+        for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
+        inner(ptr.data(), s0.data(), end - begin);
+      }
+    }
+  } else {
+#pragma omp parallel num_threads(threads)
+    {
+      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const std::int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
+      if (end > begin) walk(begin, end);
+    }
+  }
+}
+
+// Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
+// output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
+// compiler vectorises it.
+template <typename Out, typename T, int K, typename F>
+struct PointwiseInner {
+  F f;
+  void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
+    call(ptrs, strides, n, std::make_index_sequence<K>{});
+  }
+
+ private:
+  template <std::size_t... I>
+  void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n, std::index_sequence<I...>) const {
+    const bool contiguous = strides[0] == sizeof(Out) && ((strides[I + 1] == sizeof(T)) && ...);
+    if (contiguous) {
+      Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
+      const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
+      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(in[I][i]...));
+      return;
+    }
+    if constexpr (K == 2) {
+      // One input broadcast along the row (stride 0): keep it in a register.
+      if (strides[0] == sizeof(Out) && strides[1] == sizeof(T) && strides[2] == 0) {
+        Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
+        const T* __restrict a = reinterpret_cast<const T*>(ptrs[1]);
+        const T b = *reinterpret_cast<const T*>(ptrs[2]);
+        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(a[i], b));
+        return;
+      }
+      if (strides[0] == sizeof(Out) && strides[1] == 0 && strides[2] == sizeof(T)) {
+        Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
+        const T a = *reinterpret_cast<const T*>(ptrs[1]);
+        const T* __restrict b = reinterpret_cast<const T*>(ptrs[2]);
+        for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(a, b[i]));
+        return;
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      *reinterpret_cast<Out*>(ptrs[0] + i * strides[0]) =
+          static_cast<Out>(f(*reinterpret_cast<const T*>(ptrs[I + 1] + i * strides[I + 1])...));
+    }
+  }
+};
+
+}  // namespace kael::native

@@ -1,0 +1,77 @@
+#pragma once
+// Scalar functions that pointwise formulas in native_functions.yaml may call. Each is
+// defined for every compute dtype its ops allow; they inline into the generated loops.
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace kael::native::math {
+
+using std::abs;
+using std::cos;
+using std::exp;
+using std::log;
+using std::sin;
+using std::sqrt;
+using std::tanh;
+
+template <typename T>
+inline T rsqrt(T a) {
+  return T(1) / std::sqrt(a);
+}
+
+template <typename T>
+inline T sigmoid(T a) {
+  return T(1) / (T(1) + std::exp(-a));
+}
+
+template <typename T>
+inline T relu(T a) {
+  return a > T(0) ? a : T(0);
+}
+
+// NaN-propagating maximum/minimum (PyTorch semantics).
+template <typename T>
+inline T maximum(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a > b ? a : b;
+}
+
+template <typename T>
+inline T minimum(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a < b ? a : b;
+}
+
+// pow: std::pow for floats; exact repeated squaring for integers, where a negative
+// exponent gives 1 for a base of 1, +-1 for a base of -1 and 0 otherwise.
+template <typename T>
+inline T pow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(a, b);
+  } else {
+    if (b < 0) {
+      if (a == 1) return 1;
+      if (a == -1) return (b & 1) ? -1 : 1;
+      return 0;
+    }
+    T result = 1;
+    using U = std::make_unsigned_t<T>;
+    U base = static_cast<U>(a), r = 1;
+    for (U e = static_cast<U>(b); e; e >>= 1) {
+      if (e & 1) r *= base;
+      base *= base;
+    }
+    result = static_cast<T>(r);
+    return result;
+  }
+}
+
+}  // namespace kael::native::math

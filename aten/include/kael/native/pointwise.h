@@ -1,0 +1,109 @@
+#pragma once
+// Set-up of a pointwise op on the CPU: validate -> promote -> broadcast -> allocate, then
+// run a generated scalar formula through the loop engine (see Note [Loop geometry]).
+// Generated kernels (codegen/templates/pointwise_kernel.cpp.j2) are thin users of this.
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kael/core/tensor.h"
+#include "kael/core/error.h"
+#include "kael/native/loops.h"
+
+namespace kael::native {
+
+enum class Promotion : std::uint8_t {
+  Default,     // result dtype = promoted dtype of the operands
+  IntToFloat,  // integral/bool results become the default float dtype (exp, div, ...)
+  AlwaysBool,  // compute in the promoted dtype, return bool (comparisons)
+};
+
+struct PointwiseSpec {
+  const char* name;
+  Promotion promotion;
+  std::uint32_t dtypes;  // bit (1 << ScalarType) set for each supported compute dtype
+};
+
+class PointwiseCall {
+ public:
+  static constexpr int kMaxInputs = 3;
+
+  // Out-of-place call; allocates the output.
+  PointwiseCall(const PointwiseSpec& spec, std::initializer_list<const Operand*> inputs);
+  // In-place call writing into `self`, which is also the first input.
+  PointwiseCall(const PointwiseSpec& spec, const Tensor& self, std::initializer_list<const Operand*> inputs);
+
+  ScalarType compute_dtype() const { return compute_; }
+
+  // Runs f: (T...) -> Out over the broadcast shape; K is the number of inputs.
+  template <typename T, typename Out, int K, typename F>
+  void run(F f);
+
+  // The result (for in-place calls, `self`).
+  Tensor finish();
+
+ private:
+  void setup(std::initializer_list<const Operand*> inputs);
+  void allocate_output();
+  template <typename Out, typename T, int K, typename F>
+  void run_tensors(const std::array<int, K>& which, F f);
+
+  const PointwiseSpec& spec_;
+  int count_ = 0;
+  std::array<const Operand*, kMaxInputs> operands_{};
+  std::array<Tensor, kMaxInputs> converted_;  // tensor inputs in the compute dtype
+  DimVector shape_;
+  ScalarType compute_ = ScalarType::Float32;
+  ScalarType out_dtype_ = ScalarType::Float32;
+  Tensor out_;
+  const Tensor* self_ = nullptr;
+};
+
+// Helpers kernels share.
+Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype);
+Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype);
+// dst <- src (broadcast to dst's shape, converted to dst's dtype); both on the CPU.
+void copy_cpu(const Tensor& dst, const Tensor& src);
+// src converted to dtype (a new contiguous tensor; src itself when it already has it).
+Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
+// Writes value into every element of dst.
+void fill_cpu(const Tensor& dst, const Scalar& value);
+// Broadcast shape of a and b; ValueError naming `op` when they are not broadcastable.
+DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b);
+
+inline OperandView view_of(const Tensor& t) {
+  return {static_cast<char*>(t.data_ptr()), t.sizes(), t.strides(), static_cast<int>(t.element_size())};
+}
+
+template <typename T, typename Out, int K, typename F>
+void PointwiseCall::run(F f) {
+  static_assert(K >= 1 && K <= kMaxInputs);
+  if constexpr (K == 1) {
+    run_tensors<Out, T, 1>({0}, f);
+  } else if constexpr (K == 2) {
+    const bool t0 = operands_[0]->is_tensor(), t1 = operands_[1]->is_tensor();
+    if (t0 && t1) {
+      run_tensors<Out, T, 2>({0, 1}, f);
+    } else if (t0) {
+      const T b = operands_[1]->scalar().template to<T>();
+      run_tensors<Out, T, 1>({0}, [f, b](T a) { return f(a, b); });
+    } else {
+      const T a = operands_[0]->scalar().template to<T>();
+      run_tensors<Out, T, 1>({1}, [f, a](T b) { return f(a, b); });
+    }
+  } else {
+    static_assert(K == 2 || K == 1, "pointwise ops of three inputs are not supported yet");
+  }
+}
+
+template <typename Out, typename T, int K, typename F>
+void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
+  std::array<OperandView, K + 1> ops;
+  ops[0] = view_of(out_);
+  for (int k = 0; k < K; ++k) ops[k + 1] = view_of(converted_[which[k]]);
+  const LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
+  run_loop<K + 1>(g, PointwiseInner<Out, T, K, F>{f});
+}
+
+}  // namespace kael::native

@@ -1,0 +1,66 @@
+#include "kael/core/tensor_impl.h"
+
+#include "kael/core/error.h"
+#include "kael/core/tensor.h"
+
+namespace kael {
+
+IntrusivePtr<TensorImpl> TensorImpl::make(IntrusivePtr<Storage> storage, ScalarType dtype, DimVector sizes,
+                                          DimVector strides, std::int64_t offset) {
+  auto impl = IntrusivePtr<TensorImpl>::adopt(new TensorImpl());
+  impl->storage_ = std::move(storage);
+  impl->dtype_ = dtype;
+  impl->sizes_ = std::move(sizes);
+  impl->strides_ = std::move(strides);
+  impl->offset_ = offset;
+  impl->refresh();
+  return impl;
+}
+
+void TensorImpl::release(TensorImpl* impl) noexcept { delete impl; }
+
+void TensorImpl::set_geometry(DimVector sizes, DimVector strides, std::int64_t offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  numel_ = 1;
+  for (std::int64_t s : sizes_) numel_ *= s;
+  contiguous_ = compute_contiguous(sizes_, strides_);
+  keys_ = DispatchKeySet(storage_->device().backend_key());
+}
+
+DimVector contiguous_strides(IntArrayRef sizes) {
+  DimVector strides(sizes.size());
+  std::int64_t s = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<std::int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
+  std::int64_t expected = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+std::int64_t checked_numel(const char* op, IntArrayRef sizes) {
+  std::int64_t n = 1;
+  for (std::int64_t s : sizes) {
+    KAEL_CHECK_VALUE(s >= 0, op << ": negative dimension " << s << " in size " << shape_str(sizes));
+    KAEL_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), op << ": size " << shape_str(sizes) << " is too large");
+  }
+  return n;
+}
+
+}  // namespace kael

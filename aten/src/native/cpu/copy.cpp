@@ -1,0 +1,69 @@
+// Strided copies with dtype conversion, and fills.
+#include "kael/core/error.h"
+#include "kael/native/pointwise.h"
+
+namespace kael::native {
+
+namespace {
+
+template <typename To, typename From>
+void copy_loop(const LoopGeometry<2>& g) {
+  run_loop<2>(g, [](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+    if (strides[0] == sizeof(To) && strides[1] == sizeof(From)) {
+      To* __restrict out = reinterpret_cast<To*>(ptrs[0]);
+      const From* __restrict in = reinterpret_cast<const From*>(ptrs[1]);
+      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+      return;
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<To*>(ptrs[0] + i * strides[0]) =
+          static_cast<To>(*reinterpret_cast<const From*>(ptrs[1] + i * strides[1]));
+  });
+}
+
+}  // namespace
+
+void copy_cpu(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  broadcast_shapes("copy_", dst.sizes(), src.sizes());
+  KAEL_CHECK_VALUE(src.dim() <= dst.dim(), "copy_: source of shape " << shape_str(src.sizes())
+                                                                     << " cannot be broadcast to "
+                                                                     << shape_str(dst.sizes()));
+  for (std::int64_t i = 0; i < src.dim(); ++i) {
+    const std::int64_t s = src.sizes()[i], d = dst.sizes()[dst.dim() - src.dim() + i];
+    KAEL_CHECK_VALUE(s == d || s == 1, "copy_: source of shape " << shape_str(src.sizes())
+                                                                 << " cannot be broadcast to "
+                                                                 << shape_str(dst.sizes()));
+  }
+  const LoopGeometry<2> g = make_geometry<2>(dst.sizes(), {view_of(dst), view_of(src)});
+  visit_dtype(dst.dtype(), [&](auto to) {
+    visit_dtype(src.dtype(), [&](auto from) {
+      copy_loop<typename decltype(to)::type, typename decltype(from)::type>(g);
+    });
+  });
+}
+
+Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype) {
+  if (src.dtype() == dtype) return src;
+  Tensor out = alloc_cpu(src.sizes(), dtype);
+  copy_cpu(out, src);
+  return out;
+}
+
+void fill_cpu(const Tensor& dst, const Scalar& value) {
+  visit_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = value.to<T>();
+    const LoopGeometry<1> g = make_geometry<1>(dst.sizes(), {view_of(dst)});
+    run_loop<1>(g, [v](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+      if (strides[0] == sizeof(T)) {
+        T* __restrict out = reinterpret_cast<T*>(ptrs[0]);
+        for (std::int64_t i = 0; i < n; ++i) out[i] = v;
+        return;
+      }
+      for (std::int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(ptrs[0] + i * strides[0]) = v;
+    });
+  });
+}
+
+}  // namespace kael::native

@@ -1,0 +1,201 @@
+// matmul on the CPU: oneDNN's matmul primitive for float32 (primitives cached per shape,
+// since creating one costs milliseconds), a blocked loop for float64 and int64.
+//
+// a: (..., n, k), b: (..., k, m) -> out: (broadcast(...), n, m). A 1-d a is (1, k) and a 1-d b
+// is (k, 1), with that dim removed from the result (NumPy semantics).
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+
+namespace kael::native {
+
+namespace {
+
+constexpr std::size_t kMaxDnnlDims = 12;  // DNNL_MAX_NDIMS
+
+struct Operands {
+  Tensor a, b;             // at least 2-d, padded to the same number of dims
+  DimVector out_shape;     // broadcast batch, n, m
+  DimVector result_shape;  // out_shape with the dims of 1-d inputs removed
+};
+
+// Pads t's shape on the left with 1s (stride irrelevant) to nd dims.
+Tensor pad_dims(const Tensor& t, std::int64_t nd) {
+  if (t.dim() == nd) return t;
+  DimVector sizes(t.sizes()), strides(t.strides());
+  while (static_cast<std::int64_t>(sizes.size()) < nd) {
+    sizes.insert(0, 1);
+    strides.insert(0, strides.empty() ? 1 : strides[0] * sizes[1]);
+  }
+  return Tensor(TensorImpl::make(t.impl()->storage_ptr(), t.dtype(), sizes, strides, t.impl()->offset()));
+}
+
+Operands prepare(const Tensor& self, const Tensor& other) {
+  KAEL_CHECK(self.dim() >= 1 && other.dim() >= 1, "matmul: both arguments to matmul need to be at least 1D, but they are "
+                                                      << self.dim() << "D and " << other.dim() << "D");
+  KAEL_CHECK(self.dtype() == other.dtype(), "matmul: expected both operands to have the same dtype, but got "
+                                                << self.dtype() << " and " << other.dtype());
+  KAEL_CHECK(self.dtype() != ScalarType::Bool, "matmul: not implemented for dtype bool");
+  KAEL_CHECK(self.device().is_cpu() && other.device().is_cpu(), "matmul: expected cpu tensors");
+  Operands r;
+  Tensor a = self, b = other;
+  if (a.dim() == 1) {
+    const std::int64_t s[] = {1, a.sizes()[0]}, st[] = {a.sizes()[0] * a.strides()[0], a.strides()[0]};
+    a = Tensor(TensorImpl::make(a.impl()->storage_ptr(), a.dtype(), DimVector(s), DimVector(st), a.impl()->offset()));
+  }
+  if (b.dim() == 1) {
+    const std::int64_t s[] = {b.sizes()[0], 1}, st[] = {b.strides()[0], 1};
+    b = Tensor(TensorImpl::make(b.impl()->storage_ptr(), b.dtype(), DimVector(s), DimVector(st), b.impl()->offset()));
+  }
+  const std::int64_t n = a.sizes()[a.dim() - 2], k = a.sizes()[a.dim() - 1];
+  const std::int64_t k2 = b.sizes()[b.dim() - 2], m = b.sizes()[b.dim() - 1];
+  KAEL_CHECK(k == k2, "matmul: shapes " << shape_str(self.sizes()) << " and " << shape_str(other.sizes())
+                                        << " cannot be multiplied (" << n << "x" << k << " and " << k2 << "x" << m
+                                        << ")");
+  DimVector batch = broadcast_shapes("matmul", a.sizes().subspan(0, a.dim() - 2), b.sizes().subspan(0, b.dim() - 2));
+  const std::int64_t nd = static_cast<std::int64_t>(batch.size()) + 2;
+  r.a = pad_dims(a, nd);
+  r.b = pad_dims(b, nd);
+  r.out_shape = batch;
+  r.out_shape.push_back(n);
+  r.out_shape.push_back(m);
+  r.result_shape = batch;
+  if (self.dim() > 1) r.result_shape.push_back(n);
+  if (other.dim() > 1) r.result_shape.push_back(m);
+  return r;
+}
+
+// ---- float32 through oneDNN
+
+struct PrimitiveCache {
+  std::mutex mutex;
+  std::map<std::vector<std::int64_t>, dnnl::matmul> primitives;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache* c = new PrimitiveCache();
+  return *c;
+}
+
+dnnl::engine& engine() {
+  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+dnnl::memory::dims dims_of(IntArrayRef v) { return dnnl::memory::dims(v.begin(), v.end()); }
+
+// oneDNN reads any non-negative strides, but not a 0 stride over a dim longer than 1.
+bool dnnl_friendly(const Tensor& t) {
+  for (std::int64_t i = 0; i < t.dim(); ++i)
+    if (t.strides()[i] == 0 && t.sizes()[i] > 1) return false;
+  return true;
+}
+
+void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
+  const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
+  std::vector<std::int64_t> key;
+  key.reserve(4 * a.dim() + 1);
+  key.push_back(a.dim());
+  for (std::int64_t i = 0; i < a.dim(); ++i) {
+    key.push_back(a.sizes()[i]);
+    key.push_back(a.strides()[i]);
+    key.push_back(b.sizes()[i]);
+    key.push_back(b.strides()[i]);
+  }
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a_md(dims_of(a.sizes()), dt::f32, dims_of(a.strides()));
+  const dnnl::memory::desc b_md(dims_of(b.sizes()), dt::f32, dims_of(b.strides()));
+  const dnnl::memory::desc o_md(dims_of(out.sizes()), dt::f32, dims_of(out.strides()));
+  dnnl::matmul prim;
+  {
+    PrimitiveCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.primitives.find(key);
+    if (it == c.primitives.end()) {
+      if (c.primitives.size() >= 1024) c.primitives.clear();
+      it = c.primitives.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(engine(), a_md, b_md, o_md))).first;
+    }
+    prim = it->second;
+  }
+  dnnl::stream stream(engine());
+  dnnl::memory a_mem(a_md, engine(), a.data_ptr()), b_mem(b_md, engine(), b.data_ptr()),
+      o_mem(o_md, engine(), out.data_ptr());
+  prim.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, o_mem}});
+  stream.wait();
+}
+
+// ---- float64 / int64: a blocked i-k-j loop per batch over contiguous copies
+
+template <typename T>
+void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  const Tensor a = contiguous(a_in), b = contiguous(b_in);
+  const std::int64_t nd = out.dim(), n = out.sizes()[nd - 2], m = out.sizes()[nd - 1], k = a.sizes()[nd - 1];
+  const std::int64_t batches = out.numel() / std::max<std::int64_t>(n * m, 1);
+  if (n * m == 0) return;
+  const T* A = a.data<T>();
+  const T* B = b.data<T>();
+  T* C = out.data<T>();
+  const DimVector a_strides = contiguous_strides(a.sizes()), b_strides = contiguous_strides(b.sizes());
+#pragma omp parallel for if (batches * n * m * k > (1 << 18))
+  for (std::int64_t batch = 0; batch < batches; ++batch) {
+    // batch offsets with broadcasting: size-1 batch dims repeat
+    std::int64_t rem = batch, a_off = 0, b_off = 0;
+    for (std::int64_t d = nd - 3; d >= 0; --d) {
+      const std::int64_t idx = rem % out.sizes()[d];
+      rem /= out.sizes()[d];
+      if (a.sizes()[d] != 1) a_off += idx * a_strides[d];
+      if (b.sizes()[d] != 1) b_off += idx * b_strides[d];
+    }
+    const T* Ab = A + a_off;
+    const T* Bb = B + b_off;
+    T* Cb = C + batch * n * m;
+    for (std::int64_t i = 0; i < n * m; ++i) Cb[i] = T(0);
+    constexpr std::int64_t kBlock = 64;
+    for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
+      const std::int64_t k1 = std::min(k, k0 + kBlock);
+      for (std::int64_t i = 0; i < n; ++i) {
+        T* __restrict c = Cb + i * m;
+        for (std::int64_t p = k0; p < k1; ++p) {
+          const T av = Ab[i * k + p];
+          const T* __restrict bp = Bb + p * m;
+          for (std::int64_t j = 0; j < m; ++j) c[j] += av * bp[j];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
+  Operands ops = prepare(self, other);
+  Tensor out = alloc_cpu(ops.out_shape, self.dtype());
+  if (out.numel() > 0) {
+    const std::int64_t k = ops.a.sizes()[ops.a.dim() - 1];
+    if (k == 0) {
+      fill_cpu(out, Scalar(std::int64_t{0}));
+    } else if (self.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims) {
+      matmul_dnnl(ops.a, ops.b, out);
+    } else {
+      visit_dtype(self.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, bool>) {
+          KAEL_INTERNAL_ASSERT(false);
+        } else {
+          matmul_loop<T>(ops.a, ops.b, out);
+        }
+      });
+    }
+  }
+  if (ops.result_shape == ops.out_shape) return out;
+  return Tensor(TensorImpl::make(out.impl()->storage_ptr(), out.dtype(), ops.result_shape,
+                                 contiguous_strides(ops.result_shape), 0));
+}
+
+}  // namespace kael::native

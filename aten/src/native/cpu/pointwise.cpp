@@ -1,0 +1,161 @@
+// Set-up of pointwise calls; see kael/native/pointwise.h and Note [Loop geometry].
+#include "kael/native/pointwise.h"
+
+#include "kael/core/error.h"
+
+namespace kael::native {
+
+Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) {
+  const std::int64_t n = checked_numel("empty", sizes);
+  auto storage = Storage::allocate(static_cast<std::size_t>(n) * itemsize(dtype), kCPU);
+  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), contiguous_strides(sizes), 0));
+}
+
+Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
+  std::int64_t extent = 1;  // elements spanned: 1 + sum((size - 1) * stride)
+  bool empty = false;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) empty = true;
+    extent += (sizes[i] - 1) * strides[i];
+  }
+  if (empty) extent = 0;
+  auto storage = Storage::allocate(static_cast<std::size_t>(extent) * itemsize(dtype), kCPU);
+  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), DimVector(strides), 0));
+}
+
+DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
+  if (a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin())) return DimVector(a);
+  const std::size_t n = std::max(a.size(), b.size());
+  DimVector out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    KAEL_CHECK_VALUE(da == db || da == 1 || db == 1, op << ": shapes " << shape_str(a) << " and " << shape_str(b)
+                                                        << " are not broadcastable");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count) {
+  // Geometry of the inputs alone (up to 3), then contiguous strides in that order.
+  const std::int64_t nd = static_cast<std::int64_t>(shape.size());
+  DimVector perm(nd);
+  for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  DimVector bstrides[PointwiseCall::kMaxInputs];
+  for (int k = 0; k < count; ++k) {
+    bstrides[k].assign(nd, 0);
+    const std::int64_t od = static_cast<std::int64_t>(inputs[k].sizes.size());
+    for (std::int64_t i = 0; i < od; ++i)
+      bstrides[k][nd - od + i] = inputs[k].sizes[i] == 1 ? 0 : inputs[k].strides[i];
+  }
+  auto compare = [&](std::int64_t d0, std::int64_t d1) {
+    for (int k = 0; k < count; ++k) {
+      const std::int64_t s0 = bstrides[k][d0], s1 = bstrides[k][d1];
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (shape[d0] > shape[d1]) return 1;
+    }
+    return 0;
+  };
+  for (std::int64_t i = 1; i < nd; ++i) {
+    std::int64_t d1 = i;
+    for (std::int64_t d0 = i - 1; d0 >= 0; --d0) {
+      const int c = compare(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  DimVector strides(nd);
+  std::int64_t s = 1;
+  for (std::int64_t i = 0; i < nd; ++i) {
+    strides[perm[i]] = s;
+    s *= std::max<std::int64_t>(shape[perm[i]], 1);
+  }
+  return strides;
+}
+
+PointwiseCall::PointwiseCall(const PointwiseSpec& spec, std::initializer_list<const Operand*> inputs)
+    : spec_(spec) {
+  setup(inputs);
+  allocate_output();
+}
+
+PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& self,
+                             std::initializer_list<const Operand*> inputs)
+    : spec_(spec), self_(&self) {
+  setup(inputs);
+  KAEL_CHECK_VALUE(shape_ == DimVector(self.sizes()), spec_.name << "_: output with shape " << shape_str(self.sizes())
+                                                                 << " doesn't match the broadcast shape "
+                                                                 << shape_str(shape_));
+  KAEL_CHECK(can_cast(out_dtype_, self.dtype()), spec_.name << "_: result type " << out_dtype_
+                                                            << " can't be cast to the desired output type "
+                                                            << self.dtype());
+  self.bump_version();
+  if (self.dtype() == out_dtype_) {
+    out_ = self;
+  } else {
+    allocate_output();
+  }
+}
+
+void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
+  ResultTypeState state;
+  for (const Operand* op : inputs) {
+    operands_[count_++] = op;
+    if (op->is_tensor()) {
+      const Tensor& t = op->tensor();
+      state.add_tensor(t.dtype(), t.dim() == 0);
+      KAEL_CHECK(t.device().is_cpu(), spec_.name << ": expected all tensors on cpu, got one on " << t.device());
+    } else {
+      state.add_wrapped(op->scalar().wrapped_dtype());
+    }
+  }
+  compute_ = state.result();
+  if (spec_.promotion == Promotion::IntToFloat && !is_floating(compute_)) compute_ = kDefaultFloat;
+  KAEL_CHECK((spec_.dtypes >> static_cast<int>(compute_)) & 1u,
+             spec_.name << ": not implemented for dtype " << compute_);
+  out_dtype_ = spec_.promotion == Promotion::AlwaysBool ? ScalarType::Bool : compute_;
+
+  bool first = true;
+  for (int k = 0; k < count_; ++k) {
+    if (!operands_[k]->is_tensor()) continue;
+    const Tensor& t = operands_[k]->tensor();
+    converted_[k] = t.dtype() == compute_ ? t : to_dtype_cpu(t, compute_);
+    if (first) {
+      shape_ = DimVector(t.sizes());
+      first = false;
+    } else {
+      shape_ = broadcast_shapes(spec_.name, shape_, t.sizes());
+    }
+  }
+}
+
+void PointwiseCall::allocate_output() {
+  bool all_contiguous = true;
+  OperandView views[kMaxInputs];
+  int n = 0;
+  for (int k = 0; k < count_; ++k) {
+    if (!converted_[k].defined()) continue;
+    all_contiguous = all_contiguous && converted_[k].is_contiguous();
+    views[n++] = view_of(converted_[k]);
+  }
+  if (all_contiguous) {
+    out_ = alloc_cpu(shape_, out_dtype_);
+  } else {
+    out_ = alloc_strided_cpu(shape_, output_strides_like(shape_, views, n), out_dtype_);
+  }
+}
+
+Tensor PointwiseCall::finish() {
+  if (self_ == nullptr) return std::move(out_);
+  if (!out_.is_same(*self_)) copy_cpu(*self_, out_);
+  return *self_;
+}
+
+}  // namespace kael::native

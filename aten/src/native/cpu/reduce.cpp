@@ -1,0 +1,177 @@
+// Reductions over dims: sum and mean.
+//
+// x: any shape and strides; out: x's shape with the reduced dims removed (or kept as 1).
+// Accumulation is in double for floating inputs and int64 for integral ones, into a
+// contiguous buffer of the output's size that the loop engine walks with stride 0 along the
+// reduced dims (see Note [Loop geometry]); the walk follows x's memory order.
+#include <cstring>
+#include <vector>
+
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+
+namespace kael::native {
+
+namespace {
+
+struct ReduceDims {
+  std::vector<bool> reduced;  // per input dim
+  DimVector out_shape;        // with keepdim applied
+  DimVector kept_shape;       // input shape with reduced dims set to 1
+  std::int64_t count = 1;     // elements reduced into each output
+  bool all = true;
+};
+
+ReduceDims reduce_dims(const char* op, const Tensor& self, const std::optional<IntArrayRef>& dim, bool keepdim) {
+  const std::int64_t nd = self.dim();
+  ReduceDims r;
+  r.reduced.assign(nd, !dim.has_value() || dim->empty());
+  if (dim && !dim->empty()) {
+    for (std::int64_t d : *dim) {
+      const std::int64_t w = wrap_dim(op, d, nd);
+      if (nd == 0) continue;
+      KAEL_CHECK(!r.reduced[w], op << ": dim " << w << " appears multiple times in the list of dims");
+      r.reduced[w] = true;
+    }
+  }
+  for (std::int64_t i = 0; i < nd; ++i) {
+    const std::int64_t s = self.sizes()[i];
+    if (r.reduced[i]) {
+      r.count *= s;
+      r.kept_shape.push_back(1);
+      if (keepdim) r.out_shape.push_back(1);
+    } else {
+      r.all = false;
+      r.kept_shape.push_back(s);
+      r.out_shape.push_back(s);
+    }
+  }
+  return r;
+}
+
+// Sum of a contiguous run; independent lanes so the compiler vectorises it.
+template <typename Acc, typename T>
+Acc sum_contiguous(const T* x, std::int64_t n) {
+  constexpr int kLanes = 16;
+  Acc lanes[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] += static_cast<Acc>(x[i + j]);
+  Acc tail = 0;
+  for (; i < n; ++i) tail += static_cast<Acc>(x[i]);
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  return lanes[0] + tail;
+}
+
+template <typename Acc, typename T>
+Acc sum_all_contiguous(const T* x, std::int64_t n) {
+  const int threads = n >= kParallelGrain ? omp_get_max_threads() : 1;
+  if (threads <= 1) return sum_contiguous<Acc>(x, n);
+  std::vector<Acc> partial(threads, Acc(0));
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+    partial[t] = sum_contiguous<Acc>(x + begin, end - begin);
+  }
+  Acc total = 0;
+  for (Acc p : partial) total += p;
+  return total;
+}
+
+// acc[out] += x over the reduction; acc is contiguous with kept_shape's non-reduced dims.
+template <typename Acc, typename T>
+void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
+  if (r.all && self.is_contiguous()) {
+    acc[0] = sum_all_contiguous<Acc>(self.data<T>(), self.numel());
+    return;
+  }
+  const DimVector acc_strides = contiguous_strides(r.kept_shape);
+  DimVector out_strides(acc_strides);
+  for (std::size_t i = 0; i < out_strides.size(); ++i)
+    if (r.reduced[i]) out_strides[i] = 0;
+  OperandView out{reinterpret_cast<char*>(acc), self.sizes(), out_strides, sizeof(Acc)};
+  // The broadcast rule of make_geometry would treat size-1 dims as stride 0 anyway.
+  const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {out, view_of(self)});
+  run_loop<2>(
+      g,
+      [](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+        if (strides[0] == 0) {
+          Acc local = 0;
+          if (strides[1] == sizeof(T)) {
+            local = sum_contiguous<Acc>(reinterpret_cast<const T*>(ptrs[1]), n);
+          } else {
+            for (std::int64_t i = 0; i < n; ++i)
+              local += static_cast<Acc>(*reinterpret_cast<const T*>(ptrs[1] + i * strides[1]));
+          }
+          *reinterpret_cast<Acc*>(ptrs[0]) += local;
+          return;
+        }
+        if (strides[0] == sizeof(Acc) && strides[1] == sizeof(T)) {
+          Acc* __restrict o = reinterpret_cast<Acc*>(ptrs[0]);
+          const T* __restrict x = reinterpret_cast<const T*>(ptrs[1]);
+          for (std::int64_t i = 0; i < n; ++i) o[i] += static_cast<Acc>(x[i]);
+          return;
+        }
+        for (std::int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<Acc*>(ptrs[0] + i * strides[0]) +=
+              static_cast<Acc>(*reinterpret_cast<const T*>(ptrs[1] + i * strides[1]));
+      },
+      /*parallel=*/false);  // rows of one output may be split across threads otherwise
+}
+
+// Sums self over r into a new tensor of dtype out_dtype, dividing by `divisor` when given.
+Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype, bool mean) {
+  KAEL_CHECK(self.device().is_cpu(), "sum: expected a cpu tensor");
+  Tensor out = alloc_cpu(r.out_shape, out_dtype);
+  const std::int64_t out_numel = out.numel();
+  const bool floating = is_floating(self.dtype()) || is_floating(out_dtype);
+  auto finish = [&](auto* acc) {
+    using Acc = std::remove_pointer_t<decltype(acc)>;
+    visit_dtype(out_dtype, [&](auto tag) {
+      using O = typename decltype(tag)::type;
+      O* o = out.data<O>();
+      for (std::int64_t i = 0; i < out_numel; ++i) {
+        Acc v = acc[i];
+        if constexpr (std::is_floating_point_v<Acc>) {
+          if (mean) v /= static_cast<Acc>(r.count);
+        }
+        o[i] = static_cast<O>(v);
+      }
+    });
+  };
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (floating) {
+      std::vector<double> acc(out_numel, 0.0);
+      sum_into<double, T>(self, r, acc.data());
+      finish(acc.data());
+    } else {
+      std::vector<std::int64_t> acc(out_numel, 0);
+      sum_into<std::int64_t, T>(self, r, acc.data());
+      finish(acc.data());
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  const ReduceDims r = reduce_dims("sum", self, dim, keepdim);
+  const ScalarType out_dtype = dtype.value_or(is_floating(self.dtype()) ? self.dtype() : ScalarType::Int64);
+  return reduce_sum(self, r, out_dtype, /*mean=*/false);
+}
+
+Tensor mean_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  const ScalarType out_dtype = dtype.value_or(self.dtype());
+  KAEL_CHECK(is_floating(out_dtype),
+             "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: "
+                 << out_dtype);
+  const ReduceDims r = reduce_dims("mean", self, dim, keepdim);
+  return reduce_sum(self, r, out_dtype, /*mean=*/true);
+}
+
+}  // namespace kael::native

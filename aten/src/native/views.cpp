@@ -1,0 +1,251 @@
+// Device-agnostic view ops (metadata only) and conversions built on them.
+#include <algorithm>
+
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/clone.h"
+#include "kael/ops/to.h"
+
+namespace kael::native {
+
+namespace {
+
+Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, std::int64_t offset) {
+  return Tensor(TensorImpl::make(base.impl()->storage_ptr(), base.dtype(), std::move(sizes), std::move(strides),
+                                 offset));
+}
+
+// Resolves one -1 in a requested shape against numel.
+DimVector infer_size(const char* op, IntArrayRef shape, std::int64_t numel) {
+  DimVector out(shape);
+  std::int64_t known = 1;
+  std::int64_t infer = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      KAEL_CHECK(infer < 0, op << ": only one dimension can be inferred");
+      infer = static_cast<std::int64_t>(i);
+    } else {
+      KAEL_CHECK(shape[i] >= 0, op << ": invalid shape dimension " << shape[i]);
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    KAEL_CHECK(known != 0 && numel % known == 0,
+               op << ": shape '" << shape_str(shape) << "' is invalid for input of size " << numel);
+    out[infer] = numel / known;
+  } else {
+    KAEL_CHECK(known == numel, op << ": shape '" << shape_str(shape) << "' is invalid for input of size " << numel);
+  }
+  return out;
+}
+
+// Strides for viewing (sizes, strides) as new_sizes without copying, if possible
+// (PyTorch's computeStride: each run of dims that is contiguous in memory may be regrouped).
+std::optional<DimVector> view_strides(IntArrayRef sizes, IntArrayRef strides, IntArrayRef new_sizes) {
+  const std::int64_t numel = checked_numel("view", sizes);
+  DimVector out(new_sizes.size());
+  if (numel == 0) {
+    if (sizes.size() == new_sizes.size() && std::equal(sizes.begin(), sizes.end(), new_sizes.begin()))
+      return DimVector(strides);
+    return contiguous_strides(new_sizes);
+  }
+  std::int64_t view_d = static_cast<std::int64_t>(new_sizes.size()) - 1;
+  std::int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  std::int64_t tensor_numel = 1, view_numel = 1;
+  for (std::int64_t d = static_cast<std::int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= sizes[d];
+    if (d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_sizes[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& self, IntArrayRef size) {
+  DimVector shape = infer_size("view", size, self.numel());
+  auto strides = view_strides(self.sizes(), self.strides(), shape);
+  KAEL_CHECK(strides.has_value(),
+             "view: view size is not compatible with input tensor's size and stride (at least one dimension "
+             "spans across two contiguous subspaces). Use .reshape(...) instead.");
+  return make_view(self, std::move(shape), std::move(*strides), self.impl()->offset());
+}
+
+Tensor reshape(const Tensor& self, IntArrayRef shape) {
+  DimVector sizes = infer_size("reshape", shape, self.numel());
+  if (auto strides = view_strides(self.sizes(), self.strides(), sizes))
+    return make_view(self, std::move(sizes), std::move(*strides), self.impl()->offset());
+  Tensor copy = kael::clone(contiguous(self));
+  return make_view(copy, sizes, contiguous_strides(sizes), 0);
+}
+
+Tensor permute(const Tensor& self, IntArrayRef dims) {
+  const std::int64_t nd = self.dim();
+  KAEL_CHECK(static_cast<std::int64_t>(dims.size()) == nd,
+             "permute: number of dims don't match in permute (input has " << nd << " dims, got " << dims.size() << ")");
+  DimVector sizes(nd), strides(nd);
+  std::uint64_t seen = 0;
+  DimVector seen_big;
+  for (std::int64_t i = 0; i < nd; ++i) {
+    const std::int64_t d = wrap_dim("permute", dims[i], nd);
+    const bool repeated = d < 64 ? ((seen >> d) & 1u) : std::find(seen_big.begin(), seen_big.end(), d) != seen_big.end();
+    KAEL_CHECK(!repeated, "permute: repeated dim " << dims[i] << " in " << shape_str(dims));
+    if (d < 64) {
+      seen |= std::uint64_t{1} << d;
+    } else {
+      seen_big.push_back(d);
+    }
+    sizes[i] = self.sizes()[d];
+    strides[i] = self.strides()[d];
+  }
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
+}
+
+Tensor transpose(const Tensor& self, std::int64_t dim0, std::int64_t dim1) {
+  const std::int64_t d0 = wrap_dim("transpose", dim0, self.dim()), d1 = wrap_dim("transpose", dim1, self.dim());
+  if (self.dim() == 0) return make_view(self, DimVector(), DimVector(), self.impl()->offset());
+  DimVector sizes(self.sizes()), strides(self.strides());
+  std::swap(sizes[d0], sizes[d1]);
+  std::swap(strides[d0], strides[d1]);
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
+}
+
+Tensor expand(const Tensor& self, IntArrayRef size) {
+  const std::int64_t nd = static_cast<std::int64_t>(size.size()), od = self.dim();
+  KAEL_CHECK(nd >= od, "expand: the number of sizes provided (" << nd
+                                                               << ") must be greater or equal to the number of "
+                                                                  "dimensions in the tensor ("
+                                                               << od << ")");
+  DimVector sizes(nd), strides(nd);
+  for (std::int64_t i = nd - 1; i >= 0; --i) {
+    const std::int64_t j = i - (nd - od);
+    if (j >= 0) {
+      const std::int64_t have = self.sizes()[j];
+      std::int64_t want = size[i] == -1 ? have : size[i];
+      KAEL_CHECK(have == want || have == 1,
+                 "expand: the expanded size of the tensor (" << want << ") must match the existing size (" << have
+                                                             << ") at non-singleton dimension " << i
+                                                             << ". Target sizes: " << shape_str(size)
+                                                             << ". Tensor sizes: " << shape_str(self.sizes()));
+      KAEL_CHECK(want >= 0, "expand: invalid size " << want);
+      sizes[i] = want;
+      strides[i] = have == want ? self.strides()[j] : 0;
+    } else {
+      KAEL_CHECK(size[i] >= 0, "expand: the expanded size " << size[i] << " is not allowed in a leading, "
+                                                            << "non-existing dimension " << i);
+      sizes[i] = size[i];
+      strides[i] = 0;
+    }
+  }
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
+}
+
+Tensor squeeze(const Tensor& self, std::optional<std::int64_t> dim) {
+  DimVector sizes, strides;
+  if (dim) {
+    const std::int64_t d = wrap_dim("squeeze", *dim, self.dim());
+    sizes = DimVector(self.sizes());
+    strides = DimVector(self.strides());
+    if (self.dim() > 0 && sizes[d] == 1) {
+      sizes.erase(d);
+      strides.erase(d);
+    }
+  } else {
+    for (std::int64_t i = 0; i < self.dim(); ++i) {
+      if (self.sizes()[i] == 1) continue;
+      sizes.push_back(self.sizes()[i]);
+      strides.push_back(self.strides()[i]);
+    }
+  }
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
+}
+
+Tensor unsqueeze(const Tensor& self, std::int64_t dim) {
+  const std::int64_t d = wrap_dim("unsqueeze", dim, self.dim() + 1);
+  DimVector sizes(self.sizes()), strides(self.strides());
+  const std::int64_t stride = d < self.dim() ? self.sizes()[d] * self.strides()[d] : 1;
+  sizes.insert(d, 1);
+  strides.insert(d, stride);
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
+}
+
+Tensor flatten(const Tensor& self, std::int64_t start_dim, std::int64_t end_dim) {
+  const std::int64_t s = wrap_dim("flatten", start_dim, self.dim()), e = wrap_dim("flatten", end_dim, self.dim());
+  KAEL_CHECK(s <= e, "flatten: start_dim (" << start_dim << ") cannot come after end_dim (" << end_dim << ")");
+  if (self.dim() == 0) {
+    const std::int64_t one[] = {1};
+    return reshape(self, one);
+  }
+  if (s == e) return make_view(self, DimVector(self.sizes()), DimVector(self.strides()), self.impl()->offset());
+  DimVector shape;
+  for (std::int64_t i = 0; i < s; ++i) shape.push_back(self.sizes()[i]);
+  std::int64_t merged = 1;
+  for (std::int64_t i = s; i <= e; ++i) merged *= self.sizes()[i];
+  shape.push_back(merged);
+  for (std::int64_t i = e + 1; i < self.dim(); ++i) shape.push_back(self.sizes()[i]);
+  return reshape(self, shape);
+}
+
+Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int64_t length) {
+  KAEL_CHECK_INDEX(self.dim() > 0, "narrow: cannot be applied to a 0-dim tensor");
+  const std::int64_t d = wrap_dim("narrow", dim, self.dim());
+  const std::int64_t size = self.sizes()[d];
+  KAEL_CHECK_INDEX(start >= -size && start <= size,
+                   "narrow: start out of range (expected to be in range of [" << -size << ", " << size
+                                                                              << "], but got " << start << ")");
+  if (start < 0) start += size;
+  KAEL_CHECK(length >= 0 && start <= size - length,
+             "narrow: start (" << start << ") + length (" << length << ") exceeds dimension size (" << size << ")");
+  DimVector sizes(self.sizes());
+  sizes[d] = length;
+  return make_view(self, std::move(sizes), DimVector(self.strides()),
+                   self.impl()->offset() + start * self.strides()[d]);
+}
+
+Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
+  KAEL_CHECK_INDEX(self.dim() > 0, "select: cannot be applied to a 0-dim tensor");
+  const std::int64_t d = wrap_dim("select", dim, self.dim());
+  const std::int64_t size = self.sizes()[d];
+  KAEL_CHECK_INDEX(index >= -size && index < size, "select: index " << index << " is out of range for dimension "
+                                                                    << d << " with size " << size);
+  if (index < 0) index += size;
+  DimVector sizes(self.sizes()), strides(self.strides());
+  const std::int64_t offset = self.impl()->offset() + index * strides[d];
+  sizes.erase(d);
+  strides.erase(d);
+  return make_view(self, std::move(sizes), std::move(strides), offset);
+}
+
+Tensor contiguous(const Tensor& self) {
+  if (self.is_contiguous()) return self;
+  Tensor out = alloc_cpu(self.sizes(), self.dtype());
+  copy_cpu(out, self);
+  return out;
+}
+
+Tensor detach(const Tensor& self) {
+  return make_view(self, DimVector(self.sizes()), DimVector(self.strides()), self.impl()->offset());
+}
+
+Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
+  return kael::to(self, self.device(), dtype, copy);
+}
+
+Tensor to_other(const Tensor& self, const Tensor& other, bool copy) {
+  return kael::to(self, other.device(), other.dtype(), copy);
+}
+
+}  // namespace kael::native

@@ -1,0 +1,1 @@
+"""kael's code generator: native_functions.yaml -> C++ and Python binding sources."""

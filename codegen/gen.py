@@ -1,0 +1,297 @@
+"""Entry point: ``python -m codegen.gen --yaml native_functions.yaml --out <build>/generated``.
+
+Renders every template into the output directory (never into the source tree) through one
+writer that stamps each file, rewrites a file only when its content changed (so the build
+recompiles only what an edit touched), removes files it no longer produces, and writes
+``sources.cmake`` listing the outputs for CMake.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from codegen import enums
+from codegen.model import CodegenError, NativeFunction, Param, parse_registry
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+NUM_SHARDS = 6
+
+
+class Writer:
+    def __init__(self, out: Path):
+        self.out = out
+        self.written: list[Path] = []
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+
+    def render(self, template: str, relpath: str, **context) -> Path:
+        text = self.env.get_template(template).render(**context)
+        comment = "#" if relpath.endswith((".pyi", ".cmake")) else "//"
+        stamp = f"{comment} @generated from codegen/templates/{template} -- do not edit\n"
+        return self.write(relpath, stamp + text)
+
+    def write(self, relpath: str, text: str) -> Path:
+        path = self.out / relpath
+        self.written.append(path)
+        if path.exists() and path.read_text() == text:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def remove_stale(self) -> None:
+        keep = {p.resolve() for p in self.written}
+        for path in self.out.rglob("*"):
+            if path.is_file() and path.resolve() not in keep:
+                path.unlink()
+
+
+# ---------------------------------------------------------------------------- C++ types
+
+def cpp_type(f: NativeFunction, p: Param) -> str:
+    t = p.type
+    if t.base == "Tensor":
+        if f.operand_inputs:
+            return "const Operand&"
+        return "const std::optional<Tensor>&" if t.optional else "const Tensor&"
+    base = {
+        "Scalar": "Scalar", "int": "std::int64_t", "float": "double", "bool": "bool",
+        "int[]": "IntArrayRef", "ScalarType": "ScalarType", "Device": "Device",
+    }[t.base]
+    if t.optional:
+        return f"std::optional<{base}>"
+    return f"const {base}&" if t.base == "Scalar" else base
+
+
+def cpp_default(p: Param) -> str:
+    d = p.default
+    assert d is not None
+    if d == "None":
+        return "std::nullopt"
+    b = p.type.base
+    if b in ("bool",) or (b == "Scalar" and d in ("True", "False")):
+        return "true" if d == "True" else "false"
+    if b == "int[]":
+        return "IntArrayRef{}" if d.replace(" ", "") == "[]" else "__list__"
+    if b == "ScalarType":
+        return f"ScalarType::{next(x.enum for x in enums.DTYPES if x.name == d)}"
+    if b == "Device":
+        return "kCPU"
+    if b == "float" or (b == "Scalar" and ("." in d or "e" in d)):
+        return d if ("." in d or "e" in d) else d + ".0"
+    return d
+
+
+def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, names: bool = True) -> str:
+    out = []
+    for p in f.schema.params:
+        t = cpp_type(f, p)
+        if inplace and p.name == "self":
+            t = "const Tensor&"
+        text = f"{t} {p.name}" if names else t
+        if defaults and p.has_default and cpp_default(p) != "__list__":
+            text += f" = {cpp_default(p)}"
+        out.append(text)
+    # a default may only be given if all later params have one too
+    if defaults:
+        fixed: list[str] = []
+        allowed = True
+        for text in reversed(out):
+            if "=" not in text:
+                allowed = False
+            elif not allowed:
+                text = text.split(" = ")[0]
+            fixed.append(text)
+        out = list(reversed(fixed))
+    return ", ".join(out)
+
+
+def cpp_args(f: NativeFunction) -> str:
+    return ", ".join(p.name for p in f.schema.params)
+
+
+def key_expr(f: NativeFunction) -> str:
+    """C++ expression of the call's dispatch key set."""
+    tensors = [p for p in f.schema.params if p.type.base == "Tensor"]
+    if tensors:
+        return " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
+    devices = [p for p in f.schema.params if p.type.base == "Device"]
+    if devices:
+        return f"dispatch::key_set_of({devices[0].name})"
+    return "DispatchKeySet(DispatchKey::CPU)"
+
+
+# ---------------------------------------------------------------------------- Python
+
+PY_KIND = {
+    "Scalar": "Scalar", "int": "Int", "float": "Float", "bool": "Bool", "int[]": "IntList",
+    "ScalarType": "ScalarType", "Device": "Device",
+}
+
+PYI_TYPE = {
+    "Tensor": "Tensor", "Scalar": "Number", "int": "int", "float": "float", "bool": "bool",
+    "int[]": "Sequence[int] | int", "ScalarType": "dtype | str", "Device": "str",
+}
+
+
+@dataclass
+class PyParam:
+    name: str          # Python keyword name
+    cpp_name: str
+    kind: str          # ParamKind enumerator
+    optional: bool
+    kwonly: bool
+    default: str | None
+    base: str
+    param: Param
+
+
+def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
+    out = []
+    for p in f.schema.params:
+        if method and p.name == "self":
+            continue
+        if p.type.base == "Tensor":
+            kind = "Operand" if f.operand_inputs else "Tensor"
+        else:
+            kind = PY_KIND[p.type.base]
+        out.append(PyParam("input" if p.name == "self" else p.name, p.name, kind, p.type.optional,
+                           p.kwonly, p.default, p.type.base, p))
+    return out
+
+
+def py_call(f: NativeFunction, method: bool) -> dict[str, object]:
+    """C++ call arguments of a generated parser, and its GIL-release condition."""
+    args: list[str] = []
+    large: list[str] = []
+    i = 0
+    for p in f.schema.params:
+        if method and p.name == "self":
+            expr = "self_tensor"
+        else:
+            optional_tensor = p.type.base == "Tensor" and p.type.optional
+            deref = p.type.base == "Tensor" and not optional_tensor and not f.operand_inputs
+            expr = f"*a{i}" if deref else f"a{i}"
+            i += 1
+        args.append(expr)
+        if p.type.base == "Tensor" and not p.type.optional:
+            large.append(f"large({expr})")
+    release = {"release": "true", "hold": "false"}[f.gil] if f.gil != "auto" else (" || ".join(large) or "false")
+    return {"args": args, "release": release}
+
+
+def pyi_signature(f: NativeFunction, method: bool) -> str:
+    parts = ["self"] if method else []
+    star = False
+    for p in f.schema.params:
+        if method and p.name == "self":
+            continue
+        if p.kwonly and not star:
+            parts.append("*")
+            star = True
+        t = PYI_TYPE[p.type.base]
+        if p.type.base == "Tensor" and f.operand_inputs:
+            t = "Tensor | Number"
+        if p.type.optional:
+            t += " | None"
+        name = "input" if p.name == "self" else p.name
+        text = f"{name}: {t}"
+        if p.has_default:
+            text += " = " + ("None" if p.default == "None" else "...")
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def varargs_intlist(f: NativeFunction, method: bool) -> bool:
+    positional = [p for p in py_params(f, method) if not p.kwonly]
+    return len(positional) == 1 and positional[0].base == "int[]"
+
+
+def shard_of(name: str) -> int:
+    return zlib.crc32(name.encode()) % NUM_SHARDS
+
+
+def c_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def dtype_mask(f: NativeFunction) -> str:
+    bits = [f"(1u << static_cast<int>(ScalarType::{d.enum}))" for d in enums.DTYPES if d.name in f.dtypes]
+    return " | ".join(bits) if bits else "0u"
+
+
+# ---------------------------------------------------------------------------- main
+
+def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
+    functions = parse_registry(yaml_path.read_text(), yaml_path.name)
+    writer = Writer(out)
+    by_name: dict[str, list[NativeFunction]] = {}
+    for f in functions:
+        by_name.setdefault(f.name, []).append(f)
+    names = sorted(by_name)
+    common = dict(
+        enums=enums, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
+        cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
+        py_params=py_params, py_call=py_call, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
+        c_string=c_string, dtype_mask=dtype_mask, cuda=cuda,
+    )
+    writer.render("enums.h.j2", "include/kael/enums.h", **common)
+    for name in names:
+        writer.render("op_header.h.j2", f"include/kael/ops/{name}.h", group=by_name[name], **common)
+    writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)
+    handwritten = [f for f in functions if not f.is_pointwise]
+    writer.render("native_declarations.h.j2", "include/kael/native/declarations.h",
+                  functions=handwritten, **common)
+
+    aten_sources: list[str] = []
+    python_sources: list[str] = []
+    shards: list[list[str]] = [[] for _ in range(NUM_SHARDS)]
+    for name in names:
+        shards[shard_of(name)].append(name)
+    for i, shard in enumerate(shards):
+        group = [f for n in shard for f in by_name[n]]
+        aten_sources.append(str(writer.render("ops_shard.cpp.j2", f"src/ops_{i}.cpp", shard=i, names=shard,
+                                              functions=group, **common)))
+        python_sources.append(str(writer.render("python_shard.cpp.j2", f"python/functions_{i}.cpp", shard=i,
+                                                names=shard, by_name=by_name, **common)))
+    for f in functions:
+        if f.is_pointwise:
+            aten_sources.append(str(writer.render("pointwise_kernel.cpp.j2", f"src/pointwise/{f.name}.cpp",
+                                                  f=f, **common)))
+    aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
+    python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
+                                            **common)))
+    writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)
+    writer.render("sources.cmake.j2", "sources.cmake", aten_sources=aten_sources,
+                  python_sources=python_sources, **common)
+    writer.remove_stale()
+    return writer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--yaml", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cuda", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        generate(args.yaml, args.out, cuda=args.cuda)
+    except CodegenError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

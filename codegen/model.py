@@ -1,0 +1,365 @@
+"""The registry model: YAML entries parsed into frozen dataclasses, validated strictly.
+
+Every key of an entry is popped as it is read; leftovers are an error. Errors are
+``CodegenError`` and read ``native_functions.yaml:123: add.Tensor: unknown type 'Tensr'``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from codegen import enums
+
+
+class CodegenError(Exception):
+    """A malformed registry entry. The message names file, line and entry."""
+
+
+# ---------------------------------------------------------------------------- types
+
+@dataclass(frozen=True)
+class Type:
+    base: str          # Tensor, Scalar, int, float, bool, int[], ScalarType, Device
+    optional: bool = False
+
+    BASES = ("Tensor", "Scalar", "int", "float", "bool", "int[]", "ScalarType", "Device")
+
+    @staticmethod
+    def parse(text: str) -> "Type":
+        optional = text.endswith("?")
+        base = text[:-1] if optional else text
+        # int[N] is accepted as a size hint and means int[]
+        base = re.sub(r"^int\[\d*\]$", "int[]", base)
+        if base not in Type.BASES:
+            raise CodegenError(f"unknown type '{text}'")
+        return Type(base, optional)
+
+    def __str__(self) -> str:
+        return self.base + ("?" if self.optional else "")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: Type
+    default: str | None      # YAML default text, normalised; None when required
+    kwonly: bool
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_default(t: Type, text: str) -> str:
+    """Validates a default for its type and returns its normal form."""
+    if text == "None":
+        if not t.optional:
+            raise CodegenError(f"default None for non-optional type '{t}'")
+        return text
+    base = t.base
+    ok = False
+    if base == "int":
+        ok = re.fullmatch(r"-?\d+", text) is not None
+    elif base == "float":
+        ok = re.fullmatch(r"-?\d+(\.\d*)?(e-?\d+)?", text) is not None
+    elif base == "Scalar":
+        ok = re.fullmatch(r"-?\d+(\.\d*)?(e-?\d+)?|True|False", text) is not None
+    elif base == "bool":
+        ok = text in ("True", "False")
+    elif base == "int[]":
+        ok = re.fullmatch(r"\[\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]", text) is not None
+    elif base == "ScalarType":
+        ok = text in enums.DTYPE_NAMES
+    elif base == "Device":
+        ok = text in ("cpu",)
+    if not ok:
+        raise CodegenError(f"bad default '{text}' for type '{t}'")
+    return text
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str                 # base name: add
+    overload: str             # overload name: Tensor ('' if none)
+    params: tuple[Param, ...]
+    returns: str              # Tensor | Tensor(a) | Tensor(a!)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    @property
+    def tensor_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.type.base == "Tensor")
+
+    @staticmethod
+    def parse(func: str) -> "Schema":
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?\((.*)\)\s*->\s*(\S+)\s*", func)
+        if not m:
+            raise CodegenError(f"cannot parse func '{func}': expected 'name[.overload](args) -> Return'")
+        name, overload, args, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4)
+        if name.endswith("_"):
+            raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op")
+        if returns not in ("Tensor", "Tensor(a)"):
+            raise CodegenError(f"unknown return type '{returns}' (expected Tensor or Tensor(a))")
+        params: list[Param] = []
+        kwonly = False
+        seen: set[str] = set()
+        for raw in [a.strip() for a in args.split(",")] if args.strip() else []:
+            if raw == "*":
+                if kwonly:
+                    raise CodegenError("'*' appears twice")
+                kwonly = True
+                continue
+            pm = re.fullmatch(r"(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s*=\s*(.+))?", raw)
+            if not pm:
+                raise CodegenError(f"cannot parse argument '{raw}'")
+            ptype = Type.parse(pm.group(1))
+            pname = pm.group(2)
+            if pname in seen:
+                raise CodegenError(f"duplicate argument name '{pname}'")
+            seen.add(pname)
+            default = _check_default(ptype, pm.group(3).strip()) if pm.group(3) else None
+            if params and params[-1].has_default and default is None and not kwonly:
+                raise CodegenError(f"argument '{pname}' without default follows one with a default")
+            params.append(Param(pname, ptype, default, kwonly))
+        return Schema(name, overload, tuple(params), returns)
+
+    def signature_text(self, *, skip_self: bool = False, python: bool = True) -> str:
+        """The signature as users see it: add(Tensor input, Tensor other, *, Scalar alpha=1)."""
+        parts: list[str] = []
+        star = False
+        for p in self.params:
+            if skip_self and p.name == "self":
+                continue
+            if p.kwonly and not star:
+                parts.append("*")
+                star = True
+            name = "input" if (python and p.name == "self") else p.name
+            text = f"{p.type} {name}"
+            if p.has_default:
+                text += f"={p.default}"
+            parts.append(text)
+        return f"{self.name}({', '.join(parts)})"
+
+
+# ---------------------------------------------------------------------------- entries
+
+PROMOTIONS = ("default", "int_to_float", "always_bool")
+VARIANTS = ("function", "method")
+GIL_MODES = ("release", "auto", "hold")
+
+
+@dataclass(frozen=True)
+class NativeFunction:
+    schema: Schema
+    line: int
+    variants: tuple[str, ...]
+    pointwise: str | None
+    promotion: str
+    dtypes: tuple[str, ...]
+    inplace: bool
+    dispatch: tuple[tuple[str, str], ...]   # (concrete key, kernel), aliases expanded
+    gil: str
+    derivatives: tuple[tuple[str, str], ...]
+    doc: str
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+    @property
+    def ident(self) -> str:
+        """C identifier unique per overload: add_Tensor."""
+        return self.schema.full_name.replace(".", "_")
+
+    @property
+    def is_pointwise(self) -> bool:
+        return self.pointwise is not None
+
+    @property
+    def operand_inputs(self) -> bool:
+        """Pointwise ops of two or more inputs take numbers for tensors (see codegen/README.md)."""
+        return self.is_pointwise and len(self.schema.tensor_params) >= 2
+
+    def kernel_for(self, key: str) -> str | None:
+        for k, kernel in self.dispatch:
+            if k == key:
+                return kernel
+        return None
+
+
+def _pop(entry: dict[str, Any], key: str, default: Any = None) -> Any:
+    return entry.pop(key) if key in entry else default
+
+
+def _str_list(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CodegenError(f"'{what}' must be a list of names")
+    return tuple(value)
+
+
+def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
+    entry = dict(entry)
+    func = _pop(entry, "func")
+    if not isinstance(func, str):
+        raise CodegenError("missing 'func'")
+    schema = Schema.parse(func)
+    variants = _str_list(_pop(entry, "variants", ["function"]), "variants")
+    for v in variants:
+        if v not in VARIANTS:
+            raise CodegenError(f"unknown variant '{v}' (expected one of {', '.join(VARIANTS)})")
+    if "method" in variants and (not schema.params or schema.params[0].name != "self"
+                                 or schema.params[0].type != Type("Tensor")):
+        raise CodegenError("a method variant needs 'Tensor self' as first argument")
+
+    pointwise = _pop(entry, "pointwise")
+    promotion = _pop(entry, "promotion", "default")
+    dtypes = _str_list(_pop(entry, "dtypes", list(enums.DTYPE_NAMES)), "dtypes")
+    inplace = _pop(entry, "inplace", None)
+    dispatch_raw = _pop(entry, "dispatch")
+    gil = _pop(entry, "gil", None)
+    derivatives_raw = _pop(entry, "derivatives", {})
+    doc = _pop(entry, "doc")
+    if entry:
+        raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
+
+    if not isinstance(doc, str) or not doc.strip():
+        raise CodegenError("missing 'doc' (one sentence users read in help())")
+    if promotion not in PROMOTIONS:
+        raise CodegenError(f"unknown promotion '{promotion}' (expected one of {', '.join(PROMOTIONS)})")
+    for d in dtypes:
+        if d not in enums.DTYPE_NAMES:
+            raise CodegenError(f"unknown dtype '{d}' (expected one of {', '.join(enums.DTYPE_NAMES)})")
+    if gil is not None and gil not in GIL_MODES:
+        raise CodegenError(f"unknown gil mode '{gil}' (expected one of {', '.join(GIL_MODES)})")
+
+    dispatch: list[tuple[str, str]] = []
+    if pointwise is not None:
+        if not isinstance(pointwise, str) or not pointwise.strip():
+            raise CodegenError("'pointwise' must be a C++ expression")
+        if dispatch_raw is not None:
+            raise CodegenError("an entry has either 'pointwise' or 'dispatch', not both")
+        if schema.returns != "Tensor":
+            raise CodegenError("pointwise ops return a new Tensor")
+        n = len(schema.tensor_params)
+        if not 1 <= n <= 2:
+            raise CodegenError(f"pointwise ops take one or two Tensor inputs, got {n}")
+        for p in schema.params:
+            if p.type.base not in ("Tensor", "Scalar") or p.type.optional:
+                raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
+        if inplace is None:
+            inplace = promotion != "always_bool"
+        if gil is None:
+            gil = "auto"
+    else:
+        if not isinstance(dispatch_raw, dict) or not dispatch_raw:
+            raise CodegenError("missing 'dispatch' (or 'pointwise')")
+        for key, kernel in dispatch_raw.items():
+            if not isinstance(kernel, str) or not _IDENT.match(kernel):
+                raise CodegenError(f"dispatch kernel for '{key}' must be a C++ function name")
+            keys = enums.ALIAS_KEYS.get(key, (key,) if key in enums.BACKEND_KEYS else None)
+            if keys is None:
+                known = ", ".join(enums.BACKEND_KEYS + tuple(enums.ALIAS_KEYS))
+                raise CodegenError(f"unknown dispatch key '{key}' (expected one of {known})")
+            for k in keys:
+                if any(k == existing for existing, _ in dispatch):
+                    raise CodegenError(f"dispatch key '{k}' given twice")
+                dispatch.append((k, kernel))
+        if inplace:
+            raise CodegenError("'inplace' is derived for pointwise ops only")
+        if "promotion" in (dispatch_raw or {}) or promotion != "default":
+            raise CodegenError("'promotion' applies to pointwise ops only")
+        inplace = False
+        if gil is None:
+            gil = "hold"
+
+    if not isinstance(derivatives_raw, dict):
+        raise CodegenError("'derivatives' must map input names to formulas")
+    names = {p.name for p in schema.params}
+    derivatives = []
+    for k, v in derivatives_raw.items():
+        if k not in names:
+            raise CodegenError(f"derivative for unknown input '{k}'")
+        if not isinstance(v, str):
+            raise CodegenError(f"derivative for '{k}' must be a C++ expression")
+        derivatives.append((k, v))
+
+    return NativeFunction(
+        schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
+        dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
+        derivatives=tuple(derivatives), doc=" ".join(doc.split()),
+    )
+
+
+class _LineLoader(yaml.SafeLoader):
+    """Records the line of each mapping as '__line__'."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    mapping = loader.construct_mapping(node, deep=True)
+    mapping["__line__"] = node.start_mark.line + 1
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _strip_lines(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_lines(v) for k, v in value.items() if k != "__line__"}
+    return value
+
+
+def parse_registry(text: str, path: str = "native_functions.yaml") -> list[NativeFunction]:
+    """Parses and validates the whole registry."""
+    try:
+        data = yaml.load(text, Loader=_LineLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise CodegenError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, list):
+        raise CodegenError(f"{path}:1: the registry must be a list of entries")
+    functions: list[NativeFunction] = []
+    seen: dict[str, int] = {}
+    for raw in data:
+        if not isinstance(raw, dict):
+            raise CodegenError(f"{path}: every entry must be a mapping")
+        line = raw.get("__line__", 0)
+        label = raw.get("func", "<entry>")
+        label = label.split("(")[0] if isinstance(label, str) else "<entry>"
+        try:
+            f = parse_entry(_strip_lines(raw), line)
+        except CodegenError as e:
+            raise CodegenError(f"{path}:{line}: {label}: {e}") from None
+        if f.schema.full_name in seen:
+            raise CodegenError(f"{path}:{line}: {label}: duplicate name (first defined at line "
+                               f"{seen[f.schema.full_name]})")
+        seen[f.schema.full_name] = line
+        functions.append(f)
+    _check_overloads(functions, path)
+    return functions
+
+
+def _check_overloads(functions: list[NativeFunction], path: str) -> None:
+    by_name: dict[str, list[NativeFunction]] = {}
+    for f in functions:
+        by_name.setdefault(f.name, []).append(f)
+    for name, group in by_name.items():
+        variants = {f.variants for f in group}
+        if len(variants) > 1:
+            f = group[-1]
+            raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
+                               "must declare the same variants")
+        pointwise = [f for f in group if f.is_pointwise]
+        if pointwise and len(group) > 1:
+            f = group[-1]
+            raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: pointwise op '{name}' "
+                               "cannot have overloads")

@@ -1,0 +1,238 @@
+// See Note [Argument parsing].
+#include "arg_parsing.h"
+
+#include <string>
+
+#include "kael/core/error.h"
+
+namespace kael::python {
+
+namespace {
+
+bool is_int_like(PyObject* o) {
+  if (PyLong_Check(o)) return !PyBool_Check(o);
+  return !is_tensor(o) && PyIndex_Check(o);
+}
+
+void intern_names(const Signature& sig) {
+  if (sig.nparams == 0 || sig.interned[0] != nullptr) return;
+  for (int i = 0; i < sig.nparams; ++i) sig.interned[i] = PyUnicode_InternFromString(sig.params[i].name);
+}
+
+int find_keyword(const Signature& sig, PyObject* name) {
+  for (int i = 0; i < sig.nparams; ++i)
+    if (sig.interned[i] == name) return i;
+  for (int i = 0; i < sig.nparams; ++i)
+    if (PyUnicode_Compare(sig.interned[i], name) == 0) return i;
+  return -1;
+}
+
+const char* type_name(PyObject* o) {
+  if (is_tensor(o)) return "Tensor";
+  return Py_TYPE(o)->tp_name;
+}
+
+}  // namespace
+
+bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out) {
+  int positional = 0;
+  while (positional < sig.nparams && !sig.params[positional].kwonly) ++positional;
+  Py_ssize_t first_free = 0;
+  if (sig.varargs_intlist && nargs >= 1 && (nargs > 1 || is_int_like(args[0]))) {
+    out.varargs = args;
+    out.nvarargs = nargs;
+    first_free = 1;
+  } else {
+    if (nargs > positional) return false;
+    for (Py_ssize_t i = 0; i < nargs; ++i) out.slot[i] = args[i];
+    first_free = nargs;
+  }
+  if (kwnames != nullptr) {
+    intern_names(sig);
+    const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t j = 0; j < nkw; ++j) {
+      const int i = find_keyword(sig, PyTuple_GET_ITEM(kwnames, j));
+      if (i < 0 || i < first_free || out.slot[i] != nullptr) return false;
+      out.slot[i] = args[nargs + j];
+    }
+  }
+  for (int i = static_cast<int>(first_free); i < sig.nparams; ++i)
+    if (out.slot[i] == nullptr && !sig.params[i].has_default) return false;
+  return true;
+}
+
+Match conv_tensor(PyObject* o, const Tensor*& out) {
+  if (!is_tensor(o)) return Match::No;
+  out = &tensor_of(o);
+  return Match::Yes;
+}
+
+Match conv_scalar(PyObject* o, Scalar& out) {
+  if (PyBool_Check(o)) {
+    out = Scalar(o == Py_True);
+    return Match::Yes;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) {
+      PyErr_Format(PyExc_RuntimeError, "value %R cannot be converted to int64 without overflow", o);
+      return Match::Error;
+    }
+    out = Scalar(static_cast<std::int64_t>(v));
+    return Match::Yes;
+  }
+  if (PyFloat_Check(o)) {
+    out = Scalar(PyFloat_AS_DOUBLE(o));
+    return Match::Yes;
+  }
+  if (is_tensor(o) || PySequence_Check(o)) return Match::No;  // arrays have __len__
+  if (PyIndex_Check(o)) {  // numpy integers
+    const Py_ssize_t v = PyNumber_AsSsize_t(o, PyExc_OverflowError);
+    if (v == -1 && PyErr_Occurred()) return Match::Error;
+    out = Scalar(static_cast<std::int64_t>(v));
+    return Match::Yes;
+  }
+  // numpy floating scalars: __float__ and no __len__ (arrays have __len__)
+  if (Py_TYPE(o)->tp_as_number != nullptr && Py_TYPE(o)->tp_as_number->nb_float != nullptr &&
+      !PyMapping_Check(o)) {
+    const double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return Match::Error;
+    out = Scalar(v);
+    return Match::Yes;
+  }
+  return Match::No;
+}
+
+Match conv_operand(PyObject* o, Operand& out) {
+  if (is_tensor(o)) {
+    out = Operand(tensor_of(o));
+    return Match::Yes;
+  }
+  Scalar s;
+  const Match m = conv_scalar(o, s);
+  if (m == Match::Yes) out = Operand(s);
+  return m;
+}
+
+Match conv_int(PyObject* o, std::int64_t& out) {
+  if (!is_int_like(o)) return Match::No;
+  int overflow = 0;
+  PyObject* index = PyNumber_Index(o);
+  if (index == nullptr) return Match::Error;
+  const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow != 0) {
+    PyErr_Format(PyExc_OverflowError, "value %R does not fit in int64", o);
+    return Match::Error;
+  }
+  out = v;
+  return Match::Yes;
+}
+
+Match conv_float(PyObject* o, double& out) {
+  if (PyFloat_Check(o)) {
+    out = PyFloat_AS_DOUBLE(o);
+    return Match::Yes;
+  }
+  std::int64_t i = 0;
+  const Match m = conv_int(o, i);
+  if (m == Match::Yes) out = static_cast<double>(i);
+  return m;
+}
+
+Match conv_bool(PyObject* o, bool& out) {
+  if (!PyBool_Check(o)) return Match::No;
+  out = o == Py_True;
+  return Match::Yes;
+}
+
+Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
+  out.clear();
+  if (index == 0 && b.varargs != nullptr) {
+    for (Py_ssize_t i = 0; i < b.nvarargs; ++i) {
+      std::int64_t v = 0;
+      const Match m = conv_int(b.varargs[i], v);
+      if (m != Match::Yes) return m;
+      out.push_back(v);
+    }
+    return Match::Yes;
+  }
+  std::int64_t single = 0;
+  if (is_int_like(o)) {
+    const Match m = conv_int(o, single);
+    if (m == Match::Yes) out.push_back(single);
+    return m;
+  }
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return Match::No;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    std::int64_t v = 0;
+    const Match m = conv_int(items[i], v);
+    if (m != Match::Yes) return m;
+    out.push_back(v);
+  }
+  return Match::Yes;
+}
+
+Match conv_dtype(PyObject* o, ScalarType& out) {
+  if (Py_IS_TYPE(o, &DtypeType)) {
+    out = dtype_of_object(o);
+    return Match::Yes;
+  }
+  if (!PyUnicode_Check(o)) return Match::No;
+  const char* name = PyUnicode_AsUTF8(o);
+  if (name == nullptr) return Match::Error;
+  if (auto t = parse_dtype(name)) {
+    out = *t;
+    return Match::Yes;
+  }
+  PyErr_Format(PyExc_ValueError, "dtype: unknown dtype name '%s' (expected one of bool, int64, float32, float64)",
+               name);
+  return Match::Error;
+}
+
+Match conv_device(PyObject* o, Device& out) {
+  if (!PyUnicode_Check(o)) return Match::No;
+  const char* name = PyUnicode_AsUTF8(o);
+  if (name == nullptr) return Match::Error;
+  if (parse_dtype(name)) return Match::No;  // t.to("float32") means a dtype
+  try {
+    out = parse_device(name);
+  } catch (...) {
+    translate_exception();
+    return Match::Error;
+  }
+  return Match::Yes;
+}
+
+PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self, PyObject* const* args,
+                         Py_ssize_t nargs, PyObject* kwnames) {
+  (void)self;
+  std::string got;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (i) got += ", ";
+    got += type_name(args[i]);
+  }
+  if (kwnames != nullptr) {
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kwnames); ++j) {
+      if (!got.empty()) got += ", ";
+      const char* kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, j));
+      got += kw ? kw : "?";
+      got += "=";
+      got += type_name(args[nargs + j]);
+    }
+  }
+  std::string msg = std::string(sigs[0]->name) + "() received an invalid combination of arguments - got (" + got +
+                    "), but expected " + (count > 1 ? "one of:" : "");
+  for (int i = 0; i < count; ++i) {
+    msg += "\n * ";
+    msg += sigs[i]->is_method ? "Tensor." : "";
+    msg += sigs[i]->text;
+  }
+  PyErr_SetString(PyExc_TypeError, msg.c_str());
+  return nullptr;
+}
+
+}  // namespace kael::python

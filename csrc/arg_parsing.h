@@ -1,0 +1,113 @@
+#pragma once
+// Helpers the generated argument parsers call (codegen/templates/python_shard.cpp.j2).
+//
+// Note [Argument parsing]
+// Each signature has one generated parser. bind() places positional and keyword arguments
+// into slots without converting them; typed converters then turn each slot into a C++
+// value. A converter answers No when the object is not of its type (so the next overload
+// is tried), Yes, or Error with a Python exception set (a known type with a bad value, such
+// as dtype="float33"). When no overload matches, the TypeError lists every signature.
+
+#include <Python.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "kael/core/tensor.h"
+#include "tensor_object.h"
+
+namespace kael::python {
+
+enum class Match : std::uint8_t { No, Yes, Error };
+
+enum class ParamKind : std::uint8_t { Tensor, Operand, Scalar, Int, Float, Bool, IntList, ScalarType, Device };
+
+struct ParamSpec {
+  const char* name;
+  ParamKind kind;
+  bool optional;
+  bool kwonly;
+  bool has_default;
+};
+
+inline constexpr int kMaxParams = 12;
+
+struct Signature {
+  const char* name;  // Python name, e.g. "add"
+  const char* text;  // as users read it: "add(Tensor input, Tensor other, *, Scalar alpha=1)"
+  const ParamSpec* params;
+  int nparams;
+  bool is_method;        // `self` is bound and not among params
+  bool varargs_intlist;  // the single positional int[] may be spread: view(2, 3)
+  PyObject** interned;   // names as interned str, filled on first use
+};
+
+struct Bound {
+  PyObject* slot[kMaxParams] = {};
+  PyObject* const* varargs = nullptr;  // spread int[] arguments, when used
+  Py_ssize_t nvarargs = 0;
+};
+
+// Places arguments into slots; false when they do not fit the signature.
+bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out);
+
+Match conv_tensor(PyObject* o, const Tensor*& out);
+Match conv_operand(PyObject* o, Operand& out);
+Match conv_scalar(PyObject* o, Scalar& out);
+Match conv_int(PyObject* o, std::int64_t& out);
+Match conv_float(PyObject* o, double& out);
+Match conv_bool(PyObject* o, bool& out);
+Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
+Match conv_dtype(PyObject* o, ScalarType& out);
+Match conv_device(PyObject* o, Device& out);
+
+// Optional parameters: a missing slot or None leaves `out` empty.
+template <typename T, typename Conv>
+Match conv_optional(PyObject* o, std::optional<T>& out, Conv conv) {
+  if (o == nullptr || o == Py_None) return Match::Yes;
+  T value{};
+  const Match m = conv(o, value);
+  if (m == Match::Yes) out = value;
+  return m;
+}
+
+// Raises the TypeError that lists every signature of a name; returns nullptr.
+PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self, PyObject* const* args,
+                         Py_ssize_t nargs, PyObject* kwnames);
+
+// Whether a call over these operands is large enough to release the GIL (gil: auto).
+inline constexpr std::int64_t kGilReleaseElements = 1 << 16;
+inline bool large(const Tensor& t) { return t.numel() >= kGilReleaseElements; }
+inline bool large(const Operand& o) { return o.is_tensor() && large(o.tensor()); }
+
+// Releases the GIL for its lifetime when `release` is true.
+class GilRelease {
+ public:
+  explicit GilRelease(bool release) : state_(release ? PyEval_SaveThread() : nullptr) {}
+  ~GilRelease() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// Runs a C++ op and converts its result, translating C++ exceptions (see errors.h).
+template <typename F>
+PyObject* call_op(bool release_gil, F&& f) {
+  try {
+    Tensor result;
+    {
+      GilRelease nogil(release_gil);
+      result = f();
+    }
+    return wrap(std::move(result));
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+}
+
+}  // namespace kael::python

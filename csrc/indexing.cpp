@@ -1,0 +1,112 @@
+// Basic indexing: t[int], t[slice], t[None], t[...], tuples of them; all views.
+// Worked example: t[0, ..., None, 1:3] on shape [2, 3, 4] -> select(0, 0), skip 1 dim,
+// unsqueeze(1), slice(2, 1, 3) -> shape [3, 1, 2].
+#include <vector>
+
+#include "arg_parsing.h"
+#include "kael/core/error.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops.h"
+
+namespace kael::python {
+
+namespace {
+
+Tensor strided_slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length, std::int64_t step) {
+  DimVector sizes(t.sizes()), strides(t.strides());
+  const std::int64_t offset = t.impl()->offset() + (length > 0 ? start * strides[dim] : 0);
+  sizes[dim] = length;
+  strides[dim] *= step;
+  return Tensor(TensorImpl::make(t.impl()->storage_ptr(), t.dtype(), std::move(sizes), std::move(strides), offset));
+}
+
+bool is_index_key(PyObject* o) { return !PyBool_Check(o) && (PyLong_Check(o) || (!is_tensor(o) && PyIndex_Check(o))); }
+
+Tensor apply_key(const Tensor& self, PyObject* key) {
+  std::vector<PyObject*> items;
+  if (PyTuple_Check(key)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); ++i) items.push_back(PyTuple_GET_ITEM(key, i));
+  } else {
+    items.push_back(key);
+  }
+  std::int64_t consumed = 0;
+  bool ellipsis = false;
+  for (PyObject* item : items) {
+    if (item == Py_Ellipsis) {
+      KAEL_CHECK_INDEX(!ellipsis, "index: an index can only have a single ellipsis ('...')");
+      ellipsis = true;
+    } else if (item != Py_None) {
+      ++consumed;
+    }
+  }
+  KAEL_CHECK_INDEX(consumed <= self.dim(),
+                   "index: too many indices for tensor of dimension " << self.dim() << " (got " << consumed << ")");
+  Tensor t = self;
+  std::int64_t dim = 0;
+  for (PyObject* item : items) {
+    if (item == Py_Ellipsis) {
+      dim += self.dim() - consumed;
+    } else if (item == Py_None) {
+      t = kael::unsqueeze(t, dim);
+      ++dim;
+    } else if (is_index_key(item)) {
+      const Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
+      if (i == -1 && PyErr_Occurred()) throw PythonError();
+      const std::int64_t size = t.sizes()[dim];
+      KAEL_CHECK_INDEX(i >= -size && i < size,
+                       "index: index " << i << " is out of range for dimension " << dim << " with size " << size);
+      t = kael::select(t, dim, i);
+    } else if (PySlice_Check(item)) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(item, &start, &stop, &step) < 0) throw PythonError();
+      KAEL_CHECK_VALUE(step > 0, "index: negative or zero slice steps are not supported (got " << step
+                                                                                           << "); use flip or a copy");
+      const Py_ssize_t length = PySlice_AdjustIndices(static_cast<Py_ssize_t>(t.sizes()[dim]), &start, &stop, step);
+      t = strided_slice(t, dim, start, length, step);
+      ++dim;
+    } else if (is_tensor(item)) {
+      const Tensor& idx = tensor_of(item);
+      KAEL_CHECK_TYPE(idx.dim() == 0 && idx.dtype() == ScalarType::Int64,
+                      "index: indexing with tensors other than 0-d int64 tensors is not supported yet");
+      t = kael::select(t, dim, idx.item().to<std::int64_t>());
+    } else {
+      KAEL_CHECK_INDEX(false, "index: unsupported index of type " << Py_TYPE(item)->tp_name
+                                                                  << " (expected int, slice, None, ... or a tuple)");
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+PyObject* tensor_getitem(PyObject* self, PyObject* key) {
+  return call_op(false, [&]() -> Tensor { return apply_key(tensor_of(self), key); });
+}
+
+int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "index: tensors do not support item deletion");
+    return -1;
+  }
+  try {
+    const Tensor view = apply_key(tensor_of(self), key);
+    KAEL_CHECK(view.device().is_cpu(), "index: assignment is only supported for cpu tensors");
+    view.bump_version();
+    if (is_tensor(value)) {
+      native::copy_cpu(view, tensor_of(value));
+      return 0;
+    }
+    Scalar s;
+    const Match m = conv_scalar(value, s);
+    if (m == Match::Error) return -1;
+    KAEL_CHECK_TYPE(m == Match::Yes,
+                    "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
+    native::fill_cpu(view, s);
+    return 0;
+  } catch (...) {
+    translate_exception();
+    return -1;
+  }
+}
+
+}  // namespace kael::python

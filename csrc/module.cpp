@@ -1,0 +1,139 @@
+// PyInit__C: the kael._C extension module.
+#include <Python.h>
+
+#include <vector>
+
+#include "arg_parsing.h"
+#include "kael/core/allocator.h"
+#include "kael/core/device.h"
+#include "kael/core/error.h"
+#include "kael/dispatch/dispatcher.h"
+#include "kael/runtime/threads.h"
+#include "tensor_object.h"
+
+namespace kael::python {
+
+void append_generated_functions(std::vector<PyMethodDef>& out);
+int kael_init_tensor(PyObject* module);
+PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+
+namespace {
+
+PyObject* py_allocator_stats(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"device", nullptr};
+  const char* device = "cpu";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:allocator_stats", const_cast<char**>(keywords), &device))
+    return nullptr;
+  try {
+    const Device d = parse_device(device);
+    check_device_available("allocator_stats", d);
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+  const AllocatorStats s = cpu_allocator::stats();
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "reserved_bytes", static_cast<long long>(s.reserved_bytes),
+                       "in_use_bytes", static_cast<long long>(s.in_use_bytes), "cached_bytes",
+                       static_cast<long long>(s.cached_bytes), "hits", static_cast<long long>(s.hits), "misses",
+                       static_cast<long long>(s.misses));
+}
+
+PyObject* py_empty_cache(PyObject*, PyObject*) {
+  cpu_allocator::empty_cache();
+  Py_RETURN_NONE;
+}
+
+PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "set_num_threads(): expected set_num_threads(int n), got %s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  const long long n = PyLong_AsLongLong(arg);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  try {
+    KAEL_CHECK_VALUE(n >= 1 && n <= 1024, "set_num_threads: expected 1..1024, got " << n);
+    set_num_threads(static_cast<int>(n));
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_get_num_threads(PyObject*, PyObject*) {
+  try {
+    return PyLong_FromLong(get_num_threads());
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+}
+
+PyObject* py_cuda_is_available(PyObject*, PyObject*) { return PyBool_FromLong(cuda_backend_built()); }
+
+// {op name: {dispatch key: has a kernel}} for introspection and tests.
+PyObject* py_registered_ops(PyObject*, PyObject*) {
+  PyObject* out = PyList_New(0);
+  if (out == nullptr) return nullptr;
+  for (const dispatch::OpEntry* op : dispatch::all_ops()) {
+    PyObject* name = PyUnicode_FromString(op->name);
+    if (name == nullptr || PyList_Append(out, name) < 0) {
+      Py_XDECREF(name);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(name);
+  }
+  return out;
+}
+
+std::vector<PyMethodDef>& module_functions() {
+  static std::vector<PyMethodDef> functions;
+  return functions;
+}
+
+PyModuleDef module_def = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "kael._C",
+    .m_doc = "kael's compiled core: tensors, operators and runtime controls.",
+    .m_size = -1,
+};
+
+}  // namespace
+
+}  // namespace kael::python
+
+PyMODINIT_FUNC PyInit__C() {
+  using namespace kael::python;
+  auto& functions = module_functions();
+  if (functions.empty()) {
+    functions.push_back({"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_tensor)),
+                         METH_FASTCALL | METH_KEYWORDS,
+                         "tensor(data, *, dtype=None, device=None)\n\nA new tensor copied from nested sequences, "
+                         "numbers or a NumPy array."});
+    functions.push_back({"allocator_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_allocator_stats)),
+                         METH_VARARGS | METH_KEYWORDS,
+                         "allocator_stats(device='cpu')\n\nCounters of the caching allocator: reserved_bytes, "
+                         "in_use_bytes, cached_bytes, hits, misses."});
+    functions.push_back({"empty_cache", py_empty_cache, METH_NOARGS,
+                         "empty_cache()\n\nReturns every cached block to the system."});
+    functions.push_back({"set_num_threads", py_set_num_threads, METH_O,
+                         "set_num_threads(n)\n\nSets the number of threads of intra-op parallelism (1..1024)."});
+    functions.push_back({"get_num_threads", py_get_num_threads, METH_NOARGS,
+                         "get_num_threads()\n\nThe number of threads of intra-op parallelism."});
+    functions.push_back({"cuda_is_available", py_cuda_is_available, METH_NOARGS,
+                         "cuda_is_available()\n\nWhether this build has a CUDA backend and a device."});
+    functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
+                         "_registered_ops()\n\nSchema names of every operator in the dispatcher."});
+    append_generated_functions(functions);
+    functions.push_back({nullptr, nullptr, 0, nullptr});
+  }
+  module_def.m_methods = functions.data();
+  PyObject* module = PyModule_Create(&module_def);
+  if (module == nullptr) return nullptr;
+  if (kael_init_tensor(module) < 0 || PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}

@@ -1,0 +1,560 @@
+// The kael.Tensor type: lifetime, identity, protocols and hand-written methods.
+#include "tensor_object.h"
+
+#include <cmath>
+#include <new>
+#include <vector>
+
+#include "arg_parsing.h"
+#include "kael/core/error.h"
+#include "kael/ops.h"
+
+namespace kael::python {
+
+void append_generated_methods(std::vector<PyMethodDef>& out);
+
+// ------------------------------------------------------------------ dtype objects
+
+namespace {
+
+struct PyDtype {
+  PyObject_HEAD
+  ScalarType type;
+};
+
+PyObject* dtype_objects[kNumScalarTypes] = {};
+
+PyObject* dtype_repr(PyObject* self) {
+  return PyUnicode_FromFormat("kael.%s", dtype_name(reinterpret_cast<PyDtype*>(self)->type));
+}
+
+PyObject* dtype_get_itemsize(PyObject* self, void*) {
+  return PyLong_FromLong(itemsize(reinterpret_cast<PyDtype*>(self)->type));
+}
+
+PyObject* dtype_get_is_floating(PyObject* self, void*) {
+  return PyBool_FromLong(is_floating(reinterpret_cast<PyDtype*>(self)->type));
+}
+
+PyGetSetDef dtype_getset[] = {
+    {"itemsize", dtype_get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
+    {"is_floating_point", dtype_get_is_floating, nullptr, "Whether the dtype is a floating point type.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyObject* dtype_reduce(PyObject* self, PyObject*) {
+  return PyUnicode_FromString(dtype_name(reinterpret_cast<PyDtype*>(self)->type));
+}
+
+PyMethodDef dtype_methods[] = {{"__reduce__", dtype_reduce, METH_NOARGS, nullptr},
+                               {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PyTypeObject DtypeType = {
+    .ob_base = PyVarObject_HEAD_INIT(nullptr, 0)
+    .tp_name = "kael.dtype",
+    .tp_basicsize = sizeof(PyDtype),
+    .tp_repr = dtype_repr,
+    .tp_str = dtype_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The data type of a tensor: kael.float32, kael.float64, kael.int64 or kael.bool.",
+    .tp_methods = dtype_methods,
+    .tp_getset = dtype_getset,
+};
+
+PyObject* dtype_object(ScalarType t) { return dtype_objects[static_cast<int>(t)]; }
+ScalarType dtype_of_object(PyObject* o) { return reinterpret_cast<PyDtype*>(o)->type; }
+
+// ------------------------------------------------------------------ lifetime
+
+PyObject* wrap(Tensor t) {
+  if (!t.defined()) Py_RETURN_NONE;
+  if (void* existing = t.impl()->pyobj()) {
+    PyObject* obj = static_cast<PyObject*>(existing);
+    Py_INCREF(obj);
+    return obj;
+  }
+  PyObject* obj = TensorType.tp_alloc(&TensorType, 0);
+  if (obj == nullptr) return nullptr;
+  auto* pt = reinterpret_cast<PyTensor*>(obj);
+  new (&pt->tensor) Tensor(std::move(t));
+  pt->tensor.impl()->set_pyobj(obj);
+  return obj;
+}
+
+namespace {
+
+void tensor_dealloc(PyObject* self) {
+  auto* pt = reinterpret_cast<PyTensor*>(self);
+  if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
+  if (pt->tensor.defined() && pt->tensor.impl()->pyobj() == self) pt->tensor.impl()->set_pyobj(nullptr);
+  pt->tensor.~Tensor();
+  Py_TYPE(self)->tp_free(self);
+}
+
+// kael.Tensor(data=None): a new tensor object sharing data's storage (like detach()), of the
+// calling class, so Python subclasses (nn.Parameter) can wrap existing data.
+PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"data", nullptr};
+  PyObject* data = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Tensor", const_cast<char**>(keywords), &data)) return nullptr;
+  try {
+    Tensor t;
+    if (data == Py_None) {
+      const std::int64_t size[] = {0};
+      t = kael::empty(size);
+    } else if (is_tensor(data)) {
+      t = kael::detach(tensor_of(data));
+    } else {
+      PyErr_Format(PyExc_TypeError, "Tensor(): expected a Tensor or None, got %s; use kael.tensor(data) for data",
+                   Py_TYPE(data)->tp_name);
+      return nullptr;
+    }
+    PyObject* obj = type->tp_alloc(type, 0);
+    if (obj == nullptr) return nullptr;
+    auto* pt = reinterpret_cast<PyTensor*>(obj);
+    new (&pt->tensor) Tensor(std::move(t));
+    pt->tensor.impl()->set_pyobj(obj);
+    return obj;
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+}
+
+int tensor_init(PyObject*, PyObject*, PyObject*) { return 0; }
+
+// ------------------------------------------------------------------ helpers
+
+template <typename F>
+PyObject* guarded(F&& f) {
+  try {
+    return f();
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+}
+
+PyObject* scalar_to_python(const Scalar& s) {
+  switch (s.kind()) {
+    case Scalar::Kind::Bool:
+      return PyBool_FromLong(s.to<bool>());
+    case Scalar::Kind::Int:
+      return PyLong_FromLongLong(s.to<std::int64_t>());
+    case Scalar::Kind::Float:
+      break;
+  }
+  return PyFloat_FromDouble(s.to<double>());
+}
+
+PyObject* int_tuple(IntArrayRef v) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(v.size()));
+  if (t == nullptr) return nullptr;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    PyObject* item = PyLong_FromLongLong(v[i]);
+    if (item == nullptr) {
+      Py_DECREF(t);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), item);
+  }
+  return t;
+}
+
+// Operand conversion for operators: No means "return NotImplemented".
+Match operator_operand(PyObject* o, Operand& out) { return conv_operand(o, out); }
+
+template <typename F>
+PyObject* binary(PyObject* l, PyObject* r, F f) {
+  Operand a{Scalar()}, b{Scalar()};
+  Match m = operator_operand(l, a);
+  if (m == Match::Yes) m = operator_operand(r, b);
+  if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
+  if (m == Match::Error) return nullptr;
+  return call_op(large(a) || large(b), [&]() -> Tensor { return f(a, b); });
+}
+
+template <typename F>
+PyObject* inplace(PyObject* self, PyObject* other, F f) {
+  if (!is_tensor(self)) Py_RETURN_NOTIMPLEMENTED;
+  Operand b{Scalar()};
+  const Match m = operator_operand(other, b);
+  if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
+  if (m == Match::Error) return nullptr;
+  const Tensor& t = tensor_of(self);
+  return call_op(large(t), [&]() -> Tensor { return f(t, b); });
+}
+
+// ------------------------------------------------------------------ number protocol
+
+PyObject* nb_add(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::add(a, b); });
+}
+PyObject* nb_sub(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::sub(a, b); });
+}
+PyObject* nb_mul(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::mul(a, b); });
+}
+PyObject* nb_div(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::div(a, b); });
+}
+PyObject* nb_pow(PyObject* l, PyObject* r, PyObject* mod) {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::pow(a, b); });
+}
+PyObject* nb_iadd(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::add_(a, b); });
+}
+PyObject* nb_isub(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::sub_(a, b); });
+}
+PyObject* nb_imul(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::mul_(a, b); });
+}
+PyObject* nb_idiv(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::div_(a, b); });
+}
+PyObject* nb_ipow(PyObject* s, PyObject* o, PyObject* mod) {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::pow_(a, b); });
+}
+PyObject* nb_matmul(PyObject* l, PyObject* r) {
+  if (!is_tensor(l) || !is_tensor(r)) Py_RETURN_NOTIMPLEMENTED;
+  return call_op(true, [&]() -> Tensor { return kael::matmul(tensor_of(l), tensor_of(r)); });
+}
+PyObject* nb_neg(PyObject* s) {
+  return call_op(false, [&]() -> Tensor { return kael::neg(tensor_of(s)); });
+}
+PyObject* nb_abs(PyObject* s) {
+  return call_op(false, [&]() -> Tensor { return kael::abs(tensor_of(s)); });
+}
+PyObject* nb_pos(PyObject* s) {
+  Py_INCREF(s);
+  return s;
+}
+
+int nb_bool(PyObject* s) {
+  try {
+    const Tensor& t = tensor_of(s);
+    KAEL_CHECK(t.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+    const Scalar v = t.item();
+    return v.to<double>() != 0 ? 1 : 0;
+  } catch (...) {
+    translate_exception();
+    return -1;
+  }
+}
+
+PyObject* nb_int(PyObject* s) {
+  return guarded([&]() -> PyObject* {
+    const Tensor& t = tensor_of(s);
+    KAEL_CHECK(t.numel() == 1, "int: only one element tensors can be converted to Python scalars");
+    const Scalar v = t.item();
+    if (!v.is_floating()) return PyLong_FromLongLong(v.to<std::int64_t>());
+    const double d = v.to<double>();
+    KAEL_CHECK_VALUE(std::isfinite(d), "int: cannot convert " << d << " to an integer");
+    // [-2^63, 2^63): the int64 range, checked before the conversion.
+    KAEL_CHECK_VALUE(d >= -9223372036854775808.0 && d < 9223372036854775808.0,
+                     "int: value " << d << " is outside the int64 range");
+    return PyLong_FromLongLong(static_cast<long long>(d));
+  });
+}
+
+PyObject* nb_float(PyObject* s) {
+  return guarded([&]() -> PyObject* {
+    const Tensor& t = tensor_of(s);
+    KAEL_CHECK(t.numel() == 1, "float: only one element tensors can be converted to Python scalars");
+    return PyFloat_FromDouble(t.item().to<double>());
+  });
+}
+
+PyObject* nb_index(PyObject* s) {
+  return guarded([&]() -> PyObject* {
+    const Tensor& t = tensor_of(s);
+    KAEL_CHECK_TYPE(t.dtype() == ScalarType::Int64 && t.numel() == 1,
+                    "__index__: only integer tensors of a single element can be converted to an index");
+    return PyLong_FromLongLong(t.item().to<std::int64_t>());
+  });
+}
+
+PyNumberMethods tensor_as_number = {
+    .nb_add = nb_add,
+    .nb_subtract = nb_sub,
+    .nb_multiply = nb_mul,
+    .nb_power = nb_pow,
+    .nb_negative = nb_neg,
+    .nb_positive = nb_pos,
+    .nb_absolute = nb_abs,
+    .nb_bool = nb_bool,
+    .nb_int = nb_int,
+    .nb_float = nb_float,
+    .nb_inplace_add = nb_iadd,
+    .nb_inplace_subtract = nb_isub,
+    .nb_inplace_multiply = nb_imul,
+    .nb_inplace_power = nb_ipow,
+    .nb_true_divide = nb_div,
+    .nb_inplace_true_divide = nb_idiv,
+    .nb_index = nb_index,
+    .nb_matrix_multiply = nb_matmul,
+};
+
+// ------------------------------------------------------------------ comparisons, hash
+
+PyObject* richcompare(PyObject* l, PyObject* r, int op) {
+  switch (op) {
+    case Py_EQ:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::eq(a, b); });
+    case Py_NE:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ne(a, b); });
+    case Py_LT:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::lt(a, b); });
+    case Py_LE:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::le(a, b); });
+    case Py_GT:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::gt(a, b); });
+    case Py_GE:
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ge(a, b); });
+    default:
+      Py_RETURN_NOTIMPLEMENTED;
+  }
+}
+
+// Identity hash: __eq__ is elementwise, so a value hash would be meaningless.
+Py_hash_t tensor_hash(PyObject* self) { return PyBaseObject_Type.tp_hash(self); }
+
+PyObject* tensor_repr(PyObject* self) {
+  return guarded([&] { return PyUnicode_FromString(tensor_of(self).to_string().c_str()); });
+}
+
+// ------------------------------------------------------------------ sequence protocol
+
+Py_ssize_t sq_length(PyObject* self) {
+  const Tensor& t = tensor_of(self);
+  if (t.dim() == 0) {
+    PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+    return -1;
+  }
+  return static_cast<Py_ssize_t>(t.sizes()[0]);
+}
+
+PyObject* sq_item(PyObject* self, Py_ssize_t i) {
+  return call_op(false, [&]() -> Tensor { return kael::select(tensor_of(self), 0, i); });
+}
+
+PyObject* tensor_iter(PyObject* self) {
+  if (tensor_of(self).dim() == 0) {
+    PyErr_SetString(PyExc_TypeError, "iteration over a 0-d tensor");
+    return nullptr;
+  }
+  return PySeqIter_New(self);
+}
+
+PySequenceMethods tensor_as_sequence = {
+    .sq_length = sq_length,
+    .sq_item = sq_item,
+};
+
+// ------------------------------------------------------------------ properties
+
+PyObject* get_shape(PyObject* self, void*) { return int_tuple(tensor_of(self).sizes()); }
+PyObject* get_dtype(PyObject* self, void*) {
+  PyObject* d = dtype_object(tensor_of(self).dtype());
+  Py_INCREF(d);
+  return d;
+}
+PyObject* get_device(PyObject* self, void*) { return PyUnicode_FromString(tensor_of(self).device().str().c_str()); }
+PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).dim()); }
+PyObject* get_T(PyObject* self, void*) {
+  return call_op(false, [&]() -> Tensor {
+    const Tensor& t = tensor_of(self);
+    DimVector dims(t.dim());
+    for (std::int64_t i = 0; i < t.dim(); ++i) dims[i] = t.dim() - 1 - i;
+    return kael::permute(t, dims);
+  });
+}
+PyObject* get_mT(PyObject* self, void*) {
+  return call_op(false, [&]() -> Tensor {
+    const Tensor& t = tensor_of(self);
+    KAEL_CHECK(t.dim() >= 2, "mT: tensor.mT is only supported on matrices or batches of matrices. Got "
+                                 << t.dim() << "-D tensor.");
+    return kael::transpose(t, -2, -1);
+  });
+}
+PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(tensor_of(self).device().is_cuda()); }
+PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).element_size()); }
+
+PyGetSetDef tensor_getset[] = {
+    {"shape", get_shape, nullptr, "The size of each dim, as a tuple.", nullptr},
+    {"dtype", get_dtype, nullptr, "The element type.", nullptr},
+    {"device", get_device, nullptr, "The device name: 'cpu' or 'cuda'.", nullptr},
+    {"ndim", get_ndim, nullptr, "The number of dims.", nullptr},
+    {"T", get_T, nullptr, "The view with all dims reversed.", nullptr},
+    {"mT", get_mT, nullptr, "The view with the last two dims swapped.", nullptr},
+    {"is_cuda", get_is_cuda, nullptr, "Whether the tensor is on a CUDA device.", nullptr},
+    {"itemsize", get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+// ------------------------------------------------------------------ methods
+
+// Parses an optional dim argument of size()/stride().
+bool optional_dim(PyObject* const* args, Py_ssize_t nargs, const char* name, std::int64_t& dim, bool& given) {
+  given = false;
+  if (nargs == 0) return true;
+  if (nargs > 1 || !PyLong_Check(args[0]) || PyBool_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "%s() received an invalid combination of arguments - expected %s(int dim=None)",
+                 name, name);
+    return false;
+  }
+  dim = PyLong_AsLongLong(args[0]);
+  if (dim == -1 && PyErr_Occurred()) return false;
+  given = true;
+  return true;
+}
+
+PyObject* m_size(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  std::int64_t dim = 0;
+  bool given = false;
+  if (!optional_dim(args, nargs, "size", dim, given)) return nullptr;
+  if (!given) return get_shape(self, nullptr);
+  return guarded([&] { return PyLong_FromLongLong(tensor_of(self).size(dim)); });
+}
+
+PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  std::int64_t dim = 0;
+  bool given = false;
+  if (!optional_dim(args, nargs, "stride", dim, given)) return nullptr;
+  if (!given) return int_tuple(tensor_of(self).strides());
+  return guarded([&] { return PyLong_FromLongLong(tensor_of(self).stride(dim)); });
+}
+
+PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(tensor_of(self).dim()); }
+PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(tensor_of(self).numel()); }
+PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromLongLong(tensor_of(self).element_size()); }
+PyObject* m_is_contiguous(PyObject* self, PyObject*) { return PyBool_FromLong(tensor_of(self).is_contiguous()); }
+PyObject* m_data_ptr(PyObject* self, PyObject*) {
+  return PyLong_FromVoidPtr(tensor_of(self).numel() ? tensor_of(self).data_ptr() : nullptr);
+}
+PyObject* m_item(PyObject* self, PyObject*) {
+  return guarded([&] { return scalar_to_python(tensor_of(self).item()); });
+}
+
+PyObject* tolist_rec(const Tensor& t, std::int64_t dim, const char* p) {
+  if (dim == t.dim()) {
+    return visit_dtype(t.dtype(), [&](auto tag) -> PyObject* {
+      using T = typename decltype(tag)::type;
+      const T v = *reinterpret_cast<const T*>(p);
+      if constexpr (std::is_same_v<T, bool>) {
+        return PyBool_FromLong(v);
+      } else if constexpr (std::is_integral_v<T>) {
+        return PyLong_FromLongLong(v);
+      } else {
+        return PyFloat_FromDouble(static_cast<double>(v));
+      }
+    });
+  }
+  const std::int64_t n = t.sizes()[dim], step = t.strides()[dim] * t.element_size();
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (list == nullptr) return nullptr;
+  for (std::int64_t i = 0; i < n; ++i) {
+    PyObject* item = tolist_rec(t, dim + 1, p + i * step);
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
+}
+
+PyObject* m_tolist(PyObject* self, PyObject*) {
+  const Tensor& t = tensor_of(self);
+  if (!t.device().is_cpu()) {
+    PyErr_SetString(PyExc_RuntimeError, "tolist: move the tensor to the cpu first");
+    return nullptr;
+  }
+  return tolist_rec(t, 0, static_cast<const char*>(t.data_ptr()));
+}
+
+PyObject* m_cpu(PyObject* self, PyObject*) {
+  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), kCPU); });
+}
+
+PyMethodDef handwritten_methods[] = {
+    {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL,
+     "size(dim=None)\n\nThe shape as a tuple, or the size of one dim."},
+    {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL,
+     "stride(dim=None)\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
+    {"dim", m_dim, METH_NOARGS, "dim()\n\nThe number of dims."},
+    {"numel", m_numel, METH_NOARGS, "numel()\n\nThe number of elements."},
+    {"element_size", m_element_size, METH_NOARGS, "element_size()\n\nSize of one element in bytes."},
+    {"is_contiguous", m_is_contiguous, METH_NOARGS, "is_contiguous()\n\nWhether the layout is row-major contiguous."},
+    {"data_ptr", m_data_ptr, METH_NOARGS, "data_ptr()\n\nAddress of the first element."},
+    {"item", m_item, METH_NOARGS, "item()\n\nThe single element as a Python float, int or bool."},
+    {"tolist", m_tolist, METH_NOARGS, "tolist()\n\nThe elements as nested Python lists."},
+    {"cpu", m_cpu, METH_NOARGS, "cpu()\n\nThe tensor on the cpu (itself when it already is)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+std::vector<PyMethodDef>& all_methods() {
+  static std::vector<PyMethodDef> methods;
+  return methods;
+}
+
+}  // namespace
+
+PyObject* tensor_getitem(PyObject* self, PyObject* key);
+int tensor_setitem(PyObject* self, PyObject* key, PyObject* value);
+
+namespace {
+PyMappingMethods tensor_as_mapping = {
+    .mp_length = sq_length,
+    .mp_subscript = tensor_getitem,
+    .mp_ass_subscript = tensor_setitem,
+};
+}  // namespace
+
+PyTypeObject TensorType = {
+    .ob_base = PyVarObject_HEAD_INIT(nullptr, 0)
+    .tp_name = "kael.Tensor",
+    .tp_basicsize = sizeof(PyTensor),
+    .tp_dealloc = tensor_dealloc,
+    .tp_repr = tensor_repr,
+    .tp_as_number = &tensor_as_number,
+    .tp_as_sequence = &tensor_as_sequence,
+    .tp_as_mapping = &tensor_as_mapping,
+    .tp_hash = tensor_hash,
+    .tp_str = tensor_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A multi-dimensional array of one dtype on one device.",
+    .tp_richcompare = richcompare,
+    .tp_weaklistoffset = offsetof(PyTensor, weakreflist),
+    .tp_iter = tensor_iter,
+    .tp_getset = tensor_getset,
+    .tp_init = tensor_init,
+    .tp_new = tensor_new,
+};
+
+int kael_init_tensor(PyObject* module) {
+  auto& methods = all_methods();
+  for (PyMethodDef* m = handwritten_methods; m->ml_name != nullptr; ++m) methods.push_back(*m);
+  append_generated_methods(methods);
+  methods.push_back({nullptr, nullptr, 0, nullptr});
+  TensorType.tp_methods = methods.data();
+  if (PyType_Ready(&TensorType) < 0 || PyType_Ready(&DtypeType) < 0) return -1;
+  Py_INCREF(&TensorType);
+  if (PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)) < 0) return -1;
+  Py_INCREF(&DtypeType);
+  if (PyModule_AddObject(module, "dtype", reinterpret_cast<PyObject*>(&DtypeType)) < 0) return -1;
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    auto* d = PyObject_New(PyDtype, &DtypeType);
+    if (d == nullptr) return -1;
+    d->type = static_cast<ScalarType>(i);
+    dtype_objects[i] = reinterpret_cast<PyObject*>(d);
+    Py_INCREF(d);
+    if (PyModule_AddObject(module, dtype_name(d->type), reinterpret_cast<PyObject*>(d)) < 0) return -1;
+  }
+  return 0;
+}
+
+}  // namespace kael::python

@@ -1,0 +1,41 @@
+"""kael: a PyTorch-style tensor library with a C++20 core.
+
+>>> import kael
+>>> a = kael.ones(2, 3)
+>>> (a + 1).sum().item()
+12.0
+"""
+from __future__ import annotations
+
+import ctypes as _ctypes
+import os as _os
+import sys as _sys
+
+
+def _preload_onednn() -> None:
+    # libdnnl.so.3 comes from the onednn-cpu-gomp wheel, installed into <prefix>/lib of the
+    # environment; load it by path so the extension finds it however kael was installed.
+    for prefix in (_sys.prefix, _sys.base_prefix):
+        path = _os.path.join(prefix, "lib", "libdnnl.so.3")
+        if _os.path.exists(path):
+            _ctypes.CDLL(path, mode=_ctypes.RTLD_GLOBAL)
+            return
+
+
+_preload_onednn()
+
+from kael import _C  # noqa: E402
+from kael._C import *  # noqa: E402,F401,F403
+from kael._C import Tensor, dtype  # noqa: E402,F401
+
+float32 = _C.float32
+float64 = _C.float64
+int64 = _C.int64
+bool = _C.bool  # noqa: A001 - shadows the builtin inside this module, as torch.bool does
+float = float32  # noqa: A001
+double = float64
+long = int64
+
+__version__ = _C.__version__
+
+__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["float", "double", "long"]

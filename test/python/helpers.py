@@ -1,0 +1,321 @@
+"""Shared helpers for the kael test-suite.
+
+PyTorch is the oracle: every test builds the same inputs for torch and kael,
+runs the same expression on both and compares shape, dtype and values with
+``check``.  ``compare`` wraps the whole "run on both, compare, or make sure
+both raise" pattern so that each case is about one line.
+"""
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import kael
+
+DTYPE_NAMES = ["float32", "float64", "int64", "bool"]
+FLOAT_NAMES = ["float32", "float64"]
+
+# Exceptions kael may use where torch raises for an unsupported dtype/shape
+# combination (NotImplementedError is a subclass of RuntimeError).
+KAEL_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
+
+
+# --------------------------------------------------------------------------
+# dtype mapping
+# --------------------------------------------------------------------------
+def kdtype(name):
+    """kael dtype object for a dtype name (or pass-through of a kael dtype)."""
+    if isinstance(name, str):
+        return getattr(kael, name)
+    return name
+
+
+def tdtype(name):
+    """torch dtype for a dtype name, a kael dtype or a torch dtype."""
+    if isinstance(name, torch.dtype):
+        return name
+    if isinstance(name, str):
+        return getattr(torch, name)
+    return getattr(torch, kael_dtype_name(name))
+
+
+def kael_dtype_name(kd):
+    for n in DTYPE_NAMES:
+        if kd is getattr(kael, n):
+            return n
+    raise AssertionError(f"{kd!r} is not one of the kael dtype singletons")
+
+
+def torch_dtype_name(td):
+    for n in DTYPE_NAMES:
+        if td == getattr(torch, n):
+            return n
+    raise AssertionError(f"torch dtype {td} has no kael equivalent")
+
+
+def torch_to_kael_dtype(td):
+    return getattr(kael, torch_dtype_name(td))
+
+
+# --------------------------------------------------------------------------
+# conversions
+# --------------------------------------------------------------------------
+def to_kael(t):
+    """Contiguous kael copy of a torch tensor (through NumPy)."""
+    if isinstance(t, torch.Tensor):
+        arr = np.array(t.detach().cpu().numpy(), copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
+        k = kael.tensor(arr)
+        assert k.dtype is torch_to_kael_dtype(t.dtype)
+        assert k.shape == tuple(t.shape)
+        return k
+    return t  # python scalars and other values pass through
+
+
+def to_torch(k):
+    """torch copy of a kael tensor (through tolist)."""
+    td = tdtype(k.dtype)
+    return torch.tensor(k.tolist(), dtype=td).reshape(k.shape)
+
+
+def is_kael_tensor(x):
+    tensor_type = getattr(kael, "Tensor", None)
+    if isinstance(tensor_type, type):
+        return isinstance(x, tensor_type)
+    return (not isinstance(x, (torch.Tensor, np.ndarray)) and hasattr(x, "tolist")
+            and hasattr(x, "dtype") and hasattr(x, "shape"))
+
+
+# --------------------------------------------------------------------------
+# comparison
+# --------------------------------------------------------------------------
+DEFAULT_TOL = {
+    "float32": (1.3e-6, 1e-5),  # (rtol, atol): torch.testing defaults
+    "float64": (1e-7, 1e-7),
+    "int64": (0.0, 0.0),
+    "bool": (0.0, 0.0),
+}
+
+
+def check(kres, tres, atol=None, rtol=None):
+    """Assert a kael result equals a torch result in shape, dtype and values.
+
+    Floats are compared with per-dtype default tolerances (overridable),
+    int64/bool exactly; NaN positions must agree, infinities must agree.
+    """
+    assert isinstance(tres, torch.Tensor)
+    assert is_kael_tensor(kres), f"expected a kael tensor, got {type(kres)!r}"
+    shape = kres.shape
+    assert type(shape) is tuple, f"shape must be a plain tuple, got {type(shape)!r}"
+    assert all(type(s) is int for s in shape), shape
+    assert shape == tuple(tres.shape), f"shape {shape} != torch {tuple(tres.shape)}"
+    name = torch_dtype_name(tres.dtype)
+    assert kres.dtype is getattr(kael, name), f"dtype {kres.dtype} != torch {tres.dtype}"
+    kt = to_torch(kres)
+    drtol, datol = DEFAULT_TOL[name]
+    rtol = drtol if rtol is None else rtol
+    atol = datol if atol is None else atol
+    if name in ("int64", "bool"):
+        assert torch.equal(kt, tres), f"\nkael:  {kt}\ntorch: {tres}"
+    else:
+        torch.testing.assert_close(kt, tres.detach(), rtol=rtol, atol=atol, equal_nan=True)
+
+
+# --------------------------------------------------------------------------
+# random inputs
+# --------------------------------------------------------------------------
+def rand_torch(shape, dtype="float32", domain="any"):
+    """Random torch tensor.
+
+    domain: "any" (signed values), "pos" (strictly positive, for log/sqrt/...),
+    "nonzero" (no zeros, for divisors), "small" (ints 0..3 / floats in [-2,2]:
+    for exponents).
+    """
+    td = tdtype(dtype)
+    shape = tuple(shape)
+    if td == torch.bool:
+        return torch.randint(0, 2, shape) == 1
+    if td.is_floating_point:
+        if domain == "pos":
+            return (torch.rand(shape, dtype=torch.float64) * 3 + 0.1).to(td)
+        if domain == "nonzero":
+            r = torch.rand(shape, dtype=torch.float64) * 3 + 0.25
+            s = torch.randint(0, 2, shape) * 2 - 1
+            return (r * s).to(td)
+        if domain == "small":
+            return (torch.rand(shape, dtype=torch.float64) * 4 - 2).to(td)
+        return (torch.randn(shape, dtype=torch.float64) * 2).to(td)
+    # int64
+    if domain == "pos":
+        return torch.randint(1, 6, shape, dtype=td)
+    if domain == "nonzero":
+        return torch.randint(1, 6, shape, dtype=td) * (torch.randint(0, 2, shape) * 2 - 1)
+    if domain == "small":
+        return torch.randint(0, 4, shape, dtype=td)
+    return torch.randint(-5, 6, shape, dtype=td)
+
+
+# --------------------------------------------------------------------------
+# layouts: the same view ops are applied to a contiguous base in torch and in
+# kael so that the kael input really is non-contiguous.
+# --------------------------------------------------------------------------
+LAYOUTS = ["contig", "T", "transpose", "step", "expand"]
+
+
+def _base_shape(shape, layout):
+    shape = tuple(shape)
+    n = len(shape)
+    if layout == "contig":
+        return shape
+    if layout == "T":  # reversed dims, viewed back with .T / permute
+        assert n >= 2
+        return tuple(reversed(shape))
+    if layout == "transpose":
+        assert n >= 2
+        s = list(shape)
+        s[0], s[-1] = s[-1], s[0]
+        return tuple(s)
+    if layout == "step":
+        assert n >= 1
+        return shape[:-1] + (shape[-1] * 2,)
+    if layout == "expand":
+        assert n >= 1
+        return (1,) + shape[1:]
+    raise ValueError(layout)
+
+
+def apply_layout(t, shape, layout):
+    """Apply the layout's view op (works on torch and kael tensors alike)."""
+    n = len(shape)
+    if layout == "contig":
+        return t
+    if layout == "T":
+        if n == 2:
+            return t.T
+        return t.permute(*reversed(range(n)))
+    if layout == "transpose":
+        return t.transpose(0, n - 1)
+    if layout == "step":
+        return t[(slice(None),) * (n - 1) + (slice(None, None, 2),)]
+    if layout == "expand":
+        return t.expand(*shape)
+    raise ValueError(layout)
+
+
+class Pair:
+    """A torch tensor and an equal kael tensor built with the same layout."""
+
+    def __init__(self, t, k, tbase, kbase):
+        self.t, self.k, self.tbase, self.kbase = t, k, tbase, kbase
+
+
+def make_pair(shape, dtype="float32", layout="contig", domain="any"):
+    shape = tuple(shape)
+    tbase = rand_torch(_base_shape(shape, layout), dtype, domain)
+    kbase = to_kael(tbase)
+    t = apply_layout(tbase, shape, layout)
+    k = apply_layout(kbase, shape, layout)
+    assert tuple(t.shape) == shape
+    if layout != "contig" and t.numel() > 1:
+        assert not t.is_contiguous(), (shape, layout)
+        assert not k.is_contiguous(), f"kael input for layout {layout} should be non-contiguous"
+    return Pair(t, k, tbase, kbase)
+
+
+def is_spec(s):
+    return (isinstance(s, tuple) and 2 <= len(s) <= 4 and isinstance(s[0], tuple)
+            and isinstance(s[1], str) and s[1] in DTYPE_NAMES)
+
+
+def pairs(*specs):
+    """specs: (shape, dtype[, layout[, domain]]) tuples, or python scalars."""
+    out = []
+    for s in specs:
+        if is_spec(s):
+            out.append(make_pair(*s))
+        else:
+            out.append(s)
+    return out
+
+
+# --------------------------------------------------------------------------
+# the one-line op test helper
+# --------------------------------------------------------------------------
+def _is_tensor_result(x):
+    return isinstance(x, torch.Tensor)
+
+
+def compare(fn, *specs, atol=None, rtol=None, lib_arg=True, check_same=None):
+    """Run ``fn`` on torch and kael inputs and compare.
+
+    ``fn(lib, *inputs)`` (or ``fn(*inputs)`` with lib_arg=False) is evaluated
+    once with lib=torch and torch inputs, once with lib=kael and kael inputs.
+    specs are (shape, dtype[, layout[, domain]]) tuples (random tensors) or
+    literal python values passed unchanged.  If torch raises, kael must raise
+    one of KAEL_ERRORS.  If ``check_same`` is an index, the result must be the
+    very same object as that input (in-place ops) on both sides, and the
+    mutated input is compared too.  Returns the (kael, torch) results.
+    """
+    ps = pairs(*specs)
+    tin = [p.t if isinstance(p, Pair) else p for p in ps]
+    kin = [p.k if isinstance(p, Pair) else p for p in ps]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tres = fn(torch, *tin) if lib_arg else fn(*tin)
+        except Exception as e:  # torch rejects this case -> kael must too
+            terr = e
+        else:
+            terr = None
+    if terr is not None:
+        if os.environ.get("KAEL_TEST_LOG_TORCH_ERRORS"):
+            with open(os.environ["KAEL_TEST_LOG_TORCH_ERRORS"], "a") as f:
+                f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{type(terr).__name__}: {str(terr)[:100]}\n")
+        with pytest.raises(KAEL_ERRORS):
+            fn(kael, *kin) if lib_arg else fn(*kin)
+        return None, terr
+    kres = fn(kael, *kin) if lib_arg else fn(*kin)
+    if isinstance(tres, (tuple, list)):
+        assert len(kres) == len(tres)
+        for a, b in zip(kres, tres):
+            check(a, b, atol=atol, rtol=rtol)
+    else:
+        check(kres, tres, atol=atol, rtol=rtol)
+    if check_same is not None:
+        assert tres is tin[check_same]
+        assert kres is kin[check_same], "in-place op must return the very same object"
+        p = ps[check_same]
+        check(p.kbase, p.tbase, atol=atol, rtol=rtol)
+    return kres, tres
+
+
+def compare_raises(fn, *specs, lib_arg=True):
+    """Both torch and kael must raise (kael: one of KAEL_ERRORS)."""
+    ps = pairs(*specs)
+    tin = [p.t if isinstance(p, Pair) else p for p in ps]
+    kin = [p.k if isinstance(p, Pair) else p for p in ps]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception):
+            fn(torch, *tin) if lib_arg else fn(*tin)
+    with pytest.raises(KAEL_ERRORS):
+        fn(kael, *kin) if lib_arg else fn(*kin)
+
+
+def view_offset(v, base):
+    """Element offset of view v's first element relative to base."""
+    d = v.data_ptr() - base.data_ptr()
+    es = v.element_size()
+    assert d % es == 0
+    return d // es
+
+
+def check_view(kv, tv, kbase, tbase):
+    """Compare a view result: values, shape, dtype, stride, contiguity, offset."""
+    check(kv, tv)
+    assert kv.stride() == tuple(tv.stride()), f"stride {kv.stride()} != torch {tv.stride()}"
+    assert type(kv.stride()) is tuple
+    assert kv.is_contiguous() == tv.is_contiguous()
+    if tv.numel() > 0 and tv.untyped_storage().data_ptr() == tbase.untyped_storage().data_ptr():
+        assert view_offset(kv, kbase) == view_offset(tv, tbase)

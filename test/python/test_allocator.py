@@ -1,0 +1,119 @@
+"""Caching allocator statistics."""
+import gc
+
+import kael
+
+KEYS = {"reserved_bytes", "in_use_bytes", "cached_bytes", "hits", "misses"}
+BIG = 1 << 18  # float32 elements -> 1 MiB
+
+
+def stats():
+    s = kael.allocator_stats()
+    assert isinstance(s, dict)
+    return s
+
+
+def test_allocator_stats_has_exactly_the_documented_int_keys():
+    s = stats()
+    assert set(s) == KEYS
+    for k, v in s.items():
+        assert type(v) is int, k
+        assert v >= 0, k
+
+
+def test_in_use_grows_while_tensor_alive_and_drops_after_del():
+    gc.collect()
+    before = stats()["in_use_bytes"]
+    t = kael.empty(BIG)
+    during = stats()["in_use_bytes"]
+    assert during >= before + BIG * 4
+    del t
+    gc.collect()
+    after = stats()["in_use_bytes"]
+    assert after <= during - BIG * 4
+
+
+def test_views_do_not_allocate_storage():
+    t = kael.zeros(BIG)
+    s0 = stats()["in_use_bytes"]
+    views = [t[1:], t.view(512, 512), t.view(512, 512).T, t.unsqueeze(0), t.narrow(0, 0, 10)]
+    assert stats()["in_use_bytes"] < s0 + BIG * 4
+    del views, t
+
+
+def test_storage_stays_alive_while_a_view_exists():
+    t = kael.zeros(BIG)
+    v = t[10:20]
+    in_use = stats()["in_use_bytes"]
+    del t
+    gc.collect()
+    assert stats()["in_use_bytes"] >= in_use - 64  # base storage still referenced by the view
+    assert v.tolist() == [0.0] * 10
+    v.add_(1)
+    assert v.sum().item() == 10.0
+    del v
+
+
+def test_reallocating_same_size_after_del_is_a_cache_hit():
+    t = kael.empty(BIG)
+    del t
+    gc.collect()
+    s1 = stats()
+    assert s1["cached_bytes"] >= BIG * 4
+    t = kael.empty(BIG)
+    s2 = stats()
+    assert s2["hits"] >= s1["hits"] + 1
+    del t
+
+
+def test_empty_cache_releases_cached_bytes():
+    ts = [kael.empty(BIG), kael.empty(1000), kael.zeros(3, 7)]
+    del ts
+    gc.collect()
+    assert stats()["cached_bytes"] > 0
+    kael.empty_cache()
+    s = stats()
+    assert s["cached_bytes"] == 0
+
+
+def test_allocation_after_empty_cache_is_a_miss():
+    kael.empty_cache()
+    s0 = stats()
+    t = kael.empty(BIG + 12345)
+    s1 = stats()
+    assert s1["misses"] >= s0["misses"] + 1
+    assert s1["in_use_bytes"] >= s0["in_use_bytes"] + (BIG + 12345) * 4
+    del t
+
+
+def test_hit_and_miss_counters_are_monotonic():
+    s0 = stats()
+    for _ in range(5):
+        x = kael.ones(1000)
+        y = x + 1
+        del x, y
+    s1 = stats()
+    assert s1["hits"] >= s0["hits"] and s1["misses"] >= s0["misses"]
+    assert s1["hits"] + s1["misses"] >= s0["hits"] + s0["misses"] + 10
+
+
+def test_tensors_allocated_from_cache_have_correct_values():
+    a = kael.full((BIG,), 7.0)
+    del a
+    gc.collect()
+    z = kael.zeros(BIG)
+    assert z.sum().item() == 0.0
+    o = kael.ones(BIG, dtype=kael.int64)
+    assert o.sum().item() == BIG
+    del z, o
+
+
+def test_many_allocations_do_not_leak():
+    kael.empty_cache()
+    gc.collect()
+    base = stats()["in_use_bytes"]
+    for i in range(200):
+        t = kael.ones(1000 + i) * 2
+        del t
+    gc.collect()
+    assert stats()["in_use_bytes"] <= base + 4096

@@ -1,0 +1,144 @@
+"""sum / mean reductions."""
+import pytest
+import torch
+
+import kael
+from helpers import DTYPE_NAMES, check, compare, compare_raises
+
+# (shape, dim) cases; dim may be None, an int (incl. negative), a tuple or a list
+DIM_CASES = [
+    ((), None), ((), 0), ((), -1),
+    ((5,), None), ((5,), 0), ((5,), -1),
+    ((3, 4), None), ((3, 4), 0), ((3, 4), 1), ((3, 4), -1), ((3, 4), -2), ((3, 4), (0, 1)), ((3, 4), [1, 0]),
+    ((2, 3, 4), None), ((2, 3, 4), 1), ((2, 3, 4), (0, 2)), ((2, 3, 4), [-1, 0]), ((2, 3, 4), (-2,)),
+    ((2, 3, 4), (0, 1, 2)), ((2, 1, 3, 2), (1, 3)), ((2, 1, 3, 2), -3),
+    ((0, 3), None), ((0, 3), 0), ((0, 3), 1), ((3, 0), 1),
+]
+
+
+def _kw(dim, keepdim):
+    """dim=None is passed explicitly when keepdim is given (torch rejects keepdim without dim)."""
+    kw = {}
+    if dim is not None or keepdim is not None:
+        kw["dim"] = dim
+    if keepdim is not None:
+        kw["keepdim"] = keepdim
+    return kw
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, False, True])
+def test_sum(dtype, shape, dim, keepdim):
+    compare(lambda lib, x: lib.sum(x, **_kw(dim, keepdim)), (shape, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_mean(dtype, shape, dim, keepdim):
+    # mean of int64/bool raises in torch (and kael); mean over empty gives nan
+    compare(lambda lib, x: lib.mean(x, **_kw(dim, keepdim)), (shape, dtype))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_reduction_methods(name, dtype):
+    d = "float32" if name == "mean" else dtype
+    compare(lambda lib, x: getattr(x, name)(), ((3, 4), d))
+    compare(lambda lib, x: getattr(x, name)(1), ((3, 4), d))
+    compare(lambda lib, x: getattr(x, name)(-1, keepdim=True), ((2, 3, 4), d))
+    compare(lambda lib, x: getattr(x, name)((0, 2)), ((2, 3, 4), d))
+    compare(lambda lib, x: getattr(x, name)(dim=[0, 1], keepdim=False), ((2, 3, 4), d))
+    compare(lambda lib, x: getattr(x, name)((0, 1), True), ((2, 3, 4), d))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@pytest.mark.parametrize("shape,layout", [((3, 4), "T"), ((2, 3, 4), "T"), ((3, 5), "step"), ((2, 3, 4), "transpose"),
+                                          ((4, 3), "expand"), ((2, 3, 5), "step")], ids=str)
+@pytest.mark.parametrize("dim", [None, 0, -1, (0, 1)], ids=str)
+def test_reduction_noncontiguous(name, shape, layout, dim):
+    compare(lambda lib, x: getattr(lib, name)(x, **_kw(dim, None)), (shape, "float32", layout))
+    compare(lambda lib, x: getattr(lib, name)(x, **_kw(dim, True)), (shape, "float64", layout))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+def test_sum_of_integers_and_bools_is_int64(dtype):
+    kr, _ = compare(lambda lib, x: lib.sum(x), ((4, 5), dtype))
+    assert kr.dtype is kael.int64
+    kr, _ = compare(lambda lib, x: x.sum(dim=0), ((4, 5), dtype))
+    assert kr.dtype is kael.int64
+
+
+@pytest.mark.parametrize("src", DTYPE_NAMES)
+@pytest.mark.parametrize("dst", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dim", [None, 1])
+def test_sum_dtype_keyword(src, dst, dim):
+    compare(lambda lib, x: x.sum(dtype=getattr(lib, dst), **_kw(dim, None)), ((3, 4), src))
+    compare(lambda lib, x: lib.sum(x, dtype=getattr(lib, dst), **_kw(dim, None)), ((3, 4), src))
+
+
+def test_sum_dtype_keyword_accepts_string():
+    k = kael.tensor([[1.5, 2.25], [3.0, 4.0]])
+    check(k.sum(dtype="float64"), torch.tensor([[1.5, 2.25], [3.0, 4.0]]).sum(dtype=torch.float64))
+
+
+def test_sum_float64_accumulates_in_double():
+    data = [1e16, 1.0, -1e16, 1.0]
+    check(kael.tensor(data, dtype=kael.float64).sum(), torch.tensor(data, dtype=torch.float64).sum())
+
+
+def test_sum_large_int64_exact():
+    data = [2 ** 62, 2 ** 61, -(2 ** 60), 12345]
+    check(kael.tensor(data).sum(), torch.tensor(data).sum())
+    assert kael.tensor(data).sum().item() == sum(data)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@pytest.mark.parametrize("shape,dim", [((10000,), None), ((100, 301), 0), ((100, 301), 1), ((37, 41, 13), (0, 2))],
+                         ids=str)
+def test_reduction_larger_inputs(name, shape, dim):
+    compare(lambda lib, x: getattr(lib, name)(x, **_kw(dim, None)), (shape, "float32", "contig", "pos"),
+            rtol=1e-5, atol=1e-4)
+    compare(lambda lib, x: getattr(lib, name)(x, **_kw(dim, None)), (shape, "float64", "contig", "any"))
+
+
+def test_mean_of_int64_raises_runtime_error():
+    with pytest.raises(RuntimeError):
+        kael.tensor([1, 2, 3]).mean()
+    with pytest.raises(RuntimeError):
+        kael.mean(kael.tensor([[1, 2], [3, 4]]), dim=0)
+    with pytest.raises(RuntimeError):
+        torch.tensor([1, 2, 3]).mean()
+
+
+def test_mean_of_empty_is_nan():
+    check(kael.zeros(0, 3).mean(), torch.zeros(0, 3).mean())
+    check(kael.zeros(0, 3).mean(dim=0), torch.zeros(0, 3).mean(dim=0))
+
+
+def test_sum_of_empty_is_zero():
+    check(kael.zeros(0).sum(), torch.zeros(0).sum())
+    check(kael.zeros(0, 3, dtype=kael.int64).sum(dim=0), torch.zeros(0, 3, dtype=torch.int64).sum(dim=0))
+
+
+@pytest.mark.parametrize("dim", [(0, 0), [1, -1]], ids=str)
+def test_repeated_dims_raise(dim):
+    compare_raises(lambda lib, x: x.sum(dim=dim), ((3, 4), "float32"))
+    compare_raises(lambda lib, x: x.mean(dim=dim), ((3, 4), "float32"))
+
+
+def test_reductions_return_fresh_tensors():
+    k = kael.ones(3, 4)
+    s = k.sum(dim=0)
+    s.add_(1)
+    assert k.tolist() == [[1.0] * 4] * 3
+    assert s.is_contiguous()
+
+
+def test_reduction_nan_and_inf_propagate():
+    data = [[1.0, float("nan")], [float("inf"), 2.0], [float("inf"), -float("inf")]]
+    for dim in (None, 0, 1):
+        kw = {} if dim is None else {"dim": dim}
+        check(kael.tensor(data).sum(**kw), torch.tensor(data).sum(**kw))
+        check(kael.tensor(data).mean(**kw), torch.tensor(data).mean(**kw))
