@@ -251,8 +251,9 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         writer.render("op_header.h.j2", f"include/kael/ops/{name}.h", group=by_name[name], **common)
     writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)
     handwritten = [f for f in functions if not f.is_pointwise]
+    checked = [f for f in functions if f.check]
     writer.render("native_declarations.h.j2", "include/kael/native/declarations.h",
-                  functions=handwritten, **common)
+                  functions=handwritten, checked=checked, **common)
 
     aten_sources: list[str] = []
     python_sources: list[str] = []

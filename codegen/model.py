@@ -169,6 +169,7 @@ class NativeFunction:
     gil: str
     derivatives: tuple[tuple[str, str], ...]
     doc: str
+    check: str | None = None  # hand-written argument check run before a pointwise kernel
 
     @property
     def name(self) -> str:
@@ -227,6 +228,7 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
     gil = _pop(entry, "gil", None)
     derivatives_raw = _pop(entry, "derivatives", {})
     doc = _pop(entry, "doc")
+    check = _pop(entry, "check")
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -280,6 +282,12 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         if gil is None:
             gil = "hold"
 
+    if check is not None:
+        if pointwise is None:
+            raise CodegenError("'check' applies to pointwise ops only (hand-written kernels check their inputs)")
+        if not isinstance(check, str) or not _IDENT.match(check):
+            raise CodegenError("'check' must be a C++ function name")
+
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
     names = {p.name for p in schema.params}
@@ -294,7 +302,7 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
     return NativeFunction(
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
-        derivatives=tuple(derivatives), doc=" ".join(doc.split()),
+        derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
     )
 
 

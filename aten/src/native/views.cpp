@@ -45,6 +45,7 @@ DimVector infer_size(const char* op, IntArrayRef shape, std::int64_t numel) {
 std::optional<DimVector> view_strides(IntArrayRef sizes, IntArrayRef strides, IntArrayRef new_sizes) {
   const std::int64_t numel = checked_numel("view", sizes);
   DimVector out(new_sizes.size());
+  if (sizes.empty()) return contiguous_strides(new_sizes);  // a 0-d tensor: every new size is 1
   if (numel == 0) {
     if (sizes.size() == new_sizes.size() && std::equal(sizes.begin(), sizes.end(), new_sizes.begin()))
       return DimVector(strides);

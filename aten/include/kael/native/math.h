@@ -28,7 +28,7 @@ inline T sigmoid(T a) {
 
 template <typename T>
 inline T relu(T a) {
-  return a > T(0) ? a : T(0);
+  return a < T(0) ? T(0) : a;  // NaN stays NaN
 }
 
 // NaN-propagating maximum/minimum (PyTorch semantics).
@@ -56,6 +56,8 @@ template <typename T>
 inline T pow(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::pow(a, b);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a || !b;
   } else {
     if (b < 0) {
       if (a == 1) return 1;

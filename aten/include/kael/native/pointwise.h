@@ -60,6 +60,9 @@ class PointwiseCall {
   const Tensor* self_ = nullptr;
 };
 
+// The promoted dtype of the operands (see Note [Type promotion]).
+ScalarType result_type(std::initializer_list<const Operand*> operands);
+
 // Helpers kernels share.
 Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype);
 Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype);

@@ -162,7 +162,8 @@ Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype,
 Tensor sum_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
   const ReduceDims r = reduce_dims("sum", self, dim, keepdim);
   const ScalarType out_dtype = dtype.value_or(is_floating(self.dtype()) ? self.dtype() : ScalarType::Int64);
-  return reduce_sum(self, r, out_dtype, /*mean=*/false);
+  // dtype= converts the input first, as PyTorch does (float -> int64 truncates each element).
+  return reduce_sum(dtype ? to_dtype_cpu(self, *dtype) : self, r, out_dtype, /*mean=*/false);
 }
 
 Tensor mean_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
@@ -171,7 +172,7 @@ Tensor mean_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim
              "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: "
                  << out_dtype);
   const ReduceDims r = reduce_dims("mean", self, dim, keepdim);
-  return reduce_sum(self, r, out_dtype, /*mean=*/true);
+  return reduce_sum(dtype ? to_dtype_cpu(self, *dtype) : self, r, out_dtype, /*mean=*/true);
 }
 
 }  // namespace kael::native

@@ -1,0 +1,56 @@
+// Argument checks of pointwise ops (the 'check:' key of native_functions.yaml): rules that
+// depend on the kinds of the operands rather than on the compute dtype alone.
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+
+namespace kael::native {
+
+namespace {
+
+bool is_bool(const Operand& o) {
+  return o.is_tensor() ? o.tensor().dtype() == ScalarType::Bool : o.scalar().is_bool();
+}
+
+void check_alpha(const char* op, const Operand& self, const Operand& other, const Scalar& alpha) {
+  const ScalarType t = result_type({&self, &other});
+  KAEL_CHECK(is_floating(t) || !alpha.is_floating(),
+             op << ": for integral input tensors, argument alpha must not be a floating point number (got " << alpha
+                << ")");
+}
+
+}  // namespace
+
+ScalarType result_type(std::initializer_list<const Operand*> operands) {
+  ResultTypeState state;
+  for (const Operand* o : operands) {
+    if (o->is_tensor()) {
+      state.add_tensor(o->tensor().dtype(), o->tensor().dim() == 0);
+    } else {
+      state.add_wrapped(o->scalar().wrapped_dtype());
+    }
+  }
+  return state.result();
+}
+
+void add_check(const Operand& self, const Operand& other, const Scalar& alpha) {
+  check_alpha("add", self, other, alpha);
+}
+
+void sub_check(const Operand& self, const Operand& other, const Scalar& alpha) {
+  KAEL_CHECK(!is_bool(self) && !is_bool(other),
+             "sub: subtraction with a bool tensor is not supported; to invert a mask use logical_not()");
+  check_alpha("sub", self, other, alpha);
+}
+
+void pow_check(const Operand& self, const Operand& exponent) {
+  // PyTorch computes bool ** Python bool, but not a bool base with a bool tensor exponent.
+  KAEL_CHECK(!(exponent.is_tensor() && is_bool(self) && is_bool(exponent)),
+             "pow: not implemented for a bool base with a bool tensor exponent");
+  const bool negative_int = !exponent.is_tensor() && exponent.scalar().is_integral() &&
+                            exponent.scalar().to<std::int64_t>() < 0;
+  KAEL_CHECK(!(negative_int && !is_floating(result_type({&self, &exponent}))),
+             "pow: integers to negative integer powers are not allowed (exponent " << exponent.scalar() << ")");
+}
+
+}  // namespace kael::native
