@@ -37,7 +37,8 @@ def find_dnnl_dir() -> str:
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
-        build_dir = ROOT / "build" / tag if self.inplace else Path(self.build_temp).resolve() / "cmake"
+        developer = self.inplace or getattr(self, "editable_mode", False)
+        build_dir = ROOT / "build" / tag if developer else Path(self.build_temp).resolve() / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
         build_type = os.environ.get("KAEL_BUILD_TYPE", "Release")
         configure = [
@@ -47,8 +48,9 @@ class CMakeBuild(build_ext):
             f"-Ddnnl_DIR={find_dnnl_dir()}",
             f"-DKAEL_BUILD_TESTS={os.environ.get('KAEL_BUILD_TESTS', 'OFF')}",
         ]
-        if not (build_dir / "build.ninja").exists():
-            subprocess.check_call(configure)
+        # Configuring an existing tree is quick and re-runs codegen, which rewrites only
+        # changed files, so an unchanged tree rebuilds nothing.
+        subprocess.check_call(configure)
         jobs = os.environ.get("KAEL_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs])
         built = next(build_dir.glob("_C*.so"))
@@ -56,6 +58,9 @@ class CMakeBuild(build_ext):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target)
         shutil.copy2(build_dir / "_C.pyi", target.parent / "_C.pyi")
+        if developer:  # editable installs import kael/ from the source tree
+            shutil.copy2(built, ROOT / "kael" / built.name)
+            shutil.copy2(build_dir / "_C.pyi", ROOT / "kael" / "_C.pyi")
 
 
 setup(ext_modules=[Extension("kael._C", sources=[])], cmdclass={"build_ext": CMakeBuild})

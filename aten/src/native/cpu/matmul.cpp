@@ -17,6 +17,8 @@ namespace kael::native {
 namespace {
 
 constexpr std::size_t kMaxDnnlDims = 12;  // DNNL_MAX_NDIMS
+// Below this many multiply-adds per matrix, the loop beats oneDNN's per-call set-up.
+constexpr std::int64_t kSmallProduct = 16 * 16 * 16;
 
 struct Operands {
   Tensor a, b;             // at least 2-d, padded to the same number of dims
@@ -123,7 +125,7 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     }
     prim = it->second;
   }
-  dnnl::stream stream(engine());
+  thread_local dnnl::stream stream(engine());
   dnnl::memory a_mem(a_md, engine(), a.data_ptr()), b_mem(b_md, engine(), b.data_ptr()),
       o_mem(o_md, engine(), out.data_ptr());
   prim.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, o_mem}});
@@ -180,7 +182,8 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
     const std::int64_t k = ops.a.sizes()[ops.a.dim() - 1];
     if (k == 0) {
       fill_cpu(out, Scalar(std::int64_t{0}));
-    } else if (self.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims) {
+    } else if (self.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims &&
+               ops.out_shape[out.dim() - 2] * ops.out_shape[out.dim() - 1] * k > kSmallProduct) {
       matmul_dnnl(ops.a, ops.b, out);
     } else {
       visit_dtype(self.dtype(), [&](auto tag) {
