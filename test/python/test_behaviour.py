@@ -1,0 +1,108 @@
+"""Behaviour that values cannot show: identity, lifetimes, weak references, GIL release."""
+import gc
+import threading
+import weakref
+
+import kael
+from kael.utils.weak import WeakIdKeyDictionary
+
+
+def test_in_place_operators_keep_identity():
+    x = kael.ones(3)
+    alias = x
+    x += 1
+    x *= 2
+    x -= 1
+    x /= 3
+    assert x is alias
+    assert x.add_(1) is alias
+    assert x.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_same_impl_returns_same_python_object():
+    x = kael.ones(2, 2)
+    # contiguous() of a contiguous tensor returns the same tensor -> the same Python object
+    assert x.contiguous() is x
+    y = x.to(kael.float32)
+    assert y is x
+
+
+def test_subclass_survives_round_trip_through_cpp():
+    class MyTensor(kael.Tensor):
+        pass
+
+    m = MyTensor(kael.ones(3))
+    assert type(m) is MyTensor
+    assert type(m.add_(1)) is MyTensor
+    assert m.add_(1) is m
+    assert m.contiguous() is m
+    assert m.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_weak_references_and_identity_hash():
+    x = kael.zeros(2)
+    y = kael.zeros(2)
+    r = weakref.ref(x)
+    assert r() is x
+    d = WeakIdKeyDictionary()
+    d[x] = "value"
+    d[y] = "other"
+    assert d[x] == "value" and d[y] == "other"
+    assert hash(x) == hash(x) and {x: 1, y: 2}[x] == 1
+    del x
+    gc.collect()
+    assert r() is None
+    assert len(d) == 1 and list(d) == [y]
+
+
+def test_views_keep_storage_alive():
+    base = kael.arange(12).reshape(3, 4)
+    view = base[1:, ::2]
+    del base
+    gc.collect()
+    assert view.tolist() == [[4, 6], [8, 10]]
+
+
+def _busy_count_while(work):
+    done = threading.Event()
+    result = {}
+
+    def run():
+        result["value"] = work()
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    count = 0
+    while not done.is_set():
+        count += 1
+    t.join()
+    return count, result["value"]
+
+
+def test_gil_is_released_during_matmul():
+    a = kael.ones(1500, 1500)
+    b = kael.ones(1500, 1500)
+
+    def work():
+        for _ in range(3):
+            c = a @ b
+        return c
+
+    count, c = _busy_count_while(work)
+    assert c[0, 0].item() == 1500.0
+    assert count > 100, f"the main thread ran only {count} iterations while matmul ran"
+
+
+def test_gil_is_released_during_large_reduction():
+    a = kael.ones(1 << 24)
+
+    def work():
+        total = 0.0
+        for _ in range(4):
+            total += a.sum().item()
+        return total
+
+    count, total = _busy_count_while(work)
+    assert total == 4.0 * (1 << 24)
+    assert count > 100, f"the main thread ran only {count} iterations while sum ran"
