@@ -50,9 +50,17 @@ class Writer:
         return path
 
     def remove_stale(self) -> None:
+        """Removes generated files (those with the stamp) that this run did not write."""
         keep = {p.resolve() for p in self.written}
         for path in self.out.rglob("*"):
-            if path.is_file() and path.resolve() not in keep:
+            if not path.is_file() or path.resolve() in keep:
+                continue
+            try:
+                with path.open("r", encoding="utf-8") as fh:
+                    head = fh.readline()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "@generated from codegen/templates/" in head:
                 path.unlink()
 
 

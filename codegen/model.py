@@ -83,6 +83,24 @@ def _check_default(t: Type, text: str) -> str:
     return text
 
 
+def _split_args(args: str) -> list[str]:
+    """Splits an argument list at top-level commas (not inside an int[] default)."""
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for ch in args:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip() or parts:
+        parts.append(current.strip())
+    return parts
+
+
 @dataclass(frozen=True)
 class Schema:
     name: str                 # base name: add
@@ -111,10 +129,13 @@ class Schema:
         params: list[Param] = []
         kwonly = False
         seen: set[str] = set()
-        for raw in [a.strip() for a in args.split(",")] if args.strip() else []:
+        args_list = _split_args(args)
+        for raw in args_list:
             if raw == "*":
                 if kwonly:
                     raise CodegenError("'*' appears twice")
+                if raw is args_list[-1]:
+                    raise CodegenError("'*' must be followed by keyword-only arguments")
                 kwonly = True
                 continue
             pm = re.fullmatch(r"(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s*=\s*(.+))?", raw)
@@ -122,6 +143,8 @@ class Schema:
                 raise CodegenError(f"cannot parse argument '{raw}'")
             ptype = Type.parse(pm.group(1))
             pname = pm.group(2)
+            if pname == "input":
+                raise CodegenError("argument name 'input' is reserved (Python shows 'self' as 'input')")
             if pname in seen:
                 raise CodegenError(f"duplicate argument name '{pname}'")
             seen.add(pname)
@@ -208,6 +231,7 @@ def _str_list(value: Any, what: str) -> tuple[str, ...]:
 
 def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
     entry = dict(entry)
+    entry_keys = set(entry)
     func = _pop(entry, "func")
     if not isinstance(func, str):
         raise CodegenError("missing 'func'")
@@ -236,6 +260,12 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         raise CodegenError("missing 'doc' (one sentence users read in help())")
     if promotion not in PROMOTIONS:
         raise CodegenError(f"unknown promotion '{promotion}' (expected one of {', '.join(PROMOTIONS)})")
+    if not dtypes or len(set(dtypes)) != len(dtypes):
+        raise CodegenError("'dtypes' must list each supported dtype once")
+    if "dtypes" in entry_keys and pointwise is None:
+        raise CodegenError("'dtypes' applies to pointwise ops only")
+    if inplace is not None and not isinstance(inplace, bool):
+        raise CodegenError("'inplace' must be true or false")
     for d in dtypes:
         if d not in enums.DTYPE_NAMES:
             raise CodegenError(f"unknown dtype '{d}' (expected one of {', '.join(enums.DTYPE_NAMES)})")
@@ -256,6 +286,8 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         for p in schema.params:
             if p.type.base not in ("Tensor", "Scalar") or p.type.optional:
                 raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
+        if schema.params[0].name != "self" or schema.params[0].type.base != "Tensor":
+            raise CodegenError("the first argument of a pointwise op must be 'Tensor self'")
         if inplace is None:
             inplace = promotion != "always_bool"
         if gil is None:
@@ -311,6 +343,10 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+    for k in keys:
+        if keys.count(k) > 1:
+            raise CodegenError(f"{node.start_mark.line + 1}: key '{k}' given twice")
     mapping = loader.construct_mapping(node, deep=True)
     mapping["__line__"] = node.start_mark.line + 1
     return mapping
@@ -328,7 +364,10 @@ def _strip_lines(value: Any) -> Any:
 def parse_registry(text: str, path: str = "native_functions.yaml") -> list[NativeFunction]:
     """Parses and validates the whole registry."""
     try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_LineLoader)
+    except CodegenError as e:  # a repeated key: the message starts with its line
+        raise CodegenError(f"{path}:{e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
@@ -337,9 +376,11 @@ def parse_registry(text: str, path: str = "native_functions.yaml") -> list[Nativ
         raise CodegenError(f"{path}:1: the registry must be a list of entries")
     functions: list[NativeFunction] = []
     seen: dict[str, int] = {}
-    for raw in data:
+    lines = [n.start_mark.line + 1 for n in root.value] if isinstance(root, yaml.SequenceNode) else []
+    for index, raw in enumerate(data):
         if not isinstance(raw, dict):
-            raise CodegenError(f"{path}: every entry must be a mapping")
+            where = f"{path}:{lines[index]}" if index < len(lines) else path
+            raise CodegenError(f"{where}: every entry must be a mapping")
         line = raw.get("__line__", 0)
         label = raw.get("func", "<entry>")
         label = label.split("(")[0] if isinstance(label, str) else "<entry>"

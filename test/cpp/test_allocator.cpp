@@ -2,7 +2,7 @@
 // The allocator's statistics are process-wide, so every test compares deltas.
 #include <gtest/gtest.h>
 
-#include <bit>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -145,6 +145,28 @@ TEST(Allocator, BlocksAre64ByteAlignedAndUsable) {
   for (std::size_t i = 0; i < blocks.size(); ++i)
     for (std::size_t j = i + 1; j < blocks.size(); ++j) EXPECT_NE(blocks[i].first, blocks[j].first);
   for (auto [p, n] : blocks) alloc::deallocate(p, n);
+}
+
+TEST(Allocator, LargeBlocksOfEveryClass) {
+  // Around and above the sizes served from huge-page-aligned blocks: each of the four
+  // classes of (2^21, 2^25] (2.5 MiB, 3 MiB, ..., 32 MiB).
+  std::vector<std::size_t> sizes;
+  for (int p = 22; p <= 25; ++p) {
+    const std::size_t q = std::size_t{1} << (p - 3);
+    for (std::size_t k = 5; k <= 8; ++k) sizes.push_back(k * q - 100);
+  }
+  for (std::size_t n : sizes) {
+    const std::size_t r = alloc::round_size(n);
+    auto* p = static_cast<unsigned char*>(alloc::allocate(n));
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_TRUE(aligned(p)) << n;
+    p[0] = 1;
+    p[r / 2] = 2;
+    p[r - 1] = 3;  // the whole class is usable
+    EXPECT_EQ(p[0] + p[r / 2] + p[r - 1], 6);
+    alloc::deallocate(p, n);
+  }
+  alloc::empty_cache();
 }
 
 TEST(Allocator, MissThenHitInSameSizeClass) {

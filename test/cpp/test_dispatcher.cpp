@@ -312,7 +312,7 @@ TEST(Call, FactoryOnCudaDeviceRaisesNamingCuda) {
   for (auto make : {+[](kael::IntArrayRef s, kael::Device d) { return kael::empty(s, std::nullopt, d); },
                     +[](kael::IntArrayRef s, kael::Device d) { return kael::zeros(s, std::nullopt, d); },
                     +[](kael::IntArrayRef s, kael::Device d) { return kael::ones(s, kael::ScalarType::Int64, d); }}) {
-    const std::string msg = error_of([&] { make(shape, kCuda); });
+    const std::string msg = error_of([&] { make(kael::IntArrayRef(shape), kCuda); });
     EXPECT_NE(msg.find("CUDA"), std::string::npos) << msg;
   }
   const std::string msg = error_of([] { kael::arange(5, std::nullopt, kCuda); });

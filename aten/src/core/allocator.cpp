@@ -52,10 +52,12 @@ Cache& cache() {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 void* system_alloc(std::size_t bytes) {
-  if (bytes < 2 * kHugePage) return std::aligned_alloc(kAlignment, bytes);
-  void* p = std::aligned_alloc(kHugePage, bytes);
+  // posix_memalign: aligned_alloc requires the size to be a multiple of the alignment.
+  void* p = nullptr;
+  const std::size_t alignment = bytes < 2 * kHugePage ? kAlignment : kHugePage;
+  if (posix_memalign(&p, alignment, bytes) != 0) return nullptr;
 #ifdef MADV_HUGEPAGE
-  if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);
+  if (alignment == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   return p;
 }

@@ -26,8 +26,14 @@ std::string shape_str(IntArrayRef sizes) {
   return s + "]";
 }
 
-std::int64_t Tensor::size(std::int64_t d) const { return sizes()[wrap_dim("size", d, dim())]; }
-std::int64_t Tensor::stride(std::int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
+std::int64_t Tensor::size(std::int64_t d) const {
+  KAEL_CHECK_INDEX(dim() > 0, "size: dimension specified as " << d << " but tensor has no dimensions");
+  return sizes()[wrap_dim("size", d, dim())];
+}
+std::int64_t Tensor::stride(std::int64_t d) const {
+  KAEL_CHECK_INDEX(dim() > 0, "stride: dimension specified as " << d << " but tensor has no dimensions");
+  return strides()[wrap_dim("stride", d, dim())];
+}
 
 Scalar Tensor::item() const {
   KAEL_CHECK(numel() == 1, "item: a Tensor with " << numel() << " elements cannot be converted to Scalar");

@@ -44,9 +44,10 @@ DimVector contiguous_strides(IntArrayRef sizes) {
 }
 
 bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
+  for (std::int64_t s : sizes)
+    if (s == 0) return true;  // an empty tensor is contiguous whatever its strides
   std::int64_t expected = 1;
   for (std::size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 0) return true;
     if (sizes[i] == 1) continue;
     if (strides[i] != expected) return false;
     expected *= sizes[i];

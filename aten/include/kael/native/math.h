@@ -12,6 +12,7 @@ using std::abs;
 using std::cos;
 using std::exp;
 using std::log;
+using std::log1p;
 using std::sin;
 using std::sqrt;
 using std::tanh;

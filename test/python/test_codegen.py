@@ -1,0 +1,787 @@
+"""The registry model (codegen/model.py) and the writer (codegen/gen.py).
+
+Each test parses a small inline registry and checks the parsed entry or the exact error.
+Every error names the file, the line of the entry and the entry: ``t.yaml:3: add: ...``.
+The schema is documented in codegen/README.md, one section per key; the tests follow it.
+"""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from codegen import enums, gen  # noqa: E402
+from codegen.model import CodegenError, Type, parse_registry  # noqa: E402
+
+# Every snippet starts with these two lines, so its first entry is on line 3.
+HEADER = "# a test registry\n\n"
+
+# A valid entry to put before a bad one, so that the line of the bad entry is not the first.
+VIEW = """\
+- func: view(Tensor self, int[] size) -> Tensor(a)
+  variants: [method]
+  dispatch: {CompositeExplicit: view}
+  doc: Returns a view.
+"""
+
+
+def parse(text):
+    return parse_registry(HEADER + textwrap.dedent(text), "t.yaml")
+
+
+def parse_one(text):
+    (f,) = parse(text)
+    return f
+
+
+def error(text):
+    with pytest.raises(CodegenError) as info:
+        parse(text)
+    return str(info.value)
+
+
+def hand_written(func, extra=""):
+    """A dispatch entry with the given signature."""
+    return f"- func: {func}\n  dispatch: {{CPU: k_cpu}}\n{extra}  doc: Does it.\n"
+
+
+def pointwise(func, formula="a", extra="", variants="[function, method]"):
+    return f"- func: {func}\n  variants: {variants}\n  pointwise: {formula}\n{extra}  doc: Does it.\n"
+
+
+# ============================================================================ func
+
+def test_func_signature_grammar():
+    f = parse_one(hand_written(
+        "f.over(Tensor self, Tensor? w, Scalar s, int i=-1, float x=0.5, bool b=True, int[2] dims=[], "
+        "int[]? o=None, *, ScalarType? dtype=None, Device device=cpu, ScalarType t=float64) -> Tensor(a)"))
+    s = f.schema
+    assert (s.name, s.overload, s.full_name, s.returns) == ("f", "over", "f.over", "Tensor(a)")
+    assert f.ident == "f_over"
+    got = [(p.name, str(p.type), p.default, p.kwonly) for p in s.params]
+    assert got == [
+        ("self", "Tensor", None, False), ("w", "Tensor?", None, False), ("s", "Scalar", None, False),
+        ("i", "int", "-1", False), ("x", "float", "0.5", False), ("b", "bool", "True", False),
+        ("dims", "int[]", "[]", False),  # int[N] is a size hint for int[]
+        ("o", "int[]?", "None", False),
+        ("dtype", "ScalarType?", "None", True), ("device", "Device", "cpu", True),
+        ("t", "ScalarType", "float64", True),
+    ]
+    assert [p.name for p in s.tensor_params] == ["self", "w"]
+    # What users see: self is 'input' in Python functions, and is left out for methods.
+    assert s.signature_text().startswith("f(Tensor input, Tensor? w, Scalar s, int i=-1,")
+    assert s.signature_text(skip_self=True).startswith("f(Tensor? w, ")
+    assert "*, ScalarType? dtype=None, Device device=cpu" in s.signature_text()
+
+
+def test_func_no_arguments_and_plain_tensor_return():
+    f = parse_one(hand_written("g() -> Tensor"))
+    assert f.schema.params == () and f.schema.returns == "Tensor" and f.schema.overload == ""
+
+
+@pytest.mark.parametrize("text", ["Tensr", "Tensor[]", "int[x]", "Tensor??", "long", "str"])
+def test_func_unknown_type(text):
+    assert error(hand_written(f"f(Tensor self, {text} x) -> Tensor")) == f"t.yaml:3: f: unknown type '{text}'"
+
+
+def test_func_unknown_type_names_the_line_of_its_entry():
+    msg = error(VIEW + "\n" + pointwise("add(Tensr self, Tensor other) -> Tensor", "a + b"))
+    assert msg == "t.yaml:8: add: unknown type 'Tensr'"
+
+
+@pytest.mark.parametrize("arg,reason", [
+    ("int a=1.5", "bad default '1.5' for type 'int'"),
+    ("int a=x", "bad default 'x' for type 'int'"),
+    ("int a=True", "bad default 'True' for type 'int'"),
+    ("int a=None", "default None for non-optional type 'int'"),
+    ("int? a=2.0", "bad default '2.0' for type 'int?'"),
+    ("float a=one", "bad default 'one' for type 'float'"),
+    ("float a=.5", "bad default '.5' for type 'float'"),
+    ("float a=True", "bad default 'True' for type 'float'"),
+    ("Scalar a=abc", "bad default 'abc' for type 'Scalar'"),
+    ("Scalar a=None", "default None for non-optional type 'Scalar'"),
+    ("bool a=true", "bad default 'true' for type 'bool'"),
+    ("bool a=1", "bad default '1' for type 'bool'"),
+    ("int[] a=(1)", "bad default '(1)' for type 'int[]'"),
+    ("int[] a=[x]", "bad default '[x]' for type 'int[]'"),
+    ("int[] a=3", "bad default '3' for type 'int[]'"),
+    ("ScalarType a=float16", "bad default 'float16' for type 'ScalarType'"),
+    ("ScalarType? a=Float32", "bad default 'Float32' for type 'ScalarType?'"),
+    ("Device a=cuda", "bad default 'cuda' for type 'Device'"),
+    ("Tensor? a=0", "bad default '0' for type 'Tensor?'"),
+])
+def test_func_bad_default(arg, reason):
+    assert error(hand_written(f"f(Tensor self, *, {arg}) -> Tensor")) == f"t.yaml:3: f: {reason}"
+
+
+@pytest.mark.parametrize("arg", [
+    "int a=0", "int a=-12", "float a=1", "float a=-1.5e-3", "float a=2.", "Scalar a=1", "Scalar a=0.5",
+    "Scalar a=False", "bool a=True", "int[] a=[]", "int[1] a=[0]", "int[]? a=None", "ScalarType a=bool",
+    "ScalarType? a=None", "Device a=cpu", "Device? a=None", "Tensor? a=None", "float? a=None",
+])
+def test_func_good_default(arg):
+    f = parse_one(hand_written(f"f(Tensor self, *, {arg}) -> Tensor"))
+    assert f.schema.params[1].default == arg.split("=")[1]
+
+
+
+def test_func_int_list_default_with_two_elements():
+    f = parse_one(hand_written("f(Tensor self, int[] dims=[0, 1]) -> Tensor"))
+    assert f.schema.params[1].default == "[0, 1]"
+
+
+def test_func_required_argument_after_defaulted_one():
+    msg = error(hand_written("f(Tensor self, int a=1, int b) -> Tensor"))
+    assert msg == "t.yaml:3: f: argument 'b' without default follows one with a default"
+
+
+def test_func_keyword_only_argument_may_follow_a_defaulted_one():
+    f = parse_one(hand_written("f(Tensor self, int a=1, *, int b) -> Tensor"))
+    assert [(p.name, p.has_default, p.kwonly) for p in f.schema.params[1:]] == [("a", True, False),
+                                                                                 ("b", False, True)]
+
+
+def test_func_duplicate_name():
+    msg = error(hand_written("f(Tensor self) -> Tensor") + "\n" + hand_written("f(Tensor self, int a) -> Tensor"))
+    assert msg == "t.yaml:7: f: duplicate name (first defined at line 3)"
+
+
+def test_func_duplicate_overload_name():
+    msg = error(hand_written("f.x(Tensor self) -> Tensor") + hand_written("f.x(Tensor self, int a) -> Tensor"))
+    assert msg == "t.yaml:6: f.x: duplicate name (first defined at line 3)"
+
+
+def test_func_duplicate_argument_name():
+    assert error(hand_written("f(Tensor self, int a, float a) -> Tensor")) == \
+        "t.yaml:3: f: duplicate argument name 'a'"
+
+
+@pytest.mark.parametrize("func,reason", [
+    ("f(Tensor self)", "cannot parse func 'f(Tensor self)': expected 'name[.overload](args) -> Return'"),
+    ("f Tensor self -> Tensor",
+     "cannot parse func 'f Tensor self -> Tensor': expected 'name[.overload](args) -> Return'"),
+    ("f(Tensor self) -> Tensor(a!)", "unknown return type 'Tensor(a!)' (expected Tensor or Tensor(a))"),
+    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor or Tensor(a))"),
+    ("f(Tensor self, *, *, int a) -> Tensor", "'*' appears twice"),
+    ("f(Tensor self, Tensor) -> Tensor", "cannot parse argument 'Tensor'"),
+    ("f(Tensor self, int a=) -> Tensor", "cannot parse argument 'int a='"),
+])
+def test_func_malformed(func, reason):
+    label = func.split("(")[0]
+    assert error(hand_written(func)) == f"t.yaml:3: {label}: {reason}"
+
+
+def test_func_inplace_names_are_derived():
+    assert error(pointwise("add_(Tensor self, Tensor other) -> Tensor")) == \
+        "t.yaml:3: add_: 'add_': in-place variants are derived, declare the functional op"
+
+
+def test_func_missing():
+    assert error("- variants: [function]\n  doc: Does it.\n") == "t.yaml:3: <entry>: missing 'func'"
+
+
+def test_type_parse():
+    assert Type.parse("int[3]?") == Type("int[]", True)
+    assert str(Type.parse("ScalarType?")) == "ScalarType?"
+
+
+# ============================================================================ variants
+
+def test_variants_default_is_function():
+    assert parse_one(hand_written("f(Tensor self) -> Tensor")).variants == ("function",)
+
+
+def test_variants_empty_means_cpp_only():
+    f = parse_one("- func: f(Tensor self) -> Tensor\n  variants: []\n  dispatch: {CPU: k}\n  doc: Does it.\n")
+    assert f.variants == ()
+
+
+def test_variants_unknown():
+    text = "- func: f(Tensor self) -> Tensor\n  variants: [function, static]\n  dispatch: {CPU: k}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: unknown variant 'static' (expected one of function, method)"
+
+
+def test_variants_not_a_list():
+    text = "- func: f(Tensor self) -> Tensor\n  variants: method\n  dispatch: {CPU: k}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: 'variants' must be a list of names"
+
+
+@pytest.mark.parametrize("func", [
+    "f() -> Tensor", "f(int self) -> Tensor", "f(Tensor other, Tensor self) -> Tensor", "f(Tensor? self) -> Tensor",
+])
+def test_variants_method_without_tensor_self(func):
+    text = f"- func: {func}\n  variants: [method]\n  dispatch: {{CPU: k}}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: a method variant needs 'Tensor self' as first argument"
+
+
+def test_variants_overloads_with_different_variants():
+    text = (
+        "- func: to.device(Tensor self, Device device) -> Tensor\n  variants: [method]\n"
+        "  dispatch: {CPU: to_device}\n  doc: D.\n\n"
+        "- func: to.dtype(Tensor self, ScalarType dtype) -> Tensor\n  variants: [function, method]\n"
+        "  dispatch: {CompositeExplicit: to_dtype}\n  doc: D.\n"
+    )
+    assert error(text) == "t.yaml:8: to.dtype: overloads of 'to' must declare the same variants"
+
+
+def test_variants_overloads_with_the_same_variants():
+    text = (
+        "- func: arange(Scalar end) -> Tensor\n  dispatch: {CPU: a1}\n  doc: D.\n"
+        "- func: arange.start(Scalar start, Scalar end) -> Tensor\n  dispatch: {CPU: a2}\n  doc: D.\n"
+    )
+    assert [f.schema.full_name for f in parse(text)] == ["arange", "arange.start"]
+
+
+# ============================================================================ pointwise
+
+def test_pointwise_entry():
+    f = parse_one(pointwise("add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", "a + alpha * b"))
+    assert f.is_pointwise and f.pointwise == "a + alpha * b"
+    assert f.dispatch == ()  # the CPU kernel is generated
+    assert f.operand_inputs  # two tensor inputs: Python numbers are accepted for either
+    assert (f.inplace, f.gil, f.promotion, f.dtypes) == (True, "auto", "default", enums.DTYPE_NAMES)
+    unary = parse_one(pointwise("neg(Tensor self) -> Tensor", "-a"))
+    assert not unary.operand_inputs
+
+
+def test_pointwise_with_dispatch():
+    text = pointwise("f(Tensor self) -> Tensor", extra="  dispatch: {CPU: f_cpu}\n")
+    assert error(text) == "t.yaml:3: f: an entry has either 'pointwise' or 'dispatch', not both"
+
+
+@pytest.mark.parametrize("func,reason", [
+    ("f(Tensor self) -> Tensor(a)", "pointwise ops return a new Tensor"),
+    ("f(Scalar s) -> Tensor", "pointwise ops take one or two Tensor inputs, got 0"),
+    ("f(Tensor self, Tensor b, Tensor c) -> Tensor", "pointwise ops take one or two Tensor inputs, got 3"),
+    ("f(Tensor self, int n) -> Tensor", "pointwise argument 'n' must be Tensor or Scalar, got 'int'"),
+    ("f(Tensor self, Scalar? s=None) -> Tensor", "pointwise argument 's' must be Tensor or Scalar, got 'Scalar?'"),
+    ("f(Tensor self, Tensor? w=None) -> Tensor", "pointwise argument 'w' must be Tensor or Scalar, got 'Tensor?'"),
+])
+def test_pointwise_signature_rules(func, reason):
+    assert error(pointwise(func, variants="[function]")) == f"t.yaml:3: f: {reason}"
+
+
+@pytest.mark.parametrize("formula", ["''", "' '", "[a]"])
+def test_pointwise_formula_must_be_an_expression(formula):
+    assert error(pointwise("f(Tensor self) -> Tensor", formula)) == "t.yaml:3: f: 'pointwise' must be a C++ expression"
+
+
+def test_pointwise_cannot_have_overloads():
+    text = pointwise("f(Tensor self) -> Tensor") + pointwise("f.two(Tensor self, Tensor other) -> Tensor", "a + b")
+    assert error(text) == "t.yaml:7: f.two: pointwise op 'f' cannot have overloads"
+
+
+def test_pointwise_and_hand_written_op_cannot_share_a_name():
+    text = pointwise("f(Tensor self) -> Tensor") + \
+        "- func: f.k(Tensor self, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: k}\n  doc: D.\n"
+    assert error(text) == "t.yaml:7: f.k: pointwise op 'f' cannot have overloads"
+
+
+def test_neither_pointwise_nor_dispatch():
+    assert error("- func: f(Tensor self) -> Tensor\n  doc: D.\n") == "t.yaml:3: f: missing 'dispatch' (or 'pointwise')"
+
+
+# ============================================================================ promotion
+
+@pytest.mark.parametrize("promotion", ["default", "int_to_float", "always_bool"])
+def test_promotion(promotion):
+    f = parse_one(pointwise("f(Tensor self, Tensor other) -> Tensor", "a < b", f"  promotion: {promotion}\n"))
+    assert f.promotion == promotion
+    assert f.inplace == (promotion != "always_bool")  # comparisons get no in-place variant
+
+
+@pytest.mark.parametrize("value", ["float", "Default", "[default]"])
+def test_promotion_unknown(value):
+    text = pointwise("f(Tensor self) -> Tensor", extra=f"  promotion: {value}\n")
+    shown = "['default']" if value == "[default]" else value
+    assert error(text) == f"t.yaml:3: f: unknown promotion '{shown}' " \
+                          "(expected one of default, int_to_float, always_bool)"
+
+
+def test_promotion_on_a_hand_written_op():
+    assert error(hand_written("f(Tensor self) -> Tensor", "  promotion: int_to_float\n")) == \
+        "t.yaml:3: f: 'promotion' applies to pointwise ops only"
+
+
+# ============================================================================ dtypes
+
+def test_dtypes():
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).dtypes == ("bool", "int64", "float32", "float64")
+    f = parse_one(pointwise("f(Tensor self) -> Tensor", extra="  dtypes: [float32, float64]\n"))
+    assert f.dtypes == ("float32", "float64")
+
+
+@pytest.mark.parametrize("name", ["float16", "Float32", "int32", "double"])
+def test_dtypes_unknown(name):
+    text = pointwise("f(Tensor self) -> Tensor", extra=f"  dtypes: [float32, {name}]\n")
+    assert error(text) == f"t.yaml:3: f: unknown dtype '{name}' (expected one of bool, int64, float32, float64)"
+
+
+def test_dtypes_not_a_list():
+    text = pointwise("f(Tensor self) -> Tensor", extra="  dtypes: float32\n")
+    assert error(text) == "t.yaml:3: f: 'dtypes' must be a list of names"
+
+
+# ============================================================================ inplace
+
+def test_inplace_derived_and_switched_off():
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).inplace
+    assert not parse_one(pointwise("f(Tensor self) -> Tensor", extra="  inplace: false\n")).inplace
+    assert not parse_one(hand_written("f(Tensor self) -> Tensor")).inplace
+
+
+def test_inplace_on_a_hand_written_op():
+    assert error(hand_written("f(Tensor self) -> Tensor", "  inplace: true\n")) == \
+        "t.yaml:3: f: 'inplace' is derived for pointwise ops only"
+
+
+# ============================================================================ check
+
+def test_check():
+    f = parse_one(pointwise("add(Tensor self, Tensor other) -> Tensor", "a + b", "  check: add_check\n"))
+    assert f.check == "add_check"
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).check is None
+
+
+def test_check_on_a_hand_written_op():
+    assert error(hand_written("f(Tensor self) -> Tensor", "  check: f_check\n")) == \
+        "t.yaml:3: f: 'check' applies to pointwise ops only (hand-written kernels check their inputs)"
+
+
+@pytest.mark.parametrize("name", ["add-check", "'add_check()'", "'1check'", "[a]"])
+def test_check_must_be_a_function_name(name):
+    text = pointwise("add(Tensor self, Tensor other) -> Tensor", "a + b", f"  check: {name}\n")
+    assert error(text) == "t.yaml:3: add: 'check' must be a C++ function name"
+
+
+# ============================================================================ dispatch
+
+def test_dispatch_keys_and_alias():
+    f = parse_one("- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: f_cpu, CUDA: f_cuda}\n  doc: D.\n")
+    assert f.dispatch == (("CPU", "f_cpu"), ("CUDA", "f_cuda"))
+    assert f.kernel_for("CUDA") == "f_cuda" and f.kernel_for("Autograd") is None
+    g = parse_one("- func: g(Tensor self) -> Tensor(a)\n  dispatch: {CompositeExplicit: g}\n  doc: D.\n")
+    assert g.dispatch == (("CPU", "g"), ("CUDA", "g"))  # the alias names every backend key
+    assert (g.gil, g.inplace, g.is_pointwise) == ("hold", False, False)
+
+
+@pytest.mark.parametrize("key", ["GPU", "cpu", "Autograd", "Python", "CompositeImplicit"])
+def test_dispatch_unknown_key(key):
+    text = f"- func: f(Tensor self) -> Tensor\n  dispatch: {{{key}: f_k}}\n  doc: D.\n"
+    assert error(text) == f"t.yaml:3: f: unknown dispatch key '{key}' (expected one of CPU, CUDA, CompositeExplicit)"
+
+
+def test_dispatch_key_given_twice_through_the_alias():
+    text = "- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: a, CompositeExplicit: b}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: dispatch key 'CPU' given twice"
+
+
+@pytest.mark.parametrize("kernel", ["'f cpu'", "'ns::f'", "1", "[f]"])
+def test_dispatch_kernel_must_be_a_function_name(kernel):
+    text = f"- func: f(Tensor self) -> Tensor\n  dispatch: {{CPU: {kernel}}}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: dispatch kernel for 'CPU' must be a C++ function name"
+
+
+@pytest.mark.parametrize("value", ["{}", "f_cpu", "[CPU]"])
+def test_dispatch_must_be_a_mapping(value):
+    text = f"- func: f(Tensor self) -> Tensor\n  dispatch: {value}\n  doc: D.\n"
+    assert error(text) == "t.yaml:3: f: missing 'dispatch' (or 'pointwise')"
+
+
+# ============================================================================ gil
+
+@pytest.mark.parametrize("mode", ["release", "auto", "hold"])
+def test_gil(mode):
+    assert parse_one(hand_written("f(Tensor self) -> Tensor", f"  gil: {mode}\n")).gil == mode
+    assert parse_one(pointwise("f(Tensor self) -> Tensor", extra=f"  gil: {mode}\n")).gil == mode
+
+
+def test_gil_defaults():
+    assert parse_one(hand_written("f(Tensor self) -> Tensor")).gil == "hold"
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).gil == "auto"
+
+
+@pytest.mark.parametrize("mode,shown", [("never", "never"), ("Release", "Release"), ("no", "False")])
+def test_gil_unknown_mode(mode, shown):
+    assert error(hand_written("f(Tensor self) -> Tensor", f"  gil: {mode}\n")) == \
+        f"t.yaml:3: f: unknown gil mode '{shown}' (expected one of release, auto, hold)"
+
+
+# ============================================================================ derivatives
+
+def test_derivatives():
+    text = pointwise("mul(Tensor self, Tensor other) -> Tensor", "a * b",
+                     "  derivatives:\n    self: grad * other\n    other: grad * self\n")
+    assert parse_one(text).derivatives == (("self", "grad * other"), ("other", "grad * self"))
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).derivatives == ()
+
+
+def test_derivative_for_an_unknown_input():
+    text = pointwise("f(Tensor self) -> Tensor", extra="  derivatives:\n    self: grad\n    input: grad\n")
+    assert error(text) == "t.yaml:3: f: derivative for unknown input 'input'"
+
+
+def test_derivative_must_be_a_formula():
+    text = pointwise("f(Tensor self) -> Tensor", extra="  derivatives:\n    self: 1\n")
+    assert error(text) == "t.yaml:3: f: derivative for 'self' must be a C++ expression"
+
+
+def test_derivatives_must_be_a_mapping():
+    text = pointwise("f(Tensor self) -> Tensor", extra="  derivatives: [grad]\n")
+    assert error(text) == "t.yaml:3: f: 'derivatives' must map input names to formulas"
+
+
+# ============================================================================ doc
+
+def test_doc_whitespace_is_collapsed():
+    text = "- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: k}\n  doc: >\n    Does\n    it,   twice.\n"
+    assert parse_one(text).doc == "Does it, twice."
+
+
+@pytest.mark.parametrize("doc", [None, "''", "'   '", "[a, b]", "3"])
+def test_doc_missing(doc):
+    text = "- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: k}\n" + (f"  doc: {doc}\n" if doc else "")
+    assert error(VIEW + text) == "t.yaml:7: f: missing 'doc' (one sentence users read in help())"
+
+
+# ============================================================================ the entry and the file
+
+@pytest.mark.parametrize("key", ["dispach", "description", "__line__x"])
+def test_unknown_key_in_an_entry(key):
+    text = pointwise("f(Tensor self) -> Tensor", extra=f"  {key}: x\n")
+    assert error(text) == f"t.yaml:3: f: unknown key(s): {key}"
+
+
+def test_unknown_keys_are_listed_sorted():
+    text = hand_written("f(Tensor self) -> Tensor", "  zeta: 1\n  alpha: 2\n")
+    assert error(text) == "t.yaml:3: f: unknown key(s): alpha, zeta"
+
+
+@pytest.mark.parametrize("text,line,problem", [
+    ("- func: f(Tensor self) -> Tensor\n  doc: a: b\n", 4, "mapping values are not allowed here"),
+    ("- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: k\n  doc: D.\n", 5, "expected ',' or '}', but got ':'"),
+    ("- func: f(Tensor self) -> Tensor\n\tdoc: D.\n", 4, "found character '\\t' that cannot start any token"),
+])
+def test_invalid_yaml(text, line, problem):
+    assert error(text) == f"t.yaml:{line}: invalid YAML: {problem}"
+
+
+@pytest.mark.parametrize("text", ["", "func: f() -> Tensor\n", "just text\n"])
+def test_registry_must_be_a_list(text):
+    assert error(text) == "t.yaml:1: the registry must be a list of entries"
+
+
+
+def test_entry_that_is_not_a_mapping_names_its_line():
+    assert error(VIEW + "- just a string\n").startswith("t.yaml:7: ")
+
+
+
+def test_repeated_key_in_an_entry():
+    with pytest.raises(CodegenError):
+        parse("- func: f(Tensor self) -> Tensor\n  dispatch: {CPU: a}\n  dispatch: {CPU: b}\n  doc: D.\n")
+
+
+def test_entries_keep_registry_order_and_lines():
+    fs = parse(VIEW + "\n" + hand_written("f(Tensor self) -> Tensor") + hand_written("g(Tensor self) -> Tensor"))
+    assert [(f.name, f.line) for f in fs] == [("view", 3), ("f", 8), ("g", 11)]
+
+
+def test_the_real_registry_parses():
+    fs = parse_registry((ROOT / "native_functions.yaml").read_text())
+    names = {f.schema.full_name for f in fs}
+    assert {"add", "arange.start", "to.dtype", "matmul"} <= names
+    assert all(f.doc for f in fs)
+
+
+# ============================================================================ generated output
+
+SMALL = """\
+# a small registry for the writer tests
+
+- func: neg(Tensor self) -> Tensor
+  variants: [function, method]
+  pointwise: -a
+  doc: Negates.
+
+- func: add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+  variants: [function, method]
+  pointwise: a + alpha * b
+  check: add_check
+  doc: Adds.
+
+- func: eq(Tensor self, Tensor other) -> Tensor
+  variants: [function, method]
+  pointwise: a == b
+  promotion: always_bool
+  doc: Compares.
+
+- func: arange(Scalar end) -> Tensor
+  dispatch: {CPU: arange_end_cpu}
+  doc: Counts.
+
+- func: arange.start(Scalar start, Scalar end, Scalar step=1) -> Tensor
+  dispatch: {CPU: arange_cpu}
+  doc: Counts.
+
+- func: view(Tensor self, int[] size) -> Tensor(a)
+  variants: [method]
+  dispatch: {CompositeExplicit: view}
+  doc: Views.
+
+- func: internal(Tensor self) -> Tensor
+  variants: []
+  dispatch: {CPU: internal_cpu}
+  doc: C++ only.
+"""
+
+
+def expected_files(names, pointwise_names):
+    files = {"include/kael/enums.h", "include/kael/ops.h", "include/kael/native/declarations.h",
+             "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake"}
+    files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
+    files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
+    files |= {f"include/kael/ops/{n}.h" for n in names}
+    files |= {f"src/pointwise/{n}.cpp" for n in pointwise_names}
+    return files
+
+
+def listing(out):
+    return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+
+
+def freeze_mtimes(out):
+    """Sets every mtime to a fixed past time, so that any rewrite is visible."""
+    for p in out.rglob("*"):
+        if p.is_file():
+            os.utime(p, ns=(10**9, 10**9))
+
+
+def touched(out):
+    return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.stat().st_mtime_ns != 10**9}
+
+
+@pytest.fixture
+def small(tmp_path):
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(SMALL)
+    out = tmp_path / "out"
+    gen.generate(yaml_path, out)
+    return yaml_path, out
+
+
+def test_generate_writes_the_expected_files(small):
+    yaml_path, out = small
+    assert listing(out) == expected_files(["neg", "add", "eq", "arange", "view", "internal"], ["neg", "add", "eq"])
+    pyi = (out / "kael/_C.pyi").read_text()
+    assert re.search(r"^def neg\(input: Tensor\) -> Tensor:\n    \"\"\"Negates.\"\"\"$", pyi, re.M)
+    assert re.search(r"^    def neg_\(self\) -> Tensor:$", pyi, re.M)
+    assert re.search(r"^def add\(input: Tensor \| Number, other: Tensor \| Number, \*, alpha: Number = \.\.\.\)",
+                     pyi, re.M)
+    assert not re.search(r"def eq_\(", pyi)  # always_bool: no in-place variant
+    assert pyi.count("@overload") == 2  # arange and arange.start
+    assert not re.search(r"def internal\(", pyi)  # variants: []
+    decls = (out / "include/kael/native/declarations.h").read_text()
+    assert "Tensor internal_cpu(const Tensor& self);" in decls
+    assert "Tensor view(const Tensor& self, IntArrayRef size);" in decls
+    assert "void add_check(const Operand& self, const Operand& other, const Scalar& alpha);" in decls
+    all_ops = (out / "src/all_ops.cpp").read_text()
+    assert re.findall(r"&op_(\w+),", all_ops) == ["neg", "neg_inplace", "add", "add_inplace", "eq", "arange",
+                                                 "arange_start", "view", "internal"]
+    cmake = (out / "sources.cmake").read_text()
+    for rel in listing(out):
+        if rel.endswith(".cpp"):
+            assert f'"{out / rel}"' in cmake
+
+
+def test_generate_stamps_every_file(small):
+    _, out = small
+    for rel in listing(out):
+        first = (out / rel).read_text().splitlines()[0]
+        comment = "#" if rel.endswith((".pyi", ".cmake")) else "//"
+        assert re.fullmatch(re.escape(comment) + r" @generated from codegen/templates/[\w.]+\.j2 -- do not edit",
+                            first), (rel, first)
+
+
+def test_generate_does_not_rewrite_unchanged_files(small):
+    yaml_path, out = small
+    before = {rel: (out / rel).read_text() for rel in listing(out)}
+    freeze_mtimes(out)
+    writer = gen.generate(yaml_path, out)
+    assert touched(out) == set()
+    assert {rel: (out / rel).read_text() for rel in listing(out)} == before
+    assert {p.relative_to(out).as_posix() for p in writer.written} == set(before)
+
+
+def test_one_entry_edit_rewrites_only_its_files(small):
+    yaml_path, out = small
+    freeze_mtimes(out)
+    yaml_path.write_text(SMALL.replace("doc: Negates.", "doc: Negates each element."))
+    gen.generate(yaml_path, out)
+    shard = gen.shard_of("neg")
+    assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi"}
+    freeze_mtimes(out)
+    yaml_path.write_text(SMALL.replace("pointwise: -a", "pointwise: 0 - a"))
+    gen.generate(yaml_path, out)
+    assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi",
+                            "src/pointwise/neg.cpp"}  # (the doc edit is undone too)
+
+
+def test_generate_removes_stale_files(small):
+    yaml_path, out = small
+    stamp = "// @generated from codegen/templates/op_header.h.j2 -- do not edit\n"
+    (out / "src/pointwise/old_op.cpp").write_text(stamp)
+    (out / "include/kael/ops/old_op.h").write_text(stamp)
+    (out / "notes.txt").write_text("not generated: kept\n")
+    text = SMALL.replace("- func: neg(Tensor self) -> Tensor\n  variants: [function, method]\n"
+                         "  pointwise: -a\n  doc: Negates.\n", "")
+    assert text != SMALL
+    yaml_path.write_text(text)
+    gen.generate(yaml_path, out)
+    assert listing(out) == expected_files(["add", "eq", "arange", "view", "internal"], ["add", "eq"]) | {"notes.txt"}
+    assert "neg" not in (out / "sources.cmake").read_text()
+    assert not re.search(r"def neg", (out / "kael/_C.pyi").read_text())
+
+
+def test_generate_fails_before_writing_anything(tmp_path):
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(SMALL.replace("Tensor self, Tensor other, *", "Tensor self, Tensr other, *"))
+    with pytest.raises(CodegenError, match=r"^reg\.yaml:8: add: unknown type 'Tensr'$"):
+        gen.generate(yaml_path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# -- generation writes under out_dir only: every file-system call that writes is recorded.
+# (Wrappers rather than sys.addaudithook: a hook could not be removed and would slow every
+# later test of the session.)
+_MODE_WRITES = set("wax+")
+_FLAG_WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def record_writes(monkeypatch):
+    """Wraps the file-system calls that write; returns the list of (call, path) they record."""
+    import builtins
+    import io
+    import shutil
+
+    seen = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def open_(file, mode="r", *args, **kwargs):
+        if not isinstance(file, int) and _MODE_WRITES & set(mode):
+            seen.append(("open", file))
+        return real_open(file, mode, *args, **kwargs)
+
+    def os_open(path, flags, *args, **kwargs):
+        if flags & _FLAG_WRITES:
+            seen.append(("os.open", path))
+        return real_os_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)
+    monkeypatch.setattr(os, "open", os_open)
+
+    def wrap(module, name, npaths=1):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            seen.extend((f"{module.__name__}.{name}", a) for a in args[:npaths])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    for name in ("mkdir", "makedirs", "remove", "unlink", "rmdir", "removedirs", "truncate", "utime", "chmod"):
+        wrap(os, name)
+    for name in ("rename", "replace", "symlink", "link"):
+        wrap(os, name, 2)
+    for name in ("rmtree",):
+        wrap(shutil, name)
+    for name in ("copyfile", "copy", "copy2", "move", "copytree"):
+        wrap(shutil, name, 2)
+    return seen
+
+
+def test_generate_never_writes_outside_out_dir(tmp_path, monkeypatch):
+    work = tmp_path / "cwd"  # a relative out dir, resolved against the working directory
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (tmp_path / "reg.yaml").write_text(SMALL)
+    (tmp_path / "edited.yaml").write_text(SMALL.replace("doc: Adds.", "doc: Adds two."))
+    out = Path("build") / "generated"
+    (work / out / "stale").mkdir(parents=True)
+    (work / out / "stale" / "x.h").write_text("// @generated from codegen/templates/ops.h.j2 -- do not edit\n")
+    seen = record_writes(monkeypatch)
+    gen.generate(tmp_path / "reg.yaml", out)
+    gen.generate(tmp_path / "edited.yaml", out)  # rewrites some files
+    monkeypatch.undo()
+    calls = {call for call, _ in seen}
+    assert {"open", "os.mkdir", "os.unlink"} <= calls, calls  # the wrappers see the writer's calls
+    root = (work / out).resolve()
+    for call, path in seen:
+        resolved = (work / os.fsdecode(path)).resolve()
+        assert resolved.is_relative_to(root), f"{call} outside out_dir: {resolved}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "edited.yaml", "reg.yaml"]
+    assert [p.name for p in work.iterdir()] == ["build"]
+    assert [p.name for p in (work / "build").iterdir()] == ["generated"]
+
+
+# ============================================================================ the command CMake runs
+
+def run_codegen(yaml_path, out):
+    return subprocess.run([sys.executable, "-m", "codegen.gen", "--yaml", str(yaml_path), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_fails_with_file_line_and_reason(tmp_path):
+    bad = tmp_path / "native_functions.yaml"
+    bad.write_text(SMALL.replace("  promotion: always_bool\n", "  promotion: always_boool\n"))
+    r = run_codegen(bad, tmp_path / "out")
+    assert r.returncode == 1
+    assert r.stderr == ("error: native_functions.yaml:14: eq: unknown promotion 'always_boool' "
+                        "(expected one of default, int_to_float, always_bool)\n")
+    assert r.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_fails_on_invalid_yaml(tmp_path):
+    bad = tmp_path / "native_functions.yaml"
+    bad.write_text(SMALL.replace("  doc: Adds.\n", "  doc: Adds: two.\n"))
+    r = run_codegen(bad, tmp_path / "out")
+    assert (r.returncode, r.stderr) == (1, "error: native_functions.yaml:12: invalid YAML: "
+                                           "mapping values are not allowed here\n")
+
+
+# ============================================================================ stricter validation
+
+@pytest.mark.parametrize("entry, message", [
+    (hand_written("f(Tensor self, *) -> Tensor"), "'*' must be followed by keyword-only arguments"),
+    (hand_written("f(Tensor self, Tensor input) -> Tensor"), "argument name 'input' is reserved"),
+    (hand_written("f(Tensor self) -> Tensor", "  dtypes: [float32]\n"), "'dtypes' applies to pointwise ops only"),
+    (pointwise("f(Tensor self) -> Tensor", extra="  dtypes: []\n"), "'dtypes' must list each supported dtype once"),
+    (pointwise("f(Tensor self) -> Tensor", extra="  dtypes: [float32, float32]\n"),
+     "'dtypes' must list each supported dtype once"),
+    (pointwise("f(Tensor self) -> Tensor", extra="  inplace: 'no'\n"), "'inplace' must be true or false"),
+    (pointwise("f(Tensor x) -> Tensor", variants="[function]"),
+     "the first argument of a pointwise op must be 'Tensor self'"),
+], ids=["trailing-star", "input-name", "dtypes-on-dispatch", "empty-dtypes", "repeated-dtype", "inplace-not-bool",
+        "pointwise-first-not-self"])
+def test_stricter_validation(entry, message):
+    assert error(VIEW + entry).startswith("t.yaml:7: f: " + message)
+
+
+def test_cuda_kernels_are_referenced_only_in_cuda_builds(tmp_path):
+    (tmp_path / "reg.yaml").write_text(HEADER + "- func: f(Tensor self) -> Tensor\n"
+                                       "  dispatch: {CPU: f_cpu, CUDA: f_cuda}\n  doc: Does it.\n")
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "cpu")
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "cuda", cuda=True)
+    cpu = "".join(p.read_text() for p in (tmp_path / "cpu" / "src").glob("ops_*.cpp"))
+    cuda = "".join(p.read_text() for p in (tmp_path / "cuda" / "src").glob("ops_*.cpp"))
+    assert "native::f_cuda" not in cpu and "f_missing_CUDA" in cpu
+    assert "native::f_cuda" in cuda

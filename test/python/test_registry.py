@@ -1,0 +1,164 @@
+"""The promise of native_functions.yaml: one entry is enough to add an op.
+
+For every pointwise entry of the real registry, the built library must have the Python
+spellings the entry declares, a stub in kael/_C.pyi, a docstring with the entry's doc and
+signature, and the same results as the torch op of that name. A new pointwise entry is
+covered by these tests without writing any.
+"""
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import kael
+from helpers import check, to_kael
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from codegen.model import parse_registry  # noqa: E402
+
+REGISTRY = parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
+POINTWISE = [f for f in REGISTRY if f.is_pointwise]
+IDS = [f.name for f in POINTWISE]
+
+BY_NAME = {}
+for _f in REGISTRY:
+    BY_NAME.setdefault(_f.name, []).append(_f)
+
+
+@pytest.fixture(scope="module")
+def pyi():
+    path = Path(kael._C.__file__).with_name("_C.pyi")
+    assert path.is_file(), f"{path} is missing: the build copies it next to the extension"
+    return path.read_text()
+
+
+def test_registry_has_pointwise_ops():
+    assert len(POINTWISE) >= 20, [f.name for f in POINTWISE]
+
+
+# ---------------------------------------------------------------- spellings
+
+@pytest.mark.parametrize("f", POINTWISE, ids=IDS)
+def test_python_spellings(f):
+    assert callable(getattr(kael, f.name, None)) == ("function" in f.variants), f"kael.{f.name}"
+    assert callable(getattr(kael.Tensor, f.name, None)) == ("method" in f.variants), f"Tensor.{f.name}"
+    has_inplace_method = f.inplace and "method" in f.variants  # Tensor.<name>_ is a method only
+    assert callable(getattr(kael.Tensor, f.name + "_", None)) == has_inplace_method, f"Tensor.{f.name}_"
+    if "function" in f.variants:
+        assert kael.__dict__[f.name] is kael._C.__dict__[f.name]
+        assert f.name in kael.__all__
+
+
+@pytest.mark.parametrize("f", POINTWISE, ids=IDS)
+def test_stub(f, pyi):
+    assert pyi.startswith("# @generated from codegen/templates/_C.pyi.j2")
+    n = re.escape(f.name)
+    if "function" in f.variants:
+        assert re.search(rf"^def {n}\(input: Tensor", pyi, re.M), f"def {f.name}( missing from _C.pyi"
+    if "method" in f.variants:
+        assert re.search(rf"^    def {n}\(self[,)]", pyi, re.M), f"Tensor.{f.name} missing from _C.pyi"
+    if f.inplace and "method" in f.variants:
+        assert re.search(rf"^    def {n}_\(self[,)]", pyi, re.M), f"Tensor.{f.name}_ missing from _C.pyi"
+    assert f'"""{f.doc}"""' in pyi
+
+
+@pytest.mark.parametrize("f", POINTWISE, ids=IDS)
+def test_docstring(f):
+    if "function" in f.variants:
+        doc = kael.__dict__[f.name].__doc__
+        assert doc == f"{f.schema.signature_text()}\n\n{f.doc}"
+    if "method" in f.variants:
+        doc = kael.Tensor.__dict__[f.name].__doc__
+        assert doc == f"{f.schema.signature_text(skip_self=True)}\n\n{f.doc}"
+    if f.inplace and "method" in f.variants:
+        doc = kael.Tensor.__dict__[f.name + "_"].__doc__
+        sig = f.name + "_" + f.schema.signature_text(skip_self=True)[len(f.name):]
+        assert doc == f"{sig}\n\nIn-place version of {f.name}. {f.doc}"
+
+
+# ---------------------------------------------------------------- results
+
+def positive(*shape):
+    return torch.rand(*shape, dtype=torch.float32) * 2 + 0.5
+
+
+def kael_call(f, *args):
+    """Calls the op through kael.<name>, or Tensor.<name> for method-only ops."""
+    if "function" in f.variants:
+        return getattr(kael, f.name)(*args)
+    return getattr(args[0], f.name)(*args[1:])
+
+
+@pytest.mark.parametrize("f", POINTWISE, ids=IDS)
+def test_matches_torch(f):
+    assert hasattr(torch, f.name), f"torch.{f.name} does not exist: compare {f.name} by hand"
+    top = getattr(torch, f.name)
+    ts = [positive(3, 4), positive(3, 4)][:len(f.schema.tensor_params)]
+    ks = [to_kael(t) for t in ts]
+    expected = top(*ts)
+    check(kael_call(f, *ks), expected)
+    if "method" in f.variants:
+        check(getattr(ks[0], f.name)(*ks[1:]), expected)
+    if f.inplace and "method" in f.variants:
+        x = to_kael(ts[0])
+        assert getattr(x, f.name + "_")(*ks[1:]) is x
+        check(x, expected)
+    check(ks[0], ts[0])  # the out-of-place calls left the input alone
+
+
+BINARY = [f for f in POINTWISE if f.operand_inputs]
+
+
+@pytest.mark.parametrize("f", BINARY, ids=[f.name for f in BINARY])
+def test_python_numbers_for_either_input(f):
+    t = positive(2, 3)
+    k = to_kael(t)
+    # torch does not take a number everywhere (torch.add(1.5, t), torch.maximum(t, 1.5)), so the
+    # number becomes a full float32 tensor on the torch side: the result dtype is the same.
+    top, full = getattr(torch, f.name), torch.full_like(t, 1.5)
+    check(kael_call(f, k, 1.5), top(t, full))
+    check(kael_call(f, 1.5, k), top(full, t))
+    if "function" in f.variants:
+        with pytest.raises(TypeError, match=f"{f.name}: expected at least one tensor argument"):
+            getattr(kael, f.name)(1.5, 2.5)
+
+
+# ---------------------------------------------------------------- the dispatcher
+
+def test_registered_ops():
+    ops = kael._C._registered_ops()
+    assert len(ops) == len(set(ops))
+    expected = set()
+    for f in REGISTRY:
+        expected.add(f.schema.full_name)
+        if f.is_pointwise and f.inplace:
+            expected.add(f.name + "_")
+    assert set(ops) == expected
+    for f in POINTWISE:
+        assert f.name in ops
+        assert (f.name + "_" in ops) == f.inplace, f.name
+
+
+# ---------------------------------------------------------------- overloads
+
+OVERLOADED = sorted(name for name, group in BY_NAME.items() if len(group) > 1)
+
+
+@pytest.mark.parametrize("name", OVERLOADED)
+def test_overload_mismatch_lists_every_signature(name):
+    group = BY_NAME[name]
+    method = "function" not in group[0].variants
+    fn = getattr(kael.ones(2), name) if method else getattr(kael, name)
+    with pytest.raises(TypeError) as info:
+        fn(object())
+    msg = str(info.value)
+    assert msg.startswith(f"{name}() received an invalid combination of arguments - got (object), "
+                          "but expected one of:")
+    prefix = "Tensor." if method else ""
+    lines = [f" * {prefix}{f.schema.signature_text(skip_self=method)}" for f in group]
+    assert msg.splitlines()[1:] == lines  # every overload, in registry order
