@@ -91,6 +91,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
   try {
     const Tensor view = apply_key(tensor_of(self), key);
     KAEL_CHECK(view.device().is_cpu(), "index: assignment is only supported for cpu tensors");
+    native::check_no_internal_overlap("index", view);
     view.bump_version();
     if (is_tensor(value)) {
       native::copy_cpu(view, tensor_of(value));

@@ -27,7 +27,8 @@ DimVector infer_size(const char* op, IntArrayRef shape, std::int64_t numel) {
       infer = static_cast<std::int64_t>(i);
     } else {
       KAEL_CHECK(shape[i] >= 0, op << ": invalid shape dimension " << shape[i]);
-      known *= shape[i];
+      KAEL_CHECK(!__builtin_mul_overflow(known, shape[i], &known),
+                 op << ": shape '" << shape_str(shape) << "' is too large");
     }
   }
   if (infer >= 0) {
@@ -151,6 +152,7 @@ Tensor expand(const Tensor& self, IntArrayRef size) {
       strides[i] = 0;
     }
   }
+  checked_numel("expand", sizes);
   return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset());
 }
 

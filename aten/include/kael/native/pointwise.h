@@ -72,6 +72,8 @@ void copy_cpu(const Tensor& dst, const Tensor& src);
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
+// Raises when writing into t would write one memory location twice (a stride-0 dim).
+void check_no_internal_overlap(const char* op, const Tensor& t);
 // Broadcast shape of a and b; ValueError naming `op` when they are not broadcastable.
 DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b);
 

@@ -5,9 +5,18 @@
 
 namespace kael::native {
 
+namespace {
+std::size_t storage_bytes(IntArrayRef sizes, std::int64_t elements, ScalarType dtype) {
+  std::int64_t bytes = 0;
+  KAEL_CHECK(!__builtin_mul_overflow(elements, static_cast<std::int64_t>(itemsize(dtype)), &bytes),
+             "empty: storage size calculation overflowed for size " << shape_str(sizes) << " of " << dtype);
+  return static_cast<std::size_t>(bytes);
+}
+}  // namespace
+
 Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) {
   const std::int64_t n = checked_numel("empty", sizes);
-  auto storage = Storage::allocate(static_cast<std::size_t>(n) * itemsize(dtype), kCPU);
+  auto storage = Storage::allocate(storage_bytes(sizes, n, dtype), kCPU);
   return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), contiguous_strides(sizes), 0));
 }
 
@@ -19,8 +28,15 @@ Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtyp
     extent += (sizes[i] - 1) * strides[i];
   }
   if (empty) extent = 0;
-  auto storage = Storage::allocate(static_cast<std::size_t>(extent) * itemsize(dtype), kCPU);
+  auto storage = Storage::allocate(storage_bytes(sizes, extent, dtype), kCPU);
   return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), DimVector(strides), 0));
+}
+
+void check_no_internal_overlap(const char* op, const Tensor& t) {
+  for (std::int64_t i = 0; i < t.dim(); ++i)
+    KAEL_CHECK(t.strides()[i] != 0 || t.sizes()[i] <= 1,
+               op << "_: unsupported operation: more than one element of the written-to tensor refers to a single "
+                     "memory location (an expanded tensor); clone() it first");
 }
 
 DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
@@ -96,6 +112,7 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& self,
   KAEL_CHECK(can_cast(out_dtype_, self.dtype()), spec_.name << "_: result type " << out_dtype_
                                                             << " can't be cast to the desired output type "
                                                             << self.dtype());
+  check_no_internal_overlap(spec_.name, self);
   self.bump_version();
   if (self.dtype() == out_dtype_) {
     out_ = self;
