@@ -8,7 +8,9 @@
 // that reaches zero synchronises with acq_rel so the deleting thread sees all writes.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <utility>
 
 namespace kael {
@@ -33,6 +35,66 @@ class RefCounted {
 
 // T must derive from RefCounted and provide a static `release(T*)` that destroys it
 // (so types may return objects to a free list instead of deleting them).
+// Thread-local state reached without __tls_get_addr: the initial-exec model reads it at a
+// fixed offset from the thread pointer. Keep such variables few and small (a module loaded
+// with dlopen gets them from glibc's small static-TLS reserve).
+#define KAEL_FAST_TLS __attribute__((tls_model("initial-exec")))
+
+// A per-thread free list of fixed-size blocks for small, frequently made objects
+// (TensorImpl, Storage): a hit is a pointer pop instead of a malloc. Blocks freed on another
+// thread go to that thread's list; each list keeps at most kMax blocks.
+template <std::size_t Size>
+class FreeList {
+ public:
+  static void* allocate() {
+    State* s = state();
+    if (s != nullptr && s->count > 0) return s->blocks[--s->count];
+    return ::operator new(Size);
+  }
+  static void deallocate(void* p) noexcept {
+    State* s = state();
+    if (s != nullptr && s->count < kMax) {
+      s->blocks[s->count++] = p;
+      return;
+    }
+    ::operator delete(p);
+  }
+
+ private:
+  static constexpr int kMax = 64;
+  struct State {
+    void* blocks[kMax];
+    int count = 0;
+  };
+  // Frees the thread's blocks when it exits; afterwards the list is bypassed.
+  struct Owner {
+    State* state = nullptr;
+    ~Owner() {
+      if (state == nullptr) return;
+      while (state->count > 0) ::operator delete(state->blocks[--state->count]);
+      delete state;
+      current() = nullptr;
+      finished() = true;
+    }
+  };
+  static State*& current() {
+    static thread_local State* s KAEL_FAST_TLS = nullptr;
+    return s;
+  }
+  static bool& finished() {
+    static thread_local bool f KAEL_FAST_TLS = false;
+    return f;
+  }
+  static State* state() {
+    State* s = current();
+    if (s != nullptr || finished()) return s;
+    static thread_local Owner owner;
+    owner.state = s = new State();
+    current() = s;
+    return s;
+  }
+};
+
 template <typename T>
 class IntrusivePtr {
  public:

@@ -42,7 +42,8 @@ class DimVector {
   }
   void assign(IntArrayRef values) {
     resize_uninitialized(values.size());
-    if (!values.empty()) std::memmove(data_, values.data(), values.size() * sizeof(std::int64_t));
+    // values never alias data_ except through self-assignment, which operator= skips
+    for (std::size_t i = 0; i < values.size(); ++i) data_[i] = values[i];
   }
   void resize(std::size_t n, std::int64_t value = 0) {
     const std::size_t old = size_;

@@ -31,6 +31,17 @@ class Storage : public RefCounted {
   std::uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  static void* operator new(std::size_t size) {
+    return size == sizeof(Storage) ? FreeList<sizeof(Storage)>::allocate() : ::operator new(size);
+  }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    if (size == sizeof(Storage)) {
+      FreeList<sizeof(Storage)>::deallocate(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+
  private:
   Storage() = default;
   ~Storage();

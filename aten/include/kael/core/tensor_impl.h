@@ -46,6 +46,17 @@ class TensorImpl : public RefCounted {
   void* pyobj() const { return pyobj_; }
   void set_pyobj(void* obj) { pyobj_ = obj; }
 
+  static void* operator new(std::size_t size) {
+    return size == sizeof(TensorImpl) ? FreeList<sizeof(TensorImpl)>::allocate() : ::operator new(size);
+  }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    if (size == sizeof(TensorImpl)) {
+      FreeList<sizeof(TensorImpl)>::deallocate(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+
  private:
   TensorImpl() = default;
   ~TensorImpl() = default;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "kael/core/dispatch_key_set.h"
+#include "kael/core/intrusive_ptr.h"
 
 namespace kael::dispatch {
 
@@ -29,7 +30,7 @@ struct OpEntry {
 };
 
 // Keys removed from every call on this thread (e.g. Autograd below the autograd layer).
-inline thread_local DispatchKeySet tls_excluded;
+inline thread_local DispatchKeySet tls_excluded KAEL_FAST_TLS;
 
 // The key whose kernel runs for a call whose tensors carry `keys`.
 inline DispatchKey select_key(DispatchKeySet keys) { return (keys - tls_excluded).highest(); }

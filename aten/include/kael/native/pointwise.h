@@ -104,11 +104,41 @@ void PointwiseCall::run(F f) {
 
 template <typename Out, typename T, int K, typename F>
 void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
+  const PointwiseInner<Out, T, K, F> inner{f};
+  // Fast path: every operand contiguous with the output's element count. Broadcasting that
+  // keeps the count expands nothing, so all operands share one flat element order.
+  bool flat = out_.is_contiguous();
+  const std::int64_t n = out_.numel();
+  for (int k = 0; k < K && flat; ++k)
+    flat = converted_[which[k]].is_contiguous() && converted_[which[k]].numel() == n;
+  if (flat) {
+    std::array<char*, K + 1> ptrs;
+    std::array<std::int64_t, K + 1> strides;
+    ptrs[0] = static_cast<char*>(out_.data_ptr());
+    strides[0] = sizeof(Out);
+    for (int k = 0; k < K; ++k) {
+      ptrs[k + 1] = static_cast<char*>(converted_[which[k]].data_ptr());
+      strides[k + 1] = sizeof(T);
+    }
+    if (n < kParallelGrain) {
+      if (n > 0) inner(ptrs.data(), strides.data(), n);
+      return;
+    }
+    LoopGeometry<K + 1> g;
+    g.shape.push_back(n);
+    g.numel = n;
+    for (int k = 0; k <= K; ++k) {
+      g.data[k] = ptrs[k];
+      g.strides[k].push_back(strides[k]);
+    }
+    run_loop<K + 1>(g, inner);
+    return;
+  }
   std::array<OperandView, K + 1> ops;
   ops[0] = view_of(out_);
   for (int k = 0; k < K; ++k) ops[k + 1] = view_of(converted_[which[k]]);
   const LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
-  run_loop<K + 1>(g, PointwiseInner<Out, T, K, F>{f});
+  run_loop<K + 1>(g, inner);
 }
 
 }  // namespace kael::native

@@ -13,6 +13,7 @@ bool is_bool(const Operand& o) {
 }
 
 void check_alpha(const char* op, const Operand& self, const Operand& other, const Scalar& alpha) {
+  if (!alpha.is_floating()) return;
   const ScalarType t = result_type({&self, &other});
   KAEL_CHECK(is_floating(t) || !alpha.is_floating(),
              op << ": for integral input tensors, argument alpha must not be a floating point number (got " << alpha
