@@ -384,6 +384,10 @@ PyObject* get_mT(PyObject* self, void*) {
 }
 PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(tensor_of(self).device().is_cuda()); }
 PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).element_size()); }
+// The version counter of the storage (see Note [Version counter]); in-place writes bump it.
+PyObject* get_version(PyObject* self, void*) {
+  return PyLong_FromUnsignedLong(tensor_of(self).impl()->storage()->version());
+}
 
 PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, nullptr, "The size of each dim, as a tuple.", nullptr},
@@ -394,6 +398,7 @@ PyGetSetDef tensor_getset[] = {
     {"mT", get_mT, nullptr, "The view with the last two dims swapped.", nullptr},
     {"is_cuda", get_is_cuda, nullptr, "Whether the tensor is on a CUDA device.", nullptr},
     {"itemsize", get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
+    {"_version", get_version, nullptr, "Counter of in-place writes, shared by views.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 // ------------------------------------------------------------------ methods
@@ -481,6 +486,10 @@ PyObject* m_cpu(PyObject* self, PyObject*) {
   return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), kCPU); });
 }
 
+PyObject* m_cuda(PyObject* self, PyObject*) {
+  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), Device{DeviceType::CUDA, 0}); });
+}
+
 PyMethodDef handwritten_methods[] = {
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL,
      "size(dim=None)\n\nThe shape as a tuple, or the size of one dim."},
@@ -494,6 +503,7 @@ PyMethodDef handwritten_methods[] = {
     {"item", m_item, METH_NOARGS, "item()\n\nThe single element as a Python float, int or bool."},
     {"tolist", m_tolist, METH_NOARGS, "tolist()\n\nThe elements as nested Python lists."},
     {"cpu", m_cpu, METH_NOARGS, "cpu()\n\nThe tensor on the cpu (itself when it already is)."},
+    {"cuda", m_cuda, METH_NOARGS, "cuda()\n\nThe tensor on the CUDA device (itself when it already is)."},
     {nullptr, nullptr, 0, nullptr}};
 
 std::vector<PyMethodDef>& all_methods() {

@@ -106,3 +106,25 @@ def test_gil_is_released_during_large_reduction():
     count, total = _busy_count_while(work)
     assert total == 4.0 * (1 << 24)
     assert count > 100, f"the main thread ran only {count} iterations while sum ran"
+
+
+def test_version_counter_is_shared_by_views_and_bumped_by_writes():
+    base = kael.zeros(2, 3)
+    view = base[0]
+    v0 = base._version
+    view.add_(1)
+    assert base._version == view._version == v0 + 1
+    base[1] = 5.0
+    x = base.T
+    x *= 2
+    assert base._version == v0 + 3
+    assert (base + 1)._version == 0  # a new result has its own counter
+
+
+def test_cuda_requests_raise_a_clear_error_without_a_cuda_backend():
+    import pytest
+    assert kael.cuda_is_available() is False
+    for make in (lambda: kael.zeros(2, device="cuda"), lambda: kael.ones(2).cuda(),
+                 lambda: kael.ones(2).to("cuda:0"), lambda: kael.tensor([1.0], device="cuda")):
+        with pytest.raises(RuntimeError, match="CUDA"):
+            make()

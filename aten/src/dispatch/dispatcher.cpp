@@ -1,5 +1,6 @@
 #include "kael/dispatch/dispatcher.h"
 
+#include "kael/core/device.h"
 #include "kael/core/error.h"
 
 namespace kael::dispatch {
@@ -15,6 +16,8 @@ const char* key_name(DispatchKey k) { return kael::detail::kDispatchKeyNames[sta
 void not_implemented(const char* op, DispatchKey key) {
   std::string name(op);
   if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  KAEL_CHECK(key != DispatchKey::CUDA || cuda_backend_built(),
+             name << ": a CUDA device was requested, but this build of kael has no CUDA backend");
   KAEL_CHECK(false, name << " is not implemented for " << key_name(key));
   __builtin_unreachable();
 }
