@@ -2,6 +2,8 @@
 // (see Note [Dispatch]).
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -22,17 +24,7 @@ namespace dispatch = kael::dispatch;
 
 const kael::Device kCuda{kael::DeviceType::CUDA, 0};
 
-// Runs f, which must throw kael::Error (or a subclass), and returns the message.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const kael::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a kael::Error";
-  return {};
-}
+using kael::testing::error_of;
 
 // ---------------------------------------------------------------- DispatchKeySet
 

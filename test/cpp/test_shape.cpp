@@ -2,6 +2,8 @@
 // dim wrapping and the format of kael error messages.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -50,16 +52,7 @@ std::int64_t at(const Tensor& t, I64 index) {
   return *p;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const kael::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a kael::Error";
-  return {};
-}
+using kael::testing::error_of;
 
 // ---------------------------------------------------------------- DimVector
 

@@ -17,7 +17,7 @@ void not_implemented(const char* op, DispatchKey key) {
   std::string name(op);
   if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
   KAEL_CHECK(key != DispatchKey::CUDA || cuda_backend_built(),
-             name << ": a CUDA device was requested, but this build of kael has no CUDA backend");
+             name << " is not implemented for CUDA: this build of kael has no CUDA backend");
   KAEL_CHECK(false, name << " is not implemented for " << key_name(key));
   __builtin_unreachable();
 }

@@ -95,6 +95,21 @@ class FreeList {
   }
 };
 
+// Gives T class-specific operator new/delete served by FreeList<sizeof(T)>.
+template <typename T>
+struct FreeListAllocated {
+  static void* operator new(std::size_t size) {
+    return size == sizeof(T) ? FreeList<sizeof(T)>::allocate() : ::operator new(size);
+  }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    if (size == sizeof(T)) {
+      FreeList<sizeof(T)>::deallocate(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+};
+
 template <typename T>
 class IntrusivePtr {
  public:

@@ -10,7 +10,7 @@
 
 namespace kael {
 
-class Storage : public RefCounted {
+class Storage : public RefCounted, public FreeListAllocated<Storage> {
  public:
   using ExternalDeleter = void (*)(void* context);
 
@@ -30,17 +30,6 @@ class Storage : public RefCounted {
   // storage and so share the counter. Autograd compares versions of saved tensors.
   std::uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
-
-  static void* operator new(std::size_t size) {
-    return size == sizeof(Storage) ? FreeList<sizeof(Storage)>::allocate() : ::operator new(size);
-  }
-  static void operator delete(void* p, std::size_t size) noexcept {
-    if (size == sizeof(Storage)) {
-      FreeList<sizeof(Storage)>::deallocate(p);
-    } else {
-      ::operator delete(p);
-    }
-  }
 
  private:
   Storage() = default;

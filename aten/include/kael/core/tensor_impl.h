@@ -12,7 +12,7 @@
 
 namespace kael {
 
-class TensorImpl : public RefCounted {
+class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
  public:
   // A tensor over `storage` starting `offset` elements in; strides are in elements.
   static IntrusivePtr<TensorImpl> make(IntrusivePtr<Storage> storage, ScalarType dtype, DimVector sizes,
@@ -45,17 +45,6 @@ class TensorImpl : public RefCounted {
   // object (`t.add_(1) is t`, a Python subclass survives a round trip through C++).
   void* pyobj() const { return pyobj_; }
   void set_pyobj(void* obj) { pyobj_ = obj; }
-
-  static void* operator new(std::size_t size) {
-    return size == sizeof(TensorImpl) ? FreeList<sizeof(TensorImpl)>::allocate() : ::operator new(size);
-  }
-  static void operator delete(void* p, std::size_t size) noexcept {
-    if (size == sizeof(TensorImpl)) {
-      FreeList<sizeof(TensorImpl)>::deallocate(p);
-    } else {
-      ::operator delete(p);
-    }
-  }
 
  private:
   TensorImpl() = default;
