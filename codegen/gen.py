@@ -36,6 +36,8 @@ class Writer:
 
     def render(self, template: str, relpath: str, **context) -> Path:
         text = self.env.get_template(template).render(**context)
+        if relpath.endswith(".md"):  # the template carries its own HTML-comment stamp
+            return self.write(relpath, text)
         comment = "#" if relpath.endswith((".pyi", ".cmake")) else "//"
         stamp = f"{comment} @generated from codegen/templates/{template} -- do not edit\n"
         return self.write(relpath, stamp + text)
@@ -282,6 +284,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
                                             **common)))
     writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)
+    writer.render("ops.md.j2", "docs/ops.md", functions=functions, **common)
     writer.render("sources.cmake.j2", "sources.cmake", aten_sources=aten_sources,
                   python_sources=python_sources, **common)
     writer.remove_stale()

@@ -545,7 +545,7 @@ SMALL = """\
 
 def expected_files(names, pointwise_names):
     files = {"include/kael/enums.h", "include/kael/ops.h", "include/kael/native/declarations.h",
-             "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake"}
+             "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake", "docs/ops.md"}
     files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"include/kael/ops/{n}.h" for n in names}
@@ -605,6 +605,9 @@ def test_generate_stamps_every_file(small):
     _, out = small
     for rel in listing(out):
         first = (out / rel).read_text().splitlines()[0]
+        if rel.endswith(".md"):
+            assert first == "<!-- @generated from codegen/templates/ops.md.j2 -- do not edit -->", (rel, first)
+            continue
         comment = "#" if rel.endswith((".pyi", ".cmake")) else "//"
         assert re.fullmatch(re.escape(comment) + r" @generated from codegen/templates/[\w.]+\.j2 -- do not edit",
                             first), (rel, first)
@@ -626,12 +629,12 @@ def test_one_entry_edit_rewrites_only_its_files(small):
     yaml_path.write_text(SMALL.replace("doc: Negates.", "doc: Negates each element."))
     gen.generate(yaml_path, out)
     shard = gen.shard_of("neg")
-    assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi"}
+    assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi", "docs/ops.md"}
     freeze_mtimes(out)
     yaml_path.write_text(SMALL.replace("pointwise: -a", "pointwise: 0 - a"))
     gen.generate(yaml_path, out)
     assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi",
-                            "src/pointwise/neg.cpp"}  # (the doc edit is undone too)
+                            "src/pointwise/neg.cpp", "docs/ops.md"}  # (the doc edit is undone too)
 
 
 def test_generate_removes_stale_files(small):
