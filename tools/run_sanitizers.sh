@@ -23,5 +23,8 @@ pkg=build/asan/python-package
 rm -rf "$pkg" && mkdir -p "$pkg/kael"
 cp -r kael/*.py kael/utils "$pkg/kael/"
 cp build/asan/_C*.so build/asan/_C.pyi "$pkg/kael/"
-LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" PYTHONPATH="$PWD/$pkg" \
-  .venv/bin/python -m pytest test/python -q -p no:cacheprovider
+root="$PWD"
+cd "$pkg"  # so that `import kael` finds the instrumented package, not the checkout's
+export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" PYTHONPATH="$PWD"
+"$root/.venv/bin/python" -c "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
+"$root/.venv/bin/python" -m pytest "$root/test/python" -q -p no:cacheprovider --rootdir "$root"
