@@ -128,3 +128,37 @@ def test_cuda_requests_raise_a_clear_error_without_a_cuda_backend():
                  lambda: kael.ones(2).to("cuda:0"), lambda: kael.tensor([1.0], device="cuda")):
         with pytest.raises(RuntimeError, match="CUDA"):
             make()
+
+
+def test_fork_keeps_parallel_work_running():
+    # The parent starts the thread pool; a forked child must still compute (on one thread)
+    # instead of waiting forever for the pool's threads.
+    import os
+    import time
+
+    a = kael.ones(1 << 20)
+    assert (a + a).sum().item() == 2.0 * (1 << 20)
+    _ = kael.ones(256, 256) @ kael.ones(256, 256)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            b = kael.ones(1 << 20)
+            total = (b + b).sum().item() + (kael.ones(256, 256) @ kael.ones(256, 256)).sum().item()
+            os.write(write_fd, repr((total, kael.get_num_threads())).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung")
+    result = os.read(read_fd, 1000).decode()
+    os.close(read_fd)
+    assert result == repr((2.0 * (1 << 20) + 256.0 ** 3, 1))

@@ -1,6 +1,7 @@
 #include "kael/runtime/threads.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -13,6 +14,22 @@ namespace kael {
 
 namespace {
 constexpr int kMaxThreads = 1024;
+
+// Note [Threads after fork]
+// GNU OpenMP (shared with oneDNN) cannot restart its thread pool in a child forked after
+// the pool started: the first parallel region would wait forever for threads that no longer
+// exist. A forked child therefore runs everything on its one thread, as PyTorch does.
+bool forked_child = false;
+
+void after_fork_in_child() {
+  forked_child = true;
+  omp_set_num_threads(1);
+}
+
+struct RegisterForkHandler {
+  RegisterForkHandler() { pthread_atfork(nullptr, nullptr, after_fork_in_child); }
+} register_fork_handler;
+
 std::once_flag env_once;
 int env_threads = 0;  // 0: not set
 
@@ -29,12 +46,15 @@ void read_env() {
 
 void init() {
   // call_once rethrows and lets a later call try again, so a bad value raises every time.
-  std::call_once(env_once, read_env);
+  if (!forked_child) std::call_once(env_once, read_env);
 }
 }  // namespace
 
 void set_num_threads(int n) {
   KAEL_CHECK_VALUE(n >= 1 && n <= kMaxThreads, "set_num_threads: expected 1.." << kMaxThreads << ", got " << n);
+  KAEL_CHECK(n == 1 || !forked_child, "set_num_threads: this process was forked from one whose thread pool may "
+                                      "have started, so it runs on 1 thread (see Note [Threads after fork]); got "
+                                          << n);
   init();
   omp_set_num_threads(n);
 }
