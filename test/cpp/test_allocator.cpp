@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "kael/core/allocator.h"
@@ -297,3 +298,64 @@ TEST(Allocator, TensorStorageReturnsToCache) {
 }
 
 }  // namespace
+
+// See Note [Per-thread block cache]: blocks may be freed on another thread than the one that
+// allocated them, and a thread's cache moves into the shared one when it exits.
+TEST(Allocator, CrossThreadFreesKeepTheCountsConsistent) {
+  alloc::empty_cache();
+  const auto before = alloc::stats();
+  constexpr std::size_t kBytes = 256;  // a per-thread class
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20; ++i) blocks.push_back(alloc::allocate(kBytes));
+  const auto allocated = alloc::stats();
+  EXPECT_EQ(allocated.in_use_bytes - before.in_use_bytes, 20 * 256);
+  std::thread other([&] {
+    for (void* p : blocks) alloc::deallocate(p, kBytes);
+    const auto s = alloc::stats();  // this thread's cache is still alive here
+    EXPECT_EQ(s.in_use_bytes, before.in_use_bytes);
+    EXPECT_EQ(s.cached_bytes - before.cached_bytes, 20 * 256);
+  });
+  other.join();
+  // The exited thread's cached blocks moved to the shared cache: still cached, and reusable.
+  const auto after = alloc::stats();
+  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes);
+  EXPECT_EQ(after.cached_bytes - before.cached_bytes, 20 * 256);
+  EXPECT_EQ(after.reserved_bytes, after.in_use_bytes + after.cached_bytes);
+  const auto hits_before = alloc::stats().hits;
+  void* again = alloc::allocate(kBytes);
+  EXPECT_EQ(alloc::stats().hits, hits_before + 1);
+  alloc::deallocate(again, kBytes);
+  alloc::empty_cache();
+  EXPECT_EQ(alloc::stats().cached_bytes, 0);
+  EXPECT_EQ(alloc::stats().reserved_bytes, alloc::stats().in_use_bytes);
+}
+
+TEST(Allocator, ThreadsAllocatingConcurrentlyLoseNothing) {
+  alloc::empty_cache();
+  const auto before = alloc::stats();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      std::vector<void*> mine;
+      for (int i = 0; i < 2000; ++i) {
+        const std::size_t n = 64 + static_cast<std::size_t>((i * 37 + t * 11) % 6000);
+        void* p = alloc::allocate(n);
+        std::memset(p, t, n);
+        mine.push_back(p);
+        if (mine.size() > 16) {
+          alloc::deallocate(mine.front(), 64 + static_cast<std::size_t>(((i - 16) * 37 + t * 11) % 6000));
+          mine.erase(mine.begin());
+        }
+      }
+      const int base = 2000 - static_cast<int>(mine.size());
+      for (std::size_t k = 0; k < mine.size(); ++k)
+        alloc::deallocate(mine[k], 64 + static_cast<std::size_t>(((base + static_cast<int>(k)) * 37 + t * 11) % 6000));
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto after = alloc::stats();
+  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes);
+  EXPECT_EQ(after.reserved_bytes, after.in_use_bytes + after.cached_bytes);
+  alloc::empty_cache();
+  EXPECT_EQ(alloc::stats().cached_bytes, 0);
+}

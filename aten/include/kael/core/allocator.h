@@ -6,7 +6,8 @@
 // 512 bytes, then four classes per power of two (at most 25% slack). A freed block goes to
 // the free list of its class and is handed out again to the next request of that class
 // (a hit); a miss allocates from the system. empty_cache() returns every cached block to
-// the system. One mutex guards the lists; it is uncontended in eager use.
+// the system. Blocks of up to 4 KiB are first served from a per-thread cache without a lock
+// (Note [Per-thread block cache] in allocator.cpp); the shared lists are behind one mutex.
 
 #include <cstddef>
 #include <cstdint>
