@@ -222,7 +222,9 @@ PyObject* nb_ipow(PyObject* s, PyObject* o, PyObject* mod) {
 }
 PyObject* nb_matmul(PyObject* l, PyObject* r) {
   if (!is_tensor(l) || !is_tensor(r)) Py_RETURN_NOTIMPLEMENTED;
-  return call_op(true, [&]() -> Tensor { return kael::matmul(tensor_of(l), tensor_of(r)); });
+  const Tensor& a = tensor_of(l);
+  const Tensor& b = tensor_of(r);
+  return call_op(large(a) || large(b), [&]() -> Tensor { return kael::matmul(a, b); });
 }
 PyObject* nb_neg(PyObject* s) {
   return call_op(false, [&]() -> Tensor { return kael::neg(tensor_of(s)); });
