@@ -488,6 +488,11 @@ PyObject* m_cpu(PyObject* self, PyObject*) {
   return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), kCPU); });
 }
 
+template <ScalarType dtype>
+PyObject* m_as(PyObject* self, PyObject*) {
+  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), dtype); });
+}
+
 PyObject* m_cuda(PyObject* self, PyObject*) {
   return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), Device{DeviceType::CUDA, 0}); });
 }
@@ -506,6 +511,10 @@ PyMethodDef handwritten_methods[] = {
     {"tolist", m_tolist, METH_NOARGS, "tolist()\n\nThe elements as nested Python lists."},
     {"cpu", m_cpu, METH_NOARGS, "cpu()\n\nThe tensor on the cpu (itself when it already is)."},
     {"cuda", m_cuda, METH_NOARGS, "cuda()\n\nThe tensor on the CUDA device (itself when it already is)."},
+    {"float", m_as<ScalarType::Float32>, METH_NOARGS, "float()\n\nThe tensor as float32 (itself when it already is)."},
+    {"double", m_as<ScalarType::Float64>, METH_NOARGS, "double()\n\nThe tensor as float64 (itself when it already is)."},
+    {"long", m_as<ScalarType::Int64>, METH_NOARGS, "long()\n\nThe tensor as int64 (itself when it already is)."},
+    {"bool", m_as<ScalarType::Bool>, METH_NOARGS, "bool()\n\nThe tensor as bool (itself when it already is)."},
     {nullptr, nullptr, 0, nullptr}};
 
 std::vector<PyMethodDef>& all_methods() {

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import ctypes as _ctypes
 import os as _os
 import sys as _sys
@@ -38,4 +39,9 @@ long = int64
 
 __version__ = _C.__version__
 
-__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["float", "double", "long"]
+
+def is_tensor(obj: object) -> _builtins.bool:
+    """Whether obj is a kael tensor (or an instance of a Tensor subclass)."""
+    return isinstance(obj, Tensor)
+
+__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["float", "double", "long", "is_tensor"]

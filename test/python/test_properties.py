@@ -249,3 +249,19 @@ def test_set_and_get_num_threads():
     finally:
         kael.set_num_threads(orig)
     assert kael.get_num_threads() == orig
+
+
+@pytest.mark.parametrize("method, dtype", [("float", "float32"), ("double", "float64"), ("long", "int64"),
+                                           ("bool", "bool")])
+def test_dtype_conversion_methods_match_torch(method, dtype):
+    data = [[1.5, -2.0, 0.0], [3.25, 0.5, -0.75]]
+    k = getattr(kael.tensor(data), method)()
+    t = getattr(torch.tensor(data), method)()
+    assert k.dtype is getattr(kael, dtype)
+    assert k.tolist() == t.tolist()
+    same = kael.tensor(data, dtype=dtype)
+    assert getattr(same, method)() is same  # no conversion: the same tensor
+
+
+def test_is_tensor():
+    assert kael.is_tensor(kael.ones(1)) and not kael.is_tensor([1.0]) and not kael.is_tensor(torch.ones(1))
