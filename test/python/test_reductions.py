@@ -142,3 +142,22 @@ def test_reduction_nan_and_inf_propagate():
         kw = {} if dim is None else {"dim": dim}
         check(kael.tensor(data).sum(**kw), torch.tensor(data).sum(**kw))
         check(kael.tensor(data).mean(**kw), torch.tensor(data).mean(**kw))
+
+
+@pytest.mark.parametrize("shape, dim", [((256, 300), 1), ((256, 300), 0), ((64, 40, 30), (0, 2)),
+                                        ((64, 40, 30), 1), ((300, 256), -1)], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_large_reductions_over_dims_match_torch(shape, dim, layout):
+    # Large enough for the loop engine to split rows across threads when that is safe.
+    t = torch.randn(*shape, dtype=torch.float64)
+    k = kael.tensor(t.numpy())
+    if layout == "transposed":
+        t, k = t.transpose(0, -1), k.transpose(0, -1)
+    previous = kael.get_num_threads()
+    for threads in (1, 2):
+        kael.set_num_threads(threads)
+        try:
+            check(k.sum(dim=dim), t.sum(dim=dim))
+            check(k.mean(dim=dim, keepdim=True), t.mean(dim=dim, keepdim=True))
+        finally:
+            kael.set_num_threads(previous)

@@ -113,6 +113,10 @@ void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
   OperandView out{reinterpret_cast<char*>(acc), self.sizes(), out_strides, sizeof(Acc)};
   // The broadcast rule of make_geometry would treat size-1 dims as stride 0 anyway.
   const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {out, view_of(self)});
+  // Rows may go to different threads only if no two rows write the same output: every outer
+  // dim moves the output, and a single row is not split while it reduces into one element.
+  bool parallel = g.ndim() > 1 || g.strides[0][0] != 0;
+  for (int d = 1; d < g.ndim() && parallel; ++d) parallel = g.strides[0][d] != 0;
   run_loop<2>(
       g,
       [](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
@@ -137,7 +141,7 @@ void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
           *reinterpret_cast<Acc*>(ptrs[0] + i * strides[0]) +=
               static_cast<Acc>(*reinterpret_cast<const T*>(ptrs[1] + i * strides[1]));
       },
-      /*parallel=*/false);  // rows of one output may be split across threads otherwise
+      parallel);
 }
 
 // Sums self over r into a new tensor of dtype out_dtype, dividing by `divisor` when given.
