@@ -40,51 +40,23 @@ struct LoopGeometry {
   int ndim() const { return static_cast<int>(shape.size()); }
 };
 
-namespace detail {
-// PyTorch's ordering rule: -1 keep, 1 swap, 0 undecided (see Note [Loop geometry]).
-template <int N>
-int compare_dims(const DimVector (&strides)[N], IntArrayRef shape, std::int64_t d0, std::int64_t d1) {
-  for (int k = 0; k < N; ++k) {
-    const std::int64_t s0 = strides[k][d0], s1 = strides[k][d1];
-    if (s0 == 0 || s1 == 0) continue;
-    if (s0 < s1) return -1;
-    if (s0 > s1) return 1;
-    if (shape[d0] > shape[d1]) return 1;
-  }
-  return 0;
-}
-}  // namespace detail
+// Broadcast strides of an operand over `shape` (right-aligned; 0 where it repeats), in units
+// of `scale` (1 for elements, the item size for bytes).
+DimVector broadcast_strides(IntArrayRef shape, const OperandView& op, std::int64_t scale);
+
+// The dims of `shape` fastest first, ordered by the strides of `count` operands the way
+// PyTorch's TensorIterator orders them (see Note [Loop geometry]).
+DimVector iteration_order(IntArrayRef shape, const DimVector* strides, int count);
 
 // Builds the geometry of N operands iterated over `shape`; `reorder` sorts dims by strides.
 template <int N>
 LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N>& ops, bool reorder = true) {
   const std::int64_t nd = static_cast<std::int64_t>(shape.size());
   DimVector bstrides[N];  // broadcast strides in bytes, natural dim order
-  for (int k = 0; k < N; ++k) {
-    bstrides[k].assign(nd, 0);
-    const std::int64_t od = static_cast<std::int64_t>(ops[k].sizes.size());
-    for (std::int64_t i = 0; i < od; ++i) {
-      const std::int64_t d = nd - od + i;
-      bstrides[k][d] = ops[k].sizes[i] == 1 ? 0 : ops[k].strides[i] * ops[k].itemsize;
-    }
-  }
-  // perm[0] is the fastest dim.
-  DimVector perm(nd);
-  for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  if (reorder) {
-    for (std::int64_t i = 1; i < nd; ++i) {
-      std::int64_t d1 = i;
-      for (std::int64_t d0 = i - 1; d0 >= 0; --d0) {
-        const int c = detail::compare_dims<N>(bstrides, shape, perm[d0], perm[d1]);
-        if (c > 0) {
-          std::swap(perm[d0], perm[d1]);
-          d1 = d0;
-        } else if (c < 0) {
-          break;
-        }
-      }
-    }
-  }
+  for (int k = 0; k < N; ++k) bstrides[k] = broadcast_strides(shape, ops[k], ops[k].itemsize);
+  DimVector perm = reorder ? iteration_order(shape, bstrides, N) : DimVector(nd);
+  if (!reorder)
+    for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
   LoopGeometry<N> g;
   for (int k = 0; k < N; ++k) g.data[k] = ops[k].data;
   for (std::int64_t i = 0; i < nd; ++i) {

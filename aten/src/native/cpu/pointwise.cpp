@@ -53,21 +53,20 @@ DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
   return out;
 }
 
-DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count) {
-  // Geometry of the inputs alone (up to 3), then contiguous strides in that order.
+DimVector broadcast_strides(IntArrayRef shape, const OperandView& op, std::int64_t scale) {
   const std::int64_t nd = static_cast<std::int64_t>(shape.size());
-  DimVector perm(nd);
-  for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  DimVector bstrides[PointwiseCall::kMaxInputs];
-  for (int k = 0; k < count; ++k) {
-    bstrides[k].assign(nd, 0);
-    const std::int64_t od = static_cast<std::int64_t>(inputs[k].sizes.size());
-    for (std::int64_t i = 0; i < od; ++i)
-      bstrides[k][nd - od + i] = inputs[k].sizes[i] == 1 ? 0 : inputs[k].strides[i];
-  }
+  const std::int64_t od = static_cast<std::int64_t>(op.sizes.size());
+  DimVector out(nd, 0);
+  for (std::int64_t i = 0; i < od; ++i) out[nd - od + i] = op.sizes[i] == 1 ? 0 : op.strides[i] * scale;
+  return out;
+}
+
+DimVector iteration_order(IntArrayRef shape, const DimVector* strides, int count) {
+  // PyTorch's rule: an operand whose strides differ decides (smaller stride is faster); equal
+  // strides prefer the larger dim slower; stride-0 (broadcast) dims decide nothing.
   auto compare = [&](std::int64_t d0, std::int64_t d1) {
     for (int k = 0; k < count; ++k) {
-      const std::int64_t s0 = bstrides[k][d0], s1 = bstrides[k][d1];
+      const std::int64_t s0 = strides[k][d0], s1 = strides[k][d1];
       if (s0 == 0 || s1 == 0) continue;
       if (s0 < s1) return -1;
       if (s0 > s1) return 1;
@@ -75,7 +74,10 @@ DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int 
     }
     return 0;
   };
-  for (std::int64_t i = 1; i < nd; ++i) {
+  const std::int64_t nd = static_cast<std::int64_t>(shape.size());
+  DimVector perm(nd);  // perm[0] is the fastest dim; start from row-major order
+  for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  for (std::int64_t i = 1; i < nd; ++i) {  // insertion sort, stable for undecided pairs
     std::int64_t d1 = i;
     for (std::int64_t d0 = i - 1; d0 >= 0; --d0) {
       const int c = compare(perm[d0], perm[d1]);
@@ -87,6 +89,15 @@ DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int 
       }
     }
   }
+  return perm;
+}
+
+DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count) {
+  // The inputs' iteration order, then contiguous strides in that order.
+  DimVector bstrides[PointwiseCall::kMaxInputs];
+  for (int k = 0; k < count; ++k) bstrides[k] = broadcast_strides(shape, inputs[k], 1);
+  const DimVector perm = iteration_order(shape, bstrides, count);
+  const std::int64_t nd = static_cast<std::int64_t>(shape.size());
   DimVector strides(nd);
   std::int64_t s = 1;
   for (std::int64_t i = 0; i < nd; ++i) {
