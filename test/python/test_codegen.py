@@ -788,3 +788,31 @@ def test_cuda_kernels_are_referenced_only_in_cuda_builds(tmp_path):
     cuda = "".join(p.read_text() for p in (tmp_path / "cuda" / "src").glob("ops_*.cpp"))
     assert "native::f_cuda" not in cpu and "f_missing_CUDA" in cpu
     assert "native::f_cuda" in cuda
+
+
+def test_cmake_configure_stops_on_a_malformed_entry(tmp_path):
+    # End to end: a copy of the source tree whose registry has a bad type must fail to
+    # configure, and CMake must show the file, the line and the reason.
+    import shutil
+
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.fail("cmake is not on PATH (tools/setup_env.sh installs it into .venv)")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("CMakeLists.txt", "native_functions.yaml"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "codegen", src / "codegen", ignore=shutil.ignore_patterns("__pycache__"))
+    text = (src / "native_functions.yaml").read_text()
+    line = text.splitlines().index("- func: mul(Tensor self, Tensor other) -> Tensor") + 1
+    (src / "native_functions.yaml").write_text(text.replace("- func: mul(Tensor self, Tensor other)",
+                                                            "- func: mul(Tensor self, Tensr other)"))
+    dnnl_dir = ROOT / ".venv" / "lib" / "cmake" / "dnnl"
+    result = subprocess.run(
+        [cmake, "-S", str(src), "-B", str(tmp_path / "build"), f"-DPython3_EXECUTABLE={sys.executable}",
+         f"-Ddnnl_DIR={dnnl_dir}", "-DKAEL_BUILD_PYTHON=OFF"],
+        capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "kael codegen failed" in output
+    assert f"native_functions.yaml:{line}: mul: unknown type 'Tensr'" in output
