@@ -103,6 +103,7 @@ PyObject* call_op(bool release_gil, F&& f) {
       GilRelease nogil(release_gil);
       result = f();
     }
+    if (has_pending_warnings() && !flush_warnings()) return nullptr;
     return wrap(std::move(result));
   } catch (...) {
     translate_exception();

@@ -2,10 +2,50 @@
 #include <new>
 #include <stdexcept>
 
+#include <utility>
+#include <vector>
+
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "tensor_object.h"
 
 namespace kael::python {
+
+// Note [Warnings]
+// kael::warn() may run without the GIL (inside a call that released it), so the handler only
+// appends to a per-thread buffer. flush_warnings() runs with the GIL when the call returns to
+// Python and raises each as a Python warning; a warning turned into an error by the warnings
+// filter makes the call fail with that error.
+namespace {
+
+struct PendingWarning {
+  WarningKind kind;
+  std::string message;
+};
+
+std::vector<PendingWarning>& pending() {
+  thread_local std::vector<PendingWarning> warnings;
+  return warnings;
+}
+
+void buffer_warning(WarningKind kind, const std::string& message) { pending().push_back({kind, message}); }
+
+}  // namespace
+
+bool has_pending_warnings() { return !pending().empty(); }
+
+bool flush_warnings() {
+  std::vector<PendingWarning> warnings = std::exchange(pending(), {});
+  bool ok = true;
+  for (const PendingWarning& w : warnings) {
+    if (!ok) break;
+    PyObject* category = w.kind == WarningKind::Deprecation ? PyExc_DeprecationWarning : PyExc_UserWarning;
+    ok = PyErr_WarnEx(category, w.message.c_str(), 1) == 0;
+  }
+  return ok;
+}
+
+void install_warning_handler() { set_warning_handler(buffer_warning); }
 
 void translate_exception() {
   try {

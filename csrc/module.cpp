@@ -129,6 +129,7 @@ PyMODINIT_FUNC PyInit__C() {
     functions.push_back({nullptr, nullptr, 0, nullptr});
   }
   module_def.m_methods = functions.data();
+  install_warning_handler();
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {

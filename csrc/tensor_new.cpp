@@ -9,6 +9,7 @@
 
 #include "arg_parsing.h"
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops.h"
 
@@ -215,6 +216,9 @@ Tensor from_buffer(PyObject* data) {
 
 Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
   if (is_tensor(data)) {
+    warn(WarningKind::User,
+         "tensor: to copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() "
+         "rather than kael.tensor(sourceTensor)");
     Tensor t = kael::clone(tensor_of(data));
     return dtype ? kael::to(t, *dtype) : t;
   }
@@ -264,6 +268,7 @@ PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   try {
     Tensor t = tensor_from(b.slot[0], dtype);
     if (device && !device->is_cpu()) t = kael::to(t, *device);
+    if (has_pending_warnings() && !flush_warnings()) return nullptr;
     return wrap(std::move(t));
   } catch (...) {
     translate_exception();

@@ -7,6 +7,7 @@
 
 #include "arg_parsing.h"
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "kael/ops.h"
 
 namespace kael::python {
@@ -129,7 +130,12 @@ int tensor_init(PyObject*, PyObject*, PyObject*) { return 0; }
 template <typename F>
 PyObject* guarded(F&& f) {
   try {
-    return f();
+    PyObject* result = f();
+    if (result != nullptr && has_pending_warnings() && !flush_warnings()) {
+      Py_DECREF(result);
+      return nullptr;
+    }
+    return result;
   } catch (...) {
     translate_exception();
     return nullptr;
@@ -371,6 +377,11 @@ PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of
 PyObject* get_T(PyObject* self, void*) {
   return call_op(false, [&]() -> Tensor {
     const Tensor& t = tensor_of(self);
+    if (t.dim() > 2)
+      warn(WarningKind::User,
+           "T: the use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated and "
+           "it will throw an error in a future release. Consider `x.mT` to transpose batches of matrices or "
+           "`x.permute(*range(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.");
     DimVector dims(t.dim());
     for (std::int64_t i = 0; i < t.dim(); ++i) dims[i] = t.dim() - 1 - i;
     return kael::permute(t, dims);

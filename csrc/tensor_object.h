@@ -33,6 +33,12 @@ ScalarType dtype_of_object(PyObject* o);
 // Translates the C++ exception being handled into a Python exception (see errors.cpp).
 void translate_exception();
 
+// Raises the warnings kael::warn() buffered on this thread (see Note [Warnings]); false when
+// one of them became an exception.
+bool has_pending_warnings();
+bool flush_warnings();
+void install_warning_handler();
+
 // Thrown from code that already set a Python exception.
 struct PythonError {};
 

@@ -162,3 +162,26 @@ def test_fork_keeps_parallel_work_running():
     result = os.read(read_fd, 1000).decode()
     os.close(read_fd)
     assert result == repr((2.0 * (1 << 20) + 256.0 ** 3, 1))
+
+
+def test_cpp_warnings_become_python_warnings():
+    import warnings
+
+    import pytest
+    import torch
+
+    with pytest.warns(UserWarning, match="copy construct from a tensor"):
+        copy = kael.tensor(kael.ones(2))
+    assert copy.tolist() == [1.0, 1.0]
+    with pytest.warns(UserWarning, match="x.T"):
+        kael.ones(2, 3, 4).T
+    with pytest.warns(UserWarning, match="x.T"):  # the same warning in torch
+        torch.ones(2, 3, 4).T
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kael.ones(2, 3).T.shape == (3, 2)  # no warning for 2-d
+        with pytest.raises(UserWarning):  # a warning filtered into an error fails the call
+            kael.ones(2, 3, 4).T
+        with pytest.raises(UserWarning):
+            kael.tensor(kael.ones(2))
+    assert kael.ones(1).add(1).item() == 2.0  # nothing left pending afterwards
