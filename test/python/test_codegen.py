@@ -795,7 +795,8 @@ def test_cmake_configure_stops_on_a_malformed_entry(tmp_path):
     # configure, and CMake must show the file, the line and the reason.
     import shutil
 
-    cmake = shutil.which("cmake")
+    venv_cmake = Path(sys.executable).parent / "cmake"  # requirements-dev.txt installs it
+    cmake = str(venv_cmake) if venv_cmake.exists() else shutil.which("cmake")
     if cmake is None:
         pytest.fail("cmake is not on PATH (tools/setup_env.sh installs it into .venv)")
     src = tmp_path / "src"
