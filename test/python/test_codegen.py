@@ -809,8 +809,10 @@ def test_cmake_configure_stops_on_a_malformed_entry(tmp_path):
     (src / "native_functions.yaml").write_text(text.replace("- func: mul(Tensor self, Tensor other)",
                                                             "- func: mul(Tensor self, Tensr other)"))
     dnnl_dir = ROOT / ".venv" / "lib" / "cmake" / "dnnl"
+    ninja = Path(sys.executable).parent / "ninja"
+    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja.exists() else []
     result = subprocess.run(
-        [cmake, "-S", str(src), "-B", str(tmp_path / "build"), f"-DPython3_EXECUTABLE={sys.executable}",
+        [cmake, "-S", str(src), "-B", str(tmp_path / "build"), *generator, f"-DPython3_EXECUTABLE={sys.executable}",
          f"-Ddnnl_DIR={dnnl_dir}", "-DKAEL_BUILD_PYTHON=OFF"],
         capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode != 0
