@@ -93,6 +93,11 @@ void fill_from(PyObject* o, std::size_t depth, std::size_t ndim, T*& out) {
     } else {
       const double v = PyFloat_AsDouble(o);
       if (v == -1.0 && PyErr_Occurred()) throw PythonError();
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // [-2^63, 2^63): the int64 range; NaN fails both comparisons
+        KAEL_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0,
+                   "tensor: value " << v << " cannot be converted to type int64 without overflow");
+      }
       *out++ = static_cast<T>(v);
     }
     return;

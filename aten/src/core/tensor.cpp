@@ -53,21 +53,32 @@ Scalar Tensor::item() const {
 
 namespace {
 
-// PyTorch-style element formatting: integral-valued floats print as "1.", others with four
-// decimals, and scientific notation when the magnitudes span too far.
+// Note [Tensor repr]
+// The same text as PyTorch's repr (torch/_tensor_str.py with default print options): one
+// width for every element, chosen from the nonzero finite values; integral-valued floats
+// print as "1.", others with four decimals, and scientific notation when the magnitudes span
+// more than 1000x, exceed 1e8 or go below 1e-4; rows wrap at 80 columns; more than 1000
+// elements are summarised with the first and last three of each dim.
+constexpr std::int64_t kSummarizeThreshold = 1000;
+constexpr std::int64_t kEdgeItems = 3;
+constexpr int kLineWidth = 80;
+
 struct Formatter {
-  ScalarType dtype;
+  bool floating = false;
+  bool is_bool = false;
   bool int_mode = true;
   bool sci_mode = false;
-  int width = 1;
+  std::size_t width = 1;
 
-  std::string format(double v) const {
+  // long double holds every int64 exactly (x86's 64-bit mantissa), and every float/double.
+  std::string raw(long double value) const {
     char buf[64];
-    if (dtype == ScalarType::Bool) return v != 0 ? "True" : "False";
-    if (!is_floating(dtype)) {
-      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    if (is_bool) return value != 0 ? "True" : "False";
+    if (!floating) {
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(value));
       return buf;
     }
+    const double v = static_cast<double>(value);
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     if (sci_mode) {
@@ -79,107 +90,112 @@ struct Formatter {
     }
     return buf;
   }
+  std::string format(long double v) const {
+    std::string s = raw(v);
+    return s.size() < width ? std::string(width - s.size(), ' ') + s : s;
+  }
 };
 
-double read_double(const char* p, ScalarType t) {
+Formatter make_formatter(ScalarType dtype, const std::vector<long double>& values) {
+  Formatter f;
+  f.floating = is_floating(dtype);
+  f.is_bool = dtype == ScalarType::Bool;
+  if (!f.floating) {
+    for (long double v : values) f.width = std::max(f.width, f.raw(v).size());
+    return f;
+  }
+  double lo = INFINITY, hi = 0;
+  bool any = false;
+  for (long double value : values) {
+    const double v = static_cast<double>(value);
+    if (!std::isfinite(v) || v == 0) continue;
+    any = true;
+    if (v != std::ceil(v)) f.int_mode = false;
+    lo = std::min(lo, std::fabs(v));
+    hi = std::max(hi, std::fabs(v));
+  }
+  if (!any) return f;
+  f.sci_mode = hi / lo > 1000.0 || hi > 1.0e8 || (!f.int_mode && lo < 1.0e-4);
+  for (long double v : values) {
+    if (std::isfinite(static_cast<double>(v)) && v != 0) f.width = std::max(f.width, f.raw(v).size());
+  }
+  return f;
+}
+
+long double read_value(const char* p, ScalarType t) {
   return visit_dtype(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return static_cast<double>(*reinterpret_cast<const T*>(p));
+    return static_cast<long double>(*reinterpret_cast<const T*>(p));
   });
 }
 
-constexpr std::int64_t kSummarizeThreshold = 1000;
-constexpr std::int64_t kEdgeItems = 3;
-
-void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, std::vector<double>& out) {
-  const std::int64_t isz = t.element_size();
+// The values the repr shows, in order (the summarised ones only).
+void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, std::vector<long double>& out) {
   if (dim == t.dim()) {
-    out.push_back(read_double(p, t.dtype()));
+    out.push_back(read_value(p, t.dtype()));
     return;
   }
-  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * isz;
+  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * t.element_size();
   for (std::int64_t i = 0; i < n; ++i) {
     if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
     collect(t, dim + 1, p + i * st, summarize, out);
   }
 }
 
-void print_rec(std::ostream& os, const Tensor& t, std::int64_t dim, const char* p, const Formatter& f,
-               bool summarize, int indent) {
-  const std::int64_t isz = t.element_size();
-  if (dim == t.dim()) {
-    std::string s = f.format(read_double(p, t.dtype()));
-    if (static_cast<int>(s.size()) < f.width) os << std::string(f.width - s.size(), ' ');
-    os << s;
-    return;
-  }
-  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * isz;
-  os << '[';
+std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const Formatter& f, bool summarize,
+                       int indent) {
+  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * t.element_size();
+  const bool cut = summarize && n > 2 * kEdgeItems;
+  std::vector<std::string> items;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-      if (dim + 1 == t.dim()) {
-        os << " ...,";
-      } else {
-        os << "\n" << std::string(indent + 1, ' ') << "...,";
-      }
+    if (cut && i == kEdgeItems) {
+      items.push_back(dim + 1 == t.dim() ? " ..." : "...");
       i = n - kEdgeItems;
     }
-    if (i > 0 || (summarize && n > 2 * kEdgeItems && i == n - kEdgeItems)) {
-      if (dim + 1 == t.dim()) {
-        os << ' ';
-      } else {
-        os << std::string(t.dim() - dim - 1, '\n') << std::string(indent + 1, ' ');
-      }
-    }
-    print_rec(os, t, dim + 1, p + i * st, f, summarize, indent + 1);
-    if (i + 1 < n) os << ',';
+    items.push_back(dim + 1 == t.dim() ? f.format(read_value(p + i * st, t.dtype()))
+                                       : format_rec(t, dim + 1, p + i * st, f, summarize, indent + 1));
   }
-  os << ']';
+  std::string out = "[";
+  if (dim + 1 == t.dim()) {  // a row: wrap at the line width
+    const std::size_t per_line =
+        std::max<std::size_t>(1, static_cast<std::size_t>(kLineWidth - indent) / (f.width + 2));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += i % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ";
+      out += items[i];
+    }
+  } else {
+    const std::string sep = "," + std::string(t.dim() - dim - 1, '\n') + std::string(indent + 1, ' ');
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  }
+  return out + "]";
 }
 
 }  // namespace
 
 std::string Tensor::to_string() const {
-  std::ostringstream os;
   if (!defined()) return "tensor(<undefined>)";
-  os << "tensor(";
+  std::string out = "tensor(";
   const bool summarize = numel() > kSummarizeThreshold;
-  Formatter f{dtype()};
   if (device().is_cpu() && numel() > 0) {
-    std::vector<double> values;
+    std::vector<long double> values;
     collect(*this, 0, static_cast<const char*>(data_ptr()), summarize, values);
-    if (is_floating(dtype())) {
-      double lo = INFINITY, hi = 0;
-      for (double v : values) {
-        if (!std::isfinite(v)) continue;
-        if (v != std::nearbyint(v)) f.int_mode = false;
-        const double a = std::fabs(v);
-        if (a != 0) lo = std::min(lo, a);
-        hi = std::max(hi, a);
-      }
-      if (f.int_mode) {
-        f.sci_mode = hi > 1e8;
-      } else {
-        f.sci_mode = hi > 1e8 || (lo < INFINITY && (hi / lo > 1000.0 || lo < 1e-4));
-      }
-    }
-    for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
-    print_rec(os, *this, 0, static_cast<const char*>(data_ptr()), f, summarize, 7);
+    const Formatter f = make_formatter(dtype(), values);
+    out += dim() == 0 ? f.raw(values[0])
+                      : format_rec(*this, 0, static_cast<const char*>(data_ptr()), f, summarize, 7);
   } else {
-    os << "[]";
+    out += "[]";
   }
+  if (numel() == 0 && dim() != 1) {
+    out += ", size=(";
+    for (std::int64_t i = 0; i < dim(); ++i) out += (i ? ", " : "") + std::to_string(sizes()[i]);
+    out += dim() == 1 ? ",)" : ")";
+  }
+  if (!device().is_cpu()) out += ", device='" + device().str() + "'";
   const bool default_dtype = dtype() == ScalarType::Float32 || dtype() == ScalarType::Int64 ||
                              dtype() == ScalarType::Bool;
-  if (numel() == 0 && dim() != 1) {
-    os << ", size=(";
-    for (std::int64_t i = 0; i < dim(); ++i) os << (i ? ", " : "") << sizes()[i];
-    os << (dim() == 1 ? ",)" : ")");
-  }
-  if (!device().is_cpu()) os << ", device='" << device() << "'";
   if (!default_dtype || (numel() == 0 && dtype() != ScalarType::Float32))
-    os << ", dtype=kael." << dtype_name(dtype());
-  os << ')';
-  return os.str();
+    out += std::string(", dtype=kael.") + dtype_name(dtype());
+  return out + ")";
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
