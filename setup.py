@@ -46,8 +46,9 @@ class CMakeBuild(build_ext):
             f"-DCMAKE_BUILD_TYPE={build_type}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-Ddnnl_DIR={find_dnnl_dir()}",
-            f"-DKAEL_BUILD_TESTS={os.environ.get('KAEL_BUILD_TESTS', 'OFF')}",
         ]
+        if "KAEL_BUILD_TESTS" in os.environ:  # otherwise the build tree keeps its setting
+            configure.append(f"-DKAEL_BUILD_TESTS={os.environ['KAEL_BUILD_TESTS']}")
         # Configuring an existing tree is quick and re-runs codegen, which rewrites only
         # changed files, so an unchanged tree rebuilds nothing.
         subprocess.check_call(configure)
