@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from codegen import enums
-from codegen.model import CodegenError, NativeFunction, Param, parse_registry
+from codegen.model import CodegenError, NativeFunction, Param, Type, parse_registry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NUM_SHARDS = 6
@@ -130,6 +130,45 @@ def cpp_args(f: NativeFunction) -> str:
     return ", ".join(p.name for p in f.schema.params)
 
 
+@dataclass
+class CppVariant:
+    """One C++ entry point of an entry: the functional op, its in-place `op_`, its `op_out`."""
+    op: str            # OpEntry suffix: add, add_inplace, add_out
+    name: str          # C++ function: add, add_, add_out
+    schema_name: str   # name in the dispatcher: add, add_, add.out
+    ret: str
+    params: str        # with names, no defaults
+    params_decl: str   # with defaults, for the header
+    param_types: str   # without names
+    args: str
+    keys: str
+    cpu_generated: str | None  # generated CPU kernel (pointwise ops)
+
+
+def cpp_variants(f: NativeFunction) -> list[CppVariant]:
+    base = CppVariant(
+        op=f.ident, name=f.name, schema_name=f.schema.full_name, ret="Tensor",
+        params=cpp_params(f, defaults=False), params_decl=cpp_params(f, defaults=True),
+        param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), keys=key_expr(f),
+        cpu_generated=f"{f.name}_cpu_generated" if f.is_pointwise else None)
+    out = [base]
+    if f.inplace:
+        out.append(CppVariant(
+            op=f"{f.ident}_inplace", name=f"{f.name}_", schema_name=f"{f.schema.full_name}_", ret="const Tensor&",
+            params=cpp_params(f, defaults=False, inplace=True), params_decl=cpp_params(f, defaults=True, inplace=True),
+            param_types=cpp_params(f, defaults=False, inplace=True, names=False), args=cpp_args(f),
+            keys=key_expr(f), cpu_generated=f"{f.name}__cpu_generated"))
+    if f.is_pointwise:
+        out.append(CppVariant(
+            op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
+            params="const Tensor& out, " + cpp_params(f, defaults=False),
+            params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
+            param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
+            args="out, " + cpp_args(f), keys="dispatch::key_set_of(out) | " + key_expr(f),
+            cpu_generated=f"{f.name}_out_cpu_generated"))
+    return out
+
+
 def key_expr(f: NativeFunction) -> str:
     """C++ expression of the call's dispatch key set."""
     tensors = [p for p in f.schema.params if p.type.base == "Tensor"]
@@ -166,6 +205,20 @@ class PyParam:
     param: Param
 
 
+def has_out(f: NativeFunction, method: bool) -> bool:
+    """Python functions of pointwise ops take out= (the derived `op_out`)."""
+    return f.is_pointwise and not method
+
+
+def py_signature(f: NativeFunction, method: bool, pyname: str) -> str:
+    """The signature users read in errors and docstrings, under the Python name."""
+    text = pyname + f.schema.signature_text(skip_self=method)[len(f.name):]
+    if has_out(f, method):
+        star = "" if any(p.kwonly for p in f.schema.params) else "*, "
+        text = text[:-1] + (", " if text[-2] != "(" else "") + star + "Tensor? out=None)"
+    return text
+
+
 def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
     out = []
     for p in f.schema.params:
@@ -177,10 +230,13 @@ def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
             kind = PY_KIND[p.type.base]
         out.append(PyParam("input" if p.name == "self" else p.name, p.name, kind, p.type.optional,
                            p.kwonly, p.default, p.type.base, p))
+    if has_out(f, method):
+        param = Param("out", Type("Tensor", optional=True), "None", kwonly=True)
+        out.append(PyParam("out", "out", "Tensor", True, True, "None", "Tensor", param))
     return out
 
 
-def py_call(f: NativeFunction, method: bool) -> dict[str, object]:
+def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str, object]:
     """C++ call arguments of a generated parser, and its GIL-release condition."""
     args: list[str] = []
     large: list[str] = []
@@ -197,7 +253,12 @@ def py_call(f: NativeFunction, method: bool) -> dict[str, object]:
         if p.type.base == "Tensor" and not p.type.optional:
             large.append(f"large({expr})")
     release = {"release": "true", "hold": "false"}[f.gil] if f.gil != "auto" else (" || ".join(large) or "false")
-    return {"args": args, "release": release}
+    name = f.name + ("_" if inplace else "")
+    body = f"return kael::{name}({', '.join(args)});"
+    if has_out(f, method) and not inplace:
+        out = f"a{i}"
+        body = f"if ({out}) return kael::{f.name}_out(*{out}, {', '.join(args)}); " + body
+    return {"args": args, "release": release, "body": body}
 
 
 def pyi_signature(f: NativeFunction, method: bool) -> str:
@@ -219,6 +280,10 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
         if p.has_default:
             text += " = " + ("None" if p.default == "None" else "...")
         parts.append(text)
+    if has_out(f, method):
+        if not star:
+            parts.append("*")
+        parts.append("out: Tensor | None = None")
     return ", ".join(parts)
 
 
@@ -253,7 +318,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     common = dict(
         enums=enums, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
-        py_params=py_params, py_call=py_call, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
+        cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)

@@ -581,10 +581,11 @@ def test_generate_writes_the_expected_files(small):
     yaml_path, out = small
     assert listing(out) == expected_files(["neg", "add", "eq", "arange", "view", "internal"], ["neg", "add", "eq"])
     pyi = (out / "kael/_C.pyi").read_text()
-    assert re.search(r"^def neg\(input: Tensor\) -> Tensor:\n    \"\"\"Negates.\"\"\"$", pyi, re.M)
-    assert re.search(r"^    def neg_\(self\) -> Tensor:$", pyi, re.M)
-    assert re.search(r"^def add\(input: Tensor \| Number, other: Tensor \| Number, \*, alpha: Number = \.\.\.\)",
+    assert re.search(r"^def neg\(input: Tensor, \*, out: Tensor \| None = None\) -> Tensor:\n    \"\"\"Negates.\"\"\"$",
                      pyi, re.M)
+    assert re.search(r"^    def neg_\(self\) -> Tensor:$", pyi, re.M)
+    assert re.search(r"^def add\(input: Tensor \| Number, other: Tensor \| Number, \*, alpha: Number = \.\.\., "
+                     r"out: Tensor \| None = None\)", pyi, re.M)
     assert not re.search(r"def eq_\(", pyi)  # always_bool: no in-place variant
     assert pyi.count("@overload") == 2  # arange and arange.start
     assert not re.search(r"def internal\(", pyi)  # variants: []
@@ -593,8 +594,8 @@ def test_generate_writes_the_expected_files(small):
     assert "Tensor view(const Tensor& self, IntArrayRef size);" in decls
     assert "void add_check(const Operand& self, const Operand& other, const Scalar& alpha);" in decls
     all_ops = (out / "src/all_ops.cpp").read_text()
-    assert re.findall(r"&op_(\w+),", all_ops) == ["neg", "neg_inplace", "add", "add_inplace", "eq", "arange",
-                                                 "arange_start", "view", "internal"]
+    assert re.findall(r"&op_(\w+),", all_ops) == ["neg", "neg_inplace", "neg_out", "add", "add_inplace", "add_out",
+                                                 "eq", "eq_out", "arange", "arange_start", "view", "internal"]
     cmake = (out / "sources.cmake").read_text()
     for rel in listing(out):
         if rel.endswith(".cpp"):

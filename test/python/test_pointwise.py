@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kael
-from helpers import DTYPE_NAMES, check, compare, compare_raises, make_pair
+from helpers import DTYPE_NAMES, check, compare, compare_raises, kdtype, make_pair, torch_dtype_name
 
 UNARY_OPS = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu"]
 UNARY_DOMAIN = {"log": "pos", "sqrt": "pos", "rsqrt": "pos"}
@@ -404,3 +404,61 @@ def test_ops_do_not_modify_inputs():
     for op in ["neg", "abs", "exp", "sin", "relu"]:
         getattr(kael, op)(p.k)
     assert p.k.tolist() == before_a and q.k.tolist() == before_b
+
+
+# ---------------------------------------------------------------- out=
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "lt"])
+def test_binary_out_matches_torch_and_returns_out(op):
+    ta, tb = torch.rand(3, 4) + 0.5, torch.rand(4) + 0.5
+    ka, kb = kael.tensor(ta.numpy()), kael.tensor(tb.numpy())
+    tres = getattr(torch, op)(ta, tb)
+    tout = torch.empty(3, 4, dtype=tres.dtype)
+    kout = kael.empty(3, 4, dtype=kdtype(torch_dtype_name(tres.dtype)))
+    assert getattr(kael, op)(ka, kb, out=kout) is kout
+    getattr(torch, op)(ta, tb, out=tout)
+    check(kout, tout)
+
+
+@pytest.mark.parametrize("op", UNARY_OPS)
+def test_unary_out_matches_torch(op):
+    t = torch.rand(2, 5, dtype=torch.float64) + 0.5
+    k = kael.tensor(t.numpy())
+    kout = kael.empty(2, 5, dtype=kael.float64)
+    assert getattr(kael, op)(k, out=kout) is kout
+    check(kout, getattr(torch, op)(t))  # (torch.relu has no out=; kael's pointwise ops all do)
+
+
+def test_out_resizes_like_torch():
+    import warnings
+
+    a, b = kael.ones(2, 3), kael.ones(3)
+    empty = kael.empty(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # resizing an empty out is silent
+        kael.add(a, b, out=empty)
+    assert empty.shape == (2, 3) and empty.tolist() == [[2.0] * 3] * 2
+    wrong = kael.zeros(5)
+    with pytest.warns(UserWarning, match="resized"):
+        kael.mul(a, b, out=wrong)
+    with pytest.warns(UserWarning, match="resized"):
+        torch.mul(torch.ones(2, 3), torch.ones(3), out=torch.zeros(5))
+    assert wrong.shape == (2, 3) and wrong.tolist() == [[1.0] * 3] * 2
+
+
+def test_out_dtype_rules_match_torch():
+    a, b = kael.tensor([1.5, 2.5]), kael.tensor([1.0, 1.0])
+    wide = kael.zeros(2, dtype=kael.float64)
+    kael.add(a, b, out=wide)  # float32 result into float64: allowed
+    assert wide.tolist() == [2.5, 3.5] and wide.dtype is kael.float64
+    with pytest.raises(RuntimeError):
+        torch.add(torch.tensor([1.5]), torch.tensor([1.0]), out=torch.zeros(1, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        kael.add(a, b, out=kael.zeros(2, dtype=kael.int64))
+
+
+def test_out_may_be_an_input():
+    a = kael.tensor([1.0, 2.0, 3.0])
+    version = a._version
+    assert kael.mul(a, a, out=a) is a
+    assert a.tolist() == [1.0, 4.0, 9.0] and a._version == version + 1

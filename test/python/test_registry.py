@@ -71,7 +71,11 @@ def test_stub(f, pyi):
 def test_docstring(f):
     if "function" in f.variants:
         doc = kael.__dict__[f.name].__doc__
-        assert doc == f"{f.schema.signature_text()}\n\n{f.doc}"
+        sig = f.schema.signature_text()
+        # pointwise functions also take out= (the derived `op_out` variant)
+        sig = sig[:-1] + (", " if sig[-2] != "(" else "") + \
+            ("" if any(p.kwonly for p in f.schema.params) else "*, ") + "Tensor? out=None)"
+        assert doc == f"{sig}\n\n{f.doc}"
     if "method" in f.variants:
         doc = kael.Tensor.__dict__[f.name].__doc__
         assert doc == f"{f.schema.signature_text(skip_self=True)}\n\n{f.doc}"
@@ -138,9 +142,11 @@ def test_registered_ops():
         expected.add(f.schema.full_name)
         if f.is_pointwise and f.inplace:
             expected.add(f.name + "_")
+        if f.is_pointwise:
+            expected.add(f.name + ".out")
     assert set(ops) == expected
     for f in POINTWISE:
-        assert f.name in ops
+        assert f.name in ops and f.name + ".out" in ops
         assert (f.name + "_" in ops) == f.inplace, f.name
 
 

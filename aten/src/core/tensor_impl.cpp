@@ -26,6 +26,12 @@ void TensorImpl::set_geometry(DimVector sizes, DimVector strides, std::int64_t o
   refresh();
 }
 
+void TensorImpl::set_storage(IntrusivePtr<Storage> storage, DimVector sizes, DimVector strides,
+                             std::int64_t offset) {
+  storage_ = std::move(storage);
+  set_geometry(std::move(sizes), std::move(strides), offset);
+}
+
 void TensorImpl::refresh() {
   numel_ = 1;
   for (std::int64_t s : sizes_) numel_ *= s;

@@ -37,6 +37,9 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
 
   // Changes the view in place (used by in-place view ops such as squeeze_).
   void set_geometry(DimVector sizes, DimVector strides, std::int64_t offset);
+  // Points the tensor at new storage (resizing an out= argument); views of the old storage
+  // keep it.
+  void set_storage(IntrusivePtr<Storage> storage, DimVector sizes, DimVector strides, std::int64_t offset);
 
   // Note [PyObject preservation]
   // The Python object that wraps this impl, or null. The Python object holds a strong

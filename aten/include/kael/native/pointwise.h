@@ -33,6 +33,11 @@ class PointwiseCall {
   PointwiseCall(const PointwiseSpec& spec, std::initializer_list<const Operand*> inputs);
   // In-place call writing into `self`, which is also the first input.
   PointwiseCall(const PointwiseSpec& spec, const Tensor& self, std::initializer_list<const Operand*> inputs);
+  // out= call writing into `out`, which is resized to the broadcast shape when it differs
+  // (with a warning if it had elements, as in PyTorch).
+  struct OutArgument {};
+  PointwiseCall(const PointwiseSpec& spec, const Tensor& out, std::initializer_list<const Operand*> inputs,
+                OutArgument);
 
   ScalarType compute_dtype() const { return compute_; }
 
@@ -57,7 +62,8 @@ class PointwiseCall {
   ScalarType compute_ = ScalarType::Float32;
   ScalarType out_dtype_ = ScalarType::Float32;
   Tensor out_;
-  const Tensor* self_ = nullptr;
+  const Tensor* self_ = nullptr;  // the tensor written: self of an in-place call, or out
+  void bind_destination(const char* suffix);
 };
 
 // The promoted dtype of the operands (see Note [Type promotion]).
@@ -70,6 +76,8 @@ Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtyp
 void copy_cpu(const Tensor& dst, const Tensor& src);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
+// Gives t new contiguous storage of the given shape (contents undefined).
+void resize_cpu(const Tensor& t, IntArrayRef sizes);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
 // Raises when writing into t would write one memory location twice (a stride-0 dim).

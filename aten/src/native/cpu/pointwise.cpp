@@ -2,6 +2,7 @@
 #include "kael/native/pointwise.h"
 
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 
 namespace kael::native {
 
@@ -120,16 +121,43 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& self,
   KAEL_CHECK_VALUE(shape_ == DimVector(self.sizes()), spec_.name << "_: output with shape " << shape_str(self.sizes())
                                                                  << " doesn't match the broadcast shape "
                                                                  << shape_str(shape_));
-  KAEL_CHECK(can_cast(out_dtype_, self.dtype()), spec_.name << "_: result type " << out_dtype_
-                                                            << " can't be cast to the desired output type "
-                                                            << self.dtype());
-  check_no_internal_overlap(spec_.name, self);
-  self.bump_version();
-  if (self.dtype() == out_dtype_) {
-    out_ = self;
+  bind_destination("_");
+}
+
+PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
+                             std::initializer_list<const Operand*> inputs, OutArgument)
+    : spec_(spec), self_(&out) {
+  setup(inputs);
+  KAEL_CHECK(out.device().is_cpu(), spec_.name << ": expected out on cpu, got " << out.device());
+  if (shape_ != DimVector(out.sizes())) {
+    if (out.numel() > 0)
+      warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
+                                  "had shape " + shape_str(out.sizes()) + ", which does not match the required "
+                                  "output shape " + shape_str(shape_));
+    resize_cpu(out, shape_);
+  }
+  bind_destination("");
+}
+
+// Checks that the destination can take the result and writes into it directly when the
+// dtypes agree (otherwise into a temporary that finish() copies over).
+void PointwiseCall::bind_destination(const char* suffix) {
+  const Tensor& dst = *self_;
+  KAEL_CHECK(can_cast(out_dtype_, dst.dtype()), spec_.name << suffix << ": result type " << out_dtype_
+                                                           << " can't be cast to the desired output type "
+                                                           << dst.dtype());
+  check_no_internal_overlap(spec_.name, dst);
+  dst.bump_version();
+  if (dst.dtype() == out_dtype_) {
+    out_ = dst;
   } else {
     allocate_output();
   }
+}
+
+void resize_cpu(const Tensor& t, IntArrayRef sizes) {
+  const Tensor fresh = alloc_cpu(sizes, t.dtype());
+  t.impl()->set_storage(fresh.impl()->storage_ptr(), DimVector(sizes), contiguous_strides(sizes), 0);
 }
 
 void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
