@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kael/core/error.h"
+#include "kael/core/intrusive_ptr.h"
 #include "kael/core/warning.h"
 #include "tensor_object.h"
 
@@ -28,13 +29,24 @@ std::vector<PendingWarning>& pending() {
   return warnings;
 }
 
-void buffer_warning(WarningKind kind, const std::string& message) { pending().push_back({kind, message}); }
+// Checked after every call: a plain initial-exec flag, so the common case (no warning) costs
+// one load and no __tls_get_addr.
+bool& pending_flag() {
+  static thread_local bool flag KAEL_FAST_TLS = false;
+  return flag;
+}
+
+void buffer_warning(WarningKind kind, const std::string& message) {
+  pending().push_back({kind, message});
+  pending_flag() = true;
+}
 
 }  // namespace
 
-bool has_pending_warnings() { return !pending().empty(); }
+bool has_pending_warnings() { return pending_flag(); }
 
 bool flush_warnings() {
+  pending_flag() = false;
   std::vector<PendingWarning> warnings = std::exchange(pending(), {});
   bool ok = true;
   for (const PendingWarning& w : warnings) {
