@@ -168,14 +168,12 @@ PyObject* int_tuple(IntArrayRef v) {
   return t;
 }
 
-// Operand conversion for operators: No means "return NotImplemented".
-Match operator_operand(PyObject* o, Operand& out) { return conv_operand(o, out); }
-
 template <typename F>
 PyObject* binary(PyObject* l, PyObject* r, F f) {
+  // A foreign operand (Match::No) means "return NotImplemented", so Python tries the other side.
   Operand a{Scalar()}, b{Scalar()};
-  Match m = operator_operand(l, a);
-  if (m == Match::Yes) m = operator_operand(r, b);
+  Match m = conv_operand(l, a);
+  if (m == Match::Yes) m = conv_operand(r, b);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
   return call_op(large(a) || large(b), [&]() -> Tensor { return f(a, b); });
@@ -185,7 +183,7 @@ template <typename F>
 PyObject* inplace(PyObject* self, PyObject* other, F f) {
   if (!is_tensor(self)) Py_RETURN_NOTIMPLEMENTED;
   Operand b{Scalar()};
-  const Match m = operator_operand(other, b);
+  const Match m = conv_operand(other, b);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
   const Tensor& t = tensor_of(self);

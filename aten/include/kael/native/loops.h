@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <array>
-#include <tuple>
 #include <cstdint>
 #include <utility>
 
