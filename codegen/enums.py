@@ -29,11 +29,17 @@ DTYPES: tuple[DType, ...] = (
 
 # Dispatch keys from lowest to highest priority. A kernel registered for an alias key
 # is registered for every key the alias names.
-DISPATCH_KEYS: tuple[str, ...] = ("CPU", "CUDA", "Autograd", "Python")
+# Python (the __torch_dispatch__-style key) sees every op below autograd.
+DISPATCH_KEYS: tuple[str, ...] = ("CPU", "CUDA", "Python", "Autograd")
 BACKEND_KEYS: tuple[str, ...] = ("CPU", "CUDA")
+# Keys whose slots, without a kernel, fall through (or call a registered boxed fallback).
+FALLTHROUGH_KEYS: tuple[str, ...] = ("Python", "Autograd")
 ALIAS_KEYS: dict[str, tuple[str, ...]] = {
-    # Device-agnostic kernels (views, metadata-only ops) serve every backend.
+    # One device-agnostic kernel for every backend; autograd needs a derivative for the op.
     "CompositeExplicit": BACKEND_KEYS,
+    # A kernel that only calls other ops: it runs at every key, above autograd, so autograd
+    # and the Python key see the ops it calls and the op needs no derivative of its own.
+    "CompositeImplicit": DISPATCH_KEYS,
 }
 
 DTYPE_NAMES = tuple(d.name for d in DTYPES)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from codegen import enums
+from codegen import enums, types
 from codegen.model import CodegenError, NativeFunction, Param, Type, parse_registry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -68,19 +68,18 @@ class Writer:
 
 # ---------------------------------------------------------------------------- C++ types
 
+def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
+    """The type model entry of a parameter (Tensor inputs of two-input pointwise ops are Operands)."""
+    if p.type.base == "Tensor" and f.operand_inputs:
+        return types.OPERAND
+    return p.type.arg_type
+
+
 def cpp_type(f: NativeFunction, p: Param) -> str:
-    t = p.type
-    if t.base == "Tensor":
-        if f.operand_inputs:
-            return "const Operand&"
-        return "const std::optional<Tensor>&" if t.optional else "const Tensor&"
-    base = {
-        "Scalar": "Scalar", "int": "std::int64_t", "float": "double", "bool": "bool",
-        "int[]": "IntArrayRef", "ScalarType": "ScalarType", "Device": "Device",
-    }[t.base]
-    if t.optional:
-        return f"std::optional<{base}>"
-    return f"const {base}&" if t.base == "Scalar" else base
+    t = arg_type(f, p)
+    if p.type.optional:
+        return f"const std::optional<{t.cpp_value}>&" if p.type.base == "Tensor" else f"std::optional<{t.cpp_param}>"
+    return t.cpp_param
 
 
 def cpp_default(p: Param) -> str:
@@ -88,18 +87,7 @@ def cpp_default(p: Param) -> str:
     assert d is not None
     if d == "None":
         return "std::nullopt"
-    b = p.type.base
-    if b in ("bool",) or (b == "Scalar" and d in ("True", "False")):
-        return "true" if d == "True" else "false"
-    if b == "int[]":
-        return "IntArrayRef{}" if d.replace(" ", "") == "[]" else "__list__"
-    if b == "ScalarType":
-        return f"ScalarType::{next(x.enum for x in enums.DTYPES if x.name == d)}"
-    if b == "Device":
-        return "kCPU"
-    if b == "float" or (b == "Scalar" and ("." in d or "e" in d)):
-        return d if ("." in d or "e" in d) else d + ".0"
-    return d
+    return p.type.arg_type.cpp_default(d)
 
 
 def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, names: bool = True) -> str:
@@ -109,7 +97,7 @@ def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, name
         if inplace and p.name == "self":
             t = "const Tensor&"
         text = f"{t} {p.name}" if names else t
-        if defaults and p.has_default and cpp_default(p) != "__list__":
+        if defaults and p.has_default and not (p.type.base == "int[]" and p.default.replace(" ", "") != "[]"):
             text += f" = {cpp_default(p)}"
         out.append(text)
     # a default may only be given if all later params have one too
@@ -126,6 +114,13 @@ def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, name
     return ", ".join(out)
 
 
+def unbox_type(f: NativeFunction, p: Param) -> str:
+    """The C++ type a boxed call unboxes a parameter to (the value type of its ABI type)."""
+    t = arg_type(f, p)
+    base = t.cpp_param if t.name == "int[]" else t.cpp_value
+    return f"std::optional<{base}>" if p.type.optional else base
+
+
 def cpp_args(f: NativeFunction) -> str:
     return ", ".join(p.name for p in f.schema.params)
 
@@ -136,36 +131,63 @@ class CppVariant:
     op: str            # OpEntry suffix: add, add_inplace, add_out
     name: str          # C++ function: add, add_, add_out
     schema_name: str   # name in the dispatcher: add, add_, add.out
-    ret: str
+    ret: str           # Tensor, or const Tensor& for ops that return an argument
+    returns_arg: str | None  # the argument returned (self of an in-place op, out), or None
     params: str        # with names, no defaults
     params_decl: str   # with defaults, for the header
     param_types: str   # without names
     args: str
+    unbox: list[str]   # C++ type each boxed argument unboxes to, in order
     keys: str
-    cpu_generated: str | None  # generated CPU kernel (pointwise ops)
+    kernels: dict[str, str]  # dispatch key -> kernel in kael::native (only keys that have one)
+    generated_cpu: bool  # the CPU kernel is generated from a pointwise formula
+
+    @property
+    def num_args(self) -> int:
+        return len(self.unbox)
+
+    @property
+    def boxed_args(self) -> str:
+        return ", ".join(f"dispatch::unbox<{t}>(stack[base + {i}])" for i, t in enumerate(self.unbox))
 
 
-def cpp_variants(f: NativeFunction) -> list[CppVariant]:
+def _kernels(f: NativeFunction, cuda: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key in enums.DISPATCH_KEYS:
+        kernel = f.kernel_for(key)
+        if kernel and (key != "CUDA" or cuda):
+            out[key] = kernel
+    return out
+
+
+def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
+    unbox = [unbox_type(f, p) for p in f.schema.params]
+    mutating = f.schema.mutating
     base = CppVariant(
-        op=f.ident, name=f.name, schema_name=f.schema.full_name, ret="Tensor",
+        op=f.ident, name=f.name, schema_name=f.schema.full_name,
+        ret="const Tensor&" if mutating else "Tensor", returns_arg="self" if mutating else None,
         params=cpp_params(f, defaults=False), params_decl=cpp_params(f, defaults=True),
-        param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), keys=key_expr(f),
-        cpu_generated=f"{f.name}_cpu_generated" if f.is_pointwise else None)
+        param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), unbox=unbox, keys=key_expr(f),
+        kernels={"CPU": f"{f.name}_cpu_generated"} if f.is_pointwise else _kernels(f, cuda),
+        generated_cpu=f.is_pointwise)
     out = [base]
     if f.inplace:
         out.append(CppVariant(
             op=f"{f.ident}_inplace", name=f"{f.name}_", schema_name=f"{f.schema.full_name}_", ret="const Tensor&",
+            returns_arg="self",
             params=cpp_params(f, defaults=False, inplace=True), params_decl=cpp_params(f, defaults=True, inplace=True),
             param_types=cpp_params(f, defaults=False, inplace=True, names=False), args=cpp_args(f),
-            keys=key_expr(f), cpu_generated=f"{f.name}__cpu_generated"))
+            unbox=["Tensor"] + unbox[1:], keys=key_expr(f), kernels={"CPU": f"{f.name}__cpu_generated"},
+            generated_cpu=True))
     if f.is_pointwise:
         out.append(CppVariant(
             op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
+            returns_arg="out",
             params="const Tensor& out, " + cpp_params(f, defaults=False),
             params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
             param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
-            args="out, " + cpp_args(f), keys="dispatch::key_set_of(out) | " + key_expr(f),
-            cpu_generated=f"{f.name}_out_cpu_generated"))
+            args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
+            kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True))
     return out
 
 
@@ -182,17 +204,6 @@ def key_expr(f: NativeFunction) -> str:
 
 # ---------------------------------------------------------------------------- Python
 
-PY_KIND = {
-    "Scalar": "Scalar", "int": "Int", "float": "Float", "bool": "Bool", "int[]": "IntList",
-    "ScalarType": "ScalarType", "Device": "Device",
-}
-
-PYI_TYPE = {
-    "Tensor": "Tensor", "Scalar": "Number", "int": "int", "float": "float", "bool": "bool",
-    "int[]": "Sequence[int] | int", "ScalarType": "dtype | str", "Device": "str",
-}
-
-
 @dataclass
 class PyParam:
     name: str          # Python keyword name
@@ -203,6 +214,7 @@ class PyParam:
     default: str | None
     base: str
     param: Param
+    type: types.ArgType
 
 
 def has_out(f: NativeFunction, method: bool) -> bool:
@@ -224,15 +236,12 @@ def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
     for p in f.schema.params:
         if method and p.name == "self":
             continue
-        if p.type.base == "Tensor":
-            kind = "Operand" if f.operand_inputs else "Tensor"
-        else:
-            kind = PY_KIND[p.type.base]
-        out.append(PyParam("input" if p.name == "self" else p.name, p.name, kind, p.type.optional,
-                           p.kwonly, p.default, p.type.base, p))
+        t = arg_type(f, p)
+        out.append(PyParam("input" if p.name == "self" else p.name, p.name, t.parser_kind, p.type.optional,
+                           p.kwonly, p.default, p.type.base, p, t))
     if has_out(f, method):
         param = Param("out", Type("Tensor", optional=True), "None", kwonly=True)
-        out.append(PyParam("out", "out", "Tensor", True, True, "None", "Tensor", param))
+        out.append(PyParam("out", "out", "Tensor", True, True, "None", "Tensor", param, types.TYPES["Tensor"]))
     return out
 
 
@@ -270,9 +279,7 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
         if p.kwonly and not star:
             parts.append("*")
             star = True
-        t = PYI_TYPE[p.type.base]
-        if p.type.base == "Tensor" and f.operand_inputs:
-            t = "Tensor | Number"
+        t = arg_type(f, p).stub
         if p.type.optional:
             t += " | None"
         name = "input" if p.name == "self" else p.name
@@ -316,12 +323,13 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         by_name.setdefault(f.name, []).append(f)
     names = sorted(by_name)
     common = dict(
-        enums=enums, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
+        enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
         cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
+    writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)
     for name in names:
         writer.render("op_header.h.j2", f"include/kael/ops/{name}.h", group=by_name[name], **common)
     writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)

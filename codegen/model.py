@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from codegen import enums
+from codegen import enums, types
 
 
 class CodegenError(Exception):
@@ -22,22 +22,29 @@ class CodegenError(Exception):
 
 @dataclass(frozen=True)
 class Type:
-    base: str          # Tensor, Scalar, int, float, bool, int[], ScalarType, Device
+    base: str          # a key of codegen.types.TYPES: Tensor, Scalar, int, float, bool, int[], ...
     optional: bool = False
-
-    BASES = ("Tensor", "Scalar", "int", "float", "bool", "int[]", "ScalarType", "Device")
+    mutable: bool = False  # Tensor(a!): the argument an in-place op writes
 
     @staticmethod
     def parse(text: str) -> "Type":
+        if text == "Tensor(a!)":
+            return Type("Tensor", False, True)
         optional = text.endswith("?")
         base = text[:-1] if optional else text
         # int[N] is accepted as a size hint and means int[]
         base = re.sub(r"^int\[\d*\]$", "int[]", base)
-        if base not in Type.BASES:
+        if base not in types.TYPES:
             raise CodegenError(f"unknown type '{text}'")
         return Type(base, optional)
 
+    @property
+    def arg_type(self) -> types.ArgType:
+        return types.TYPES[self.base]
+
     def __str__(self) -> str:
+        if self.mutable:
+            return "Tensor(a!)"
         return self.base + ("?" if self.optional else "")
 
 
@@ -58,27 +65,9 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def _check_default(t: Type, text: str) -> str:
     """Validates a default for its type and returns its normal form."""
-    if text == "None":
-        if not t.optional:
-            raise CodegenError(f"default None for non-optional type '{t}'")
-        return text
-    base = t.base
-    ok = False
-    if base == "int":
-        ok = re.fullmatch(r"-?\d+", text) is not None
-    elif base == "float":
-        ok = re.fullmatch(r"-?\d+(\.\d*)?(e-?\d+)?", text) is not None
-    elif base == "Scalar":
-        ok = re.fullmatch(r"-?\d+(\.\d*)?(e-?\d+)?|True|False", text) is not None
-    elif base == "bool":
-        ok = text in ("True", "False")
-    elif base == "int[]":
-        ok = re.fullmatch(r"\[\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]", text) is not None
-    elif base == "ScalarType":
-        ok = text in enums.DTYPE_NAMES
-    elif base == "Device":
-        ok = text in ("cpu",)
-    if not ok:
+    if text == "None" and not t.optional:
+        raise CodegenError(f"default None for non-optional type '{t}'")
+    if not types.check_default(t.base, t.optional, text):
         raise CodegenError(f"bad default '{text}' for type '{t}'")
     return text
 
@@ -109,6 +98,11 @@ class Schema:
     returns: str              # Tensor | Tensor(a) | Tensor(a!)
 
     @property
+    def mutating(self) -> bool:
+        """An in-place op declared as such (copy_, fill_): it writes its first argument."""
+        return self.returns == "Tensor(a!)"
+
+    @property
     def full_name(self) -> str:
         return f"{self.name}.{self.overload}" if self.overload else self.name
 
@@ -122,10 +116,13 @@ class Schema:
         if not m:
             raise CodegenError(f"cannot parse func '{func}': expected 'name[.overload](args) -> Return'")
         name, overload, args, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4)
-        if name.endswith("_"):
-            raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op")
-        if returns not in ("Tensor", "Tensor(a)"):
-            raise CodegenError(f"unknown return type '{returns}' (expected Tensor or Tensor(a))")
+        if returns not in ("Tensor", "Tensor(a)", "Tensor(a!)"):
+            raise CodegenError(f"unknown return type '{returns}' (expected Tensor, Tensor(a) or Tensor(a!))")
+        if name.endswith("_") and returns != "Tensor(a!)":
+            raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op "
+                               "(an op that exists only in place returns Tensor(a!))")
+        if returns == "Tensor(a!)" and not name.endswith("_"):
+            raise CodegenError(f"'{name}' returns Tensor(a!), so it writes in place: its name ends in '_'")
         params: list[Param] = []
         kwonly = False
         seen: set[str] = set()
@@ -143,6 +140,8 @@ class Schema:
                 raise CodegenError(f"cannot parse argument '{raw}'")
             ptype = Type.parse(pm.group(1))
             pname = pm.group(2)
+            if ptype.mutable and (params or pname != "self"):
+                raise CodegenError("only the first argument, 'self', can be Tensor(a!)")
             if pname == "input":
                 raise CodegenError("argument name 'input' is reserved (Python shows 'self' as 'input')")
             if pname in seen:
@@ -152,6 +151,11 @@ class Schema:
             if params and params[-1].has_default and default is None and not kwonly:
                 raise CodegenError(f"argument '{pname}' without default follows one with a default")
             params.append(Param(pname, ptype, default, kwonly))
+        if returns == "Tensor(a!)" and not (params and params[0].type.mutable):
+            raise CodegenError("an op returning Tensor(a!) takes 'Tensor(a!) self' first")
+        if len(params) > types.MAX_PARAMS - 1:  # one slot stays free for out=
+            raise CodegenError(f"{len(params)} arguments; the generated parsers take at most "
+                               f"{types.MAX_PARAMS - 1}")
         return Schema(name, overload, tuple(params), returns)
 
     def signature_text(self, *, skip_self: bool = False, python: bool = True) -> str:
@@ -204,6 +208,10 @@ class NativeFunction:
         return self.schema.full_name.replace(".", "_")
 
     @property
+    def composite_implicit(self) -> bool:
+        return self.kernel_for("Autograd") is not None and self.kernel_for("CPU") == self.kernel_for("Autograd")
+
+    @property
     def is_pointwise(self) -> bool:
         return self.pointwise is not None
 
@@ -241,7 +249,7 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         if v not in VARIANTS:
             raise CodegenError(f"unknown variant '{v}' (expected one of {', '.join(VARIANTS)})")
     if "method" in variants and (not schema.params or schema.params[0].name != "self"
-                                 or schema.params[0].type != Type("Tensor")):
+                                 or schema.params[0].type.base != "Tensor" or schema.params[0].type.optional):
         raise CodegenError("a method variant needs 'Tensor self' as first argument")
 
     pointwise = _pop(entry, "pointwise")
@@ -279,7 +287,7 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         if dispatch_raw is not None:
             raise CodegenError("an entry has either 'pointwise' or 'dispatch', not both")
         if schema.returns != "Tensor":
-            raise CodegenError("pointwise ops return a new Tensor")
+            raise CodegenError("pointwise ops return a new Tensor (their in-place variant is derived)")
         n = len(schema.tensor_params)
         if not 1 <= n <= 2:
             raise CodegenError(f"pointwise ops take one or two Tensor inputs, got {n}")
@@ -306,6 +314,11 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
                 if any(k == existing for existing, _ in dispatch):
                     raise CodegenError(f"dispatch key '{k}' given twice")
                 dispatch.append((k, kernel))
+        if "CompositeImplicit" in dispatch_raw and len(dispatch_raw) > 1:
+            raise CodegenError("a CompositeImplicit kernel serves every key; give no other")
+        if "CompositeImplicit" in dispatch_raw and derivatives_raw:
+            raise CodegenError("a CompositeImplicit op is differentiated through the ops it calls; "
+                               "give 'derivatives' only with CompositeExplicit or backend kernels")
         if inplace:
             raise CodegenError("'inplace' is derived for pointwise ops only")
         if "promotion" in (dispatch_raw or {}) or promotion != "default":

@@ -14,13 +14,13 @@
 #include <optional>
 
 #include "kael/core/tensor.h"
+#include "kael/python/param_kind.h"
 #include "tensor_object.h"
 
 namespace kael::python {
 
 enum class Match : std::uint8_t { No, Yes, Error };
 
-enum class ParamKind : std::uint8_t { Tensor, Operand, Scalar, Int, Float, Bool, IntList, ScalarType, Device };
 
 struct ParamSpec {
   const char* name;
@@ -29,8 +29,6 @@ struct ParamSpec {
   bool kwonly;
   bool has_default;
 };
-
-inline constexpr int kMaxParams = 12;
 
 struct Signature {
   const char* name;  // Python name, e.g. "add"

@@ -1,4 +1,5 @@
-// Basic indexing: t[int], t[slice], t[None], t[...], tuples of them; all views.
+// Basic indexing: t[int], t[slice], t[None], t[...], tuples of them; all views, made by the
+// registered ops select, slice and unsqueeze; assignment writes through copy_ and fill_.
 // Worked example: t[0, ..., None, 1:3] on shape [2, 3, 4] -> select(0, 0), skip 1 dim,
 // unsqueeze(1), slice(2, 1, 3) -> shape [3, 1, 2].
 #include <vector>
@@ -6,19 +7,15 @@
 #include "arg_parsing.h"
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
-#include "kael/ops.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/fill_.h"
+#include "kael/ops/select.h"
+#include "kael/ops/slice.h"
+#include "kael/ops/unsqueeze.h"
 
 namespace kael::python {
 
 namespace {
-
-Tensor strided_slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length, std::int64_t step) {
-  DimVector sizes(t.sizes()), strides(t.strides());
-  const std::int64_t offset = t.impl()->offset() + (length > 0 ? start * strides[dim] : 0);
-  sizes[dim] = length;
-  strides[dim] *= step;
-  return Tensor(TensorImpl::make(t.impl()->storage_ptr(), t.dtype(), std::move(sizes), std::move(strides), offset));
-}
 
 bool is_index_key(PyObject* o) { return !PyBool_Check(o) && (PyLong_Check(o) || (!is_tensor(o) && PyIndex_Check(o))); }
 
@@ -61,8 +58,8 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
       if (PySlice_Unpack(item, &start, &stop, &step) < 0) throw PythonError();
       KAEL_CHECK_VALUE(step > 0, "index: negative or zero slice steps are not supported (got " << step
                                                                                            << "); use flip or a copy");
-      const Py_ssize_t length = PySlice_AdjustIndices(static_cast<Py_ssize_t>(t.sizes()[dim]), &start, &stop, step);
-      t = strided_slice(t, dim, start, length, step);
+      // The bounds are converted (__index__ may run Python code) before t's geometry is read.
+      t = kael::slice(t, dim, start, stop, step);
       ++dim;
     } else if (is_tensor(item)) {
       const Tensor& idx = tensor_of(item);
@@ -90,11 +87,8 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
   }
   try {
     const Tensor view = apply_key(tensor_of(self), key);
-    KAEL_CHECK(view.device().is_cpu(), "index: assignment is only supported for cpu tensors");
-    native::check_no_internal_overlap("index", view);
-    view.bump_version();
     if (is_tensor(value)) {
-      native::copy_cpu(view, tensor_of(value));
+      kael::copy_(view, tensor_of(value));
       return 0;
     }
     Scalar s;
@@ -102,7 +96,9 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     if (m == Match::Error) return -1;
     KAEL_CHECK_TYPE(m == Match::Yes,
                     "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
-    native::fill_cpu(view, s);
+    // Like torch, which copies a 0-d tensor here: no element may be written twice.
+    native::check_no_internal_overlap("index", view);
+    kael::fill_(view, s);
     return 0;
   } catch (...) {
     translate_exception();

@@ -14,6 +14,7 @@
 namespace kael::python {
 
 void append_generated_functions(std::vector<PyMethodDef>& out);
+void append_dispatch_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
@@ -126,6 +127,7 @@ PyMODINIT_FUNC PyInit__C() {
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n\nSchema names of every operator in the dispatcher."});
     append_generated_functions(functions);
+    append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});
   }
   module_def.m_methods = functions.data();

@@ -183,7 +183,7 @@ Tensor from_buffer(PyObject* data) {
                                                                               "float32, float64");
   DimVector shape;
   for (int i = 0; i < v.ndim; ++i) shape.push_back(v.shape[i]);
-  Tensor out = native::alloc_cpu(shape, *dtype);
+  Tensor out = kael::empty(shape, *dtype, kCPU);
   if (out.numel() == 0) return out;
   if (integral_other) {
     std::int64_t* o = out.data<std::int64_t>();
@@ -235,7 +235,7 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
   infer_shape(data, 0, inf);
   check(data, 0, inf);
   const ScalarType out_dtype = dtype.value_or(inf.any_leaf ? kind_dtype(inf.kind) : kDefaultFloat);
-  Tensor out = native::alloc_cpu(inf.shape, out_dtype);
+  Tensor out = kael::empty(inf.shape, out_dtype, kCPU);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();

@@ -400,6 +400,13 @@ PyObject* get_version(PyObject* self, void*) {
   return PyLong_FromUnsignedLong(tensor_of(self).impl()->storage()->version());
 }
 
+// The tensor a view was made from (see Note [Views record their base]), or None.
+PyObject* get_base(PyObject* self, void*) {
+  const IntrusivePtr<TensorImpl>& base = tensor_of(self).impl()->view_base();
+  if (!base) Py_RETURN_NONE;
+  return wrap(Tensor(base));
+}
+
 PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, nullptr, "The size of each dim, as a tuple.", nullptr},
     {"dtype", get_dtype, nullptr, "The element type.", nullptr},
@@ -410,6 +417,7 @@ PyGetSetDef tensor_getset[] = {
     {"is_cuda", get_is_cuda, nullptr, "Whether the tensor is on a CUDA device.", nullptr},
     {"itemsize", get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
     {"_version", get_version, nullptr, "Counter of in-place writes, shared by views.", nullptr},
+    {"_base", get_base, nullptr, "The tensor this view was made from, or None when it is not a view.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 // ------------------------------------------------------------------ methods
@@ -506,12 +514,15 @@ PyObject* m_cuda(PyObject* self, PyObject*) {
   return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), Device{DeviceType::CUDA, 0}); });
 }
 
+PyObject* m_is_view(PyObject* self, PyObject*) { return PyBool_FromLong(tensor_of(self).impl()->is_view()); }
+
 PyMethodDef handwritten_methods[] = {
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL,
      "size(dim=None)\n\nThe shape as a tuple, or the size of one dim."},
     {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL,
      "stride(dim=None)\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
     {"dim", m_dim, METH_NOARGS, "dim()\n\nThe number of dims."},
+    {"_is_view", m_is_view, METH_NOARGS, "_is_view()\n\nWhether the tensor is a view of another tensor."},
     {"numel", m_numel, METH_NOARGS, "numel()\n\nThe number of elements."},
     {"element_size", m_element_size, METH_NOARGS, "element_size()\n\nSize of one element in bytes."},
     {"is_contiguous", m_is_contiguous, METH_NOARGS, "is_contiguous()\n\nWhether the layout is row-major contiguous."},

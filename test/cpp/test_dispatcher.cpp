@@ -48,12 +48,14 @@ TEST(DispatchKeySet, SingleKey) {
 }
 
 TEST(DispatchKeySet, HighestIsHighestPriorityKey) {
-  // Priority order is the enum order: CPU < CUDA < Autograd < Python.
+  // Priority order is the enum order: CPU < CUDA < Python < Autograd.
   EXPECT_EQ((DispatchKeySet(DispatchKey::CPU) | DispatchKeySet(DispatchKey::Autograd)).highest(),
             DispatchKey::Autograd);
   EXPECT_EQ((DispatchKeySet(DispatchKey::Python) | DispatchKeySet(DispatchKey::CPU)).highest(), DispatchKey::Python);
+  EXPECT_EQ((DispatchKeySet(DispatchKey::Python) | DispatchKeySet(DispatchKey::Autograd)).highest(),
+            DispatchKey::Autograd);
   EXPECT_EQ((DispatchKeySet(DispatchKey::CPU) | DispatchKeySet(DispatchKey::CUDA)).highest(), DispatchKey::CUDA);
-  EXPECT_EQ(DispatchKeySet::all().highest(), DispatchKey::Python);
+  EXPECT_EQ(DispatchKeySet::all().highest(), DispatchKey::Autograd);
   static_assert(DispatchKeySet(DispatchKey::Autograd).add(DispatchKey::CPU).highest() == DispatchKey::Autograd);
 }
 
@@ -80,7 +82,12 @@ TEST(DispatchKeySet, UnionIntersectionDifference) {
 
   EXPECT_EQ(DispatchKeySet::all().bits(), (1u << kael::kNumDispatchKeys) - 1);
   for (int k = 0; k < kael::kNumDispatchKeys; ++k) EXPECT_TRUE(DispatchKeySet::all().has(static_cast<DispatchKey>(k)));
-  EXPECT_EQ(DispatchKeySet::from_bits(0b101), cpu | DispatchKeySet(DispatchKey::Autograd));
+  EXPECT_EQ(DispatchKeySet::from_bits(0b101), cpu | DispatchKeySet(DispatchKey::Python));
+  // below(k): the keys a kernel at k redispatches to.
+  EXPECT_EQ(DispatchKeySet::all().below(DispatchKey::Autograd), DispatchKeySet::all().remove(DispatchKey::Autograd));
+  EXPECT_EQ(u.below(DispatchKey::Autograd), cpu);
+  EXPECT_EQ((cpu | py).below(DispatchKey::Python), cpu);
+  EXPECT_TRUE(u.below(DispatchKey::CPU).empty());
 }
 
 TEST(DispatchKeySet, KeyNames) {
@@ -102,32 +109,32 @@ TEST(SelectKey, PicksHighestOfCallKeys) {
 TEST(SelectKey, TlsExcludedKeysAreSkipped) {
   const DispatchKeySet keys = DispatchKeySet(DispatchKey::CPU).add(DispatchKey::Autograd).add(DispatchKey::Python);
   const DispatchKeySet saved = dispatch::tls_excluded;
-  dispatch::tls_excluded = DispatchKeySet(DispatchKey::Python);
-  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Autograd);
+  dispatch::tls_excluded = DispatchKeySet(DispatchKey::Autograd);
+  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Python);
   dispatch::tls_excluded = DispatchKeySet(DispatchKey::Python).add(DispatchKey::Autograd);
   EXPECT_EQ(dispatch::select_key(keys), DispatchKey::CPU);
   dispatch::tls_excluded = saved;
-  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Python);
+  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Autograd);
 }
 
 TEST(SelectKey, ExcludeGuardRestoresOnScopeExit) {
   const DispatchKeySet keys = DispatchKeySet(DispatchKey::CPU).add(DispatchKey::Autograd).add(DispatchKey::Python);
   const DispatchKeySet before = dispatch::tls_excluded;
   {
-    dispatch::ExcludeGuard g1(DispatchKeySet(DispatchKey::Python));
-    EXPECT_TRUE(dispatch::tls_excluded.has(DispatchKey::Python));
-    EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Autograd);
+    dispatch::ExcludeGuard g1(DispatchKeySet(DispatchKey::Autograd));
+    EXPECT_TRUE(dispatch::tls_excluded.has(DispatchKey::Autograd));
+    EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Python);
     {
-      dispatch::ExcludeGuard g2(DispatchKeySet(DispatchKey::Autograd));
+      dispatch::ExcludeGuard g2(DispatchKeySet(DispatchKey::Python));
       EXPECT_TRUE(dispatch::tls_excluded.has(DispatchKey::Python));  // nested guards accumulate
       EXPECT_TRUE(dispatch::tls_excluded.has(DispatchKey::Autograd));
       EXPECT_EQ(dispatch::select_key(keys), DispatchKey::CPU);
     }
-    EXPECT_FALSE(dispatch::tls_excluded.has(DispatchKey::Autograd));
-    EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Autograd);
+    EXPECT_FALSE(dispatch::tls_excluded.has(DispatchKey::Python));
+    EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Python);
   }
   EXPECT_EQ(dispatch::tls_excluded, before);
-  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Python);
+  EXPECT_EQ(dispatch::select_key(keys), DispatchKey::Autograd);
 }
 
 TEST(SelectKey, ExcludeGuardRestoresOnException) {
@@ -254,12 +261,14 @@ TEST(Call, AddInPlaceReturnsSelf) {
   for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(a.data<float>()[i], 3.0f);
 }
 
+using AddFn = kael::Tensor (*)(DispatchKeySet, const kael::Operand&, const kael::Operand&, const kael::Scalar&);
+const DispatchKeySet kCpuKeys(DispatchKey::CPU);
+
 TEST(Call, CallingTheCpuKernelFromTheTable) {
-  using add_fn = kael::Tensor (*)(const kael::Operand&, const kael::Operand&, const kael::Scalar&);
   const dispatch::OpEntry* add = dispatch::find_op("add");
   ASSERT_NE(add, nullptr);
   const kael::Tensor a = kael::arange(3);
-  const kael::Tensor c = add->kernel<add_fn>(DispatchKey::CPU)(a, a, 1);
+  const kael::Tensor c = add->kernel<AddFn>(DispatchKey::CPU)(kCpuKeys, a, a, 1);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(c.data<std::int64_t>()[i], 2 * i);
 }
 
@@ -269,28 +278,191 @@ TEST(Call, OnlyNumbersIsATypeError) {
 }
 
 TEST(Call, CudaSlotWithoutKernelRaisesNamingCuda) {
-  using add_fn = kael::Tensor (*)(const kael::Operand&, const kael::Operand&, const kael::Scalar&);
   const dispatch::OpEntry* add = dispatch::find_op("add");
   ASSERT_NE(add, nullptr);
   const kael::Tensor a = kael::arange(3);
-  const std::string msg = error_of([&] { add->kernel<add_fn>(DispatchKey::CUDA)(a, a, 1); });
+  const std::string msg =
+      error_of([&] { add->kernel<AddFn>(DispatchKey::CUDA)(DispatchKeySet(DispatchKey::CUDA), a, a, 1); });
   EXPECT_NE(msg.find("CUDA"), std::string::npos) << msg;
   EXPECT_NE(msg.find("add is not implemented for CUDA"), std::string::npos) << msg;
 }
 
-TEST(Call, AutogradSlotWithoutKernelRaises) {
-  using add_fn = kael::Tensor (*)(const kael::Operand&, const kael::Operand&, const kael::Scalar&);
-  const kael::Tensor a = kael::arange(3);
-  const std::string msg =
-      error_of([&] { dispatch::find_op("add")->kernel<add_fn>(DispatchKey::Autograd)(a, a, 1); });
-  EXPECT_NE(msg.find("add is not implemented for Autograd"), std::string::npos) << msg;
+TEST(Call, AutogradAndPythonWithoutKernelFallThrough) {
+  // add has no Autograd or Python kernel: a tensor carrying those keys reaches the CPU kernel.
+  const dispatch::OpEntry* add = dispatch::find_op("add");
+  EXPECT_FALSE(add->has_kernel(DispatchKey::Autograd));
+  EXPECT_FALSE(add->has_kernel(DispatchKey::Python));
+  EXPECT_TRUE(add->has_kernel(DispatchKey::CPU));
+  kael::Tensor a = kael::arange(3);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd).add(DispatchKey::Python));
+  EXPECT_EQ(dispatch::effective_keys(*add, a.key_set()), kCpuKeys);
+  const kael::Tensor c = kael::add(a, a);
+  EXPECT_EQ(c.data<std::int64_t>()[2], 4);
+  // A backend key without a kernel does not fall through.
+  EXPECT_TRUE(dispatch::effective_keys(*add, DispatchKeySet(DispatchKey::CUDA)).has(DispatchKey::CUDA));
 }
 
 TEST(Call, InPlaceStubNamesOpWithoutOverload) {
-  using fn = const kael::Tensor& (*)(const kael::Tensor&, const kael::Operand&, const kael::Scalar&);
+  using fn = const kael::Tensor& (*)(DispatchKeySet, const kael::Tensor&, const kael::Operand&, const kael::Scalar&);
   const kael::Tensor a = kael::arange(3);
-  const std::string msg = error_of([&] { dispatch::find_op("add_")->kernel<fn>(DispatchKey::CUDA)(a, 1, 1); });
+  const std::string msg = error_of(
+      [&] { dispatch::find_op("add_")->kernel<fn>(DispatchKey::CUDA)(DispatchKeySet(DispatchKey::CUDA), a, 1, 1); });
   EXPECT_NE(msg.find("add_ is not implemented for CUDA"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------- redispatch, boxed calls
+
+// A test kernel for add at the Autograd key: records the keys it saw, then redispatches below.
+std::vector<DispatchKeySet> g_seen;
+kael::Tensor add_autograd_test(DispatchKeySet ks, const kael::Operand& a, const kael::Operand& b,
+                               const kael::Scalar& alpha) {
+  g_seen.push_back(ks);
+  return kael::redispatch::add(ks.below(DispatchKey::Autograd), a, b, alpha);
+}
+
+struct KernelScope {  // installs a kernel for one test and restores the slot afterwards
+  KernelScope(const char* op, DispatchKey key, dispatch::KernelFn fn) : op_(op), key_(key) {
+    old_ = dispatch::set_kernel(op, key, fn);
+  }
+  ~KernelScope() { dispatch::set_kernel(op_, key_, old_); }
+  const char* op_;
+  DispatchKey key_;
+  dispatch::KernelFn old_;
+};
+
+TEST(Redispatch, KernelAtAutogradRedispatchesToTheBackend) {
+  g_seen.clear();
+  KernelScope scope("add", DispatchKey::Autograd, reinterpret_cast<dispatch::KernelFn>(&add_autograd_test));
+  EXPECT_TRUE(dispatch::find_op("add")->has_kernel(DispatchKey::Autograd));
+  kael::Tensor a = kael::arange(3);
+  EXPECT_EQ(kael::add(a, a).data<std::int64_t>()[1], 2);  // no Autograd key on a: the kernel is not called
+  EXPECT_TRUE(g_seen.empty());
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+  const kael::Tensor c = kael::add(a, 10, 2);
+  ASSERT_EQ(g_seen.size(), 1u);
+  EXPECT_EQ(g_seen[0], kCpuKeys.add(DispatchKey::Autograd));
+  EXPECT_EQ(c.data<std::int64_t>()[2], 22);
+  {
+    dispatch::ExcludeGuard below(DispatchKeySet(DispatchKey::Autograd));
+    kael::add(a, a);
+  }
+  EXPECT_EQ(g_seen.size(), 1u);  // excluded on this thread
+}
+
+TEST(Redispatch, RemovingTheKernelRestoresFallthrough) {
+  {
+    KernelScope scope("add", DispatchKey::Autograd, reinterpret_cast<dispatch::KernelFn>(&add_autograd_test));
+  }
+  EXPECT_FALSE(dispatch::find_op("add")->has_kernel(DispatchKey::Autograd));
+  g_seen.clear();
+  kael::Tensor a = kael::arange(3);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+  kael::add(a, a);
+  EXPECT_TRUE(g_seen.empty());
+  EXPECT_THROW(dispatch::set_kernel("no_such_op", DispatchKey::CPU, nullptr), kael::ValueError);
+}
+
+TEST(Boxed, CallTakesArgumentsFromTheStackAndLeavesTheResult) {
+  const dispatch::OpEntry* add = dispatch::find_op("add");
+  EXPECT_EQ(add->num_args, 3);
+  dispatch::Stack stack;
+  stack.emplace_back(kael::arange(4));
+  stack.emplace_back(kael::Scalar(std::int64_t{5}));  // a number where the schema has a Tensor
+  stack.emplace_back(kael::Scalar(std::int64_t{2}));
+  dispatch::call_boxed(*add, stack);
+  ASSERT_EQ(stack.size(), 1u);
+  const kael::Tensor r = stack[0].to_tensor();
+  EXPECT_EQ(r.data<std::int64_t>()[3], 13);
+  // Factories: optional arguments as None, the key set from the device argument.
+  dispatch::Stack f;
+  f.emplace_back(kael::IntArrayRef(std::vector<std::int64_t>{2, 3}));
+  f.emplace_back(kael::Scalar(1.5));
+  f.emplace_back(dispatch::IValue());
+  f.emplace_back(dispatch::IValue());
+  dispatch::call_boxed(*dispatch::find_op("full"), f);
+  EXPECT_EQ(f.back().to_tensor().numel(), 6);
+  EXPECT_EQ(f.back().to_tensor().dtype(), kael::ScalarType::Float32);
+  // A wrong argument type is a TypeError naming the op's expectation, not a crash.
+  dispatch::Stack bad;
+  bad.emplace_back(1.5);
+  bad.emplace_back(kael::arange(2));
+  bad.emplace_back(kael::Scalar(std::int64_t{1}));
+  EXPECT_THROW(dispatch::call_boxed(*add, bad), kael::TypeError);
+  dispatch::Stack few;
+  EXPECT_THROW(dispatch::call_boxed(*add, few), kael::ValueError);
+}
+
+// A boxed Python-key fallback that records op names and redispatches below Python.
+std::vector<std::string> g_log;
+void logging_fallback(const dispatch::OpEntry& op, DispatchKeySet ks, dispatch::Stack& stack) {
+  g_log.emplace_back(op.name);
+  dispatch::ExcludeGuard below(DispatchKeySet(DispatchKey::Python));
+  dispatch::redispatch_boxed(op, ks.below(DispatchKey::Python), stack);
+}
+
+struct FallbackScope {
+  explicit FallbackScope(dispatch::BoxedKernel fn) { old_ = dispatch::set_fallback(DispatchKey::Python, fn); }
+  ~FallbackScope() { dispatch::set_fallback(DispatchKey::Python, old_); }
+  dispatch::BoxedKernel old_;
+};
+
+TEST(Boxed, PythonFallbackServesEveryOpWithoutPerOpCode) {
+  g_log.clear();
+  FallbackScope scope(&logging_fallback);
+  kael::Tensor a = kael::arange(6);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Python));
+  const kael::Tensor b = kael::mul(a, a);                  // pointwise, unboxed -> boxed -> unboxed
+  const std::int64_t shape[] = {2, 3};
+  const kael::Tensor v = kael::view(a, shape);               // a view op
+  const kael::Tensor& r = kael::add_(a, 1);                  // in place: returns self
+  EXPECT_TRUE(r.is_same(a));
+  EXPECT_EQ((std::vector<std::string>{"mul", "view", "add_"}), g_log);
+  EXPECT_EQ(b.data<std::int64_t>()[5], 25);
+  EXPECT_EQ(a.data<std::int64_t>()[5], 6);
+  EXPECT_EQ(v.sizes()[0], 2);
+  EXPECT_TRUE(v.key_set().has(DispatchKey::Python));  // views keep their base's keys
+  // The same through IncludeGuard, for tensors that do not carry the key (a dispatch mode).
+  g_log.clear();
+  {
+    dispatch::IncludeGuard mode(DispatchKeySet(DispatchKey::Python));
+    kael::neg(kael::arange(2));
+  }
+  EXPECT_EQ((std::vector<std::string>{"arange.start", "neg"}), g_log);
+}
+
+TEST(Boxed, CompositeImplicitOpsDecomposeAboveThePythonKey) {
+  g_log.clear();
+  FallbackScope scope(&logging_fallback);
+  dispatch::IncludeGuard mode(DispatchKeySet(DispatchKey::Python));
+  const kael::Tensor t = kael::transpose(kael::empty(std::vector<std::int64_t>{2, 3}), 0, 1);
+  g_log.clear();
+  const kael::Tensor r = kael::reshape(t, std::vector<std::int64_t>{6});  // not viewable: empty + view + copy_
+  EXPECT_EQ((std::vector<std::string>{"empty", "view", "copy_"}), g_log);
+  EXPECT_FALSE(r.impl()->is_view());
+}
+
+TEST(Boxed, WithoutAFallbackThePythonKeyFallsThrough) {
+  EXPECT_EQ(dispatch::fallback(DispatchKey::Python), nullptr);
+  kael::Tensor a = kael::arange(3);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Python));
+  EXPECT_EQ(kael::add(a, a).data<std::int64_t>()[2], 4);
+  EXPECT_THROW(dispatch::set_fallback(DispatchKey::CPU, &logging_fallback), kael::ValueError);
+}
+
+// ---------------------------------------------------------------- key sets belong to tensors
+
+TEST(KeySets, SurviveGeometryAndStorageChanges) {
+  kael::Tensor a = kael::arange(6);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+  const std::int64_t sizes[] = {3, 2}, strides[] = {2, 1};
+  a.impl()->set_geometry(kael::DimVector(sizes), kael::DimVector(strides), 0);
+  EXPECT_TRUE(a.key_set().has(DispatchKey::Autograd));
+  kael::add_out(a, kael::arange(4), 1);  // resizes a: new storage
+  EXPECT_EQ(a.numel(), 4);
+  EXPECT_TRUE(a.key_set().has(DispatchKey::Autograd));
+  EXPECT_TRUE(a.key_set().has(DispatchKey::CPU));
+  a.impl()->remove_keys(DispatchKeySet(DispatchKey::Autograd));
+  EXPECT_EQ(a.key_set(), kCpuKeys);
 }
 
 TEST(Call, NotImplementedStripsOverloadName) {

@@ -611,8 +611,24 @@ TEST(Views, StorageOutlivesBase) {
     const Tensor a = iota({4, 5});
     v = kael::select(a, 0, 3);
   }
-  EXPECT_EQ(v.impl()->storage()->use_count(), 1);
+  // The view keeps its base (and so the storage) alive.
+  ASSERT_TRUE(v.impl()->is_view());
+  EXPECT_EQ(v.impl()->view_base()->use_count(), 1);
+  EXPECT_EQ(v.impl()->storage()->use_count(), 2);
   EXPECT_EQ(at(v, {4}), 19);
+}
+
+TEST(Views, RecordTheRootBase) {
+  const Tensor a = kael::clone(iota({4, 5}));
+  EXPECT_FALSE(a.impl()->is_view());
+  const Tensor row = kael::select(a, 0, 1);
+  const Tensor elem = kael::select(row, 0, 2);
+  EXPECT_TRUE(row.impl()->view_base().get() == a.impl());
+  EXPECT_TRUE(elem.impl()->view_base().get() == a.impl());  // a view of a view: the root
+  EXPECT_FALSE(kael::detach(a).impl()->is_view());            // as torch: x.detach()._base is None
+  EXPECT_FALSE(kael::clone(row).impl()->is_view());
+  EXPECT_FALSE(kael::contiguous(kael::transpose(a, 0, 1)).impl()->is_view());
+  EXPECT_TRUE(kael::contiguous(a).is_same(a));
 }
 
 // ---------------------------------------------------------------- dims

@@ -167,8 +167,10 @@ def test_func_duplicate_argument_name():
     ("f(Tensor self)", "cannot parse func 'f(Tensor self)': expected 'name[.overload](args) -> Return'"),
     ("f Tensor self -> Tensor",
      "cannot parse func 'f Tensor self -> Tensor': expected 'name[.overload](args) -> Return'"),
-    ("f(Tensor self) -> Tensor(a!)", "unknown return type 'Tensor(a!)' (expected Tensor or Tensor(a))"),
-    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor or Tensor(a))"),
+    ("f(Tensor self) -> Tensor(a!)", "'f' returns Tensor(a!), so it writes in place: its name ends in '_'"),
+    ("f_(Tensor self) -> Tensor(a!)", "an op returning Tensor(a!) takes 'Tensor(a!) self' first"),
+    ("f_(Tensor self, Tensor(a!) x) -> Tensor(a!)", "only the first argument, 'self', can be Tensor(a!)"),
+    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a) or Tensor(a!))"),
     ("f(Tensor self, *, *, int a) -> Tensor", "'*' appears twice"),
     ("f(Tensor self, Tensor) -> Tensor", "cannot parse argument 'Tensor'"),
     ("f(Tensor self, int a=) -> Tensor", "cannot parse argument 'int a='"),
@@ -180,7 +182,8 @@ def test_func_malformed(func, reason):
 
 def test_func_inplace_names_are_derived():
     assert error(pointwise("add_(Tensor self, Tensor other) -> Tensor")) == \
-        "t.yaml:3: add_: 'add_': in-place variants are derived, declare the functional op"
+        "t.yaml:3: add_: 'add_': in-place variants are derived, declare the functional op " \
+        "(an op that exists only in place returns Tensor(a!))"
 
 
 def test_func_missing():
@@ -257,7 +260,7 @@ def test_pointwise_with_dispatch():
 
 
 @pytest.mark.parametrize("func,reason", [
-    ("f(Tensor self) -> Tensor(a)", "pointwise ops return a new Tensor"),
+    ("f(Tensor self) -> Tensor(a)", "pointwise ops return a new Tensor (their in-place variant is derived)"),
     ("f(Scalar s) -> Tensor", "pointwise ops take one or two Tensor inputs, got 0"),
     ("f(Tensor self, Tensor b, Tensor c) -> Tensor", "pointwise ops take one or two Tensor inputs, got 3"),
     ("f(Tensor self, int n) -> Tensor", "pointwise argument 'n' must be Tensor or Scalar, got 'int'"),
@@ -372,10 +375,20 @@ def test_dispatch_keys_and_alias():
     assert (g.gil, g.inplace, g.is_pointwise) == ("hold", False, False)
 
 
-@pytest.mark.parametrize("key", ["GPU", "cpu", "Autograd", "Python", "CompositeImplicit"])
+@pytest.mark.parametrize("key", ["GPU", "cpu", "Autograd", "Python", "CompositeImplicitAutograd"])
 def test_dispatch_unknown_key(key):
     text = f"- func: f(Tensor self) -> Tensor\n  dispatch: {{{key}: f_k}}\n  doc: D.\n"
-    assert error(text) == f"t.yaml:3: f: unknown dispatch key '{key}' (expected one of CPU, CUDA, CompositeExplicit)"
+    assert error(text) == (f"t.yaml:3: f: unknown dispatch key '{key}' "
+                           "(expected one of CPU, CUDA, CompositeExplicit, CompositeImplicit)")
+
+
+def test_composite_implicit_serves_every_key_and_has_no_derivatives():
+    alone = "- func: f(Tensor self) -> Tensor\n  dispatch: {CUDA: a, CompositeImplicit: b}\n  doc: D.\n"
+    assert error(alone) == "t.yaml:3: f: dispatch key 'CUDA' given twice"
+    derivative = ("- func: f(Tensor self) -> Tensor\n  dispatch: {CompositeImplicit: b}\n"
+                  "  derivatives:\n    self: grad\n  doc: D.\n")
+    assert error(derivative) == ("t.yaml:3: f: a CompositeImplicit op is differentiated through the ops it calls; "
+                                 "give 'derivatives' only with CompositeExplicit or backend kernels")
 
 
 def test_dispatch_key_given_twice_through_the_alias():
@@ -544,7 +557,7 @@ SMALL = """\
 
 
 def expected_files(names, pointwise_names):
-    files = {"include/kael/enums.h", "include/kael/ops.h", "include/kael/native/declarations.h",
+    files = {"include/kael/enums.h", "include/kael/python/param_kind.h", "include/kael/ops.h", "include/kael/native/declarations.h",
              "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake", "docs/ops.md"}
     files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
@@ -787,7 +800,7 @@ def test_cuda_kernels_are_referenced_only_in_cuda_builds(tmp_path):
     gen.generate(tmp_path / "reg.yaml", tmp_path / "cuda", cuda=True)
     cpu = "".join(p.read_text() for p in (tmp_path / "cpu" / "src").glob("ops_*.cpp"))
     cuda = "".join(p.read_text() for p in (tmp_path / "cuda" / "src").glob("ops_*.cpp"))
-    assert "native::f_cuda" not in cpu and "f_missing_CUDA" in cpu
+    assert "native::f_cuda" not in cpu and "&f_missing" in cpu
     assert "native::f_cuda" in cuda
 
 

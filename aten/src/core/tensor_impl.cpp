@@ -13,7 +13,20 @@ IntrusivePtr<TensorImpl> TensorImpl::make(IntrusivePtr<Storage> storage, ScalarT
   impl->sizes_ = std::move(sizes);
   impl->strides_ = std::move(strides);
   impl->offset_ = offset;
+  impl->keys_ = DispatchKeySet(impl->storage_->device().backend_key());
   impl->refresh();
+  return impl;
+}
+
+IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector sizes, DimVector strides,
+                                               std::int64_t offset) {
+  auto impl = make(base.storage_, base.dtype_, std::move(sizes), std::move(strides), offset);
+  impl->keys_ = base.keys_;
+  if (base.view_base_) {
+    impl->view_base_ = base.view_base_;
+  } else {
+    impl->view_base_ = IntrusivePtr<TensorImpl>::borrow(const_cast<TensorImpl*>(&base));
+  }
   return impl;
 }
 
@@ -28,7 +41,9 @@ void TensorImpl::set_geometry(DimVector sizes, DimVector strides, std::int64_t o
 
 void TensorImpl::set_storage(IntrusivePtr<Storage> storage, DimVector sizes, DimVector strides,
                              std::int64_t offset) {
+  const DispatchKey old_backend = storage_->device().backend_key();
   storage_ = std::move(storage);
+  keys_ = keys_.remove(old_backend).add(storage_->device().backend_key());
   set_geometry(std::move(sizes), std::move(strides), offset);
 }
 
@@ -36,7 +51,6 @@ void TensorImpl::refresh() {
   numel_ = 1;
   for (std::int64_t s : sizes_) numel_ *= s;
   contiguous_ = compute_contiguous(sizes_, strides_);
-  keys_ = DispatchKeySet(storage_->device().backend_key());
 }
 
 DimVector contiguous_strides(IntArrayRef sizes) {

@@ -1,9 +1,40 @@
 #include "kael/dispatch/dispatcher.h"
 
+#include <mutex>
+
 #include "kael/core/device.h"
 #include "kael/core/error.h"
 
 namespace kael::dispatch {
+
+namespace {
+std::atomic<BoxedKernel> g_fallbacks[kNumDispatchKeys];
+std::mutex g_registration_mutex;  // serialises writers; readers load the slots atomically
+}  // namespace
+
+const char* IValue::tag_name(Tag t) {
+  switch (t) {
+    case Tag::None:
+      return "None";
+    case Tag::Tensor:
+      return "Tensor";
+    case Tag::Scalar:
+      return "Scalar";
+    case Tag::Int:
+      return "int";
+    case Tag::Double:
+      return "float";
+    case Tag::Bool:
+      return "bool";
+    case Tag::IntList:
+      return "int[]";
+    case Tag::ScalarType:
+      return "ScalarType";
+    case Tag::Device:
+      return "Device";
+  }
+  return "?";
+}
 
 const OpEntry* find_op(std::string_view name) {
   for (const OpEntry* op : all_ops())
@@ -19,6 +50,69 @@ void not_implemented(const char* op, DispatchKey key) {
   KAEL_CHECK(key != DispatchKey::CUDA || cuda_backend_built(),
              name << " is not implemented for CUDA: this build of kael has no CUDA backend");
   KAEL_CHECK(false, name << " is not implemented for " << key_name(key));
+  __builtin_unreachable();
+}
+
+DispatchKeySet key_set_of_stack(const OpEntry& op, const Stack& stack) {
+  KAEL_CHECK_VALUE(static_cast<int>(stack.size()) >= op.num_args,
+                   op.name << ": boxed call needs " << op.num_args << " arguments, the stack holds " << stack.size());
+  DispatchKeySet keys;
+  bool device = false;
+  for (std::size_t i = stack.size() - op.num_args; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    if (v.is_tensor()) {
+      keys = keys | v.to_tensor().key_set();
+    } else if (v.tag() == IValue::Tag::Device && !device) {
+      keys = keys | DispatchKeySet(v.to_device().backend_key());
+      device = true;
+    }
+  }
+  if (keys.empty()) keys = DispatchKeySet(DispatchKey::CPU);
+  return keys;
+}
+
+void redispatch_boxed(const OpEntry& op, DispatchKeySet keys, Stack& stack) {
+  KAEL_CHECK_VALUE(static_cast<int>(stack.size()) >= op.num_args,
+                   op.name << ": boxed call needs " << op.num_args << " arguments, the stack holds " << stack.size());
+  op.boxed(op, keys, stack);
+}
+
+void call_boxed(const OpEntry& op, Stack& stack) { redispatch_boxed(op, key_set_of_stack(op, stack), stack); }
+
+BoxedKernel fallback(DispatchKey key) { return g_fallbacks[static_cast<int>(key)].load(std::memory_order_acquire); }
+
+BoxedKernel set_fallback(DispatchKey key, BoxedKernel fn) {
+  KAEL_CHECK_VALUE(key == DispatchKey::Python || key == DispatchKey::Autograd,
+                   "set_fallback: only the Python and Autograd keys take a boxed fallback, not " << key_name(key));
+  std::lock_guard<std::mutex> lock(g_registration_mutex);
+  BoxedKernel old = g_fallbacks[static_cast<int>(key)].exchange(fn, std::memory_order_acq_rel);
+  const std::uint32_t bit = 1u << static_cast<unsigned>(key);
+  if (fn) {
+    detail::fallthrough_bits.fetch_and(~bit, std::memory_order_acq_rel);
+  } else {
+    detail::fallthrough_bits.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  return old;
+}
+
+void call_fallback(const OpEntry& op, DispatchKeySet ks, Stack& stack) {
+  const DispatchKey key = ks.highest();
+  BoxedKernel fn = fallback(key);
+  KAEL_CHECK(fn != nullptr, op.name << ": no kernel and no fallback for " << key_name(key));
+  fn(op, ks, stack);
+}
+
+KernelFn set_kernel(const char* name, DispatchKey key, KernelFn fn) {
+  std::lock_guard<std::mutex> lock(g_registration_mutex);
+  for (OpEntry* op : all_ops()) {
+    if (std::string_view(name) != op->name) continue;
+    const int k = static_cast<int>(key);
+    KernelFn old = op->missing.has(key) ? nullptr : op->kernels[k];
+    op->kernels[k] = fn ? fn : op->defaults[k];
+    op->missing = fn ? op->missing.remove(key) : op->missing.add(key);
+    return old;
+  }
+  KAEL_CHECK_VALUE(false, "set_kernel: no op named '" << name << "'");
   __builtin_unreachable();
 }
 

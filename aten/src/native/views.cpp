@@ -4,16 +4,20 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
-#include "kael/ops/clone.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/empty.h"
+#include "kael/ops/empty_strided.h"
+#include "kael/ops/reshape.h"
+#include "kael/ops/slice.h"
 #include "kael/ops/to.h"
+#include "kael/ops/view.h"
 
 namespace kael::native {
 
 namespace {
 
 Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, std::int64_t offset) {
-  return Tensor(TensorImpl::make(base.impl()->storage_ptr(), base.dtype(), std::move(sizes), std::move(strides),
-                                 offset));
+  return Tensor(TensorImpl::make_view(*base.impl(), std::move(sizes), std::move(strides), offset));
 }
 
 // Resolves one -1 in a requested shape against numel.
@@ -86,12 +90,13 @@ Tensor view(const Tensor& self, IntArrayRef size) {
   return make_view(self, std::move(shape), std::move(*strides), self.impl()->offset());
 }
 
+// CompositeImplicit: a view when the strides allow it, otherwise a contiguous copy (not a view).
 Tensor reshape(const Tensor& self, IntArrayRef shape) {
   DimVector sizes = infer_size("reshape", shape, self.numel());
-  if (auto strides = view_strides(self.sizes(), self.strides(), sizes))
-    return make_view(self, std::move(sizes), std::move(*strides), self.impl()->offset());
-  Tensor copy = kael::clone(contiguous(self));
-  return make_view(copy, sizes, contiguous_strides(sizes), 0);
+  if (view_strides(self.sizes(), self.strides(), sizes)) return kael::view(self, sizes);
+  Tensor out = kael::empty(sizes, self.dtype(), self.device());
+  kael::copy_(kael::view(out, self.sizes()), self);
+  return out;
 }
 
 Tensor permute(const Tensor& self, IntArrayRef dims) {
@@ -190,16 +195,16 @@ Tensor flatten(const Tensor& self, std::int64_t start_dim, std::int64_t end_dim)
   KAEL_CHECK(s <= e, "flatten: start_dim (" << start_dim << ") cannot come after end_dim (" << end_dim << ")");
   if (self.dim() == 0) {
     const std::int64_t one[] = {1};
-    return reshape(self, one);
+    return kael::reshape(self, one);
   }
-  if (s == e) return make_view(self, DimVector(self.sizes()), DimVector(self.strides()), self.impl()->offset());
+  if (s == e) return self;
   DimVector shape;
   for (std::int64_t i = 0; i < s; ++i) shape.push_back(self.sizes()[i]);
   std::int64_t merged = 1;
   for (std::int64_t i = s; i <= e; ++i) merged *= self.sizes()[i];
   shape.push_back(merged);
   for (std::int64_t i = e + 1; i < self.dim(); ++i) shape.push_back(self.sizes()[i]);
-  return reshape(self, shape);
+  return kael::reshape(self, shape);
 }
 
 Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int64_t length) {
@@ -212,10 +217,56 @@ Tensor narrow(const Tensor& self, std::int64_t dim, std::int64_t start, std::int
   if (start < 0) start += size;
   KAEL_CHECK(length >= 0 && start <= size - length,
              "narrow: start (" << start << ") + length (" << length << ") exceeds dimension size (" << size << ")");
-  DimVector sizes(self.sizes());
+  return kael::slice(self, d, start, start + length, 1);
+}
+
+Tensor slice(const Tensor& self, std::int64_t dim, std::optional<std::int64_t> start, std::optional<std::int64_t> end,
+             std::int64_t step) {
+  KAEL_CHECK_INDEX(self.dim() > 0, "slice: cannot be applied to a 0-dim tensor");
+  const std::int64_t d = wrap_dim("slice", dim, self.dim());
+  KAEL_CHECK_VALUE(step > 0, "slice: slice step must be positive (got " << step << ")");
+  const std::int64_t size = self.sizes()[d];
+  // Python's rules: negative bounds count from the end, then both are clamped to [0, size].
+  auto clamp = [size](std::int64_t i) {
+    if (i < 0) i = i < -size ? 0 : i + size;
+    return std::min(i, size);
+  };
+  const std::int64_t lo = start ? clamp(*start) : 0;
+  const std::int64_t hi = std::max(lo, end ? clamp(*end) : size);
+  const std::int64_t length = (hi - lo + step - 1) / step;
+  DimVector sizes(self.sizes()), strides(self.strides());
   sizes[d] = length;
-  return make_view(self, std::move(sizes), DimVector(self.strides()),
-                   self.impl()->offset() + start * self.strides()[d]);
+  strides[d] *= step;
+  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset() + lo * self.strides()[d]);
+}
+
+Tensor as_strided(const Tensor& self, IntArrayRef size, IntArrayRef stride, std::optional<std::int64_t> storage_offset) {
+  KAEL_CHECK(size.size() == stride.size(), "as_strided: mismatch in length of strides and shape (" << size.size()
+                                                                                                  << " sizes, "
+                                                                                                  << stride.size()
+                                                                                                  << " strides)");
+  const std::int64_t offset = storage_offset.value_or(self.impl()->offset());
+  KAEL_CHECK(offset >= 0, "as_strided: Tensor: invalid storage offset " << offset);
+  std::int64_t last = offset;  // index of the last element reached
+  bool empty = false;
+  for (std::size_t i = 0; i < size.size(); ++i) {
+    KAEL_CHECK(size[i] >= 0, "as_strided: Trying to create tensor with negative dimension " << size[i] << ": "
+                                                                                            << shape_str(size));
+    KAEL_CHECK(stride[i] >= 0, "as_strided: negative strides are not supported (got " << shape_str(stride) << ")");
+    empty = empty || size[i] == 0;
+    std::int64_t span = 0;
+    KAEL_CHECK(!__builtin_mul_overflow(size[i] > 0 ? size[i] - 1 : 0, stride[i], &span) &&
+                   !__builtin_add_overflow(last, span, &last),
+               "as_strided: sizes " << shape_str(size) << " and strides " << shape_str(stride) << " overflow");
+  }
+  const std::int64_t item = self.element_size();
+  const std::int64_t needed = empty ? 0 : (last + 1) * item;
+  const std::int64_t have = static_cast<std::int64_t>(self.impl()->storage()->nbytes());
+  KAEL_CHECK(needed <= have, "as_strided: setStorage: sizes " << shape_str(size) << ", strides " << shape_str(stride)
+                                                              << ", storage offset " << offset << ", and itemsize "
+                                                              << item << " requiring a storage size of " << needed
+                                                              << " are out of bounds for storage of size " << have);
+  return make_view(self, DimVector(size), DimVector(stride), offset);
 }
 
 Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
@@ -234,13 +285,29 @@ Tensor select(const Tensor& self, std::int64_t dim, std::int64_t index) {
 
 Tensor contiguous(const Tensor& self) {
   if (self.is_contiguous()) return self;
-  Tensor out = alloc_cpu(self.sizes(), self.dtype());
-  copy_cpu(out, self);
+  Tensor out = kael::empty(self.sizes(), self.dtype(), self.device());
+  kael::copy_(out, self);
   return out;
 }
 
+// Keeps the memory layout of dense inputs (PyTorch's preserve_format).
+Tensor clone(const Tensor& self) {
+  const OperandView v = view_of(self);
+  Tensor out = self.is_contiguous()
+                   ? kael::empty(self.sizes(), self.dtype(), self.device())
+                   : kael::empty_strided(self.sizes(), output_strides_like(self.sizes(), &v, 1), self.dtype(),
+                                         self.device());
+  kael::copy_(out, self);
+  return out;
+}
+
+// Shares storage with self but is not a view of it in autograd's sense (as in PyTorch:
+// x.detach()._base is None).
 Tensor detach(const Tensor& self) {
-  return make_view(self, DimVector(self.sizes()), DimVector(self.strides()), self.impl()->offset());
+  Tensor out(TensorImpl::make(self.impl()->storage_ptr(), self.dtype(), DimVector(self.sizes()),
+                              DimVector(self.strides()), self.impl()->offset()));
+  out.impl()->add_keys(self.key_set() - DispatchKeySet(DispatchKey::Autograd));
+  return out;
 }
 
 Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {

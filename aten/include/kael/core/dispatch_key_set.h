@@ -28,6 +28,8 @@ class DispatchKeySet {
   constexpr DispatchKeySet add(DispatchKey k) const { return from_bits(bits_ | bit(k)); }
   constexpr DispatchKeySet remove(DispatchKey k) const { return from_bits(bits_ & ~bit(k)); }
   constexpr bool operator==(const DispatchKeySet&) const = default;
+  // The keys of this set of lower priority than k (what a kernel at k redispatches to).
+  constexpr DispatchKeySet below(DispatchKey k) const { return from_bits(bits_ & (bit(k) - 1u)); }
   // The highest-priority key; the set must not be empty.
   constexpr DispatchKey highest() const {
     return static_cast<DispatchKey>(31 - std::countl_zero(bits_));

@@ -51,23 +51,25 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// A pointwise operand: a tensor (borrowed for the duration of the call) or a number.
+// A pointwise operand: a tensor or a number. It owns its tensor, so a dispatcher argument
+// of this type can be saved (autograd) or held on a boxed stack beyond the call.
 class Operand {
  public:
-  Operand(const Tensor& t) : tensor_(&t) {}  // NOLINT: implicit by design
-  Operand(const Scalar& s) : scalar_(s) {}   // NOLINT
-  Operand(double v) : scalar_(v) {}          // NOLINT
-  Operand(float v) : scalar_(v) {}           // NOLINT
-  Operand(std::int64_t v) : scalar_(v) {}    // NOLINT
-  Operand(int v) : scalar_(v) {}             // NOLINT
-  Operand(bool v) : scalar_(v) {}            // NOLINT
+  Operand(const Tensor& t) : tensor_(t) {}             // NOLINT: implicit by design
+  Operand(Tensor&& t) : tensor_(std::move(t)) {}        // NOLINT
+  Operand(const Scalar& s) : scalar_(s) {}              // NOLINT
+  Operand(double v) : scalar_(v) {}                     // NOLINT
+  Operand(float v) : scalar_(v) {}                      // NOLINT
+  Operand(std::int64_t v) : scalar_(v) {}               // NOLINT
+  Operand(int v) : scalar_(v) {}                        // NOLINT
+  Operand(bool v) : scalar_(v) {}                       // NOLINT
 
-  bool is_tensor() const { return tensor_ != nullptr; }
-  const Tensor& tensor() const { return *tensor_; }
+  bool is_tensor() const { return tensor_.defined(); }
+  const Tensor& tensor() const { return tensor_; }
   const Scalar& scalar() const { return scalar_; }
 
  private:
-  const Tensor* tensor_ = nullptr;
+  Tensor tensor_;
   Scalar scalar_;
 };
 

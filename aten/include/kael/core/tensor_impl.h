@@ -27,7 +27,22 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   ScalarType dtype() const { return dtype_; }
   Device device() const { return storage_->device(); }
   bool is_contiguous() const { return contiguous_; }
+  // Note [Key sets belong to tensors]
+  // The backend key follows the storage's device; other keys (Python, Autograd) are the
+  // tensor's own and survive geometry and storage changes.
   DispatchKeySet key_set() const { return keys_; }
+  void add_keys(DispatchKeySet keys) { keys_ = keys_ | keys; }
+  void remove_keys(DispatchKeySet keys) { keys_ = keys_ - keys; }
+
+  // Note [Views record their base]
+  // A view (made by a view op over another tensor's storage) keeps the tensor it views,
+  // resolved to the root: the view of a view has the same base. Null for non-views.
+  bool is_view() const { return static_cast<bool>(view_base_); }
+  const IntrusivePtr<TensorImpl>& view_base() const { return view_base_; }
+  // Makes a new impl viewing `base`'s storage with the given geometry, recording the base and
+  // taking its key set.
+  static IntrusivePtr<TensorImpl> make_view(const TensorImpl& base, DimVector sizes, DimVector strides,
+                                            std::int64_t offset);
   Storage* storage() const { return storage_.get(); }
   const IntrusivePtr<Storage>& storage_ptr() const { return storage_; }
   // Address of the first element.
@@ -63,6 +78,7 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   bool contiguous_ = true;
   DispatchKeySet keys_;
   void* pyobj_ = nullptr;
+  IntrusivePtr<TensorImpl> view_base_;
 };
 
 // Contiguous (row-major) strides of a shape.

@@ -4,6 +4,12 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/arange.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/empty.h"
+#include "kael/ops/fill_.h"
+#include "kael/ops/full.h"
+#include "kael/ops/zero_.h"
 
 namespace kael::native {
 
@@ -13,15 +19,6 @@ void check_cpu(const char* op, const std::optional<Device>& device) {
   if (!device) return;
   check_device_available(op, *device);
   KAEL_CHECK(device->is_cpu(), op << ": device '" << device->str() << "' is not supported by this kernel");
-}
-
-Tensor filled(const char* op, IntArrayRef size, ScalarType dtype, const Scalar& value,
-              const std::optional<Device>& device) {
-  check_cpu(op, device);
-  checked_numel(op, size);
-  Tensor t = alloc_cpu(size, dtype);
-  fill_cpu(t, value);
-  return t;
 }
 
 ScalarType dtype_of_value(const Scalar& s) { return s.wrapped_dtype(); }
@@ -34,17 +31,54 @@ Tensor empty_cpu(IntArrayRef size, std::optional<ScalarType> dtype, std::optiona
   return alloc_cpu(size, dtype.value_or(kDefaultFloat));
 }
 
-Tensor zeros_cpu(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return filled("zeros", size, dtype.value_or(kDefaultFloat), Scalar(std::int64_t{0}), device);
+Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<ScalarType> dtype,
+                         std::optional<Device> device) {
+  check_cpu("empty_strided", device);
+  KAEL_CHECK(size.size() == stride.size(), "empty_strided: mismatch in length of strides and shape ("
+                                               << size.size() << " sizes, " << stride.size() << " strides)");
+  checked_numel("empty_strided", size);
+  for (std::int64_t st : stride)
+    KAEL_CHECK(st >= 0, "empty_strided: negative strides are not supported (got " << shape_str(stride) << ")");
+  return alloc_strided_cpu(size, stride, dtype.value_or(kDefaultFloat));
 }
 
-Tensor ones_cpu(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return filled("ones", size, dtype.value_or(kDefaultFloat), Scalar(std::int64_t{1}), device);
+// ---- composite factories: empty + fill_
+
+Tensor zeros(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::full(size, Scalar(std::int64_t{0}), dtype.value_or(kDefaultFloat), device);
 }
 
-Tensor full_cpu(IntArrayRef size, const Scalar& fill_value, std::optional<ScalarType> dtype,
-                std::optional<Device> device) {
-  return filled("full", size, dtype.value_or(dtype_of_value(fill_value)), fill_value, device);
+Tensor ones(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::full(size, Scalar(std::int64_t{1}), dtype.value_or(kDefaultFloat), device);
+}
+
+Tensor full(IntArrayRef size, const Scalar& fill_value, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  Tensor t = kael::empty(size, dtype.value_or(dtype_of_value(fill_value)), device);
+  kael::fill_(t, fill_value);
+  return t;
+}
+
+Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::empty(self.sizes(), dtype.value_or(self.dtype()), device.value_or(self.device()));
+}
+
+Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::full(self.sizes(), Scalar(std::int64_t{0}), dtype.value_or(self.dtype()), device.value_or(self.device()));
+}
+
+Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::full(self.sizes(), Scalar(std::int64_t{1}), dtype.value_or(self.dtype()), device.value_or(self.device()));
+}
+
+Tensor full_like(const Tensor& self, const Scalar& fill_value, std::optional<ScalarType> dtype,
+                 std::optional<Device> device) {
+  return kael::full(self.sizes(), fill_value, dtype.value_or(self.dtype()), device.value_or(self.device()));
+}
+
+const Tensor& zero_(const Tensor& self) { return kael::fill_(self, Scalar(std::int64_t{0})); }
+
+Tensor arange_end(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return kael::arange(Scalar(std::int64_t{0}), end, Scalar(std::int64_t{1}), dtype, device);
 }
 
 Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype,
@@ -82,17 +116,16 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
   return out;
 }
 
-Tensor arange_end_cpu(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return arange_cpu(Scalar(std::int64_t{0}), end, Scalar(std::int64_t{1}), dtype, device);
-}
-
 Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<ScalarType> dtype,
                std::optional<Device> device) {
   const std::int64_t cols = m.value_or(n);
   KAEL_CHECK_VALUE(n >= 0, "eye: n must be greater or equal to 0, got " << n);
   KAEL_CHECK_VALUE(cols >= 0, "eye: m must be greater or equal to 0, got " << cols);
+  check_cpu("eye", device);
   const std::int64_t size[] = {n, cols};
-  Tensor out = filled("eye", size, dtype.value_or(kDefaultFloat), Scalar(std::int64_t{0}), device);
+  checked_numel("eye", size);
+  Tensor out = alloc_cpu(size, dtype.value_or(kDefaultFloat));
+  fill_cpu(out, Scalar(std::int64_t{0}));
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
@@ -101,38 +134,27 @@ Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<Scal
   return out;
 }
 
-Tensor empty_like_cpu(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return empty_cpu(self.sizes(), dtype.value_or(self.dtype()), device);
+const Tensor& copy_cpu_(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
+  KAEL_CHECK(src.device().is_cpu(), "copy_: copying from " << src.device() << " is not supported by this kernel");
+  check_no_internal_overlap("copy", self);
+  self.bump_version();
+  copy_cpu(self, src);
+  return self;
 }
 
-Tensor zeros_like_cpu(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return zeros_cpu(self.sizes(), dtype.value_or(self.dtype()), device);
-}
-
-Tensor ones_like_cpu(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return ones_cpu(self.sizes(), dtype.value_or(self.dtype()), device);
-}
-
-Tensor full_like_cpu(const Tensor& self, const Scalar& fill_value, std::optional<ScalarType> dtype,
-                     std::optional<Device> device) {
-  return filled("full_like", self.sizes(), dtype.value_or(self.dtype()), fill_value, device);
-}
-
-Tensor clone_cpu(const Tensor& self) {
-  // Keeps the memory layout of dense inputs (PyTorch's preserve_format).
-  const OperandView v = view_of(self);
-  Tensor out = self.is_contiguous() ? alloc_cpu(self.sizes(), self.dtype())
-                                    : alloc_strided_cpu(self.sizes(), output_strides_like(self.sizes(), &v, 1),
-                                                        self.dtype());
-  copy_cpu(out, self);
-  return out;
+const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
+  self.bump_version();
+  fill_cpu(self, value);
+  return self;
 }
 
 Tensor to_device_cpu(const Tensor& self, Device device, std::optional<ScalarType> dtype, bool copy) {
   check_cpu("to", device);
   const ScalarType target = dtype.value_or(self.dtype());
-  if (target != self.dtype()) return to_dtype_cpu(self, target);
-  return copy ? clone_cpu(self) : self;
+  if (target == self.dtype() && !copy) return self;
+  Tensor out = kael::empty(self.sizes(), target, device);
+  kael::copy_(out, self);
+  return out;
 }
 
 }  // namespace kael::native

@@ -11,6 +11,8 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/unsqueeze.h"
+#include "kael/ops/view.h"
 
 namespace kael::native {
 
@@ -26,15 +28,10 @@ struct Operands {
   DimVector result_shape;  // out_shape with the dims of 1-d inputs removed
 };
 
-// Pads t's shape on the left with 1s (stride irrelevant) to nd dims.
-Tensor pad_dims(const Tensor& t, std::int64_t nd) {
-  if (t.dim() == nd) return t;
-  DimVector sizes(t.sizes()), strides(t.strides());
-  while (static_cast<std::int64_t>(sizes.size()) < nd) {
-    sizes.insert(0, 1);
-    strides.insert(0, strides.empty() ? 1 : strides[0] * sizes[1]);
-  }
-  return Tensor(TensorImpl::make(t.impl()->storage_ptr(), t.dtype(), sizes, strides, t.impl()->offset()));
+// Pads t's shape on the left with 1s to nd dims.
+Tensor pad_dims(Tensor t, std::int64_t nd) {
+  while (t.dim() < nd) t = kael::unsqueeze(t, 0);
+  return t;
 }
 
 Operands prepare(const Tensor& self, const Tensor& other) {
@@ -46,14 +43,8 @@ Operands prepare(const Tensor& self, const Tensor& other) {
   KAEL_CHECK(self.device().is_cpu() && other.device().is_cpu(), "matmul: expected cpu tensors");
   Operands r;
   Tensor a = self, b = other;
-  if (a.dim() == 1) {
-    const std::int64_t s[] = {1, a.sizes()[0]}, st[] = {a.sizes()[0] * a.strides()[0], a.strides()[0]};
-    a = Tensor(TensorImpl::make(a.impl()->storage_ptr(), a.dtype(), DimVector(s), DimVector(st), a.impl()->offset()));
-  }
-  if (b.dim() == 1) {
-    const std::int64_t s[] = {b.sizes()[0], 1}, st[] = {b.strides()[0], 1};
-    b = Tensor(TensorImpl::make(b.impl()->storage_ptr(), b.dtype(), DimVector(s), DimVector(st), b.impl()->offset()));
-  }
+  if (a.dim() == 1) a = kael::unsqueeze(a, 0);
+  if (b.dim() == 1) b = kael::unsqueeze(b, 1);
   const std::int64_t n = a.sizes()[a.dim() - 2], k = a.sizes()[a.dim() - 1];
   const std::int64_t k2 = b.sizes()[b.dim() - 2], m = b.sizes()[b.dim() - 1];
   KAEL_CHECK(k == k2, "matmul: shapes " << shape_str(self.sizes()) << " and " << shape_str(other.sizes())
@@ -177,7 +168,10 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 
 Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
   Operands ops = prepare(self, other);
-  Tensor out = alloc_cpu(ops.out_shape, self.dtype());
+  // The result has its final shape; the kernels write it through a view with the 1-d inputs'
+  // dims restored.
+  Tensor result = alloc_cpu(ops.result_shape, self.dtype());
+  const Tensor out = ops.result_shape == ops.out_shape ? result : kael::view(result, ops.out_shape);
   if (out.numel() > 0) {
     const std::int64_t k = ops.a.sizes()[ops.a.dim() - 1];
     if (k == 0) {
@@ -196,9 +190,7 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
       });
     }
   }
-  if (ops.result_shape == ops.out_shape) return out;
-  return Tensor(TensorImpl::make(out.impl()->storage_ptr(), out.dtype(), ops.result_shape,
-                                 contiguous_strides(ops.result_shape), 0));
+  return result;
 }
 
 }  // namespace kael::native
