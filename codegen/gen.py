@@ -8,6 +8,7 @@ recompiles only what an edit touched), removes files it no longer produces, and 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import zlib
 from dataclasses import dataclass
@@ -40,7 +41,20 @@ class Writer:
             return self.write(relpath, text)
         comment = "#" if relpath.endswith((".pyi", ".cmake")) else "//"
         stamp = f"{comment} @generated from codegen/templates/{template} -- do not edit\n"
-        return self.write(relpath, stamp + text)
+        return self.write(relpath, self.reset_lines(relpath, stamp + text))
+
+    LINE_RESET = "// @@line-reset@@"
+
+    def reset_lines(self, relpath: str, text: str) -> str:
+        """Replaces each LINE_RESET marker, which follows code placed under a `#line` directive
+        naming the registry, with a directive that restores this file's own line numbers."""
+        if self.LINE_RESET not in text:
+            return text
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if line.strip() == self.LINE_RESET:
+                lines[i] = f'#line {i + 2} "{(self.out / relpath).as_posix()}"'
+        return "\n".join(lines)
 
     def write(self, relpath: str, text: str) -> Path:
         path = self.out / relpath
@@ -303,6 +317,54 @@ def shard_of(name: str) -> int:
     return zlib.crc32(name.encode()) % NUM_SHARDS
 
 
+def method_params(f: NativeFunction, v: "CppVariant") -> str:
+    """A Var method's parameters: the variant's, without self, with the header's defaults."""
+    parts = [p.strip() for p in _split_top(v.params_decl)]
+    return ", ".join(parts[1:])
+
+
+def method_args(f: NativeFunction, v: "CppVariant") -> str:
+    return ", ".join(["*this"] + v.args.split(", ")[1:])
+
+
+def _split_top(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "<({"
+        depth -= ch in ">)}"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+_CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*\(")
+
+
+def qualified_formula(f: NativeFunction) -> str:
+    """The pointwise formula with every function call qualified by kael's math namespace, so a
+    name math.h does not define fails to compile instead of binding to the C library's double
+    version. `T(...)` (the compute type) is a conversion, not a call."""
+    return _CALL.sub(lambda m: m.group(0) if m.group(1) == "T" else f"math::{m.group(1)}(", f.pointwise)
+
+
+def formula_params(f: NativeFunction) -> str:
+    """Parameters of a derivative formula's function: grad, the op's arguments (tensors as Var),
+    and result."""
+    parts = ["const Var& grad"]
+    for p in f.schema.params:
+        if p.type.base == "Tensor":
+            parts.append(f"{'const std::optional<Var>&' if p.type.optional else 'const Var&'} {p.name}")
+        else:
+            parts.append(f"{cpp_type(f, p)} {p.name}")
+    parts.append("const Var& result")
+    return ", ".join(parts)
+
+
 def c_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
@@ -326,13 +388,18 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
         cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
-        c_string=c_string, dtype_mask=dtype_mask, cuda=cuda,
+        c_string=c_string, dtype_mask=dtype_mask, cuda=cuda, qualified_formula=qualified_formula,
+        method_params=method_params, method_args=method_args, formula_params=formula_params,
+        registry_name=yaml_path.name,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
     writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)
     for name in names:
         writer.render("op_header.h.j2", f"include/kael/ops/{name}.h", group=by_name[name], **common)
     writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)
+    writer.render("var.h.j2", "include/kael/var.h", functions=functions, op_names=set(names), **common)
+    differentiable = [f for f in functions if f.derivatives]
+    writer.render("formulas.h.j2", "include/kael/autograd/formulas.h", functions=differentiable, **common)
     handwritten = [f for f in functions if not f.is_pointwise]
     checked = [f for f in functions if f.check]
     writer.render("native_declarations.h.j2", "include/kael/native/declarations.h",
@@ -354,6 +421,8 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
             aten_sources.append(str(writer.render("pointwise_kernel.cpp.j2", f"src/pointwise/{f.name}.cpp",
                                                   f=f, **common)))
     aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
+    aten_sources.append(str(writer.render("formulas.cpp.j2", "src/autograd/formulas.cpp", functions=differentiable,
+                                          **common)))
     python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
                                             **common)))
     writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)

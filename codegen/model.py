@@ -197,6 +197,11 @@ class NativeFunction:
     derivatives: tuple[tuple[str, str], ...]
     doc: str
     check: str | None = None  # hand-written argument check run before a pointwise kernel
+    key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
+
+    def line_of(self, key: str) -> int:
+        """The registry line of a key of this entry (the entry's line when unknown)."""
+        return dict(self.key_lines).get(key, self.line)
 
     @property
     def name(self) -> str:
@@ -237,7 +242,7 @@ def _str_list(value: Any, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
+def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | None = None) -> NativeFunction:
     entry = dict(entry)
     entry_keys = set(entry)
     func = _pop(entry, "func")
@@ -348,6 +353,7 @@ def parse_entry(entry: dict[str, Any], line: int) -> NativeFunction:
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
+        key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 
@@ -362,6 +368,7 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str,
             raise CodegenError(f"{node.start_mark.line + 1}: key '{k}' given twice")
     mapping = loader.construct_mapping(node, deep=True)
     mapping["__line__"] = node.start_mark.line + 1
+    mapping["__key_lines__"] = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     return mapping
 
 
@@ -370,7 +377,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 
 def _strip_lines(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_lines(v) for k, v in value.items() if k != "__line__"}
+        return {k: _strip_lines(v) for k, v in value.items() if k not in ("__line__", "__key_lines__")}
     return value
 
 
@@ -395,10 +402,14 @@ def parse_registry(text: str, path: str = "native_functions.yaml") -> list[Nativ
             where = f"{path}:{lines[index]}" if index < len(lines) else path
             raise CodegenError(f"{where}: every entry must be a mapping")
         line = raw.get("__line__", 0)
+        key_lines = dict(raw.get("__key_lines__", {}))
+        derivative_map = raw.get("derivatives")
+        if isinstance(derivative_map, dict):
+            key_lines.update({f"derivatives.{k}": v for k, v in derivative_map.get("__key_lines__", {}).items()})
         label = raw.get("func", "<entry>")
         label = label.split("(")[0] if isinstance(label, str) else "<entry>"
         try:
-            f = parse_entry(_strip_lines(raw), line)
+            f = parse_entry(_strip_lines(raw), line, key_lines)
         except CodegenError as e:
             raise CodegenError(f"{path}:{line}: {label}: {e}") from None
         if f.schema.full_name in seen:

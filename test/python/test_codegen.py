@@ -557,7 +557,8 @@ SMALL = """\
 
 
 def expected_files(names, pointwise_names):
-    files = {"include/kael/enums.h", "include/kael/python/param_kind.h", "include/kael/ops.h", "include/kael/native/declarations.h",
+    files = {"include/kael/enums.h", "include/kael/python/param_kind.h", "include/kael/var.h",
+             "include/kael/autograd/formulas.h", "src/autograd/formulas.cpp", "include/kael/ops.h", "include/kael/native/declarations.h",
              "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake", "docs/ops.md"}
     files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
@@ -833,3 +834,52 @@ def test_cmake_configure_stops_on_a_malformed_entry(tmp_path):
     output = result.stdout + result.stderr
     assert "kael codegen failed" in output
     assert f"native_functions.yaml:{line}: mul: unknown type 'Tensr'" in output
+
+
+# ============================================================================ formulas compile with their registry line
+
+def compile_syntax_only(source, include):
+    """Compiles one generated source with the repository's headers; returns (status, stderr)."""
+    import shutil
+    import subprocess
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.fail("no C++ compiler on PATH (the build needs one)")
+    proc = subprocess.run([cxx, "-std=c++20", "-fsyntax-only", f"-I{ROOT / 'aten/include'}", f"-I{include}",
+                           str(source)], capture_output=True, text=True)
+    return proc.returncode, proc.stderr
+
+
+def test_pointwise_formula_with_an_unknown_function_fails_at_its_registry_line(tmp_path):
+    # Today's C library has a `y0` (a Bessel function of doubles): an unqualified call would bind
+    # to it silently. Qualified with kael's math namespace, it does not compile, and the error
+    # names the registry file and the line of the formula.
+    text = HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a)") + "\n" + \
+        pointwise("bad(Tensor self) -> Tensor", "y0(a) + T(1)")
+    (tmp_path / "t.yaml").write_text(text)
+    gen.generate(tmp_path / "t.yaml", tmp_path / "out")
+    bad = (tmp_path / "out/src/pointwise/bad.cpp").read_text()
+    assert "math::y0(a) + T(1)" in bad
+    status, err = compile_syntax_only(tmp_path / "out/src/pointwise/bad.cpp", tmp_path / "out/include")
+    assert status != 0
+    line = text.splitlines().index("  pointwise: y0(a) + T(1)") + 1
+    assert f"t.yaml:{line}:" in err and "y0" in err, err
+    status, err = compile_syntax_only(tmp_path / "out/src/pointwise/good.cpp", tmp_path / "out/include")
+    assert status == 0, err
+
+
+def test_derivative_formulas_compile_and_an_unknown_name_fails_at_its_registry_line(tmp_path):
+    entry = ("- func: f(Tensor self, Tensor other) -> Tensor\n  variants: [function, method]\n"
+             "  dispatch: {CPU: f_cpu}\n  derivatives:\n    self: grad.f(other)\n    other: {formula}\n"
+             "  doc: Does it.\n")
+    good = HEADER + entry.replace("{formula}", "maybe_multiply(grad, 2).f(self)")
+    bad = HEADER + entry.replace("{formula}", "frobnicate(grad)")
+    for name, text, ok in (("good", good, True), ("bad", bad, False)):
+        (tmp_path / f"{name}.yaml").write_text(text)
+        gen.generate(tmp_path / f"{name}.yaml", tmp_path / name)
+        status, err = compile_syntax_only(tmp_path / name / "src/autograd/formulas.cpp", tmp_path / name / "include")
+        if ok:
+            assert status == 0, err
+        else:
+            line = text.splitlines().index("    other: frobnicate(grad)") + 1
+            assert status != 0 and f"bad.yaml:{line}:" in err and "frobnicate" in err, err

@@ -78,3 +78,17 @@ inline T pow(T a, T b) {
 }
 
 }  // namespace kael::native::math
+
+namespace kael::native::math {
+
+// The sign: -1, 0 or 1 (0 for NaN and for -0.0), as torch.sgn of real tensors; a bool is its own sign.
+template <typename T>
+inline T sgn(T a) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    return static_cast<T>(static_cast<int>(T(0) < a) - static_cast<int>(a < T(0)));
+  }
+}
+
+}  // namespace kael::native::math

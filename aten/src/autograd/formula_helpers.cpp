@@ -1,0 +1,69 @@
+#include "kael/autograd/formula_helpers.h"
+
+#include <algorithm>
+
+#include "kael/core/error.h"
+
+namespace kael::autograd {
+
+namespace {
+
+// The reduced dims, wrapped and sorted; every dim when `dim` is None or empty.
+DimVector reduced_dims(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
+  const auto nd = static_cast<std::int64_t>(sizes.size());
+  DimVector dims;
+  if (!dim || dim->empty()) {
+    for (std::int64_t d = 0; d < nd; ++d) dims.push_back(d);
+    return dims;
+  }
+  for (std::int64_t d : *dim) dims.push_back(wrap_dim("sum_backward", d, std::max<std::int64_t>(nd, 1)));
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+}  // namespace
+
+Var maybe_multiply(const Var& grad, const Scalar& alpha) {
+  const bool one = alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to<std::int64_t>() == 1;
+  if (one) return grad;
+  return grad * alpha;
+}
+
+Var sum_to_size(const Var& grad, IntArrayRef sizes) {
+  const IntArrayRef g = grad.sizes();
+  KAEL_CHECK_VALUE(g.size() >= sizes.size(), "sum_to_size: size " << shape_str(sizes) << " is not expandable to "
+                                                                   << shape_str(g));
+  if (std::equal(g.begin(), g.end(), sizes.begin(), sizes.end())) return grad;
+  const std::size_t lead = g.size() - sizes.size();
+  DimVector dims;
+  for (std::size_t i = 0; i < lead; ++i) dims.push_back(static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    KAEL_CHECK_VALUE(sizes[i] == g[lead + i] || sizes[i] == 1,
+                     "sum_to_size: size " << shape_str(sizes) << " is not expandable to " << shape_str(g));
+    if (sizes[i] == 1 && g[lead + i] != 1) dims.push_back(static_cast<std::int64_t>(lead + i));
+  }
+  Var r = grad;
+  if (!dims.empty()) r = kael::sum(grad, IntArrayRef(dims), /*keepdim=*/true);
+  return kael::reshape(r, sizes);
+}
+
+Var sum_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
+  Var g = grad;
+  if (!keepdim && !sizes.empty()) {
+    if (!dim || dim->empty()) {
+      const DimVector ones(sizes.size(), 1);
+      g = kael::reshape(grad, ones);
+    } else {
+      for (std::int64_t d : reduced_dims(sizes, dim)) g = kael::unsqueeze(g, d);
+    }
+  }
+  return kael::expand(g, sizes);
+}
+
+Var mean_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
+  std::int64_t count = 1;
+  for (std::int64_t d : reduced_dims(sizes, dim)) count *= sizes[d];
+  return sum_backward(grad, sizes, dim, keepdim) / Scalar(static_cast<double>(count));
+}
+
+}  // namespace kael::autograd

@@ -1,0 +1,154 @@
+// The derivative formulas of native_functions.yaml compile (they are generated into every
+// build) and compute the gradients they claim: checked here against finite differences and
+// closed forms, with the helpers they call (maybe_multiply, sum_to_size, sum_backward, ...).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kael/autograd/formula_helpers.h"
+#include "kael/autograd/formulas.h"
+#include "kael/core/error.h"
+#include "kael/ops.h"
+
+namespace {
+
+using kael::Tensor;
+using kael::Var;
+namespace formulas = kael::autograd::formulas;
+
+Var vec(std::vector<double> v) {
+  const std::int64_t n[] = {static_cast<std::int64_t>(v.size())};
+  Tensor t = kael::empty(n, kael::ScalarType::Float64);
+  for (std::size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  return t;
+}
+
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = kael::contiguous(kael::to(t, kael::ScalarType::Float64));
+  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
+}
+
+// Central differences of sum(grad * f(x)) with respect to x, elementwise.
+template <typename F>
+std::vector<double> numeric(F f, const Var& x, const Var& grad) {
+  std::vector<double> out;
+  const std::vector<double> xs = values(x), gs = values(grad);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double h = 1e-6;
+    std::vector<double> lo = xs, hi = xs;
+    lo[i] -= h;
+    hi[i] += h;
+    const std::vector<double> flo = values(f(vec(lo))), fhi = values(f(vec(hi)));
+    double d = 0;
+    for (std::size_t j = 0; j < flo.size(); ++j) d += gs[j] * (fhi[j] - flo[j]) / (2 * h);
+    out.push_back(d);
+  }
+  return out;
+}
+
+void expect_near(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-5) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "at " << i;
+}
+
+TEST(Formulas, UnaryOpsMatchFiniteDifferences) {
+  const Var x = vec({0.3, 1.2, 2.5});
+  const Var g = vec({1.0, -2.0, 0.5});
+  expect_near(values(formulas::exp_self(g, x, kael::exp(x))), numeric([](const Var& v) { return kael::exp(v); }, x, g));
+  expect_near(values(formulas::log_self(g, x, kael::log(x))), numeric([](const Var& v) { return kael::log(v); }, x, g));
+  expect_near(values(formulas::sin_self(g, x, kael::sin(x))), numeric([](const Var& v) { return kael::sin(v); }, x, g));
+  expect_near(values(formulas::cos_self(g, x, kael::cos(x))), numeric([](const Var& v) { return kael::cos(v); }, x, g));
+  expect_near(values(formulas::tanh_self(g, x, kael::tanh(x))),
+              numeric([](const Var& v) { return kael::tanh(v); }, x, g));
+  expect_near(values(formulas::sigmoid_self(g, x, kael::sigmoid(x))),
+              numeric([](const Var& v) { return kael::sigmoid(v); }, x, g));
+  expect_near(values(formulas::sqrt_self(g, x, kael::sqrt(x))),
+              numeric([](const Var& v) { return kael::sqrt(v); }, x, g));
+  expect_near(values(formulas::rsqrt_self(g, x, kael::rsqrt(x))),
+              numeric([](const Var& v) { return kael::rsqrt(v); }, x, g));
+  expect_near(values(formulas::reciprocal_self(g, x, kael::reciprocal(x))),
+              numeric([](const Var& v) { return kael::reciprocal(v); }, x, g));
+  expect_near(values(formulas::log1p_self(g, x, kael::log1p(x))),
+              numeric([](const Var& v) { return kael::log1p(v); }, x, g));
+  const Var y = vec({-1.5, 0.7, 2.0});
+  expect_near(values(formulas::abs_self(g, y, kael::abs(y))), {-1.0, -2.0, 0.5});
+  expect_near(values(formulas::neg_self(g, y, kael::neg(y))), {-1.0, 2.0, -0.5});
+  expect_near(values(formulas::relu_self(g, y, kael::relu(y))), {0.0, -2.0, 0.5});
+  expect_near(values(formulas::sgn_self(g, y, kael::sgn(y))), {0.0, 0.0, 0.0});
+}
+
+TEST(Formulas, BinaryOpsMatchFiniteDifferences) {
+  const Var a = vec({0.5, 1.5, 2.0}), b = vec({2.0, -1.0, 3.0}), g = vec({1.0, 0.5, -1.0});
+  expect_near(values(formulas::mul_self(g, a, b, kael::mul(a, b))), values(g * b));
+  expect_near(values(formulas::div_self(g, a, b, kael::div(a, b))),
+              numeric([&](const Var& v) { return kael::div(v, b); }, a, g));
+  expect_near(values(formulas::div_other(g, a, b, kael::div(a, b))),
+              numeric([&](const Var& v) { return kael::div(a, v); }, b, g));
+  const Var base = vec({0.5, 1.5, 2.0}), e = vec({2.0, 0.5, 3.0});
+  expect_near(values(formulas::pow_self(g, base, e, kael::pow(base, e))),
+              numeric([&](const Var& v) { return kael::pow(v, e); }, base, g));
+  expect_near(values(formulas::pow_exponent(g, base, e, kael::pow(base, e))),
+              numeric([&](const Var& v) { return kael::pow(base, v); }, e, g));
+  // alpha scales the other input's gradient and only it; 1 returns grad itself
+  expect_near(values(formulas::add_other(g, a, b, 3, kael::add(a, b, 3))), {3.0, 1.5, -3.0});
+  expect_near(values(formulas::sub_other(g, a, b, 2, kael::sub(a, b, 2))), {-2.0, -1.0, 2.0});
+  EXPECT_TRUE(formulas::add_other(g, a, b, 1, a).is_same(g));
+  // ties split the gradient between maximum's inputs, as torch does
+  const Var p = vec({1.0, 2.0, 3.0}), q = vec({1.0, 5.0, 0.0});
+  expect_near(values(formulas::maximum_self(g, p, q, kael::maximum(p, q))), {0.5, 0.0, -1.0});
+  expect_near(values(formulas::maximum_other(g, p, q, kael::maximum(p, q))), {0.5, 0.5, 0.0});
+}
+
+TEST(Formulas, MatmulGradientsHaveTheOperandsShapes) {
+  const std::int64_t sa[] = {2, 3}, sb[] = {3, 4};
+  const Var a = kael::reshape(kael::arange(6, kael::ScalarType::Float64), sa);
+  const Var b = kael::reshape(kael::arange(12, kael::ScalarType::Float64), sb);
+  const Var g = kael::ones(std::vector<std::int64_t>{2, 4}, kael::ScalarType::Float64);
+  const Tensor ga = formulas::matmul_self(g, a, b, kael::matmul(a, b));
+  const Tensor gb = formulas::matmul_other(g, a, b, kael::matmul(a, b));
+  EXPECT_EQ(std::vector<std::int64_t>(ga.sizes().begin(), ga.sizes().end()), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(std::vector<std::int64_t>(gb.sizes().begin(), gb.sizes().end()), (std::vector<std::int64_t>{3, 4}));
+  // d/da sum(a @ b) = row sums of b, for every row of a
+  expect_near(values(ga), {6, 22, 38, 6, 22, 38});
+  expect_near(values(gb), {3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7});  // column sums of a
+}
+
+TEST(FormulaHelpers, SumBackwardRestoresReducedDims) {
+  const std::int64_t sizes[] = {2, 3};
+  const Var g = vec({1.0, 2.0});  // sum over dim 1 without keepdim
+  const std::int64_t dim1[] = {1};
+  const Tensor r = kael::autograd::sum_backward(g, sizes, kael::IntArrayRef(dim1), false);
+  expect_near(values(r), {1, 1, 1, 2, 2, 2});
+  const std::int64_t dim0[] = {-2};
+  const Tensor c = kael::autograd::sum_backward(vec({1.0, 2.0, 3.0}), sizes, kael::IntArrayRef(dim0), false);
+  expect_near(values(c), {1, 2, 3, 1, 2, 3});
+  const Var scalar = kael::full({}, 4.0);
+  expect_near(values(kael::autograd::sum_backward(scalar, sizes, std::nullopt, false)), {4, 4, 4, 4, 4, 4});
+  expect_near(values(kael::autograd::mean_backward(scalar, sizes, std::nullopt, false)),
+              {4 / 6.0, 4 / 6.0, 4 / 6.0, 4 / 6.0, 4 / 6.0, 4 / 6.0});
+  expect_near(values(formulas::mean_self(g, kael::ones(sizes), kael::IntArrayRef(dim1), false, std::nullopt, g)),
+              {1 / 3.0, 1 / 3.0, 1 / 3.0, 2 / 3.0, 2 / 3.0, 2 / 3.0});
+}
+
+TEST(FormulaHelpers, SumToSizeUndoesBroadcasting) {
+  const std::int64_t s23[] = {2, 3}, s13[] = {1, 3}, s3[] = {3};
+  const Var g = kael::reshape(kael::arange(6, kael::ScalarType::Float64), s23);
+  expect_near(values(kael::autograd::sum_to_size(g, s3)), {3, 5, 7});
+  const Tensor k = kael::autograd::sum_to_size(g, s13);
+  EXPECT_EQ(k.dim(), 2);
+  expect_near(values(k), {3, 5, 7});
+  EXPECT_TRUE(kael::autograd::sum_to_size(g, s23).is_same(g));
+  EXPECT_THROW(kael::autograd::sum_to_size(g, std::vector<std::int64_t>{4}), kael::ValueError);
+}
+
+TEST(Var, MethodsAndOperatorsCallTheRegistryOps) {
+  const Var x = vec({1.0, 4.0, 9.0});
+  expect_near(values(x.sqrt()), {1, 2, 3});
+  expect_near(values(x.pow(2) - 1), {0, 15, 80});
+  expect_near(values(2.0 / x * x), {2, 2, 2});
+  expect_near(values(x > 3.0), {0, 1, 1});
+  expect_near(values(-x + (x == 4.0)), {-1, -3, -9});
+}
+
+}  // namespace
