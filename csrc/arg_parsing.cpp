@@ -106,7 +106,7 @@ Match conv_scalar(PyObject* o, Scalar& out) {
 
 Match conv_operand(PyObject* o, Operand& out) {
   if (is_tensor(o)) {
-    out = Operand(tensor_of(o));
+    out.borrow(tensor_of(o));  // the caller's arguments keep the tensor alive for the call
     return Match::Yes;
   }
   Scalar s;

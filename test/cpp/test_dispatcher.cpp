@@ -449,6 +449,32 @@ TEST(Boxed, WithoutAFallbackThePythonKeyFallsThrough) {
   EXPECT_THROW(dispatch::set_fallback(DispatchKey::CPU, &logging_fallback), kael::ValueError);
 }
 
+// ---------------------------------------------------------------- owning arguments
+
+TEST(Operand, CopiesOwnTheirTensorSoTheyCanBeSaved) {
+  kael::Tensor t = kael::arange(3);
+  const auto count = [&] { return t.impl()->use_count(); };
+  const kael::Operand arg(t);  // an argument: refers to t for the call
+  EXPECT_FALSE(arg.owns_tensor());
+  EXPECT_EQ(count(), 1);
+  std::vector<kael::Operand> saved;
+  saved.push_back(arg);  // what autograd or a container keeps: owns
+  EXPECT_TRUE(saved[0].owns_tensor());
+  EXPECT_EQ(count(), 2);
+  kael::Operand moved(std::move(saved[0]));
+  EXPECT_TRUE(moved.owns_tensor());
+  dispatch::Stack stack;
+  stack.emplace_back(arg);  // a boxed stack holds a reference too
+  EXPECT_GE(count(), 3);
+  t = kael::Tensor();  // the caller lets go: the saved copies keep the data
+  EXPECT_EQ(moved.tensor().data<std::int64_t>()[2], 2);
+  EXPECT_EQ(stack[0].to_tensor().data<std::int64_t>()[2], 2);
+  const kael::Operand number(2.5);
+  const kael::Operand number_copy(number);
+  EXPECT_FALSE(number_copy.is_tensor());
+  EXPECT_EQ(number_copy.scalar().to_double(), 2.5);
+}
+
 // ---------------------------------------------------------------- key sets belong to tensors
 
 TEST(KeySets, SurviveGeometryAndStorageChanges) {

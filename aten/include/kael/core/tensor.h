@@ -51,25 +51,62 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// A pointwise operand: a tensor or a number. It owns its tensor, so a dispatcher argument
-// of this type can be saved (autograd) or held on a boxed stack beyond the call.
+// A pointwise operand: a tensor or a number.
+//
+// Note [Operand ownership]
+// An Operand made from a `const Tensor&` refers to that tensor without taking a reference
+// (as a `const Tensor&` argument does): it is meant to be an argument, living as long as the
+// call it is passed to. Every copy or move of an Operand owns its tensor, so whatever keeps one
+// beyond the call (autograd saving an input, a boxed stack, a container) holds a reference.
+// This keeps the tiny-op path free of reference counting while the dispatcher's argument type
+// stays safe to save.
 class Operand {
  public:
-  Operand(const Tensor& t) : tensor_(t) {}             // NOLINT: implicit by design
-  Operand(Tensor&& t) : tensor_(std::move(t)) {}        // NOLINT
+  Operand(const Tensor& t) : tensor_(&t) {}             // NOLINT: implicit by design (borrows)
+  Operand(Tensor&& t) : owned_(std::move(t)), tensor_(&owned_) {}  // NOLINT
   Operand(const Scalar& s) : scalar_(s) {}              // NOLINT
   Operand(double v) : scalar_(v) {}                     // NOLINT
   Operand(float v) : scalar_(v) {}                      // NOLINT
   Operand(std::int64_t v) : scalar_(v) {}               // NOLINT
   Operand(int v) : scalar_(v) {}                        // NOLINT
   Operand(bool v) : scalar_(v) {}                       // NOLINT
+  Operand(const Operand& o) : scalar_(o.scalar_) { own(o); }
+  Operand(Operand&& o) noexcept : scalar_(o.scalar_) { own(o); }
+  Operand& operator=(const Operand& o) {
+    if (this != &o) {
+      scalar_ = o.scalar_;
+      own(o);
+    }
+    return *this;
+  }
+  Operand& operator=(Operand&& o) noexcept { return *this = static_cast<const Operand&>(o); }
+  ~Operand() = default;
 
-  bool is_tensor() const { return tensor_.defined(); }
-  const Tensor& tensor() const { return tensor_; }
+  bool is_tensor() const { return tensor_ != nullptr; }
+  const Tensor& tensor() const { return *tensor_; }
   const Scalar& scalar() const { return scalar_; }
+  // Makes this Operand refer to t without taking a reference (see the Note): for an argument
+  // being converted in place, whose tensor outlives the call.
+  void borrow(const Tensor& t) {
+    owned_ = Tensor();
+    tensor_ = &t;
+  }
+  // Whether this Operand holds a reference to its tensor (every copy does).
+  bool owns_tensor() const { return tensor_ == &owned_; }
 
  private:
-  Tensor tensor_;
+  void own(const Operand& o) {
+    if (o.tensor_ == nullptr) {
+      owned_ = Tensor();
+      tensor_ = nullptr;
+    } else {
+      owned_ = *o.tensor_;
+      tensor_ = &owned_;
+    }
+  }
+
+  Tensor owned_;
+  const Tensor* tensor_ = nullptr;
   Scalar scalar_;
 };
 
