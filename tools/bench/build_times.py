@@ -1,0 +1,137 @@
+"""Build times of kael: clean build, no-op rebuild, and the edits docs/build.md lists.
+
+    .venv/bin/python tools/bench/build_times.py [--repeats 3] [--jobs 2] [--markdown]
+
+Works on a copy of the committed tree (`git archive HEAD`) in a temporary directory, so the
+checkout is never touched, and builds the `_C` target with CMake + Ninja exactly as
+`pip install -e .` does (Release). Each case runs --repeats times; the table shows the median
+wall time and the number of build steps Ninja ran. Run it on an otherwise idle machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def find_dnnl_dir() -> str:
+    """dnnl-config.cmake of the onednn-devel-cpu-gomp wheel in this environment."""
+    candidate = Path(sys.prefix) / "lib" / "cmake" / "dnnl"
+    if not (candidate / "dnnl-config.cmake").exists():
+        sys.exit(f"oneDNN's CMake files are not in {candidate}: run tools/setup_env.sh first")
+    return str(candidate)
+
+
+def run(cmd, cwd):
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return elapsed, proc.stdout + proc.stderr
+
+
+def steps(output: str) -> int:
+    found = re.findall(r"^\[(\d+)/(\d+)\]", output, re.M)
+    return int(found[-1][0]) if found else 0
+
+
+def warnings_in(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "warning:" in line]
+
+
+class Tree:
+    def __init__(self, src: Path, jobs: int):
+        self.src = src
+        self.build = src / "build" / "bench"
+        self.jobs = jobs
+        bindir = Path(sys.executable).parent
+        self.cmake = str(bindir / "cmake") if (bindir / "cmake").exists() else "cmake"
+        self.env_path = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    def configure(self):
+        os.environ["PATH"] = self.env_path
+        return run([self.cmake, "-S", str(self.src), "-B", str(self.build), "-G", "Ninja",
+                    "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}",
+                    f"-Ddnnl_DIR={find_dnnl_dir()}"], self.src)
+
+    def compile(self):
+        return run([self.cmake, "--build", str(self.build), "--target", "_C", "-j", str(self.jobs)], self.src)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+
+    results: dict[str, list[tuple[float, int]]] = {}
+    all_warnings: list[str] = []
+
+    def record(name, elapsed, out):
+        results.setdefault(name, []).append((elapsed, steps(out)))
+        all_warnings.extend(warnings_in(out))
+
+    with tempfile.TemporaryDirectory(prefix="kael-build-times-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        tree = Tree(src, args.jobs)
+        registry = src / "native_functions.yaml"
+        original = registry.read_text()
+        formula = "  pointwise: T(1) / a\n"
+        assert formula in original, "reciprocal's formula moved; update this script"
+        new_op = ("\n- func: bench_square(Tensor self) -> Tensor\n  variants: [function, method]\n"
+                  "  pointwise: a * a\n  doc: Squares each element (build benchmark).\n")
+        kernel = src / "aten/src/native/cpu/reduce.cpp"
+        binding = src / "csrc/arg_parsing.cpp"
+        for i in range(args.repeats):
+            print(f"round {i + 1}/{args.repeats}", file=sys.stderr)
+            shutil.rmtree(tree.build, ignore_errors=True)
+            record("clean: configure + codegen", *tree.configure())
+            record("clean: compile + link `kael._C`", *tree.compile())
+            record("no-op rebuild", *tree.compile())
+            registry.write_text(original.replace(formula, "  pointwise: T(1) / (a)\n"))
+            record("edit one pointwise formula in `native_functions.yaml`", *tree.compile())
+            registry.write_text(original + new_op)
+            record("add one pointwise op to `native_functions.yaml`", *tree.compile())
+            registry.write_text(original)
+            tree.compile()
+            kernel.write_text(kernel.read_text() + "\n")
+            record("edit one hand-written kernel (`aten/src/native/cpu/reduce.cpp`)", *tree.compile())
+            binding.write_text(binding.read_text() + "\n")
+            record("edit one binding file (`csrc/arg_parsing.cpp`)", *tree.compile())
+
+    rows = []
+    for name, runs in results.items():
+        med = statistics.median(t for t, _ in runs)
+        n = max(s for _, s in runs)
+        rows.append((name, med, n, [t for t, _ in runs]))
+    if args.markdown:
+        print("| build | wall time (median) | build steps | runs |")
+        print("|---|---:|---:|---|")
+        for name, med, n, runs in rows:
+            print(f"| {name} | {med:.2f} s | {n} | {', '.join(f'{t:.2f}' for t in runs)} |")
+    else:
+        for name, med, n, runs in rows:
+            print(f"{name:70s} {med:8.2f} s  {n:3d} steps  ({', '.join(f'{t:.2f}' for t in runs)})")
+    unique = sorted(set(all_warnings))
+    print(f"\ncompiler warnings: {len(unique)}")
+    for w in unique[:20]:
+        print("  " + w)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
