@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#define KAEL_FORMULA_HELPERS_VAR
 #include "kael/autograd/formula_helpers.h"
 #include "kael/autograd/formulas.h"
 #include "kael/core/error.h"

@@ -3,8 +3,14 @@
 #include <algorithm>
 
 #include "kael/core/error.h"
+#include "kael/ops/div.h"
+#include "kael/ops/expand.h"
+#include "kael/ops/mul.h"
+#include "kael/ops/reshape.h"
+#include "kael/ops/sum.h"
+#include "kael/ops/unsqueeze.h"
 
-namespace kael::autograd {
+namespace kael::autograd::detail {
 
 namespace {
 
@@ -23,13 +29,13 @@ DimVector reduced_dims(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
 
 }  // namespace
 
-Var maybe_multiply(const Var& grad, const Scalar& alpha) {
+Tensor maybe_multiply(const Tensor& grad, const Scalar& alpha) {
   const bool one = alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to<std::int64_t>() == 1;
   if (one) return grad;
-  return grad * alpha;
+  return kael::mul(grad, alpha);
 }
 
-Var sum_to_size(const Var& grad, IntArrayRef sizes) {
+Tensor sum_to_size(const Tensor& grad, IntArrayRef sizes) {
   const IntArrayRef g = grad.sizes();
   KAEL_CHECK_VALUE(g.size() >= sizes.size(), "sum_to_size: size " << shape_str(sizes) << " is not expandable to "
                                                                    << shape_str(g));
@@ -42,13 +48,13 @@ Var sum_to_size(const Var& grad, IntArrayRef sizes) {
                      "sum_to_size: size " << shape_str(sizes) << " is not expandable to " << shape_str(g));
     if (sizes[i] == 1 && g[lead + i] != 1) dims.push_back(static_cast<std::int64_t>(lead + i));
   }
-  Var r = grad;
+  Tensor r = grad;
   if (!dims.empty()) r = kael::sum(grad, IntArrayRef(dims), /*keepdim=*/true);
   return kael::reshape(r, sizes);
 }
 
-Var sum_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
-  Var g = grad;
+Tensor sum_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
+  Tensor g = grad;
   if (!keepdim && !sizes.empty()) {
     if (!dim || dim->empty()) {
       const DimVector ones(sizes.size(), 1);
@@ -60,10 +66,10 @@ Var sum_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> 
   return kael::expand(g, sizes);
 }
 
-Var mean_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
+Tensor mean_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
   std::int64_t count = 1;
   for (std::int64_t d : reduced_dims(sizes, dim)) count *= sizes[d];
-  return sum_backward(grad, sizes, dim, keepdim) / Scalar(static_cast<double>(count));
+  return kael::div(sum_backward(grad, sizes, dim, keepdim), Scalar(static_cast<double>(count)));
 }
 
-}  // namespace kael::autograd
+}  // namespace kael::autograd::detail
