@@ -1,7 +1,9 @@
 """The enums that C++ and codegen share: dtypes and dispatch keys.
 
 This module is their single source. Codegen validates YAML against these lists and
-renders them into the generated header ``kael/enums.h``; nothing else spells them out.
+renders them into the generated header ``kael/enums.h`` (with the type-promotion table);
+the Python names, Tensor conversion methods, stubs, error texts and test helpers all come
+from here.
 """
 from __future__ import annotations
 
@@ -10,22 +12,59 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DType:
-    name: str        # Python / YAML name: kael.float32
-    enum: str        # C++ enumerator: ScalarType::Float32
-    ctype: str       # C++ element type
+    name: str           # Python / YAML name: kael.float32
+    enum: str           # C++ enumerator: ScalarType::Float32
+    ctype: str          # C++ storage type
     itemsize: int
-    category: int    # 0 bool, 1 integral, 2 floating (promotion order within category by rank)
-    rank: int        # position in the promotion lattice (total order for the supported types)
-    buffer_format: str  # struct/buffer-protocol format character
+    category: int       # 0 bool, 1 integral, 2 floating
+    signed: bool
+    buffer_format: str  # struct/buffer-protocol format character ("" when there is none)
+    aliases: tuple[str, ...] = ()  # other names of the dtype in the kael module (kael.float)
+    method: str = ""    # Tensor conversion method (Tensor.float()), as in PyTorch
 
 
-# Order is the promotion order: promote(a, b) is the one with the larger rank.
+# The enum order. Promotion does not depend on it (see promote below).
 DTYPES: tuple[DType, ...] = (
-    DType("bool", "Bool", "bool", 1, 0, 0, "?"),
-    DType("int64", "Int64", "int64_t", 8, 1, 1, "q"),
-    DType("float32", "Float32", "float", 4, 2, 2, "f"),
-    DType("float64", "Float64", "double", 8, 2, 3, "d"),
+    DType("bool", "Bool", "bool", 1, 0, False, "?", (), "bool"),
+    DType("uint8", "UInt8", "uint8_t", 1, 1, False, "B", (), "byte"),
+    DType("int8", "Int8", "int8_t", 1, 1, True, "b", (), "char"),
+    DType("int16", "Int16", "int16_t", 2, 1, True, "h", ("short",), "short"),
+    DType("int32", "Int32", "int32_t", 4, 1, True, "i", ("int",), "int"),
+    DType("int64", "Int64", "int64_t", 8, 1, True, "q", ("long",), "long"),
+    DType("float16", "Float16", "Half", 2, 2, True, "e", ("half",), "half"),
+    DType("bfloat16", "BFloat16", "BFloat16", 2, 2, True, "", (), "bfloat16"),
+    DType("float32", "Float32", "float", 4, 2, True, "f", ("float",), "float"),
+    DType("float64", "Float64", "double", 8, 2, True, "d", ("double",), "double"),
 )
+
+DTYPE_NAMES = tuple(d.name for d in DTYPES)
+FLOATING_NAMES = tuple(d.name for d in DTYPES if d.category == 2)
+INTEGRAL_NAMES = tuple(d.name for d in DTYPES if d.category == 1)
+BY_NAME = {d.name: d for d in DTYPES}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """PyTorch's promote_types for two dtypes (checked against torch by test_dtypes.py)."""
+    if a == b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if a.category == 1:
+        if a.signed == b.signed:
+            return a if a.itemsize >= b.itemsize else b
+        u, s = (a, b) if not a.signed else (b, a)
+        if s.itemsize > u.itemsize:
+            return s
+        # A signed type wide enough for the unsigned one (uint8 + int8 -> int16).
+        return next(d for d in DTYPES if d.category == 1 and d.signed and d.itemsize > u.itemsize)
+    # Floating: the two 16-bit formats meet in float32; otherwise the wider one.
+    if a.itemsize == b.itemsize:
+        return BY_NAME["float32"]
+    return a if a.itemsize > b.itemsize else b
+
+
+# PROMOTION[i][j]: the promoted dtype of DTYPES[i] and DTYPES[j].
+PROMOTION: tuple[tuple[DType, ...], ...] = tuple(tuple(promote(a, b) for b in DTYPES) for a in DTYPES)
 
 # Dispatch keys from lowest to highest priority. A kernel registered for an alias key
 # is registered for every key the alias names.
@@ -41,5 +80,3 @@ ALIAS_KEYS: dict[str, tuple[str, ...]] = {
     # and the Python key see the ops it calls and the op needs no derivative of its own.
     "CompositeImplicit": DISPATCH_KEYS,
 }
-
-DTYPE_NAMES = tuple(d.name for d in DTYPES)

@@ -12,7 +12,7 @@ std::optional<ScalarType> parse_dtype(std::string_view name) {
 }
 
 ScalarType promote_types(ScalarType a, ScalarType b) {
-  return detail::kScalarTypeRank[static_cast<int>(a)] >= detail::kScalarTypeRank[static_cast<int>(b)] ? a : b;
+  return detail::kPromoteTypes[static_cast<int>(a)][static_cast<int>(b)];
 }
 
 bool can_cast(ScalarType from, ScalarType to) {

@@ -12,6 +12,8 @@ namespace kael {
 inline const char* dtype_name(ScalarType t) { return detail::kScalarTypeNames[static_cast<int>(t)]; }
 inline int itemsize(ScalarType t) { return detail::kScalarTypeItemsize[static_cast<int>(t)]; }
 inline bool is_floating(ScalarType t) { return detail::kScalarTypeCategory[static_cast<int>(t)] == 2; }
+inline bool is_signed(ScalarType t) { return detail::kScalarTypeSigned[static_cast<int>(t)]; }
+inline bool is_reduced_floating(ScalarType t) { return t == ScalarType::Float16 || t == ScalarType::BFloat16; }
 inline bool is_integral(ScalarType t, bool include_bool) {
   const int c = detail::kScalarTypeCategory[static_cast<int>(t)];
   return c == 1 || (include_bool && c == 0);
@@ -21,8 +23,8 @@ inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << d
 // Parses "float32" (or "kael.float32"); nullopt for unknown names.
 std::optional<ScalarType> parse_dtype(std::string_view name);
 
-// promote_types(a, b): the smallest dtype both can be converted to without losing category
-// (bool < int64 < float32 < float64 for the supported dtypes).
+// promote_types(a, b): PyTorch's promote_types, from the table generated from codegen/enums.py
+// (uint8 + int8 -> int16, float16 + bfloat16 -> float32, bool + uint8 -> uint8).
 ScalarType promote_types(ScalarType a, ScalarType b);
 
 // can_cast(from, to): whether an op result of dtype `from` may be written into `to`
