@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kael/core/half.h"
+
 namespace kael::native::math {
 
 using std::abs;
@@ -35,7 +37,7 @@ inline T relu(T a) {
 // NaN-propagating maximum/minimum (PyTorch semantics).
 template <typename T>
 inline T maximum(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (kael::is_floating_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
   }
@@ -44,36 +46,37 @@ inline T maximum(T a, T b) {
 
 template <typename T>
 inline T minimum(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (kael::is_floating_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
   }
   return a < b ? a : b;
 }
 
-// pow: std::pow for floats; exact repeated squaring for integers, where a negative
-// exponent gives 1 for a base of 1, +-1 for a base of -1 and 0 otherwise.
+// pow: std::pow for floats; exact repeated squaring for integers (wrapping, in unsigned
+// arithmetic of at least int's width), where a negative exponent gives 1 for a base of 1, +-1
+// for a base of -1 and 0 otherwise.
 template <typename T>
 inline T pow(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (kael::is_floating_v<T>) {
     return std::pow(a, b);
   } else if constexpr (std::is_same_v<T, bool>) {
     return a || !b;
   } else {
-    if (b < 0) {
-      if (a == 1) return 1;
-      if (a == -1) return (b & 1) ? -1 : 1;
-      return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) {
+        if (a == 1) return T(1);
+        if (a == -1) return (b & 1) ? T(-1) : T(1);
+        return T(0);
+      }
     }
-    T result = 1;
-    using U = std::make_unsigned_t<T>;
+    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
     U base = static_cast<U>(a), r = 1;
     for (U e = static_cast<U>(b); e; e >>= 1) {
       if (e & 1) r *= base;
       base *= base;
     }
-    result = static_cast<T>(r);
-    return result;
+    return static_cast<T>(r);
   }
 }
 
