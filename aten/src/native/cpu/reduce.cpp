@@ -1,7 +1,8 @@
 // Reductions over dims: sum and mean.
 //
 // x: any shape and strides; out: x's shape with the reduced dims removed (or kept as 1).
-// Accumulation is in double for floating inputs and int64 for integral ones, into a
+// Accumulation is in double for float32/float64 inputs, float32 for float16/bfloat16 ones and
+// int64 for integral ones, into a
 // contiguous buffer of the output's size that the loop engine walks with stride 0 along the
 // reduced dims (see Note [Loop geometry]); the walk follows x's memory order.
 #include <cstring>
@@ -166,7 +167,12 @@ Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype,
   };
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (floating) {
+    if constexpr (is_reduced_floating_v<T>) {
+      // float16/bfloat16 accumulate in float32 and round once into the output.
+      std::vector<float> acc(out_numel, 0.0f);
+      sum_into<float, T>(self, r, acc.data());
+      finish(acc.data());
+    } else if (floating) {
       std::vector<double> acc(out_numel, 0.0);
       sum_into<double, T>(self, r, acc.data());
       finish(acc.data());
