@@ -1,5 +1,7 @@
 // matmul on the CPU: oneDNN's matmul primitive for float32 (primitives cached per shape,
-// since creating one costs milliseconds), a blocked loop for float64 and int64.
+// since creating one costs milliseconds), a blocked loop for float64 and the integer dtypes.
+// float16/bfloat16 go through oneDNN's f16/bf16 matmul (f32 accumulation, one rounding) where
+// this CPU has it; elsewhere they are converted to float32, multiplied, and rounded once.
 //
 // a: (..., n, k), b: (..., k, m) -> out: (broadcast(...), n, m). A 1-d a is (1, k) and a 1-d b
 // is (k, 1), with that dim removed from the result (NumPy semantics).
@@ -89,11 +91,49 @@ bool dnnl_friendly(const Tensor& t) {
   return true;
 }
 
+dnnl::memory::data_type dnnl_type(ScalarType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case ScalarType::Float16:
+      return dt::f16;
+    case ScalarType::BFloat16:
+      return dt::bf16;
+    default:
+      return dt::f32;
+  }
+}
+
+// Whether oneDNN implements matmul of dtype t on this CPU (asked once per dtype).
+bool dnnl_supports(ScalarType t) {
+  static const bool f16 = [] {
+    try {
+      const dnnl::memory::desc md({2, 2}, dnnl::memory::data_type::f16, dnnl::memory::format_tag::ab);
+      dnnl::matmul::primitive_desc(engine(), md, md, md);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  static const bool bf16 = [] {
+    try {
+      const dnnl::memory::desc md({2, 2}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab);
+      dnnl::matmul::primitive_desc(engine(), md, md, md);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  if (t == ScalarType::Float16) return f16;
+  if (t == ScalarType::BFloat16) return bf16;
+  return t == ScalarType::Float32;
+}
+
 void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
   const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
   std::vector<std::int64_t> key;
-  key.reserve(4 * a.dim() + 1);
+  key.reserve(4 * a.dim() + 2);
+  key.push_back(static_cast<std::int64_t>(out.dtype()));
   key.push_back(a.dim());
   for (std::int64_t i = 0; i < a.dim(); ++i) {
     key.push_back(a.sizes()[i]);
@@ -101,10 +141,10 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     key.push_back(b.sizes()[i]);
     key.push_back(b.strides()[i]);
   }
-  using dt = dnnl::memory::data_type;
-  const dnnl::memory::desc a_md(dims_of(a.sizes()), dt::f32, dims_of(a.strides()));
-  const dnnl::memory::desc b_md(dims_of(b.sizes()), dt::f32, dims_of(b.strides()));
-  const dnnl::memory::desc o_md(dims_of(out.sizes()), dt::f32, dims_of(out.strides()));
+  const dnnl::memory::data_type dt = dnnl_type(out.dtype());
+  const dnnl::memory::desc a_md(dims_of(a.sizes()), dt, dims_of(a.strides()));
+  const dnnl::memory::desc b_md(dims_of(b.sizes()), dt, dims_of(b.strides()));
+  const dnnl::memory::desc o_md(dims_of(out.sizes()), dt, dims_of(out.strides()));
   dnnl::matmul prim;
   {
     PrimitiveCache& c = cache();
@@ -123,7 +163,8 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   stream.wait();
 }
 
-// ---- float64 / int64: a blocked i-k-j loop per batch over contiguous copies
+// ---- float64 / integers: a blocked i-k-j loop per batch over contiguous copies (integers wrap
+// as in PyTorch: the products are computed in T's width)
 
 template <typename T>
 void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
@@ -164,30 +205,47 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   }
 }
 
+// out <- a @ b for a, b, out of one dtype other than bool and the half types.
+void multiply_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::int64_t k = a.sizes()[a.dim() - 1];
+  if (out.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims &&
+      out.sizes()[out.dim() - 2] * out.sizes()[out.dim() - 1] * k > kSmallProduct) {
+    matmul_dnnl(a, b, out);
+    return;
+  }
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool> || is_reduced_floating_v<T>) {
+      KAEL_INTERNAL_ASSERT(false);
+    } else {
+      matmul_loop<T>(a, b, out);
+    }
+  });
+}
+
 }  // namespace
 
 Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
   Operands ops = prepare(self, other);
   // The result has its final shape; the kernels write it through a view with the 1-d inputs'
   // dims restored.
-  Tensor result = alloc_cpu(ops.result_shape, self.dtype());
+  const ScalarType dtype = self.dtype();
+  Tensor result = alloc_cpu(ops.result_shape, dtype);
   const Tensor out = ops.result_shape == ops.out_shape ? result : kael::view(result, ops.out_shape);
   if (out.numel() > 0) {
     const std::int64_t k = ops.a.sizes()[ops.a.dim() - 1];
     if (k == 0) {
       fill_cpu(out, Scalar(std::int64_t{0}));
-    } else if (self.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims &&
-               ops.out_shape[out.dim() - 2] * ops.out_shape[out.dim() - 1] * k > kSmallProduct) {
-      matmul_dnnl(ops.a, ops.b, out);
+    } else if (is_reduced_floating(dtype)) {
+      if (static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims && dnnl_supports(dtype)) {
+        matmul_dnnl(ops.a, ops.b, out);
+      } else {
+        const Tensor out32 = alloc_cpu(ops.out_shape, ScalarType::Float32);
+        multiply_into(to_dtype_cpu(ops.a, ScalarType::Float32), to_dtype_cpu(ops.b, ScalarType::Float32), out32);
+        copy_cpu(out, out32);
+      }
     } else {
-      visit_dtype(self.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, bool>) {
-          KAEL_INTERNAL_ASSERT(false);
-        } else {
-          matmul_loop<T>(ops.a, ops.b, out);
-        }
-      });
+      multiply_into(ops.a, ops.b, out);
     }
   }
   return result;
