@@ -188,8 +188,8 @@ Match conv_dtype(PyObject* o, ScalarType& out) {
     out = *t;
     return Match::Yes;
   }
-  PyErr_Format(PyExc_ValueError, "dtype: unknown dtype name '%s' (expected one of bool, int64, float32, float64)",
-               name);
+  PyErr_Format(PyExc_ValueError, "dtype: unknown dtype name '%s' (expected one of %s)", name,
+               detail::kScalarTypeNameList);
   return Match::Error;
 }
 

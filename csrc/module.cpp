@@ -8,6 +8,7 @@
 #include "kael/core/device.h"
 #include "kael/core/error.h"
 #include "kael/dispatch/dispatcher.h"
+#include "kael/native/pointwise.h"
 #include "kael/runtime/threads.h"
 #include "tensor_object.h"
 
@@ -88,6 +89,59 @@ PyObject* py_registered_ops(PyObject*, PyObject*) {
   return out;
 }
 
+// promote_types(type1, type2), can_cast(from_, to), result_type(tensor1, tensor2): PyTorch's
+// type-promotion queries (see Note [Type promotion]).
+bool two_args(const char* name, Py_ssize_t nargs) {
+  if (nargs == 2) return true;
+  PyErr_Format(PyExc_TypeError, "%s() takes 2 positional arguments but %zd were given", name, nargs);
+  return false;
+}
+
+PyObject* two_dtypes(const char* name, PyObject* const* args, Py_ssize_t nargs, ScalarType& a, ScalarType& b) {
+  if (!two_args(name, nargs)) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    if (!Py_IS_TYPE(args[i], &DtypeType)) {
+      PyErr_Format(PyExc_TypeError, "%s(): argument %d must be kael.dtype, not %s", name, i + 1,
+                   Py_TYPE(args[i])->tp_name);
+      return nullptr;
+    }
+  }
+  a = dtype_of_object(args[0]);
+  b = dtype_of_object(args[1]);
+  return Py_None;
+}
+
+PyObject* py_promote_types(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  ScalarType a, b;
+  if (two_dtypes("promote_types", args, nargs, a, b) == nullptr) return nullptr;
+  PyObject* d = dtype_object(promote_types(a, b));
+  Py_INCREF(d);
+  return d;
+}
+
+PyObject* py_can_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  ScalarType from, to;
+  if (two_dtypes("can_cast", args, nargs, from, to) == nullptr) return nullptr;
+  return PyBool_FromLong(can_cast(from, to));
+}
+
+PyObject* py_result_type(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!two_args("result_type", nargs)) return nullptr;
+  Operand a{Scalar()}, b{Scalar()};
+  for (int i = 0; i < 2; ++i) {
+    const Match m = conv_operand(args[i], i == 0 ? a : b);
+    if (m == Match::Error) return nullptr;
+    if (m == Match::No) {
+      PyErr_Format(PyExc_TypeError, "result_type(): argument %d must be a Tensor or a number, not %s", i + 1,
+                   Py_TYPE(args[i])->tp_name);
+      return nullptr;
+    }
+  }
+  PyObject* d = dtype_object(native::result_type({&a, &b}));
+  Py_INCREF(d);
+  return d;
+}
+
 std::vector<PyMethodDef>& module_functions() {
   static std::vector<PyMethodDef> functions;
   return functions;
@@ -124,6 +178,18 @@ PyMODINIT_FUNC PyInit__C() {
                          "get_num_threads()\n\nThe number of threads of intra-op parallelism."});
     functions.push_back({"cuda_is_available", py_cuda_is_available, METH_NOARGS,
                          "cuda_is_available()\n\nWhether this build has a CUDA backend and a device."});
+    functions.push_back({"promote_types", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_promote_types)),
+                         METH_FASTCALL,
+                         "promote_types(type1, type2)\n\nThe smallest dtype both dtypes convert to without losing "
+                         "their category, as in PyTorch."});
+    functions.push_back({"can_cast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_can_cast)),
+                         METH_FASTCALL,
+                         "can_cast(from_, to)\n\nWhether an op result of dtype from_ may be written into a tensor of "
+                         "dtype to."});
+    functions.push_back({"result_type", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_result_type)),
+                         METH_FASTCALL,
+                         "result_type(tensor1, tensor2)\n\nThe dtype of an arithmetic op on the two tensors or "
+                         "numbers, by PyTorch's promotion rules."});
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n\nSchema names of every operator in the dispatcher."});
     append_generated_functions(functions);

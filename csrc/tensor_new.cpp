@@ -5,6 +5,7 @@
 // than 32 levels -> ValueError (a self-referencing list hits this limit); integers stay int64
 // with all 64 bits; any float makes float32 unless dtype is given; bools alone give bool.
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "arg_parsing.h"
@@ -89,14 +90,26 @@ void fill_from(PyObject* o, std::size_t depth, std::size_t ndim, T*& out) {
       const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
       Py_DECREF(index);
       KAEL_CHECK(overflow == 0, "tensor: integer value does not fit in int64 (overflow)");
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) < 8) {
+        // PyTorch's range: [min, max] for signed types, [-max, max] for unsigned ones (-1 -> 255).
+        using L = std::numeric_limits<T>;
+        const long long lo = std::is_signed_v<T> ? static_cast<long long>(L::min()) : -static_cast<long long>(L::max());
+        KAEL_CHECK(v >= lo && v <= static_cast<long long>(L::max()),
+                   "tensor: value " << v << " cannot be converted to type " << dtype_name(ScalarTypeOf<T>::value)
+                                    << " without overflow");
+      }
       *out++ = static_cast<T>(v);
     } else {
       const double v = PyFloat_AsDouble(o);
       if (v == -1.0 && PyErr_Occurred()) throw PythonError();
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        // [-2^63, 2^63): the int64 range; NaN fails both comparisons
-        KAEL_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0,
-                   "tensor: value " << v << " cannot be converted to type int64 without overflow");
+        // [lowest, max] of T (for int64 [-2^63, 2^63), the range a double can check exactly);
+        // NaN fails both comparisons
+        using L = std::numeric_limits<T>;
+        const bool in_range = sizeof(T) < 8 ? v >= static_cast<double>(L::lowest()) && v <= static_cast<double>(L::max())
+                                            : v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+        KAEL_CHECK(in_range, "tensor: value " << v << " cannot be converted to type "
+                                              << dtype_name(ScalarTypeOf<T>::value) << " without overflow");
       }
       *out++ = static_cast<T>(v);
     }
@@ -129,27 +142,19 @@ struct BufferGuard {
   }
 };
 
+// The dtype of a buffer: a format of one of kael's dtypes (codegen/enums.py) at its item size
+// is copied as is; other integer formats (uint16, uint32, uint64) are converted to int64.
 std::optional<ScalarType> buffer_dtype(const Py_buffer& v, bool& integral_other) {
   integral_other = false;
   const char* f = v.format ? v.format : "B";
   if (*f == '@' || *f == '=' || *f == '<') ++f;
   if (std::strlen(f) != 1) return std::nullopt;
-  switch (*f) {
-    case '?':
-      return ScalarType::Bool;
-    case 'f':
-      return v.itemsize == 4 ? std::optional(ScalarType::Float32) : std::nullopt;
-    case 'd':
-      return v.itemsize == 8 ? std::optional(ScalarType::Float64) : std::nullopt;
-    case 'q':
-    case 'l':
-      if (v.itemsize == 8) return ScalarType::Int64;
-      integral_other = true;
-      return ScalarType::Int64;
-    case 'b':
-    case 'h':
-    case 'i':
-    case 'B':
+  const char c = *f == 'l' && v.itemsize == 8 ? 'q' : *f;
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    const auto t = static_cast<ScalarType>(i);
+    if (detail::kScalarTypeBufferFormat[i][0] == c && v.itemsize == itemsize(t)) return t;
+  }
+  switch (c) {
     case 'H':
     case 'I':
     case 'L':
@@ -159,6 +164,17 @@ std::optional<ScalarType> buffer_dtype(const Py_buffer& v, bool& integral_other)
     default:
       return std::nullopt;
   }
+}
+
+// "bool ('?'), uint8 ('B'), ...": the formats kael reads, for messages.
+std::string buffer_formats() {
+  std::string s;
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    if (detail::kScalarTypeBufferFormat[i][0] == '\0') continue;
+    if (!s.empty()) s += ", ";
+    s += std::string(detail::kScalarTypeNames[i]) + " ('" + detail::kScalarTypeBufferFormat[i] + "')";
+  }
+  return s + ", and the unsigned integer formats 'H', 'I', 'L', 'Q' (as int64)";
 }
 
 template <typename Src>
@@ -179,8 +195,7 @@ Tensor from_buffer(PyObject* data) {
   auto dtype = buffer_dtype(v, integral_other);
   KAEL_CHECK_TYPE(dtype.has_value(), "tensor: unsupported buffer format '" << (v.format ? v.format : "B")
                                                                            << "' (itemsize " << v.itemsize
-                                                                           << "); supported: bool, integers, "
-                                                                              "float32, float64");
+                                                                           << "); supported: " << buffer_formats());
   DimVector shape;
   for (int i = 0; i < v.ndim; ++i) shape.push_back(v.shape[i]);
   Tensor out = kael::empty(shape, *dtype, kCPU);
@@ -190,11 +205,6 @@ Tensor from_buffer(PyObject* data) {
     const char fmt = v.format[std::strlen(v.format) - 1];
     const char* base = static_cast<const char*>(v.buf);
     switch (fmt) {
-      case 'b': copy_buffer_typed<std::int8_t>(base, v, 0, o); break;
-      case 'h': copy_buffer_typed<std::int16_t>(base, v, 0, o); break;
-      case 'i': copy_buffer_typed<std::int32_t>(base, v, 0, o); break;
-      case 'l': copy_buffer_typed<long>(base, v, 0, o); break;
-      case 'B': copy_buffer_typed<std::uint8_t>(base, v, 0, o); break;
       case 'H': copy_buffer_typed<std::uint16_t>(base, v, 0, o); break;
       case 'I': copy_buffer_typed<std::uint32_t>(base, v, 0, o); break;
       case 'L': copy_buffer_typed<unsigned long>(base, v, 0, o); break;

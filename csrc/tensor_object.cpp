@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <new>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "arg_parsing.h"
@@ -37,9 +40,14 @@ PyObject* dtype_get_is_floating(PyObject* self, void*) {
   return PyBool_FromLong(is_floating(reinterpret_cast<PyDtype*>(self)->type));
 }
 
+PyObject* dtype_get_is_signed(PyObject* self, void*) {
+  return PyBool_FromLong(is_signed(reinterpret_cast<PyDtype*>(self)->type));
+}
+
 PyGetSetDef dtype_getset[] = {
     {"itemsize", dtype_get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
     {"is_floating_point", dtype_get_is_floating, nullptr, "Whether the dtype is a floating point type.", nullptr},
+    {"is_signed", dtype_get_is_signed, nullptr, "Whether the dtype can represent negative numbers.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyObject* dtype_reduce(PyObject* self, PyObject*) {
@@ -505,9 +513,21 @@ PyObject* m_cpu(PyObject* self, PyObject*) {
   return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), kCPU); });
 }
 
-template <ScalarType dtype>
+PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(tensor_of(self).dtype())); }
+
+// Tensor.float(), Tensor.half(), ...: one conversion method per dtype (names from codegen/enums.py).
+template <int I>
 PyObject* m_as(PyObject* self, PyObject*) {
-  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), dtype); });
+  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), static_cast<ScalarType>(I)); });
+}
+
+template <int... I>
+void append_dtype_methods(std::vector<PyMethodDef>& out, std::integer_sequence<int, I...>) {
+  static std::string docs[kNumScalarTypes];
+  for (int i = 0; i < kNumScalarTypes; ++i)
+    docs[i] = std::string(detail::kScalarTypeMethod[i]) + "()\n\nThe tensor as " + detail::kScalarTypeNames[i] +
+              " (itself when it already is).";
+  (out.push_back({detail::kScalarTypeMethod[I], m_as<I>, METH_NOARGS, docs[I].c_str()}), ...);
 }
 
 PyObject* m_cuda(PyObject* self, PyObject*) {
@@ -531,10 +551,8 @@ PyMethodDef handwritten_methods[] = {
     {"tolist", m_tolist, METH_NOARGS, "tolist()\n\nThe elements as nested Python lists."},
     {"cpu", m_cpu, METH_NOARGS, "cpu()\n\nThe tensor on the cpu (itself when it already is)."},
     {"cuda", m_cuda, METH_NOARGS, "cuda()\n\nThe tensor on the CUDA device (itself when it already is)."},
-    {"float", m_as<ScalarType::Float32>, METH_NOARGS, "float()\n\nThe tensor as float32 (itself when it already is)."},
-    {"double", m_as<ScalarType::Float64>, METH_NOARGS, "double()\n\nThe tensor as float64 (itself when it already is)."},
-    {"long", m_as<ScalarType::Int64>, METH_NOARGS, "long()\n\nThe tensor as int64 (itself when it already is)."},
-    {"bool", m_as<ScalarType::Bool>, METH_NOARGS, "bool()\n\nThe tensor as bool (itself when it already is)."},
+    {"is_floating_point", m_is_floating_point, METH_NOARGS,
+     "is_floating_point()\n\nWhether the dtype is a floating point type."},
     {nullptr, nullptr, 0, nullptr}};
 
 std::vector<PyMethodDef>& all_methods() {
@@ -579,6 +597,7 @@ PyTypeObject TensorType = {
 int kael_init_tensor(PyObject* module) {
   auto& methods = all_methods();
   for (PyMethodDef* m = handwritten_methods; m->ml_name != nullptr; ++m) methods.push_back(*m);
+  append_dtype_methods(methods, std::make_integer_sequence<int, kNumScalarTypes>{});
   append_generated_methods(methods);
   methods.push_back({nullptr, nullptr, 0, nullptr});
   TensorType.tp_methods = methods.data();
@@ -594,6 +613,15 @@ int kael_init_tensor(PyObject* module) {
     dtype_objects[i] = reinterpret_cast<PyObject*>(d);
     Py_INCREF(d);
     if (PyModule_AddObject(module, dtype_name(d->type), reinterpret_cast<PyObject*>(d)) < 0) return -1;
+    // Other names of the dtype (kael.float, kael.half, ...), "|"-separated in the generated table.
+    const std::string_view aliases = detail::kScalarTypeAliases[i];
+    for (std::size_t start = 0; start < aliases.size();) {
+      const std::size_t end = std::min(aliases.find('|', start), aliases.size());
+      const std::string alias(aliases.substr(start, end - start));
+      Py_INCREF(d);
+      if (PyModule_AddObject(module, alias.c_str(), reinterpret_cast<PyObject*>(d)) < 0) return -1;
+      start = end + 1;
+    }
   }
   return 0;
 }

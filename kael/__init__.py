@@ -29,13 +29,8 @@ from kael import _C  # noqa: E402
 from kael._C import *  # noqa: E402,F401,F403
 from kael._C import Tensor, dtype  # noqa: E402,F401
 
-float32 = _C.float32
-float64 = _C.float64
-int64 = _C.int64
-bool = _C.bool  # noqa: A001 - shadows the builtin inside this module, as torch.bool does
-float = float32  # noqa: A001
-double = float64
-long = int64
+# The dtypes (kael.float32, kael.half, kael.int, kael.bool, ...) come from _C, which registers
+# every name codegen/enums.py gives them; some shadow builtins inside this module, as in torch.
 
 __version__ = _C.__version__
 
@@ -44,4 +39,4 @@ def is_tensor(obj: object) -> _builtins.bool:
     """Whether obj is a kael tensor (or an instance of a Tensor subclass)."""
     return isinstance(obj, Tensor)
 
-__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["float", "double", "long", "is_tensor"]
+__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["is_tensor"]

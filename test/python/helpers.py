@@ -6,7 +6,9 @@ runs the same expression on both and compares shape, dtype and values with
 both raise" pattern so that each case is about one line.
 """
 import os
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +16,17 @@ import torch
 
 import kael
 
-DTYPE_NAMES = ["float32", "float64", "int64", "bool"]
-FLOAT_NAMES = ["float32", "float64"]
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+from codegen import enums  # noqa: E402  (the single source of the dtype lists)
+
+DTYPE_NAMES = list(enums.DTYPE_NAMES)
+FLOAT_NAMES = list(enums.FLOATING_NAMES)
+INT_NAMES = list(enums.INTEGRAL_NAMES)
+HALF_NAMES = [n for n in FLOAT_NAMES if enums.BY_NAME[n].itemsize == 2]
+NUMERIC_NAMES = [n for n in DTYPE_NAMES if n != "bool"]
+BUFFER_NAMES = [d.name for d in enums.DTYPES if d.buffer_format]  # dtypes NumPy arrays carry
 
 # Exceptions kael may use where torch raises for an unsupported dtype/shape
 # combination (NotImplementedError is a subclass of RuntimeError).
@@ -65,6 +76,10 @@ def torch_to_kael_dtype(td):
 def to_kael(t):
     """Contiguous kael copy of a torch tensor (through NumPy)."""
     if isinstance(t, torch.Tensor):
+        if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: go through float32, which holds it exactly
+            k = to_kael(t.float()).to(kael.bfloat16)
+            assert k.shape == tuple(t.shape)
+            return k
         arr = np.array(t.detach().cpu().numpy(), copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
         k = kael.tensor(arr)
         assert k.dtype is torch_to_kael_dtype(t.dtype)
@@ -91,18 +106,20 @@ def is_kael_tensor(x):
 # comparison
 # --------------------------------------------------------------------------
 DEFAULT_TOL = {
-    "float32": (1.3e-6, 1e-5),  # (rtol, atol): torch.testing defaults
+    "float16": (1e-3, 1e-5),  # (rtol, atol): torch.testing defaults
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
     "float64": (1e-7, 1e-7),
-    "int64": (0.0, 0.0),
-    "bool": (0.0, 0.0),
 }
+DEFAULT_TOL.update({n: (0.0, 0.0) for n in DTYPE_NAMES if n not in FLOAT_NAMES})
+assert set(DEFAULT_TOL) == set(DTYPE_NAMES)
 
 
 def check(kres, tres, atol=None, rtol=None):
     """Assert a kael result equals a torch result in shape, dtype and values.
 
     Floats are compared with per-dtype default tolerances (overridable),
-    int64/bool exactly; NaN positions must agree, infinities must agree.
+    integers and bool exactly; NaN positions must agree, infinities must agree.
     """
     assert isinstance(tres, torch.Tensor)
     assert is_kael_tensor(kres), f"expected a kael tensor, got {type(kres)!r}"
@@ -116,7 +133,7 @@ def check(kres, tres, atol=None, rtol=None):
     drtol, datol = DEFAULT_TOL[name]
     rtol = drtol if rtol is None else rtol
     atol = datol if atol is None else atol
-    if name in ("int64", "bool"):
+    if name not in FLOAT_NAMES:
         assert torch.equal(kt, tres), f"\nkael:  {kt}\ntorch: {tres}"
     else:
         torch.testing.assert_close(kt, tres.detach(), rtol=rtol, atol=atol, equal_nan=True)
@@ -146,14 +163,16 @@ def rand_torch(shape, dtype="float32", domain="any"):
         if domain == "small":
             return (torch.rand(shape, dtype=torch.float64) * 4 - 2).to(td)
         return (torch.randn(shape, dtype=torch.float64) * 2).to(td)
-    # int64
+    # integers (unsigned ones without the negative half)
+    signed = enums.BY_NAME[torch_dtype_name(td)].signed
     if domain == "pos":
         return torch.randint(1, 6, shape, dtype=td)
     if domain == "nonzero":
-        return torch.randint(1, 6, shape, dtype=td) * (torch.randint(0, 2, shape) * 2 - 1)
+        r = torch.randint(1, 6, shape, dtype=td)
+        return r * (torch.randint(0, 2, shape, dtype=td) * 2 - 1) if signed else r
     if domain == "small":
         return torch.randint(0, 4, shape, dtype=td)
-    return torch.randint(-5, 6, shape, dtype=td)
+    return torch.randint(-5 if signed else 0, 6 if signed else 11, shape, dtype=td)
 
 
 # --------------------------------------------------------------------------

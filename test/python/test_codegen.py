@@ -112,7 +112,7 @@ def test_func_unknown_type_names_the_line_of_its_entry():
     ("int[] a=(1)", "bad default '(1)' for type 'int[]'"),
     ("int[] a=[x]", "bad default '[x]' for type 'int[]'"),
     ("int[] a=3", "bad default '3' for type 'int[]'"),
-    ("ScalarType a=float16", "bad default 'float16' for type 'ScalarType'"),
+    ("ScalarType a=float8", "bad default 'float8' for type 'ScalarType'"),
     ("ScalarType? a=Float32", "bad default 'Float32' for type 'ScalarType?'"),
     ("Device a=cuda", "bad default 'cuda' for type 'Device'"),
     ("Tensor? a=0", "bad default '0' for type 'Tensor?'"),
@@ -316,15 +316,17 @@ def test_promotion_on_a_hand_written_op():
 # ============================================================================ dtypes
 
 def test_dtypes():
-    assert parse_one(pointwise("f(Tensor self) -> Tensor")).dtypes == ("bool", "int64", "float32", "float64")
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).dtypes == enums.DTYPE_NAMES
     f = parse_one(pointwise("f(Tensor self) -> Tensor", extra="  dtypes: [float32, float64]\n"))
     assert f.dtypes == ("float32", "float64")
 
 
-@pytest.mark.parametrize("name", ["float16", "Float32", "int32", "double"])
+@pytest.mark.parametrize("name", ["float8", "Float32", "uint16", "double", "half"])
 def test_dtypes_unknown(name):
     text = pointwise("f(Tensor self) -> Tensor", extra=f"  dtypes: [float32, {name}]\n")
-    assert error(text) == f"t.yaml:3: f: unknown dtype '{name}' (expected one of bool, int64, float32, float64)"
+    expected = "bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64"
+    assert ", ".join(enums.DTYPE_NAMES) == expected
+    assert error(text) == f"t.yaml:3: f: unknown dtype '{name}' (expected one of {expected})"
 
 
 def test_dtypes_not_a_list():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kael
-from helpers import DTYPE_NAMES, check, compare, compare_raises, kdtype, make_pair, torch_dtype_name
+from helpers import DTYPE_NAMES, FLOAT_NAMES, NUMERIC_NAMES, check, compare, compare_raises, kdtype, make_pair, torch_dtype_name
 
 UNARY_OPS = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu"]
 UNARY_DOMAIN = {"log": "pos", "sqrt": "pos", "rsqrt": "pos"}
@@ -41,7 +41,7 @@ def test_unary_method(op, dtype):
 
 
 @pytest.mark.parametrize("op", UNARY_OPS)
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", NUMERIC_NAMES)
 @pytest.mark.parametrize("shape,layout", NONCONTIG, ids=str)
 def test_unary_noncontiguous_input(op, dtype, shape, layout):
     compare(lambda lib, x: getattr(lib, op)(x), (shape, dtype, layout, udom(op)))
@@ -99,7 +99,7 @@ def test_binary_method(op, dtype):
 
 
 @pytest.mark.parametrize("op", BINARY_OPS)
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", NUMERIC_NAMES)
 @pytest.mark.parametrize("sa,la,sb,lb", [
     ((3, 4), "T", (3, 4), "contig"),
     ((3, 4), "contig", (3, 4), "T"),
@@ -154,7 +154,7 @@ def test_int_pow_int_tensor_exact():
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", NUMERIC_NAMES)
 @pytest.mark.parametrize("alpha", [2, -1, 0.5, 0])
 def test_alpha_keyword(op, dtype, alpha):
     # torch raises for a float alpha with integral inputs
@@ -241,7 +241,7 @@ def test_binary_operator_with_scalar_both_sides(sym, dtype, scalar):
     lambda t: 2 < t, lambda t: 1.5 >= t, lambda t: 0 == t, lambda t: (t * 2 + 1) / (t + 10),
 ], ids=["1-t", "2.0*t", "2**t", "1/t", "3+t", "0.5-t", "2.5**t", "-t", "abs", "--t", "2<t", "1.5>=t",
         "0==t", "chain"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", NUMERIC_NAMES)
 def test_reflected_and_unary_operators(expr, dtype):
     compare(expr, ((3, 4), dtype, "contig", "pos"), lib_arg=False)
 
@@ -301,7 +301,7 @@ def test_inplace_binary_with_scalar(op, dtype, scalar):
 
 @pytest.mark.parametrize("op", INPLACE_BINARY)
 @pytest.mark.parametrize("layout", ["T", "transpose", "step", "contig"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
 def test_inplace_binary_on_noncontiguous_view_broadcast_rhs(op, layout, dtype):
     da, db = bdom(op)
     compare(lambda lib, a, b: getattr(a, op + "_")(b), ((3, 4), dtype, layout, da), ((4,), dtype, "contig", db),
@@ -345,7 +345,7 @@ OPERAND_IDS = [f"{k}-{d}" if k != "scalar" else {"int64": "int", "float32": "flo
 PROMOTION_CASES = [
     pytest.param(op, lhs, rhs, id=f"{op}-{li}-{ri}")
     for op in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "lt", "eq"]
-    for lhs, li in zip(OPERANDS[:8], OPERAND_IDS[:8])
+    for lhs, li in zip(OPERANDS[:2 * len(DTYPE_NAMES)], OPERAND_IDS[:2 * len(DTYPE_NAMES)])  # tensors, 0-d
     for rhs, ri in zip(OPERANDS, OPERAND_IDS)
     if not (op in ("maximum", "minimum") and rhs[0] == "scalar")  # they take two tensors
 ]

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kael
-from helpers import DTYPE_NAMES, check, compare, compare_raises
+from helpers import DTYPE_NAMES, INT_NAMES, NUMERIC_NAMES, check, compare, compare_raises
 
 # (shape, dim) cases; dim may be None, an int (incl. negative), a tuple or a list
 DIM_CASES = [
@@ -42,7 +42,7 @@ def test_mean(dtype, shape, dim, keepdim):
 
 
 @pytest.mark.parametrize("name", ["sum", "mean"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", NUMERIC_NAMES)
 def test_reduction_methods(name, dtype):
     d = "float32" if name == "mean" else dtype
     compare(lambda lib, x: getattr(x, name)(), ((3, 4), d))
@@ -62,7 +62,7 @@ def test_reduction_noncontiguous(name, shape, layout, dim):
     compare(lambda lib, x: getattr(lib, name)(x, **_kw(dim, True)), (shape, "float64", layout))
 
 
-@pytest.mark.parametrize("dtype", ["int64", "bool"])
+@pytest.mark.parametrize("dtype", INT_NAMES + ["bool"])
 def test_sum_of_integers_and_bools_is_int64(dtype):
     kr, _ = compare(lambda lib, x: lib.sum(x), ((4, 5), dtype))
     assert kr.dtype is kael.int64
@@ -71,7 +71,7 @@ def test_sum_of_integers_and_bools_is_int64(dtype):
 
 
 @pytest.mark.parametrize("src", DTYPE_NAMES)
-@pytest.mark.parametrize("dst", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dst", NUMERIC_NAMES)
 @pytest.mark.parametrize("dim", [None, 1])
 def test_sum_dtype_keyword(src, dst, dim):
     compare(lambda lib, x: x.sum(dtype=getattr(lib, dst), **_kw(dim, None)), ((3, 4), src))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kael
-from helpers import check, check_view, compare_raises, tdtype, to_kael
+from helpers import DTYPE_NAMES, check, check_view, compare_raises, tdtype, to_kael
 
 E = Ellipsis
 
@@ -155,7 +155,7 @@ def test_write_through_view_and_base(shape, fn, overlap):
         check(kv, tv)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
 def test_view_data_ptr_offsets_scale_with_itemsize(dtype):
     tbase, kbase = _mk((4, 6), "int64")
     kbase = kbase.to(getattr(kael, dtype))

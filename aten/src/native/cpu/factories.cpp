@@ -1,5 +1,6 @@
 // Factories and copies on the CPU.
 #include <cmath>
+#include <limits>
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
@@ -19,6 +20,31 @@ void check_cpu(const char* op, const std::optional<Device>& device) {
   if (!device) return;
   check_device_available(op, *device);
   KAEL_CHECK(device->is_cpu(), op << ": device '" << device->str() << "' is not supported by this kernel");
+}
+
+// Raises unless value fits an integral dtype, by PyTorch's rule: a float must lie in
+// [lowest, max] (NaN and inf do not), an integer in [min, max], or in [-max, max] for an
+// unsigned dtype (-1 fills a uint8 with 255).
+void check_fits(const char* op, const Scalar& value, ScalarType dtype) {
+  if (!is_integral(dtype, /*include_bool=*/false) || value.is_bool()) return;
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      using L = std::numeric_limits<T>;
+      bool fits;
+      if (value.is_floating()) {
+        const double v = value.to<double>();
+        fits = sizeof(T) < 8 ? v >= static_cast<double>(L::lowest()) && v <= static_cast<double>(L::max())
+                             : v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+      } else {
+        const std::int64_t v = value.to<std::int64_t>();
+        const std::int64_t lo = std::is_signed_v<T> ? static_cast<std::int64_t>(L::min())
+                                                    : -static_cast<std::int64_t>(L::max());
+        fits = sizeof(T) == 8 || (v >= lo && v <= static_cast<std::int64_t>(L::max()));
+      }
+      KAEL_CHECK(fits, op << ": value " << value << " cannot be converted to type " << dtype << " without overflow");
+    }
+  });
 }
 
 ScalarType dtype_of_value(const Scalar& s) { return s.wrapped_dtype(); }
@@ -143,6 +169,7 @@ const Tensor& copy_cpu_(const Tensor& self, const Tensor& src, bool /*non_blocki
 }
 
 const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
+  check_fits("fill_", value, self.dtype());
   self.bump_version();
   fill_cpu(self, value);
   return self;
