@@ -63,8 +63,10 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
       ++dim;
     } else if (is_tensor(item)) {
       const Tensor& idx = tensor_of(item);
-      KAEL_CHECK_TYPE(idx.dim() == 0 && idx.dtype() == ScalarType::Int64,
-                      "index: indexing with tensors other than 0-d int64 tensors is not supported yet");
+      // (a uint8 or bool tensor is a mask in PyTorch, not an index)
+      KAEL_CHECK_TYPE(idx.dim() == 0 && is_integral(idx.dtype(), /*include_bool=*/false) && is_signed(idx.dtype()),
+                      "index: indexing with tensors other than 0-d signed integer tensors is not supported yet (got "
+                          << idx.dim() << "-d " << idx.dtype() << ")");
       t = kael::select(t, dim, idx.item().to<std::int64_t>());
     } else {
       KAEL_CHECK_INDEX(false, "index: unsupported index of type " << Py_TYPE(item)->tp_name

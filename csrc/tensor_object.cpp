@@ -287,7 +287,7 @@ PyObject* nb_float(PyObject* s) {
 PyObject* nb_index(PyObject* s) {
   return guarded([&]() -> PyObject* {
     const Tensor& t = tensor_of(s);
-    KAEL_CHECK_TYPE(t.dtype() == ScalarType::Int64 && t.numel() == 1,
+    KAEL_CHECK_TYPE(is_integral(t.dtype(), /*include_bool=*/true) && t.numel() == 1,
                     "__index__: only integer tensors of a single element can be converted to an index");
     return PyLong_FromLongLong(t.item().to<std::int64_t>());
   });

@@ -418,3 +418,24 @@ def test_python_number_protocols(dtype):
     if dtype in FLOAT_NAMES:
         assert math.isclose(float(to_kael(t / 7)), float(t / 7), rel_tol=0)
     assert struct.pack("d", float(k)) == struct.pack("d", float(t))
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_index_protocol_and_tensor_indices(dtype):
+    t = torch.tensor(1, dtype=tdtype(dtype))
+    k = to_kael(t)
+    x = torch.arange(12).reshape(3, 4)
+    kx = to_kael(x)
+    if dtype in FLOAT_NAMES:
+        with pytest.raises(TypeError):
+            [10, 20, 30][k]
+        with pytest.raises(TypeError):
+            [10, 20, 30][t]
+    else:
+        assert [10, 20, 30][k] == [10, 20, 30][t]
+    if dtype in INT_NAMES and enums.BY_NAME[dtype].signed:
+        check(kx[k], x[t])  # a 0-d signed integer tensor selects
+        check(kx[:, k], x[:, t])
+    else:
+        with pytest.raises((TypeError, IndexError)):  # floats: an error in torch; uint8/bool: masks (not in kael yet)
+            kx[k]
