@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from codegen import enums  # noqa: E402
 from codegen.model import parse_registry  # noqa: E402
 
 REGISTRY = parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
@@ -131,10 +132,6 @@ HANDWRITTEN_TENSOR = {
     "T": (lambda x: x.T, ["permute"]),
     "mT": (lambda x: x.mT, ["transpose"]),
     "cpu": (lambda x: x.cpu(), ["to.device"]),
-    "float": (lambda x: x.float(), ["to.device"]),
-    "double": (lambda x: x.double(), ["to.device"]),
-    "long": (lambda x: x.long(), ["to.device"]),
-    "bool": (lambda x: x.bool(), ["to.device"]),
     "__getitem__": (lambda x: x[0], ["select"]),
     "__setitem__": (lambda x: x.__setitem__(0, 1.0), ["select", "fill_"]),
     "__iter__": (lambda x: list(x), ["select", "select", "select"]),  # the third raises IndexError
@@ -164,17 +161,22 @@ HANDWRITTEN_TENSOR = {
     "__gt__": (lambda x: x > 1, ["gt"]),
     "__ge__": (lambda x: x >= 1, ["ge"]),
 }
+# Tensor.float(), .half(), .int(), ...: one per dtype of codegen/enums.py
+HANDWRITTEN_TENSOR.update({d.method: ((lambda m: lambda x: getattr(x, m)())(d.method), ["to.device"])
+                           for d in enums.DTYPES})
 # Hand-written names that read metadata or values and make no tensor, with the reason.
 HANDWRITTEN_OTHER = {
     "size", "stride", "dim", "numel", "element_size", "is_contiguous", "data_ptr", "shape", "dtype", "device",
-    "ndim", "is_cuda", "itemsize", "_version", "_base", "_is_view",  # metadata
+    "ndim", "is_cuda", "itemsize", "_version", "_base", "_is_view", "is_floating_point",  # metadata
     "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__len__", "__repr__", "__str__",
     "__hash__", "__format__", "__delitem__",  # read values or identity; deletion raises
     "cuda",  # to.device, like cpu(); checked below against the build's backends
 }
 MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_threads", "cuda_is_available",
-                "_registered_ops", "_trace_dispatch", "Tensor", "dtype", "bool", "float32", "float64", "int64"}
+                "_registered_ops", "_trace_dispatch", "Tensor", "dtype",
+                "promote_types", "result_type", "can_cast"}  # dtype queries
+MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases
 
 
 def generated_names(kind):
