@@ -261,9 +261,9 @@ WRAP_CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32"])
 def test_integer_wrapping(dtype):
-    # narrow integer types wrap like torch's (computed in int, stored modulo 2^n)
+    # integer types wrap like torch's (narrow ones are computed in int and stored modulo 2^n)
     vals = WRAP_CASES[dtype]
     t = torch.tensor(vals, dtype=tdtype(dtype))
     k = to_kael(t)
