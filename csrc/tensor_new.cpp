@@ -12,7 +12,8 @@
 #include "kael/core/error.h"
 #include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
-#include "kael/ops.h"
+#include "kael/ops/clone.h"
+#include "kael/ops/to.h"
 
 namespace kael::python {
 
