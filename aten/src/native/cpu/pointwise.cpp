@@ -193,13 +193,16 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
 }
 
 void PointwiseCall::allocate_output() {
+  // The layout follows the tensors as given, not their copies in the compute dtype (which are
+  // contiguous): exp of a transposed int64 tensor is a transposed float32 one, as in PyTorch.
   bool all_contiguous = true;
   OperandView views[kMaxInputs];
   int n = 0;
   for (int k = 0; k < count_; ++k) {
-    if (!converted_[k].defined()) continue;
-    all_contiguous = all_contiguous && converted_[k].is_contiguous();
-    views[n++] = view_of(converted_[k]);
+    if (!operands_[k]->is_tensor()) continue;
+    const Tensor& t = operands_[k]->tensor();
+    all_contiguous = all_contiguous && t.is_contiguous();
+    views[n++] = view_of(t);
   }
   if (all_contiguous) {
     out_ = alloc_cpu(shape_, out_dtype_);

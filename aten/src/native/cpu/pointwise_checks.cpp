@@ -13,8 +13,11 @@ bool is_bool(const Operand& o) {
 }
 
 void check_alpha(const char* op, const Operand& self, const Operand& other, const Scalar& alpha) {
-  if (!alpha.is_floating()) return;
+  if (!alpha.is_floating() && !alpha.is_bool()) return;
   const ScalarType t = result_type({&self, &other});
+  KAEL_CHECK(!alpha.is_bool() || t == ScalarType::Bool,
+             op << ": Boolean alpha only supported for Boolean results (got alpha=" << alpha << " for a " << t
+                << " result)");
   KAEL_CHECK(is_floating(t) || !alpha.is_floating(),
              op << ": for integral input tensors, argument alpha must not be a floating point number (got " << alpha
                 << ")");
