@@ -164,34 +164,34 @@ PyMODINIT_FUNC PyInit__C() {
   if (functions.empty()) {
     functions.push_back({"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_tensor)),
                          METH_FASTCALL | METH_KEYWORDS,
-                         "tensor(data, *, dtype=None, device=None)\n\nA new tensor copied from nested sequences, "
+                         "tensor(data, *, dtype=None, device=None)\n--\n\nA new tensor copied from nested sequences, "
                          "numbers or a NumPy array."});
     functions.push_back({"allocator_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_allocator_stats)),
                          METH_VARARGS | METH_KEYWORDS,
-                         "allocator_stats(device='cpu')\n\nCounters of the caching allocator: reserved_bytes, "
+                         "allocator_stats(device='cpu')\n--\n\nCounters of the caching allocator: reserved_bytes, "
                          "in_use_bytes, cached_bytes, hits, misses."});
     functions.push_back({"empty_cache", py_empty_cache, METH_NOARGS,
-                         "empty_cache()\n\nReturns every cached block to the system."});
+                         "empty_cache()\n--\n\nReturns every cached block to the system."});
     functions.push_back({"set_num_threads", py_set_num_threads, METH_O,
-                         "set_num_threads(n)\n\nSets the number of threads of intra-op parallelism (1..1024)."});
+                         "set_num_threads(n, /)\n--\n\nSets the number of threads of intra-op parallelism (1..1024)."});
     functions.push_back({"get_num_threads", py_get_num_threads, METH_NOARGS,
-                         "get_num_threads()\n\nThe number of threads of intra-op parallelism."});
+                         "get_num_threads()\n--\n\nThe number of threads of intra-op parallelism."});
     functions.push_back({"cuda_is_available", py_cuda_is_available, METH_NOARGS,
-                         "cuda_is_available()\n\nWhether this build has a CUDA backend and a device."});
+                         "cuda_is_available()\n--\n\nWhether this build has a CUDA backend and a device."});
     functions.push_back({"promote_types", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_promote_types)),
                          METH_FASTCALL,
-                         "promote_types(type1, type2)\n\nThe smallest dtype both dtypes convert to without losing "
-                         "their category, as in PyTorch."});
+                         "promote_types(type1, type2, /)\n--\n\nThe smallest dtype both dtypes convert to "
+                         "without losing their category, as in PyTorch."});
     functions.push_back({"can_cast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_can_cast)),
                          METH_FASTCALL,
-                         "can_cast(from_, to)\n\nWhether an op result of dtype from_ may be written into a tensor of "
-                         "dtype to."});
+                         "can_cast(from_, to, /)\n--\n\nWhether an op result of dtype from_ may be written into a "
+                         "tensor of dtype to."});
     functions.push_back({"result_type", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_result_type)),
                          METH_FASTCALL,
-                         "result_type(tensor1, tensor2)\n\nThe dtype of an arithmetic op on the two tensors or "
+                         "result_type(tensor1, tensor2, /)\n--\n\nThe dtype of an arithmetic op on the two tensors or "
                          "numbers, by PyTorch's promotion rules."});
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
-                         "_registered_ops()\n\nSchema names of every operator in the dispatcher."});
+                         "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});

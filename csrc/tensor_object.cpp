@@ -449,33 +449,38 @@ PyGetSetDef tensor_getset[] = {
 
 // ------------------------------------------------------------------ methods
 
-// Parses an optional dim argument of size()/stride().
-bool optional_dim(PyObject* const* args, Py_ssize_t nargs, const char* name, std::int64_t& dim, bool& given) {
+// Parses the optional dim argument of size()/stride(), given by position or as dim=.
+bool optional_dim(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* name, std::int64_t& dim,
+                  bool& given) {
   given = false;
-  if (nargs == 0) return true;
-  if (nargs > 1 || !PyLong_Check(args[0]) || PyBool_Check(args[0])) {
+  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  bool ok = nargs + nkw <= 1;
+  if (ok && nkw == 1) ok = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dim") == 0;
+  PyObject* arg = ok && nargs + nkw == 1 ? args[0] : Py_None;
+  if (ok && arg == Py_None) return true;
+  if (!ok || !PyLong_Check(arg) || PyBool_Check(arg)) {
     PyErr_Format(PyExc_TypeError, "%s() received an invalid combination of arguments - expected %s(int dim=None)",
                  name, name);
     return false;
   }
-  dim = PyLong_AsLongLong(args[0]);
+  dim = PyLong_AsLongLong(arg);
   if (dim == -1 && PyErr_Occurred()) return false;
   given = true;
   return true;
 }
 
-PyObject* m_size(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* m_size(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   std::int64_t dim = 0;
   bool given = false;
-  if (!optional_dim(args, nargs, "size", dim, given)) return nullptr;
+  if (!optional_dim(args, nargs, kwnames, "size", dim, given)) return nullptr;
   if (!given) return get_shape(self, nullptr);
   return guarded([&] { return PyLong_FromLongLong(tensor_of(self).size(dim)); });
 }
 
-PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   std::int64_t dim = 0;
   bool given = false;
-  if (!optional_dim(args, nargs, "stride", dim, given)) return nullptr;
+  if (!optional_dim(args, nargs, kwnames, "stride", dim, given)) return nullptr;
   if (!given) return int_tuple(tensor_of(self).strides());
   return guarded([&] { return PyLong_FromLongLong(tensor_of(self).stride(dim)); });
 }
@@ -544,8 +549,8 @@ template <int... I>
 void append_dtype_methods(std::vector<PyMethodDef>& out, std::integer_sequence<int, I...>) {
   static std::string docs[kNumScalarTypes];
   for (int i = 0; i < kNumScalarTypes; ++i)
-    docs[i] = std::string(detail::kScalarTypeMethod[i]) + "()\n\nThe tensor as " + detail::kScalarTypeNames[i] +
-              " (itself when it already is).";
+    docs[i] = std::string(detail::kScalarTypeMethod[i]) + "($self, /)\n--\n\nThe tensor as " +
+              detail::kScalarTypeNames[i] + " (itself when it already is).";
   (out.push_back({detail::kScalarTypeMethod[I], m_as<I>, METH_NOARGS, docs[I].c_str()}), ...);
 }
 
@@ -556,22 +561,23 @@ PyObject* m_cuda(PyObject* self, PyObject*) {
 PyObject* m_is_view(PyObject* self, PyObject*) { return PyBool_FromLong(tensor_of(self).impl()->is_view()); }
 
 PyMethodDef handwritten_methods[] = {
-    {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL,
-     "size(dim=None)\n\nThe shape as a tuple, or the size of one dim."},
-    {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL,
-     "stride(dim=None)\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
-    {"dim", m_dim, METH_NOARGS, "dim()\n\nThe number of dims."},
-    {"_is_view", m_is_view, METH_NOARGS, "_is_view()\n\nWhether the tensor is a view of another tensor."},
-    {"numel", m_numel, METH_NOARGS, "numel()\n\nThe number of elements."},
-    {"element_size", m_element_size, METH_NOARGS, "element_size()\n\nSize of one element in bytes."},
-    {"is_contiguous", m_is_contiguous, METH_NOARGS, "is_contiguous()\n\nWhether the layout is row-major contiguous."},
-    {"data_ptr", m_data_ptr, METH_NOARGS, "data_ptr()\n\nAddress of the first element."},
-    {"item", m_item, METH_NOARGS, "item()\n\nThe single element as a Python float, int or bool."},
-    {"tolist", m_tolist, METH_NOARGS, "tolist()\n\nThe elements as nested Python lists."},
-    {"cpu", m_cpu, METH_NOARGS, "cpu()\n\nThe tensor on the cpu (itself when it already is)."},
-    {"cuda", m_cuda, METH_NOARGS, "cuda()\n\nThe tensor on the CUDA device (itself when it already is)."},
+    {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL | METH_KEYWORDS,
+     "size($self, dim=None)\n--\n\nThe shape as a tuple, or the size of one dim."},
+    {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL | METH_KEYWORDS,
+     "stride($self, dim=None)\n--\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
+    {"dim", m_dim, METH_NOARGS, "dim($self, /)\n--\n\nThe number of dims."},
+    {"_is_view", m_is_view, METH_NOARGS, "_is_view($self, /)\n--\n\nWhether the tensor is a view of another tensor."},
+    {"numel", m_numel, METH_NOARGS, "numel($self, /)\n--\n\nThe number of elements."},
+    {"element_size", m_element_size, METH_NOARGS, "element_size($self, /)\n--\n\nSize of one element in bytes."},
+    {"is_contiguous", m_is_contiguous, METH_NOARGS,
+     "is_contiguous($self, /)\n--\n\nWhether the layout is row-major contiguous."},
+    {"data_ptr", m_data_ptr, METH_NOARGS, "data_ptr($self, /)\n--\n\nAddress of the first element."},
+    {"item", m_item, METH_NOARGS, "item($self, /)\n--\n\nThe single element as a Python float, int or bool."},
+    {"tolist", m_tolist, METH_NOARGS, "tolist($self, /)\n--\n\nThe elements as nested Python lists."},
+    {"cpu", m_cpu, METH_NOARGS, "cpu($self, /)\n--\n\nThe tensor on the cpu (itself when it already is)."},
+    {"cuda", m_cuda, METH_NOARGS, "cuda($self, /)\n--\n\nThe tensor on the CUDA device (itself when it already is)."},
     {"is_floating_point", m_is_floating_point, METH_NOARGS,
-     "is_floating_point()\n\nWhether the dtype is a floating point type."},
+     "is_floating_point($self, /)\n--\n\nWhether the dtype is a floating point type."},
     {nullptr, nullptr, 0, nullptr}};
 
 std::vector<PyMethodDef>& all_methods() {
@@ -604,7 +610,7 @@ PyTypeObject TensorType = {
     .tp_hash = tensor_hash,
     .tp_str = tensor_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "A multi-dimensional array of one dtype on one device.",
+    .tp_doc = "Tensor(data=None)\n--\n\nA multi-dimensional array of one dtype on one device.",
     .tp_richcompare = richcompare,
     .tp_weaklistoffset = offsetof(PyTensor, weakreflist),
     .tp_iter = tensor_iter,
