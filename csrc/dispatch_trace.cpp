@@ -61,7 +61,7 @@ PyObject* py_trace_dispatch(PyObject*, PyObject* fn) {
 
 void append_dispatch_functions(std::vector<PyMethodDef>& functions) {
   functions.push_back({"_trace_dispatch", py_trace_dispatch, METH_O,
-                       "_trace_dispatch(fn)\n\nCalls fn() and returns (its result, the names of the ops that "
+                       "_trace_dispatch(fn, /)\n--\n\nCalls fn() and returns (its result, the names of the ops that "
                        "reached the Python dispatch key, in order)."});
 }
 

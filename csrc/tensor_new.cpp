@@ -13,6 +13,7 @@
 #include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/clone.h"
+#include "kael/ops/empty.h"
 #include "kael/ops/to.h"
 
 namespace kael::python {

@@ -2,7 +2,8 @@
 
 Every op has its own generated header (`kael/ops/<name>.h`); `kael/ops.h` includes all of
 them and changes whenever an op is added. A file of `csrc/` that included it would recompile
-on every new op, so the bindings include the headers of the ops they call, and only those.
+on every new op, so the bindings include the headers of the ops they call, and only those
+(not through another header).
 """
 import re
 import sys
@@ -53,5 +54,8 @@ def test_csrc_includes_only_the_op_headers_it_uses(path):
                                   "kael/ops/<name>.h of each op it calls instead")
     unknown = sorted(set(included) - OP_NAMES)
     assert not unknown, f"{path.name} includes headers of ops the registry lacks: {unknown}"
-    unused = sorted(set(included) - _called_ops(text))
+    called = _called_ops(text)
+    unused = sorted(set(included) - called)
     assert not unused, f"{path.name} includes op headers it does not use: {unused}"
+    missing = sorted(called - set(included))
+    assert not missing, f"{path.name} calls ops whose headers it does not include: {missing}"
