@@ -17,8 +17,10 @@ Each op runs over
 - variants: function, method, in-place and out= (those the entry has); Python numbers for
   either input of two-input ops; the Scalar arguments (alpha).
 
-What is compared: values (NaN and infinities in the same places, floats within the dtype's
-tolerance of helpers.DEFAULT_TOL), dtypes, shapes, and the strides of new results and of out;
+What is compared: values (NaN and infinities in the same places, floats within the tolerance
+of helpers.DEFAULT_TOL, else torch.testing's, for the less precise of the tensor's dtype and
+the dtype the op computes its result in: a bfloat16 result written to a float32 out carries
+bfloat16's precision), dtypes, shapes, and the strides of new results and of out;
 that in-place calls return self and out= calls return out; the warnings; the class of the
 exception where torch raises; and what the call left in every tensor it was given, the bases of
 views included: what torch left after a call that computes (so writes through views land where
@@ -151,9 +153,11 @@ def tolerance(name):
     return 2 * torch.finfo(tdt(name)).eps, 1e-5
 
 
-def check_tensor(k, t, what="result", strides=True, layout=None):
+def check_tensor(k, t, what="result", strides=True, layout=None, computed_in=None):
     """k equals t in shape, dtype, values (NaN and infinities in the same places; floats
-    within the dtype's tolerance, everything else exactly) and, when asked, strides."""
+    within the dtype's tolerance, or within that of computed_in when the values were computed
+    in a less precise dtype, such as a bfloat16 result written to a float32 out; everything
+    else exactly) and, when asked, strides (of layout, when given, instead of t's)."""
     assert isinstance(k, kael.Tensor), f"{what}: expected a kael.Tensor, got {type(k).__name__}"
     assert k.shape == tuple(t.shape), f"{what}: shape {k.shape} != torch {tuple(t.shape)}"
     name = dtype_name(t.dtype)
@@ -161,6 +165,8 @@ def check_tensor(k, t, what="result", strides=True, layout=None):
     kv, tv = to_numpy(k), numpy_of(t)
     if is_floating(name):
         rtol, atol = tolerance(name)
+        if computed_in is not None and is_floating(computed_in):
+            rtol, atol = max(rtol, tolerance(computed_in)[0]), max(atol, tolerance(computed_in)[1])
         with np.errstate(invalid="ignore"):
             same = (kv == tv) | (np.isnan(kv) & np.isnan(tv))
             close = same | (np.abs(kv - tv) <= atol + rtol * np.abs(tv))
@@ -557,7 +563,7 @@ def run_case(f, kop, case, torch_op=None):
             except RuntimeError:  # torch.pow(bool tensor, True) computes; with tensor(True), it raises
                 layout = None
         # new results take the layout of the inputs; in-place and out= keep the destination's
-        check_tensor(kres, tres, f"{where}: result", layout=layout)
+        check_tensor(kres, tres, f"{where}: result", layout=layout, computed_in=result_dtype(f, targs))
     # What the call left in every tensor it was given: what torch left, or, after a failed call,
     # what they held before (every check comes before the first write; torch itself resizes
     # out= before some of its dtype checks).
@@ -566,7 +572,7 @@ def run_case(f, kop, case, torch_op=None):
             check_tensor(k, t0, f"{where}: {label} after the failed call", layout=torch.empty_strided(
                 t0.shape, stride0))
         else:
-            check_tensor(k, t, f"{where}: {label} afterwards")
+            check_tensor(k, t, f"{where}: {label} afterwards", computed_in=result_dtype(f, targs))
 
 
 # ---------------------------------------------------------------- building cases
