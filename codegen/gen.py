@@ -345,10 +345,42 @@ def _split_top(text: str) -> list[str]:
 _CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*\(")
 
 
+MATH_HEADER = Path(__file__).resolve().parent.parent / "aten/include/kael/native/math.h"
+
+
+def math_functions(header: Path = MATH_HEADER) -> frozenset[str]:
+    """The functions kael's math namespace declares (aten/include/kael/native/math.h): its
+    `using std::<fn>;` lines and the functions it defines."""
+    text = header.read_text()
+    names = set(re.findall(r"^\s*using\s+std::(\w+)\s*;", text, re.M))
+    names |= set(re.findall(r"^\s*(?:KAEL_HOST_DEVICE\s+)?(?:inline|constexpr)\b[^;{(=]*?\b([A-Za-z_]\w*)\s*\(",
+                            text, re.M))
+    return frozenset(names)
+
+
+def formula_calls(formula: str) -> list[str]:
+    return [m.group(1) for m in _CALL.finditer(formula) if m.group(1) != "T"]
+
+
+def check_formulas(functions: list[NativeFunction], path: str) -> None:
+    """Every function a pointwise formula calls must be one of kael's math namespace. The check
+    runs here, with the registry line, instead of as a compile error in a generated kernel (which
+    carries no registry line numbers, so that inserting an entry rewrites no other kernel)."""
+    known = math_functions()
+    for f in functions:
+        if not f.is_pointwise:
+            continue
+        for name in formula_calls(f.pointwise):
+            if name not in known:
+                raise CodegenError(f"{path}:{f.line_of('pointwise')}: {f.schema.full_name}: the formula calls "
+                                   f"'{name}', which kael's math namespace does not define "
+                                   f"(aten/include/kael/native/math.h)")
+
+
 def qualified_formula(f: NativeFunction) -> str:
     """The pointwise formula with every function call qualified by kael's math namespace, so a
-    name math.h does not define fails to compile instead of binding to the C library's double
-    version. `T(...)` (the compute type) is a conversion, not a call."""
+    name that only the C library defines cannot bind to its double version. `T(...)` (the compute
+    type) is a conversion, not a call."""
     return _CALL.sub(lambda m: m.group(0) if m.group(1) == "T" else f"math::{m.group(1)}(", f.pointwise)
 
 
@@ -379,6 +411,7 @@ def dtype_mask(f: NativeFunction) -> str:
 
 def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     functions = parse_registry(yaml_path.read_text(), yaml_path.name)
+    check_formulas(functions, yaml_path.name)
     writer = Writer(out)
     by_name: dict[str, list[NativeFunction]] = {}
     for f in functions:

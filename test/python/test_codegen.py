@@ -853,21 +853,40 @@ def compile_syntax_only(source, include):
 
 
 def test_pointwise_formula_with_an_unknown_function_fails_at_its_registry_line(tmp_path):
-    # Today's C library has a `y0` (a Bessel function of doubles): an unqualified call would bind
-    # to it silently. Qualified with kael's math namespace, it does not compile, and the error
-    # names the registry file and the line of the formula.
-    text = HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a)") + "\n" + \
+    # The C library has a `y0` (a Bessel function of doubles): an unqualified call would bind to
+    # it silently. Codegen rejects a name kael's math namespace does not define, with the line.
+    text = HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a) + sgn(a)") + "\n" + \
         pointwise("bad(Tensor self) -> Tensor", "y0(a) + T(1)")
     (tmp_path / "t.yaml").write_text(text)
-    gen.generate(tmp_path / "t.yaml", tmp_path / "out")
-    bad = (tmp_path / "out/src/pointwise/bad.cpp").read_text()
-    assert "math::y0(a) + T(1)" in bad
-    status, err = compile_syntax_only(tmp_path / "out/src/pointwise/bad.cpp", tmp_path / "out/include")
-    assert status != 0
     line = text.splitlines().index("  pointwise: y0(a) + T(1)") + 1
-    assert f"t.yaml:{line}:" in err and "y0" in err, err
+    with pytest.raises(CodegenError) as info:
+        gen.generate(tmp_path / "t.yaml", tmp_path / "out")
+    assert str(info.value) == (f"t.yaml:{line}: bad: the formula calls 'y0', which kael's math namespace does "
+                               "not define (aten/include/kael/native/math.h)")
+    # What passes the check is compiled qualified, so it can only bind to kael's math functions.
+    (tmp_path / "t.yaml").write_text(HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a) + sgn(a)"))
+    gen.generate(tmp_path / "t.yaml", tmp_path / "out")
+    good = (tmp_path / "out/src/pointwise/good.cpp").read_text()
+    assert "math::exp(a) + math::sgn(a)" in good and "#line" not in good
     status, err = compile_syntax_only(tmp_path / "out/src/pointwise/good.cpp", tmp_path / "out/include")
     assert status == 0, err
+
+
+def test_math_functions_are_read_from_math_h():
+    names = gen.math_functions()
+    assert {"exp", "log1p", "rsqrt", "sigmoid", "relu", "maximum", "minimum", "pow", "sgn"} <= names
+    assert "y0" not in names and "printf" not in names
+
+
+def test_inserting_an_entry_rewrites_no_other_kernel(tmp_path):
+    first = pointwise("f(Tensor self) -> Tensor", "exp(a)")
+    last = pointwise("g(Tensor self) -> Tensor", "sgn(a)")
+    (tmp_path / "t.yaml").write_text(HEADER + first + "\n" + last)
+    gen.generate(tmp_path / "t.yaml", tmp_path / "out")
+    before = (tmp_path / "out/src/pointwise/g.cpp").read_text()
+    (tmp_path / "t.yaml").write_text(HEADER + first + "\n" + pointwise("h(Tensor self) -> Tensor", "-a") + "\n" + last)
+    gen.generate(tmp_path / "t.yaml", tmp_path / "out")
+    assert (tmp_path / "out/src/pointwise/g.cpp").read_text() == before
 
 
 def test_derivative_formulas_compile_and_an_unknown_name_fails_at_its_registry_line(tmp_path):
