@@ -17,6 +17,7 @@ namespace kael::python {
 
 void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
+void append_owner_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
@@ -209,6 +210,7 @@ PyMODINIT_FUNC PyInit__C() {
                          "numbers, by PyTorch's promotion rules."});
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n\nSchema names of every operator in the dispatcher."});
+    append_owner_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});
