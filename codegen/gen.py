@@ -208,9 +208,13 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
 def key_expr(f: NativeFunction) -> str:
     """C++ expression of the call's dispatch key set."""
     tensors = [p for p in f.schema.params if p.type.base == "Tensor"]
-    if tensors:
-        return " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
     devices = [p for p in f.schema.params if p.type.base == "Device"]
+    tensor_keys = " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
+    if tensors and devices:
+        # A device argument, when given, picks the backend (to(device), zeros_like(x, device=)).
+        return f"dispatch::on_device({tensor_keys}, {devices[0].name})"
+    if tensors:
+        return tensor_keys
     if devices:
         return f"dispatch::key_set_of({devices[0].name})"
     return "DispatchKeySet(DispatchKey::CPU)"

@@ -885,3 +885,17 @@ def test_derivative_formulas_compile_and_an_unknown_name_fails_at_its_registry_l
         else:
             line = text.splitlines().index("    other: frobnicate(grad)") + 1
             assert status != 0 and f"bad.yaml:{line}:" in err and "frobnicate" in err, err
+
+
+def test_a_device_argument_picks_the_dispatch_key(tmp_path):
+    (tmp_path / "reg.yaml").write_text(
+        HEADER + "- func: f_like(Tensor self, *, Device? device=None) -> Tensor\n  dispatch: {CPU: f_cpu}\n"
+        "  doc: D.\n\n- func: g(Tensor self, Tensor other) -> Tensor\n  dispatch: {CPU: g_cpu}\n  doc: D.\n\n"
+        "- func: h(int[] size, *, Device? device=None) -> Tensor\n  dispatch: {CPU: h_cpu}\n  doc: D.\n")
+    fs = {f.name: f for f in parse_registry((tmp_path / "reg.yaml").read_text(), "reg.yaml")}
+    assert gen.key_expr(fs["f_like"]) == "dispatch::on_device(dispatch::key_set_of(self), device)"
+    assert gen.key_expr(fs["g"]) == "dispatch::key_set_of(self) | dispatch::key_set_of(other)"
+    assert gen.key_expr(fs["h"]) == "dispatch::key_set_of(device)"
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "out")
+    ops = "".join(p.read_text() for p in (tmp_path / "out" / "src").glob("ops_*.cpp"))
+    assert "const DispatchKeySet keys = dispatch::on_device(dispatch::key_set_of(self), device);" in ops
