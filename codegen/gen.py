@@ -420,9 +420,13 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
                                               functions=group, **common)))
         python_sources.append(str(writer.render("python_shard.cpp.j2", f"python/functions_{i}.cpp", shard=i,
                                                 names=shard, by_name=by_name, **common)))
+    cuda_sources: list[str] = []
     for f in functions:
         if f.is_pointwise:
             aten_sources.append(str(writer.render("pointwise_kernel.cpp.j2", f"src/pointwise/{f.name}.cpp",
+                                                  f=f, **common)))
+            # Always generated; compiled only in CUDA builds (see Note [Pointwise backends]).
+            cuda_sources.append(str(writer.render("pointwise_kernel.cu.j2", f"cuda/pointwise/{f.name}.cu",
                                                   f=f, **common)))
     aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
     aten_sources.append(str(writer.render("formulas.cpp.j2", "src/autograd/formulas.cpp", functions=differentiable,
@@ -432,7 +436,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)
     writer.render("ops.md.j2", "docs/ops.md", functions=functions, **common)
     writer.render("sources.cmake.j2", "sources.cmake", aten_sources=aten_sources,
-                  python_sources=python_sources, **common)
+                  python_sources=python_sources, cuda_sources=cuda_sources, **common)
     writer.remove_stale()
     return writer
 

@@ -48,6 +48,14 @@ class PointwiseCall {
   // The result (for in-place calls, `self`).
   Tensor finish();
 
+  // The device-independent set-up a backend's loops run over (kael/native/cuda/pointwise.cuh):
+  // the tensor written (in the output dtype), the operands, and the tensor inputs converted
+  // to the compute dtype (undefined for number operands), all broadcast to shape().
+  const Tensor& output() const { return out_; }
+  const Operand& operand(int k) const { return *operands_[k]; }
+  const Tensor& input(int k) const { return converted_[k]; }
+  IntArrayRef shape() const { return shape_; }
+
  private:
   void setup(std::initializer_list<const Operand*> inputs);
   void allocate_output();
