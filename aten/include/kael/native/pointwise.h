@@ -71,15 +71,26 @@ class PointwiseCall {
   ScalarType out_dtype_ = ScalarType::Float32;
   Tensor out_;
   const Tensor* self_ = nullptr;  // the tensor written: self of an in-place call, or out
+  Device device_ = kCPU;          // of the tensor operands (all on one device)
   void bind_destination(const char* suffix);
 };
 
 // The promoted dtype of the operands (see Note [Type promotion]).
 ScalarType result_type(std::initializer_list<const Operand*> operands);
 
-// Helpers kernels share.
-Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype);
-Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype);
+// Helpers kernels share. Device-independent (aten/src/native/empty.cpp): a new tensor on a
+// device, through its allocator; the same-device check with PyTorch's message
+// ("<op>: expected all tensors to be on the same device, but found at least two devices, cpu
+// and cuda:0"); dtype conversion and copies that run the loops of the tensors' device.
+Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device);
+Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device);
+void check_same_device(const char* op, Device expected, Device found);
+Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype);
+void copy_on_device(const Tensor& dst, const Tensor& src);
+inline Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) { return empty_on(sizes, dtype, kCPU); }
+inline Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
+  return empty_strided_on(sizes, strides, dtype, kCPU);
+}
 // dst <- src (broadcast to dst's shape, converted to dst's dtype); both on the CPU.
 void copy_cpu(const Tensor& dst, const Tensor& src);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).

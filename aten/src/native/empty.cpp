@@ -1,0 +1,57 @@
+// Device-independent pieces of kernel set-up: new tensors on a device (through the device's
+// allocator, Note [Allocators and storage]) and the same-device check. See
+// Note [Pointwise backends] in kael/native/cuda/pointwise.cuh.
+#include "kael/core/error.h"
+#include "kael/dispatch/dispatcher.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/to.h"
+
+namespace kael::native {
+
+namespace {
+std::size_t storage_bytes(IntArrayRef sizes, std::int64_t elements, ScalarType dtype) {
+  std::int64_t bytes = 0;
+  KAEL_CHECK(!__builtin_mul_overflow(elements, static_cast<std::int64_t>(itemsize(dtype)), &bytes),
+             "empty: storage size calculation overflowed for size " << shape_str(sizes) << " of " << dtype);
+  return static_cast<std::size_t>(bytes);
+}
+}  // namespace
+
+Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device) {
+  const std::int64_t n = checked_numel("empty", sizes);
+  auto storage = Storage::allocate(storage_bytes(sizes, n, dtype), device);
+  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), contiguous_strides(sizes), 0));
+}
+
+Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
+  std::int64_t extent = 1;  // elements spanned: 1 + sum((size - 1) * stride)
+  bool empty = false;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) empty = true;
+    extent += (sizes[i] - 1) * strides[i];
+  }
+  if (empty) extent = 0;
+  auto storage = Storage::allocate(storage_bytes(sizes, extent, dtype), device);
+  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), DimVector(strides), 0));
+}
+
+std::string device_name(Device d) { return d.is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(d.index); }
+
+void check_same_device(const char* op, Device expected, Device found) {
+  KAEL_CHECK(expected == found, op << ": expected all tensors to be on the same device, but found at least two "
+                                      "devices, "
+                                   << device_name(expected) << " and " << device_name(found));
+}
+
+Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {
+  if (src.device().is_cpu()) return to_dtype_cpu(src, dtype);
+  return kael::to(src, dtype, false);  // the kernel of the tensor's device
+}
+
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+  check_same_device("copy_", dst.device(), src.device());
+  if (dst.device().is_cpu()) return copy_cpu(dst, src);
+  dispatch::not_implemented("copy_", dst.device().backend_key());
+}
+
+}  // namespace kael::native
