@@ -35,12 +35,14 @@ Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype
   return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), DimVector(strides), 0));
 }
 
+namespace {
 std::string device_name(Device d) { return d.is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(d.index); }
+}  // namespace
 
-void check_same_device(const char* op, Device expected, Device found) {
-  KAEL_CHECK(expected == found, op << ": expected all tensors to be on the same device, but found at least two "
-                                      "devices, "
-                                   << device_name(expected) << " and " << device_name(found));
+void raise_device_mismatch(const char* op, Device expected, Device found) {
+  KAEL_CHECK(false, op << ": expected all tensors to be on the same device, but found at least two devices, "
+                       << device_name(expected) << " and " << device_name(found));
+  __builtin_unreachable();
 }
 
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {

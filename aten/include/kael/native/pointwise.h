@@ -84,7 +84,10 @@ ScalarType result_type(std::initializer_list<const Operand*> operands);
 // and cuda:0"); dtype conversion and copies that run the loops of the tensors' device.
 Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device);
 Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device);
-void check_same_device(const char* op, Device expected, Device found);
+[[noreturn]] void raise_device_mismatch(const char* op, Device expected, Device found);
+inline void check_same_device(const char* op, Device expected, Device found) {
+  if (expected != found) [[unlikely]] raise_device_mismatch(op, expected, found);
+}
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype);
 void copy_on_device(const Tensor& dst, const Tensor& src);
 inline Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) { return empty_on(sizes, dtype, kCPU); }
