@@ -94,7 +94,7 @@ namespace kael::native::math {
 
 // The sign: -1, 0 or 1 (0 for NaN and for -0.0), as torch.sgn of real tensors; a bool is its own sign.
 template <typename T>
-inline T sgn(T a) {
+KAEL_HOST_DEVICE inline T sgn(T a) {
   if constexpr (std::is_same_v<T, bool>) {
     return a;
   } else {
