@@ -111,6 +111,22 @@ TEST_F(FakeDevice, ConversionsOnADeviceRunThatDevicesKernels) {
   EXPECT_NE(msg.find("to is not implemented for CUDA"), std::string::npos) << msg;
 }
 
+TEST_F(FakeDevice, CopySetUpIsDeviceIndependentAndItsLoopIsTheDevices) {
+  const kael::Tensor dst = on_fake(kShape);
+  const std::int64_t row[] = {3}, bad[] = {2};
+  kael::native::check_copy_shapes(dst, on_fake(row));  // broadcasts: no error
+  const std::string shape_msg = error_of([&] { kael::native::check_copy_shapes(dst, on_fake(bad)); });
+  EXPECT_NE(shape_msg.find("copy_: shapes [2, 3] and [2] are not broadcastable"), std::string::npos)
+      << shape_msg;
+  std::string msg = error_of([&] { kael::native::copy_on_device(dst, kael::zeros(kShape)); });
+  EXPECT_NE(msg.find("copy_: expected all tensors to be on the same device, but found at least two devices, "
+                     "cuda:0 and cpu"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { kael::native::copy_on_device(dst, on_fake(kShape)); });
+  EXPECT_NE(msg.find("copy_ is not implemented for CUDA"), std::string::npos) << msg;
+}
+
 TEST(Device, OpsOnCpuTensorsStillAllocateOnTheCpu) {
   const kael::Tensor a = kael::ones(kShape);
   const kael::Tensor r = kael::add(a, a);

@@ -78,16 +78,19 @@ class PointwiseCall {
 // The promoted dtype of the operands (see Note [Type promotion]).
 ScalarType result_type(std::initializer_list<const Operand*> operands);
 
-// Helpers kernels share. Device-independent (aten/src/native/empty.cpp): a new tensor on a
+// Helpers kernels share. Device-independent (aten/src/native/setup.cpp): a new tensor on a
 // device, through its allocator; the same-device check with PyTorch's message
 // ("<op>: expected all tensors to be on the same device, but found at least two devices, cpu
-// and cuda:0"); dtype conversion and copies that run the loops of the tensors' device.
+// and cuda:0"); copy_'s shape check; dtype conversion and copies that run the loops of the
+// tensors' device.
 Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device);
 Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device);
 [[noreturn]] void raise_device_mismatch(const char* op, Device expected, Device found);
 inline void check_same_device(const char* op, Device expected, Device found) {
   if (expected != found) [[unlikely]] raise_device_mismatch(op, expected, found);
 }
+// copy_'s shape rule: src broadcasts to dst (ValueError otherwise).
+void check_copy_shapes(const Tensor& dst, const Tensor& src);
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype);
 void copy_on_device(const Tensor& dst, const Tensor& src);
 inline Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) { return empty_on(sizes, dtype, kCPU); }

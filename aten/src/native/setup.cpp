@@ -2,8 +2,8 @@
 // allocator, Note [Allocators and storage]) and the same-device check. See
 // Note [Pointwise backends] in kael/native/cuda/pointwise.cuh.
 #include "kael/core/error.h"
-#include "kael/dispatch/dispatcher.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/copy_.h"
 #include "kael/ops/to.h"
 
 namespace kael::native {
@@ -45,6 +45,19 @@ void raise_device_mismatch(const char* op, Device expected, Device found) {
   __builtin_unreachable();
 }
 
+void check_copy_shapes(const Tensor& dst, const Tensor& src) {
+  broadcast_shapes("copy_", dst.sizes(), src.sizes());
+  KAEL_CHECK_VALUE(src.dim() <= dst.dim(), "copy_: source of shape " << shape_str(src.sizes())
+                                                                     << " cannot be broadcast to "
+                                                                     << shape_str(dst.sizes()));
+  for (std::int64_t i = 0; i < src.dim(); ++i) {
+    const std::int64_t s = src.sizes()[i], d = dst.sizes()[dst.dim() - src.dim() + i];
+    KAEL_CHECK_VALUE(s == d || s == 1, "copy_: source of shape " << shape_str(src.sizes())
+                                                                 << " cannot be broadcast to "
+                                                                 << shape_str(dst.sizes()));
+  }
+}
+
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {
   if (src.device().is_cpu()) return to_dtype_cpu(src, dtype);
   return kael::to(src, dtype, false);  // the kernel of the tensor's device
@@ -53,7 +66,7 @@ Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {
 void copy_on_device(const Tensor& dst, const Tensor& src) {
   check_same_device("copy_", dst.device(), src.device());
   if (dst.device().is_cpu()) return copy_cpu(dst, src);
-  dispatch::not_implemented("copy_", dst.device().backend_key());
+  kael::copy_(dst, src);  // the kernel of the tensors' device
 }
 
 }  // namespace kael::native
