@@ -199,3 +199,16 @@ def test_tensors_alive_at_interpreter_exit_do_not_crash():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_borrowed_memory_is_not_counted_by_the_allocator():
+    gc.collect()
+    before = kael.allocator_stats()
+    b = bytearray(1 << 20)
+    t = kael.frombuffer(b, dtype=kael.float32)
+    during = kael.allocator_stats()
+    assert during["in_use_bytes"] == before["in_use_bytes"]
+    assert during["misses"] == before["misses"] and during["hits"] == before["hits"]
+    del t
+    gc.collect()
+    assert kael.allocator_stats()["in_use_bytes"] == before["in_use_bytes"]

@@ -1,7 +1,8 @@
 #pragma once
-// Set-up of a pointwise op on the CPU: validate -> promote -> broadcast -> allocate, then
-// run a generated scalar formula through the loop engine (see Note [Loop geometry]).
-// Generated kernels (codegen/templates/pointwise_kernel.cpp.j2) are thin users of this.
+// Set-up of a pointwise op: validate -> promote -> broadcast -> allocate on the operands'
+// device, then run a generated scalar formula through the CPU loop engine (see Note [Loop
+// geometry]) or a device's loops (Note [Pointwise backends] in kael/native/cuda/pointwise.cuh).
+// Generated kernels (codegen/templates/pointwise_kernel.cpp.j2, .cu.j2) are thin users of this.
 
 #include <array>
 #include <cstdint>
