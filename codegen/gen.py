@@ -208,9 +208,13 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
 def key_expr(f: NativeFunction) -> str:
     """C++ expression of the call's dispatch key set."""
     tensors = [p for p in f.schema.params if p.type.base == "Tensor"]
-    if tensors:
-        return " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
     devices = [p for p in f.schema.params if p.type.base == "Device"]
+    tensor_keys = " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
+    if tensors and devices:
+        # A device argument, when given, picks the backend (to(device), zeros_like(x, device=)).
+        return f"dispatch::on_device({tensor_keys}, {devices[0].name})"
+    if tensors:
+        return tensor_keys
     if devices:
         return f"dispatch::key_set_of({devices[0].name})"
     return "DispatchKeySet(DispatchKey::CPU)"
@@ -449,9 +453,13 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
                                               functions=group, **common)))
         python_sources.append(str(writer.render("python_shard.cpp.j2", f"python/functions_{i}.cpp", shard=i,
                                                 names=shard, by_name=by_name, **common)))
+    cuda_sources: list[str] = []
     for f in functions:
         if f.is_pointwise:
             aten_sources.append(str(writer.render("pointwise_kernel.cpp.j2", f"src/pointwise/{f.name}.cpp",
+                                                  f=f, **common)))
+            # Always generated; compiled only in CUDA builds (see Note [Pointwise backends]).
+            cuda_sources.append(str(writer.render("pointwise_kernel.cu.j2", f"cuda/pointwise/{f.name}.cu",
                                                   f=f, **common)))
     aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
     aten_sources.append(str(writer.render("formulas.cpp.j2", "src/autograd/formulas.cpp", functions=differentiable,
@@ -461,7 +469,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)
     writer.render("ops.md.j2", "docs/ops.md", functions=functions, **common)
     writer.render("sources.cmake.j2", "sources.cmake", aten_sources=aten_sources,
-                  python_sources=python_sources, **common)
+                  python_sources=python_sources, cuda_sources=cuda_sources, **common)
     writer.remove_stale()
     return writer
 

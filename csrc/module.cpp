@@ -1,6 +1,7 @@
 // PyInit__C: the kael._C extension module.
 #include <Python.h>
 
+#include <string>
 #include <vector>
 
 #include "arg_parsing.h"
@@ -16,32 +17,47 @@ namespace kael::python {
 
 void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
+void append_owner_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
 
-PyObject* py_allocator_stats(PyObject*, PyObject* args, PyObject* kwargs) {
+// The allocator of the device named by the optional `device` argument (default "cpu").
+Allocator* allocator_arg(const char* fname, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"device", nullptr};
-  const char* device = "cpu";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:allocator_stats", const_cast<char**>(keywords), &device))
+  PyObject* device = nullptr;
+  const std::string format = std::string("|O:") + fname;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format.c_str(), const_cast<char**>(keywords), &device))
     return nullptr;
   try {
-    const Device d = parse_device(device);
-    check_device_available("allocator_stats", d);
+    Device d = kCPU;
+    if (device != nullptr && device != Py_None) {
+      KAEL_CHECK_TYPE(PyUnicode_Check(device), fname << ": device must be a string such as 'cpu' or 'cuda', got "
+                                                     << Py_TYPE(device)->tp_name);
+      d = parse_device(PyUnicode_AsUTF8(device));
+    }
+    return &allocator_for(fname, d);
   } catch (...) {
     translate_exception();
     return nullptr;
   }
-  const AllocatorStats s = cpu_allocator::stats();
+}
+
+PyObject* py_allocator_stats(PyObject*, PyObject* args, PyObject* kwargs) {
+  Allocator* a = allocator_arg("allocator_stats", args, kwargs);
+  if (a == nullptr) return nullptr;
+  const AllocatorStats s = a->stats();
   return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "reserved_bytes", static_cast<long long>(s.reserved_bytes),
                        "in_use_bytes", static_cast<long long>(s.in_use_bytes), "cached_bytes",
                        static_cast<long long>(s.cached_bytes), "hits", static_cast<long long>(s.hits), "misses",
                        static_cast<long long>(s.misses));
 }
 
-PyObject* py_empty_cache(PyObject*, PyObject*) {
-  cpu_allocator::empty_cache();
+PyObject* py_empty_cache(PyObject*, PyObject* args, PyObject* kwargs) {
+  Allocator* a = allocator_arg("empty_cache", args, kwargs);
+  if (a == nullptr) return nullptr;
+  a->empty_cache();
   Py_RETURN_NONE;
 }
 
@@ -168,10 +184,12 @@ PyMODINIT_FUNC PyInit__C() {
                          "numbers or a NumPy array."});
     functions.push_back({"allocator_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_allocator_stats)),
                          METH_VARARGS | METH_KEYWORDS,
-                         "allocator_stats(device='cpu')\n--\n\nCounters of the caching allocator: reserved_bytes, "
-                         "in_use_bytes, cached_bytes, hits, misses."});
-    functions.push_back({"empty_cache", py_empty_cache, METH_NOARGS,
-                         "empty_cache()\n--\n\nReturns every cached block to the system."});
+                         "allocator_stats(device='cpu')\n--\n\nCounters of the device's caching allocator: "
+                         "reserved_bytes, in_use_bytes, cached_bytes, hits, misses."});
+    functions.push_back({"empty_cache", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_empty_cache)),
+                         METH_VARARGS | METH_KEYWORDS,
+                         "empty_cache(device='cpu')\n--\n\nReturns every block the device's allocator caches to the "
+                         "system."});
     functions.push_back({"set_num_threads", py_set_num_threads, METH_O,
                          "set_num_threads(n, /)\n--\n\nSets the number of threads of intra-op parallelism (1..1024)."});
     functions.push_back({"get_num_threads", py_get_num_threads, METH_NOARGS,
@@ -192,6 +210,7 @@ PyMODINIT_FUNC PyInit__C() {
                          "numbers, by PyTorch's promotion rules."});
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
+    append_owner_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});

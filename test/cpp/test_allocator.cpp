@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "kael/core/allocator.h"
+#include "kael/core/error.h"
+#include "kael/core/storage.h"
+#include "kael/core/tensor_impl.h"
 #include "kael/ops.h"
 
 namespace {
@@ -358,4 +361,124 @@ TEST(Allocator, ThreadsAllocatingConcurrentlyLoseNothing) {
   EXPECT_EQ(after.reserved_bytes, after.in_use_bytes + after.cached_bytes);
   alloc::empty_cache();
   EXPECT_EQ(alloc::stats().cached_bytes, 0);
+}
+
+// ---- the Allocator interface, its registry and Storage (Note [Allocators and storage])
+
+namespace {
+
+// A second device's allocator in name only: blocks come from the heap, calls are counted.
+class CountingAllocator final : public kael::Allocator {
+ public:
+  void* allocate(std::size_t nbytes) override {
+    ++allocations;
+    return nbytes == 0 ? nullptr : ::operator new(nbytes);
+  }
+  void free(void* ptr, std::size_t nbytes) noexcept override {
+    ++frees;
+    freed_bytes += static_cast<std::int64_t>(nbytes);
+    ::operator delete(ptr);
+  }
+  kael::AllocatorStats stats() const override { return {}; }
+  void empty_cache() override { ++empties; }
+  int allocations = 0, frees = 0, empties = 0;
+  std::int64_t freed_bytes = 0;
+};
+
+const kael::Device kCuda{kael::DeviceType::CUDA, 0};
+
+// Registers an allocator for CUDA for the test's duration.
+struct Registered {
+  explicit Registered(kael::Allocator* a) { kael::register_allocator(kael::DeviceType::CUDA, a); }
+  ~Registered() { kael::register_allocator(kael::DeviceType::CUDA, nullptr); }
+};
+
+}  // namespace
+
+TEST(AllocatorRegistry, CpuIsRegisteredAndBehindTheInterface) {
+  kael::Allocator* a = kael::get_allocator(kael::DeviceType::CPU);
+  ASSERT_EQ(a, &alloc::instance);
+  EXPECT_EQ(&kael::allocator_for("op", kael::kCPU), a);
+  const kael::AllocatorStats before = a->stats();
+  void* p = a->allocate(kOddSize);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p));
+  const Delta d = delta(before, a->stats());
+  EXPECT_EQ(d.in_use, static_cast<std::int64_t>(alloc::round_size(kOddSize)));
+  a->free(p, kOddSize);
+  EXPECT_EQ(delta(before, a->stats()).in_use, 0);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().cached_bytes, alloc::stats().cached_bytes);
+}
+
+TEST(AllocatorRegistry, DeviceWithoutAllocatorRaisesNamingTheOp) {
+  if (kael::cuda_backend_built()) GTEST_SKIP() << "this build has a CUDA backend";
+  ASSERT_EQ(kael::get_allocator(kael::DeviceType::CUDA), nullptr);
+  try {
+    kael::allocator_for("allocator_stats", kCuda);
+    FAIL() << "expected an error";
+  } catch (const kael::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("allocator_stats: device 'cuda' requested, but this build of kael has no CUDA backend"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_THROW(kael::Storage::allocate(64, kCuda, "empty"), kael::Error);
+}
+
+TEST(AllocatorRegistry, StorageUsesAndFreesThroughItsDevicesAllocator) {
+  CountingAllocator fake;
+  Registered r(&fake);
+  const kael::AllocatorStats cpu_before = alloc::stats();
+  {
+    auto s = kael::Storage::allocate(1000, kCuda);
+    EXPECT_EQ(s->allocator(), &fake);
+    EXPECT_EQ(s->device(), kCuda);
+    EXPECT_EQ(s->nbytes(), 1000u);
+    EXPECT_EQ(fake.allocations, 1);
+    EXPECT_EQ(fake.frees, 0);
+  }
+  EXPECT_EQ(fake.frees, 1);
+  EXPECT_EQ(fake.freed_bytes, 1000);
+  // Nothing went through the CPU allocator.
+  const Delta d = delta(cpu_before, alloc::stats());
+  EXPECT_EQ(d.misses + d.hits, 0);
+}
+
+TEST(AllocatorRegistry, CpuStorageRecordsTheCpuAllocator) {
+  auto s = kael::Storage::allocate(100, kael::kCPU);
+  EXPECT_EQ(s->allocator(), &alloc::instance);
+  EXPECT_EQ(s->device(), kael::kCPU);
+}
+
+namespace {
+int g_deleted = 0;
+void* g_context = nullptr;
+void count_delete(void* context) {
+  ++g_deleted;
+  g_context = context;
+}
+}  // namespace
+
+TEST(Storage, ExternalMemoryRunsItsDeleterOnceWhenTheLastViewDies) {
+  alignas(64) static float buffer[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int tag = 0;
+  g_deleted = 0;
+  const kael::AllocatorStats before = alloc::stats();
+  {
+    auto s = kael::Storage::external(buffer, sizeof(buffer), kael::kCPU, &count_delete, &tag);
+    EXPECT_EQ(s->allocator(), nullptr);
+    EXPECT_EQ(s->data(), buffer);
+    const std::int64_t sizes[] = {8};
+    kael::Tensor t(kael::TensorImpl::make(s, kael::ScalarType::Float32, kael::DimVector(kael::IntArrayRef(sizes)),
+                                          kael::contiguous_strides(kael::IntArrayRef(sizes)), 0));
+    s.reset();
+    kael::Tensor v = kael::narrow(t, 0, 2, 3);
+    t = kael::Tensor();
+    EXPECT_EQ(g_deleted, 0);  // the view keeps the storage
+    EXPECT_EQ(v.data<float>()[0], 3.0f);
+  }
+  EXPECT_EQ(g_deleted, 1);
+  EXPECT_EQ(g_context, &tag);
+  EXPECT_EQ(delta(before, alloc::stats()).in_use, 0);
 }

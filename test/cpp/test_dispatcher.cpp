@@ -4,6 +4,7 @@
 
 #include "test_util.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -165,6 +166,39 @@ TEST(KeySetOf, TensorsNumbersAndDevices) {
   EXPECT_TRUE(dispatch::key_set_of(std::optional<kael::Tensor>()).empty());
   EXPECT_EQ(dispatch::key_set_of(kCuda), DispatchKeySet(DispatchKey::CUDA));
   EXPECT_EQ(dispatch::key_set_of(std::optional<kael::Device>()), DispatchKeySet(DispatchKey::CPU));
+}
+
+TEST(KeySetOf, ADeviceArgumentPicksTheBackend) {
+  const DispatchKeySet cpu(DispatchKey::CPU);
+  const DispatchKeySet cpu_autograd = cpu.add(DispatchKey::Autograd);
+  // Given: the device's backend replaces the tensors' backend; other keys stay.
+  EXPECT_EQ(dispatch::on_device(cpu, kCuda), DispatchKeySet(DispatchKey::CUDA));
+  EXPECT_EQ(dispatch::on_device(cpu_autograd, kCuda), DispatchKeySet(DispatchKey::CUDA).add(DispatchKey::Autograd));
+  EXPECT_EQ(dispatch::on_device(DispatchKeySet(DispatchKey::CUDA), kael::kCPU), cpu);
+  EXPECT_EQ(dispatch::on_device(cpu, std::optional<kael::Device>(kCuda)), DispatchKeySet(DispatchKey::CUDA));
+  // Not given: the tensors decide.
+  EXPECT_EQ(dispatch::on_device(cpu_autograd, std::optional<kael::Device>()), cpu_autograd);
+  EXPECT_EQ(dispatch::on_device(DispatchKeySet(DispatchKey::CUDA), std::optional<kael::Device>()),
+            DispatchKeySet(DispatchKey::CUDA));
+}
+
+TEST(OpTable, DeviceArgumentsChooseTheKernelOfTheTargetDevice) {
+  if (kael::cuda_backend_built()) GTEST_SKIP() << "this build has a CUDA backend";
+  const std::int64_t shape[] = {2};
+  const kael::Tensor t = kael::zeros(shape);
+  // The CUDA stub answers, not the CPU kernel's device check.
+  for (auto [op, call] : std::initializer_list<std::pair<const char*, std::function<void()>>>{
+           {"to", [&] { kael::to(t, kCuda); }},
+           {"zeros_like", [&] { kael::zeros_like(t, std::nullopt, kCuda); }},
+           {"empty_like", [&] { kael::empty_like(t, std::nullopt, kCuda); }},
+           {"empty", [&] { kael::empty(shape, std::nullopt, kCuda); }}}) {
+    const std::string msg = error_of(call);
+    EXPECT_NE(msg.find(std::string(op) + " is not implemented for CUDA: this build of kael has no CUDA backend"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_TRUE(kael::to(t, kael::kCPU).is_same(t));
+  EXPECT_EQ(kael::zeros_like(t, std::nullopt, kael::kCPU).device(), kael::kCPU);
 }
 
 // ---------------------------------------------------------------- the op table

@@ -1,6 +1,8 @@
 """Caching allocator statistics."""
 import gc
 
+import pytest
+
 import kael
 
 KEYS = {"reserved_bytes", "in_use_bytes", "cached_bytes", "hits", "misses"}
@@ -117,3 +119,43 @@ def test_many_allocations_do_not_leak():
         del t
     gc.collect()
     assert stats()["in_use_bytes"] <= base + 4096
+
+
+# ---- one allocator per device behind a common interface
+
+
+def test_allocator_stats_and_empty_cache_take_the_device():
+    t = kael.empty(BIG + 777)
+    by_default, by_keyword, by_position = stats(), kael.allocator_stats(device="cpu"), kael.allocator_stats("cpu")
+    assert set(by_keyword) == set(by_position) == KEYS
+    assert by_default["in_use_bytes"] == by_keyword["in_use_bytes"] == by_position["in_use_bytes"]
+    assert kael.allocator_stats(device=None)["in_use_bytes"] == by_default["in_use_bytes"]
+    del t
+    gc.collect()
+    assert stats()["cached_bytes"] > 0
+    assert kael.empty_cache(device="cpu") is None
+    assert stats()["cached_bytes"] == 0
+    kael.empty(BIG + 777)
+    assert stats()["cached_bytes"] > 0
+    kael.empty_cache("cpu")
+    assert stats()["cached_bytes"] == 0
+
+
+@pytest.mark.skipif(kael.cuda_is_available(), reason="this build has a CUDA backend")
+@pytest.mark.parametrize("fn", ["allocator_stats", "empty_cache"])
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_allocator_of_a_device_without_backend_raises_runtime_error(fn, device):
+    with pytest.raises(RuntimeError, match=rf"^.*{fn}: device '{device}' requested, but this build of kael has no "
+                                           "CUDA backend"):
+        getattr(kael, fn)(device=device)
+
+
+@pytest.mark.parametrize("fn", ["allocator_stats", "empty_cache"])
+def test_allocator_of_an_unknown_device_raises_value_error(fn):
+    # torch.device("tpu") is a RuntimeError in torch; kael's device parser raises ValueError.
+    with pytest.raises(ValueError, match="expected a device name such as 'cpu'.*got 'tpu'"):
+        getattr(kael, fn)("tpu")
+    with pytest.raises(TypeError, match=f"{fn}: device must be a string"):
+        getattr(kael, fn)(0)
+    with pytest.raises(TypeError):
+        getattr(kael, fn)("cpu", "cpu")

@@ -3,7 +3,10 @@ import gc
 import threading
 import weakref
 
+import pytest
+
 import kael
+from helpers import compare
 from kael.utils.weak import WeakIdKeyDictionary
 
 
@@ -185,3 +188,31 @@ def test_cpp_warnings_become_python_warnings():
         with pytest.raises(UserWarning):
             kael.tensor(kael.ones(2))
     assert kael.ones(1).add(1).item() == 2.0  # nothing left pending afterwards
+
+
+@pytest.mark.skipif(kael.cuda_is_available(), reason="this build has a CUDA backend")
+@pytest.mark.parametrize("name,make", [
+    ("to", lambda x: x.to("cuda")),
+    ("to", lambda x: x.to("cuda:1", kael.float64)),
+    ("to", lambda x: x.cuda()),
+    ("zeros_like", lambda x: kael.zeros_like(x, device="cuda")),
+    ("ones_like", lambda x: kael.ones_like(x, device="cuda")),
+    ("empty_like", lambda x: kael.empty_like(x, device="cuda:0")),
+    ("full_like", lambda x: kael.full_like(x, 2.0, device="cuda")),
+    ("empty", lambda x: kael.empty(2, device="cuda")),
+])
+def test_device_arguments_choose_the_kernel_of_the_target_device(name, make):
+    # The call dispatches to the CUDA key (whose stub answers), not to the CPU kernel of x.
+    with pytest.raises(RuntimeError, match=f"{name} is not implemented for CUDA: this build of kael has no CUDA "
+                                           "backend"):
+        make(kael.ones(2, 3))
+
+
+@pytest.mark.parametrize("make", [
+    lambda m, x: x.to("cpu"),
+    lambda m, x: m.zeros_like(x, device="cpu"),
+    lambda m, x: m.full_like(x, 2, device="cpu", dtype=m.int64),
+    lambda m, x: m.ones_like(x.T, device=None),
+])
+def test_cpu_device_arguments_match_torch(make):
+    compare(lambda m: make(m, m.ones(2, 3)))

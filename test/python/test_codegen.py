@@ -6,6 +6,7 @@ The schema is documented in codegen/README.md, one section per key; the tests fo
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -566,6 +567,7 @@ def expected_files(names, pointwise_names):
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"include/kael/ops/{n}.h" for n in names}
     files |= {f"src/pointwise/{n}.cpp" for n in pointwise_names}
+    files |= {f"cuda/pointwise/{n}.cu" for n in pointwise_names}
     return files
 
 
@@ -614,7 +616,7 @@ def test_generate_writes_the_expected_files(small):
                                                  "eq", "eq_out", "arange", "arange_start", "view", "internal"]
     cmake = (out / "sources.cmake").read_text()
     for rel in listing(out):
-        if rel.endswith(".cpp"):
+        if rel.endswith((".cpp", ".cu")):
             assert f'"{out / rel}"' in cmake
 
 
@@ -651,7 +653,8 @@ def test_one_entry_edit_rewrites_only_its_files(small):
     yaml_path.write_text(SMALL.replace("pointwise: -a", "pointwise: 0 - a"))
     gen.generate(yaml_path, out)
     assert touched(out) == {"include/kael/ops/neg.h", f"python/functions_{shard}.cpp", "kael/_C.pyi",
-                            "src/pointwise/neg.cpp", "docs/ops.md"}  # (the doc edit is undone too)
+                            "src/pointwise/neg.cpp", "cuda/pointwise/neg.cu",
+                            "docs/ops.md"}  # (the doc edit is undone too)
 
 
 def test_generate_removes_stale_files(small):
@@ -904,3 +907,85 @@ def test_derivative_formulas_compile_and_an_unknown_name_fails_at_its_registry_l
         else:
             line = text.splitlines().index("    other: frobnicate(grad)") + 1
             assert status != 0 and f"bad.yaml:{line}:" in err and "frobnicate" in err, err
+
+
+def test_a_device_argument_picks_the_dispatch_key(tmp_path):
+    (tmp_path / "reg.yaml").write_text(
+        HEADER + "- func: f_like(Tensor self, *, Device? device=None) -> Tensor\n  dispatch: {CPU: f_cpu}\n"
+        "  doc: D.\n\n- func: g(Tensor self, Tensor other) -> Tensor\n  dispatch: {CPU: g_cpu}\n  doc: D.\n\n"
+        "- func: h(int[] size, *, Device? device=None) -> Tensor\n  dispatch: {CPU: h_cpu}\n  doc: D.\n")
+    fs = {f.name: f for f in parse_registry((tmp_path / "reg.yaml").read_text(), "reg.yaml")}
+    assert gen.key_expr(fs["f_like"]) == "dispatch::on_device(dispatch::key_set_of(self), device)"
+    assert gen.key_expr(fs["g"]) == "dispatch::key_set_of(self) | dispatch::key_set_of(other)"
+    assert gen.key_expr(fs["h"]) == "dispatch::key_set_of(device)"
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "out")
+    ops = "".join(p.read_text() for p in (tmp_path / "out" / "src").glob("ops_*.cpp"))
+    assert "const DispatchKeySet keys = dispatch::on_device(dispatch::key_set_of(self), device);" in ops
+
+
+# ---- CUDA kernels from the same `pointwise:` formulas (Note [Pointwise backends])
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA compiler) is not installed; the generated "
+                                                     "CUDA kernels cannot be compiled here")
+
+
+# As CMakeLists.txt: warnings are errors, except nvcc's "pointless comparison of unsigned
+# integer with zero" (186), which generic math (relu, sgn) instantiated for uint8 triggers.
+NVCC_WARNINGS = ["--Werror", "all-warnings", "-diag-suppress", "186"]
+
+
+def nvcc_compile(sources, include, out, timeout=900):
+    """Compiles .cu files as one translation unit (host and device code, no GPU needed)."""
+    unity = out.with_suffix(".cu")
+    unity.write_text("".join(f'#include "{s}"\n' for s in sources))
+    cmd = [NVCC, "-std=c++20", "-x", "cu", "-c", *NVCC_WARNINGS, "-Xcompiler", "-fopenmp,-Wall,-Wextra",
+           "-I", str(include), "-I", str(ROOT / "aten" / "include"), str(unity), "-o", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_pointwise_entry_gets_a_cuda_kernel_source(tmp_path):
+    gen.generate(ROOT / "native_functions.yaml", tmp_path)
+    pointwise = {f.name for f in parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
+                 if f.is_pointwise}
+    sources = {p.stem: p.read_text() for p in (tmp_path / "cuda" / "pointwise").glob("*.cu")}
+    assert set(sources) == pointwise and pointwise
+    add = sources["add"]
+    assert "__host__ __device__ auto operator()(T a, T b) const" in add and "return a + alpha * b;" in add
+    assert "Tensor add_cuda_generated(" in add and "add__cuda_generated(" in add and "add_out_cuda_generated(" in add
+    listed = (tmp_path / "sources.cmake").read_text().split("set(KAEL_GENERATED_CUDA_SOURCES")[1]
+    assert all(str(tmp_path / "cuda" / "pointwise" / f"{n}.cu") in listed for n in pointwise)
+
+
+@needs_nvcc
+def test_generated_cuda_kernels_compile_with_nvcc(tmp_path):
+    gen.generate(ROOT / "native_functions.yaml", tmp_path / "gen")
+    sources = sorted((tmp_path / "gen" / "cuda" / "pointwise").glob("*.cu"))
+    r = nvcc_compile(sources, tmp_path / "gen" / "include", tmp_path / "kernels.o")
+    assert r.returncode == 0, r.stdout + r.stderr
+    symbols = subprocess.run(["nm", "-C", str(tmp_path / "kernels.o")], capture_output=True, text=True).stdout
+    for s in sources:
+        for variant in ("", "_out"):
+            assert f" T kael::native::{s.stem}{variant}_cuda_generated(" in symbols, s.stem
+    assert "elementwise_kernel" in symbols  # device code was generated, not only the host stubs
+
+
+@needs_nvcc
+def test_cuda_formulas_must_use_host_device_math(tmp_path):
+    # The test of the test above: math functions without __host__ __device__ cannot be called
+    # from a kernel, and the compile fails.
+    include = tmp_path / "aten_include"
+    shutil.copytree(ROOT / "aten" / "include", include)
+    math_h = include / "kael" / "native" / "math.h"
+    text = math_h.read_text()
+    assert "#define KAEL_HOST_DEVICE __host__ __device__" in text
+    math_h.write_text(text.replace("#define KAEL_HOST_DEVICE __host__ __device__", "#define KAEL_HOST_DEVICE"))
+    gen.generate(ROOT / "native_functions.yaml", tmp_path / "gen")
+    src = tmp_path / "gen" / "cuda" / "pointwise" / "rsqrt.cu"
+    unity = tmp_path / "rsqrt_all.cu"
+    unity.write_text(f'#include "{src}"\n')
+    cmd = [NVCC, "-std=c++20", "-x", "cu", "-c", *NVCC_WARNINGS, "-Xcompiler", "-fopenmp",
+           "-I", str(tmp_path / "gen" / "include"), "-I", str(include), str(unity), "-o", str(tmp_path / "r.o")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert "__host__" in r.stdout + r.stderr and "rsqrt" in r.stdout + r.stderr

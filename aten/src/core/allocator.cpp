@@ -11,7 +11,35 @@
 #include <new>
 #include <vector>
 
+#include "kael/core/error.h"
 #include "kael/core/intrusive_ptr.h"
+
+namespace kael {
+
+namespace cpu_allocator {
+constinit CpuAllocator instance;
+}  // namespace cpu_allocator
+
+namespace {
+// Indexed by DeviceType; CPU is there from the start, other backends register at load time.
+constinit std::atomic<Allocator*> registry[kNumDeviceTypes] = {&cpu_allocator::instance, nullptr};
+}  // namespace
+
+void register_allocator(DeviceType type, Allocator* a) {
+  registry[static_cast<int>(type)].store(a, std::memory_order_release);
+}
+
+Allocator* get_allocator(DeviceType type) { return registry[static_cast<int>(type)].load(std::memory_order_acquire); }
+
+Allocator& allocator_for(const char* op, Device device) {
+  Allocator* a = get_allocator(device.type);
+  if (a != nullptr) return *a;
+  check_device_available(op, device);
+  KAEL_CHECK(false, op << ": no allocator is registered for device '" << device.str() << "'");
+  __builtin_unreachable();
+}
+
+}  // namespace kael
 
 namespace kael::cpu_allocator {
 namespace {

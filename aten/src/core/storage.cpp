@@ -5,12 +5,14 @@
 
 namespace kael {
 
-IntrusivePtr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
-  check_device_available("empty", device);
+IntrusivePtr<Storage> Storage::allocate(std::size_t nbytes, Device device, const char* op) {
+  // The CPU allocator is final: calls through it are direct (no registry lookup, no virtual call).
+  Allocator& a = device.is_cpu() ? cpu_allocator::instance : allocator_for(op, device);
   auto s = IntrusivePtr<Storage>::adopt(new Storage());
-  s->data_ = cpu_allocator::allocate(nbytes);
+  s->data_ = device.is_cpu() ? cpu_allocator::instance.allocate(nbytes) : a.allocate(nbytes);
   s->nbytes_ = nbytes;
   s->device_ = device;
+  s->allocator_ = &a;  // set last: a failed allocate leaves nothing to free
   return s;
 }
 
@@ -26,10 +28,12 @@ IntrusivePtr<Storage> Storage::external(void* data, std::size_t nbytes, Device d
 }
 
 Storage::~Storage() {
-  if (external_deleter_ != nullptr) {
+  if (allocator_ == &cpu_allocator::instance) {
+    cpu_allocator::instance.free(data_, nbytes_);
+  } else if (allocator_ != nullptr) {
+    allocator_->free(data_, nbytes_);
+  } else if (external_deleter_ != nullptr) {
     external_deleter_(external_context_);
-  } else {
-    cpu_allocator::deallocate(data_, nbytes_);
   }
 }
 

@@ -1,5 +1,17 @@
 #pragma once
-// The caching CPU allocator.
+// Allocators: one caching allocator per device type behind a common interface, and the
+// caching CPU allocator.
+//
+// Note [Allocators and storage]
+// Every Storage remembers where its bytes came from: either the Allocator of its device
+// (allocate/free through a registry indexed by DeviceType; the CPU allocator is registered
+// at compile time, a CUDA backend registers its own when it is built) or an external owner
+// with a deleter (Storage::external: memory borrowed from NumPy, a Python buffer, DLPack).
+// Set-up code never calls a device allocator directly: it asks for `Storage::allocate(n,
+// device)`, which looks the allocator up by the device. The CPU allocator is a `final`
+// class, so Storage's hot path calls it without a virtual call. A deleter may run on any
+// thread, with or without the GIL (a tensor can die inside a kernel that released it):
+// deleters of Python-owned memory take the GIL themselves (csrc/python_owner.h).
 //
 // Note [Caching CPU allocator]
 // Blocks are 64-byte aligned and rounded up to a size class: multiples of 64 bytes up to
@@ -12,6 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kael/core/device.h"
+
 namespace kael {
 
 struct AllocatorStats {
@@ -21,6 +35,31 @@ struct AllocatorStats {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
 };
+
+// The interface every device's allocator implements.
+class Allocator {
+ public:
+  // Returns a block of at least nbytes (nullptr for 0 bytes); throws std::bad_alloc.
+  virtual void* allocate(std::size_t nbytes) = 0;
+  // Returns a block obtained from allocate(nbytes).
+  virtual void free(void* ptr, std::size_t nbytes) noexcept = 0;
+  virtual AllocatorStats stats() const = 0;
+  // Returns cached blocks to the system (or the driver).
+  virtual void empty_cache() = 0;
+
+ protected:
+  constexpr Allocator() = default;
+  ~Allocator() = default;  // allocators live as long as the process
+};
+
+// Registers `a` as the allocator of a device type (a backend does this once at load time);
+// nullptr unregisters.
+void register_allocator(DeviceType type, Allocator* a);
+// The allocator registered for a device type, or nullptr.
+Allocator* get_allocator(DeviceType type);
+// The allocator for `device`; raises a RuntimeError naming `op` when none is registered
+// (for CUDA in a build without it: "... this build of kael has no CUDA backend").
+Allocator& allocator_for(const char* op, Device device);
 
 namespace cpu_allocator {
 inline constexpr std::size_t kAlignment = 64;
@@ -32,6 +71,17 @@ void* allocate(std::size_t nbytes);
 void deallocate(void* ptr, std::size_t nbytes);
 void empty_cache();
 AllocatorStats stats();
+
+// The CPU allocator behind the Allocator interface (what get_allocator(DeviceType::CPU) returns).
+class CpuAllocator final : public Allocator {
+ public:
+  constexpr CpuAllocator() = default;
+  void* allocate(std::size_t nbytes) override { return cpu_allocator::allocate(nbytes); }
+  void free(void* ptr, std::size_t nbytes) noexcept override { cpu_allocator::deallocate(ptr, nbytes); }
+  AllocatorStats stats() const override { return cpu_allocator::stats(); }
+  void empty_cache() override { cpu_allocator::empty_cache(); }
+};
+extern CpuAllocator instance;
 }  // namespace cpu_allocator
 
 }  // namespace kael

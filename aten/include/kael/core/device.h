@@ -11,6 +11,7 @@
 namespace kael {
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };
+inline constexpr int kNumDeviceTypes = 2;
 
 struct Device {
   DeviceType type = DeviceType::CPU;

@@ -38,7 +38,13 @@ class RefCounted {
 // Thread-local state reached without __tls_get_addr: the initial-exec model reads it at a
 // fixed offset from the thread pointer. Keep such variables few and small (a module loaded
 // with dlopen gets them from glibc's small static-TLS reserve).
+#ifdef __CUDACC__
+// nvcc's front end ignores the attribute (with a warning); CUDA sources reach these variables
+// through the general model: the same variables, only slower access code.
+#define KAEL_FAST_TLS
+#else
 #define KAEL_FAST_TLS __attribute__((tls_model("initial-exec")))
+#endif
 
 // A per-thread free list of fixed-size blocks for small, frequently made objects
 // (TensorImpl, Storage): a hit is a pointer pop instead of a malloc. Blocks freed on another

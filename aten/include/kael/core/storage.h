@@ -1,10 +1,13 @@
 #pragma once
-// Storage: a reference-counted buffer shared by a tensor and all its views.
+// Storage: a reference-counted buffer shared by a tensor and all its views. It knows its
+// device and who frees its bytes: its device's allocator or an external deleter
+// (Note [Allocators and storage] in kael/core/allocator.h).
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "kael/core/allocator.h"
 #include "kael/core/device.h"
 #include "kael/core/intrusive_ptr.h"
 
@@ -12,11 +15,15 @@ namespace kael {
 
 class Storage : public RefCounted, public FreeListAllocated<Storage> {
  public:
+  // Called with the context when the last view of external memory dies; may run on any
+  // thread, with or without the GIL, and must not throw.
   using ExternalDeleter = void (*)(void* context);
 
-  // A new buffer of `nbytes` from the device's caching allocator.
-  static IntrusivePtr<Storage> allocate(std::size_t nbytes, Device device);
-  // Memory kael did not allocate: `deleter(context)` runs when the last view dies.
+  // A new buffer of `nbytes` from the device's caching allocator; raises a RuntimeError
+  // naming `op` when the device has no backend or allocator in this build.
+  static IntrusivePtr<Storage> allocate(std::size_t nbytes, Device device, const char* op = "empty");
+  // Memory kael did not allocate: `deleter(context)` runs when the last view dies (a null
+  // deleter borrows the memory without ever releasing it).
   static IntrusivePtr<Storage> external(void* data, std::size_t nbytes, Device device,
                                         ExternalDeleter deleter, void* context);
   static void release(Storage* s) noexcept;
@@ -24,6 +31,8 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // The allocator the bytes came from; nullptr for external memory.
+  Allocator* allocator() const { return allocator_; }
 
   // Note [Version counter]
   // Every in-place write bumps the version of the storage it writes; views share the
@@ -38,6 +47,7 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_{};
+  Allocator* allocator_ = nullptr;
   ExternalDeleter external_deleter_ = nullptr;
   void* external_context_ = nullptr;
   std::atomic<std::uint32_t> version_{0};

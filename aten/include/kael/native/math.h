@@ -8,6 +8,14 @@
 
 #include "kael/core/half.h"
 
+// Under nvcc every function here is __host__ __device__, so the formulas compile into CUDA
+// kernels too (codegen/templates/pointwise_kernel.cu.j2).
+#ifdef __CUDACC__
+#define KAEL_HOST_DEVICE __host__ __device__
+#else
+#define KAEL_HOST_DEVICE
+#endif
+
 namespace kael::native::math {
 
 using std::abs;
@@ -20,23 +28,23 @@ using std::sqrt;
 using std::tanh;
 
 template <typename T>
-inline T rsqrt(T a) {
+KAEL_HOST_DEVICE inline T rsqrt(T a) {
   return T(1) / std::sqrt(a);
 }
 
 template <typename T>
-inline T sigmoid(T a) {
+KAEL_HOST_DEVICE inline T sigmoid(T a) {
   return T(1) / (T(1) + std::exp(-a));
 }
 
 template <typename T>
-inline T relu(T a) {
+KAEL_HOST_DEVICE inline T relu(T a) {
   return a < T(0) ? T(0) : a;  // NaN stays NaN
 }
 
 // NaN-propagating maximum/minimum (PyTorch semantics).
 template <typename T>
-inline T maximum(T a, T b) {
+KAEL_HOST_DEVICE inline T maximum(T a, T b) {
   if constexpr (kael::is_floating_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -45,7 +53,7 @@ inline T maximum(T a, T b) {
 }
 
 template <typename T>
-inline T minimum(T a, T b) {
+KAEL_HOST_DEVICE inline T minimum(T a, T b) {
   if constexpr (kael::is_floating_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -57,7 +65,7 @@ inline T minimum(T a, T b) {
 // arithmetic of at least int's width), where a negative exponent gives 1 for a base of 1, +-1
 // for a base of -1 and 0 otherwise.
 template <typename T>
-inline T pow(T a, T b) {
+KAEL_HOST_DEVICE inline T pow(T a, T b) {
   if constexpr (kael::is_floating_v<T>) {
     return std::pow(a, b);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -86,7 +94,7 @@ namespace kael::native::math {
 
 // The sign: -1, 0 or 1 (0 for NaN and for -0.0), as torch.sgn of real tensors; a bool is its own sign.
 template <typename T>
-inline T sgn(T a) {
+KAEL_HOST_DEVICE inline T sgn(T a) {
   if constexpr (std::is_same_v<T, bool>) {
     return a;
   } else {

@@ -1,7 +1,8 @@
 #pragma once
-// Set-up of a pointwise op on the CPU: validate -> promote -> broadcast -> allocate, then
-// run a generated scalar formula through the loop engine (see Note [Loop geometry]).
-// Generated kernels (codegen/templates/pointwise_kernel.cpp.j2) are thin users of this.
+// Set-up of a pointwise op: validate -> promote -> broadcast -> allocate on the operands'
+// device, then run a generated scalar formula through the CPU loop engine (see Note [Loop
+// geometry]) or a device's loops (Note [Pointwise backends] in kael/native/cuda/pointwise.cuh).
+// Generated kernels (codegen/templates/pointwise_kernel.cpp.j2, .cu.j2) are thin users of this.
 
 #include <array>
 #include <cstdint>
@@ -48,6 +49,14 @@ class PointwiseCall {
   // The result (for in-place calls, `self`).
   Tensor finish();
 
+  // The device-independent set-up a backend's loops run over (kael/native/cuda/pointwise.cuh):
+  // the tensor written (in the output dtype), the operands, and the tensor inputs converted
+  // to the compute dtype (undefined for number operands), all broadcast to shape().
+  const Tensor& output() const { return out_; }
+  const Operand& operand(int k) const { return *operands_[k]; }
+  const Tensor& input(int k) const { return converted_[k]; }
+  IntArrayRef shape() const { return shape_; }
+
  private:
   void setup(std::initializer_list<const Operand*> inputs);
   void allocate_output();
@@ -63,15 +72,32 @@ class PointwiseCall {
   ScalarType out_dtype_ = ScalarType::Float32;
   Tensor out_;
   const Tensor* self_ = nullptr;  // the tensor written: self of an in-place call, or out
+  Device device_ = kCPU;          // of the tensor operands (all on one device)
   void bind_destination(const char* suffix);
 };
 
 // The promoted dtype of the operands (see Note [Type promotion]).
 ScalarType result_type(std::initializer_list<const Operand*> operands);
 
-// Helpers kernels share.
-Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype);
-Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype);
+// Helpers kernels share. Device-independent (aten/src/native/setup.cpp): a new tensor on a
+// device, through its allocator; the same-device check with PyTorch's message
+// ("<op>: expected all tensors to be on the same device, but found at least two devices, cpu
+// and cuda:0"); copy_'s shape check; dtype conversion and copies that run the loops of the
+// tensors' device.
+Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device);
+Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device);
+[[noreturn]] void raise_device_mismatch(const char* op, Device expected, Device found);
+inline void check_same_device(const char* op, Device expected, Device found) {
+  if (expected != found) [[unlikely]] raise_device_mismatch(op, expected, found);
+}
+// copy_'s shape rule: src broadcasts to dst (ValueError otherwise).
+void check_copy_shapes(const Tensor& dst, const Tensor& src);
+Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype);
+void copy_on_device(const Tensor& dst, const Tensor& src);
+inline Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) { return empty_on(sizes, dtype, kCPU); }
+inline Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
+  return empty_strided_on(sizes, strides, dtype, kCPU);
+}
 // dst <- src (broadcast to dst's shape, converted to dst's dtype); both on the CPU.
 void copy_cpu(const Tensor& dst, const Tensor& src);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).

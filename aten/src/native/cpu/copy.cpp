@@ -25,16 +25,7 @@ void copy_loop(const LoopGeometry<2>& g) {
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
-  broadcast_shapes("copy_", dst.sizes(), src.sizes());
-  KAEL_CHECK_VALUE(src.dim() <= dst.dim(), "copy_: source of shape " << shape_str(src.sizes())
-                                                                     << " cannot be broadcast to "
-                                                                     << shape_str(dst.sizes()));
-  for (std::int64_t i = 0; i < src.dim(); ++i) {
-    const std::int64_t s = src.sizes()[i], d = dst.sizes()[dst.dim() - src.dim() + i];
-    KAEL_CHECK_VALUE(s == d || s == 1, "copy_: source of shape " << shape_str(src.sizes())
-                                                                 << " cannot be broadcast to "
-                                                                 << shape_str(dst.sizes()));
-  }
+  check_copy_shapes(dst, src);
   const LoopGeometry<2> g = make_geometry<2>(dst.sizes(), {view_of(dst), view_of(src)});
   visit_dtype(dst.dtype(), [&](auto to) {
     visit_dtype(src.dtype(), [&](auto from) {

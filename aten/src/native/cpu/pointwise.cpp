@@ -6,33 +6,6 @@
 
 namespace kael::native {
 
-namespace {
-std::size_t storage_bytes(IntArrayRef sizes, std::int64_t elements, ScalarType dtype) {
-  std::int64_t bytes = 0;
-  KAEL_CHECK(!__builtin_mul_overflow(elements, static_cast<std::int64_t>(itemsize(dtype)), &bytes),
-             "empty: storage size calculation overflowed for size " << shape_str(sizes) << " of " << dtype);
-  return static_cast<std::size_t>(bytes);
-}
-}  // namespace
-
-Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) {
-  const std::int64_t n = checked_numel("empty", sizes);
-  auto storage = Storage::allocate(storage_bytes(sizes, n, dtype), kCPU);
-  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), contiguous_strides(sizes), 0));
-}
-
-Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
-  std::int64_t extent = 1;  // elements spanned: 1 + sum((size - 1) * stride)
-  bool empty = false;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) empty = true;
-    extent += (sizes[i] - 1) * strides[i];
-  }
-  if (empty) extent = 0;
-  auto storage = Storage::allocate(storage_bytes(sizes, extent, dtype), kCPU);
-  return Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(sizes), DimVector(strides), 0));
-}
-
 void check_no_internal_overlap(const char* op, const Tensor& t) {
   for (std::int64_t i = 0; i < t.dim(); ++i)
     KAEL_CHECK(t.strides()[i] != 0 || t.sizes()[i] <= 1,
@@ -128,7 +101,7 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
                              std::initializer_list<const Operand*> inputs, OutArgument)
     : spec_(spec), self_(&out) {
   setup(inputs);
-  KAEL_CHECK(out.device().is_cpu(), spec_.name << ": expected out on cpu, got " << out.device());
+  check_same_device(spec_.name, device_, out.device());
   if (shape_ != DimVector(out.sizes())) {
     if (out.numel() > 0)
       warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
@@ -156,18 +129,21 @@ void PointwiseCall::bind_destination(const char* suffix) {
 }
 
 void resize_cpu(const Tensor& t, IntArrayRef sizes) {
-  const Tensor fresh = alloc_cpu(sizes, t.dtype());
+  const Tensor fresh = empty_on(sizes, t.dtype(), t.device());
   t.impl()->set_storage(fresh.impl()->storage_ptr(), DimVector(sizes), contiguous_strides(sizes), 0);
 }
 
 void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
   ResultTypeState state;
+  bool has_device = false;
   for (const Operand* op : inputs) {
     operands_[count_++] = op;
     if (op->is_tensor()) {
       const Tensor& t = op->tensor();
       state.add_tensor(t.dtype(), t.dim() == 0);
-      KAEL_CHECK(t.device().is_cpu(), spec_.name << ": expected all tensors on cpu, got one on " << t.device());
+      if (!has_device) device_ = t.device();
+      has_device = true;
+      check_same_device(spec_.name, device_, t.device());
     } else {
       state.add_wrapped(op->scalar().wrapped_dtype());
     }
@@ -182,7 +158,7 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
   for (int k = 0; k < count_; ++k) {
     if (!operands_[k]->is_tensor()) continue;
     const Tensor& t = operands_[k]->tensor();
-    converted_[k] = t.dtype() == compute_ ? t : to_dtype_cpu(t, compute_);
+    converted_[k] = t.dtype() == compute_ ? t : to_dtype_on_device(t, compute_);
     if (first) {
       shape_ = DimVector(t.sizes());
       first = false;
@@ -205,15 +181,15 @@ void PointwiseCall::allocate_output() {
     views[n++] = view_of(t);
   }
   if (all_contiguous) {
-    out_ = alloc_cpu(shape_, out_dtype_);
+    out_ = empty_on(shape_, out_dtype_, device_);
   } else {
-    out_ = alloc_strided_cpu(shape_, output_strides_like(shape_, views, n), out_dtype_);
+    out_ = empty_strided_on(shape_, output_strides_like(shape_, views, n), out_dtype_, device_);
   }
 }
 
 Tensor PointwiseCall::finish() {
   if (self_ == nullptr) return std::move(out_);
-  if (!out_.is_same(*self_)) copy_cpu(*self_, out_);
+  if (!out_.is_same(*self_)) copy_on_device(*self_, out_);
   return *self_;
 }
 
