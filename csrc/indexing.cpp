@@ -7,8 +7,6 @@
 #include "arg_parsing.h"
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
-#include "kael/ops/copy_.h"
-#include "kael/ops/fill_.h"
 #include "kael/ops/select.h"
 #include "kael/ops/slice.h"
 #include "kael/ops/unsqueeze.h"
@@ -90,7 +88,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
   try {
     const Tensor view = apply_key(tensor_of(self), key);
     if (is_tensor(value)) {
-      kael::copy_(view, tensor_of(value));
+      native::assign(view, tensor_of(value));
       return 0;
     }
     Scalar s;
@@ -98,9 +96,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     if (m == Match::Error) return -1;
     KAEL_CHECK_TYPE(m == Match::Yes,
                     "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
-    // Like torch, which copies a 0-d tensor here: no element may be written twice.
-    native::check_no_internal_overlap("index", view);
-    kael::fill_(view, s);
+    native::assign(view, s);
     return 0;
   } catch (...) {
     translate_exception();

@@ -74,6 +74,7 @@ class PointwiseCall {
   const Tensor* self_ = nullptr;  // the tensor written: self of an in-place call, or out
   Device device_ = kCPU;          // of the tensor operands (all on one device)
   void bind_destination(const char* suffix);
+  void check_overlap(const char* suffix);
 };
 
 // The promoted dtype of the operands (see Note [Type promotion]).
@@ -98,16 +99,26 @@ inline Tensor alloc_cpu(IntArrayRef sizes, ScalarType dtype) { return empty_on(s
 inline Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
   return empty_strided_on(sizes, strides, dtype, kCPU);
 }
-// dst <- src (broadcast to dst's shape, converted to dst's dtype); both on the CPU.
+// dst <- src (broadcast to dst's shape, converted to dst's dtype); both on the CPU. Raises as
+// PyTorch's copy_ does when dst writes one location twice or partially overlaps src, and reads
+// src from a snapshot when they may overlap in a way too hard to tell (Note [Memory overlap]).
 void copy_cpu(const Tensor& dst, const Tensor& src);
+// A contiguous copy of src in new memory, same dtype.
+Tensor snapshot_cpu(const Tensor& src);
+// dst[...] = src with the semantics of PyTorch's __setitem__ (its copy_to), through the
+// registered ops: a source of dst's shape is copied (copy_); a 0-d source is read first (clone),
+// then copied; any other source is expanded to dst's shape, then copied. copy_ checks overlap
+// (Note [Memory overlap]) against the source as expanded, before it writes.
+void assign(const Tensor& dst, const Tensor& src);
+// dst[...] = value: an expanded dst raises (as in PyTorch, although fill_ itself allows it);
+// then fill_.
+void assign(const Tensor& dst, const Scalar& value);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
 // Gives t new contiguous storage of the given shape (contents undefined).
 void resize_cpu(const Tensor& t, IntArrayRef sizes);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
-// Raises when writing into t would write one memory location twice (a stride-0 dim).
-void check_no_internal_overlap(const char* op, const Tensor& t);
 // Broadcast shape of a and b; ValueError naming `op` when they are not broadcastable.
 DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b);
 

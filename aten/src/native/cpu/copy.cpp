@@ -1,5 +1,6 @@
 // Strided copies with dtype conversion, and fills.
 #include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/native/pointwise.h"
 
 namespace kael::native {
@@ -21,17 +22,38 @@ void copy_loop(const LoopGeometry<2>& g) {
   });
 }
 
-}  // namespace
-
-void copy_cpu(const Tensor& dst, const Tensor& src) {
-  if (dst.numel() == 0) return;
-  check_copy_shapes(dst, src);
+// dst <- src once every check has passed.
+void copy_unchecked(const Tensor& dst, const Tensor& src) {
   const LoopGeometry<2> g = make_geometry<2>(dst.sizes(), {view_of(dst), view_of(src)});
   visit_dtype(dst.dtype(), [&](auto to) {
     visit_dtype(src.dtype(), [&](auto from) {
       copy_loop<typename decltype(to)::type, typename decltype(from)::type>(g);
     });
   });
+}
+
+}  // namespace
+
+Tensor snapshot_cpu(const Tensor& src) {
+  Tensor out = alloc_cpu(src.sizes(), src.dtype());
+  copy_unchecked(out, src);
+  return out;
+}
+
+void copy_cpu(const Tensor& dst, const Tensor& src) {
+  check_copy_shapes(dst, src);
+  assert_no_internal_overlap("copy_", dst);
+  const MemOverlapStatus overlap = get_overlap_status(dst, src);
+  assert_no_partial_overlap("copy_", dst, src);
+  if (dst.numel() == 0) return;
+  if (overlap == MemOverlapStatus::Full && dst.dtype() == src.dtype()) return;  // the same elements
+  // Full with another dtype (a view of the same bytes as another type) or too hard to tell:
+  // read everything before writing anything.
+  if ((overlap == MemOverlapStatus::Full || overlap == MemOverlapStatus::TooHard) && may_share_memory(dst, src)) {
+    copy_unchecked(dst, snapshot_cpu(src));
+    return;
+  }
+  copy_unchecked(dst, src);
 }
 
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype) {

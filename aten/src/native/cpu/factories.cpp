@@ -162,16 +162,15 @@ Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<Scal
 
 const Tensor& copy_cpu_(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
   KAEL_CHECK(src.device().is_cpu(), "copy_: copying from " << src.device() << " is not supported by this kernel");
-  check_no_internal_overlap("copy", self);
+  copy_cpu(self, src);  // checks overlap (Note [Memory overlap]) before it writes
   self.bump_version();
-  copy_cpu(self, src);
   return self;
 }
 
 const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
   check_fits("fill_", value, self.dtype());
-  self.bump_version();
   fill_cpu(self, value);
+  self.bump_version();
   return self;
 }
 

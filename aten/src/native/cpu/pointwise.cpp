@@ -2,16 +2,10 @@
 #include "kael/native/pointwise.h"
 
 #include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/core/warning.h"
 
 namespace kael::native {
-
-void check_no_internal_overlap(const char* op, const Tensor& t) {
-  for (std::int64_t i = 0; i < t.dim(); ++i)
-    KAEL_CHECK(t.strides()[i] != 0 || t.sizes()[i] <= 1,
-               op << "_: unsupported operation: more than one element of the written-to tensor refers to a single "
-                     "memory location (an expanded tensor); clone() it first");
-}
 
 DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
   if (a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin())) return DimVector(a);
@@ -102,6 +96,7 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
     : spec_(spec), self_(&out) {
   setup(inputs);
   check_same_device(spec_.name, device_, out.device());
+  check_overlap("");  // against out as given, before a resize gives it new memory (as PyTorch)
   if (shape_ != DimVector(out.sizes())) {
     if (out.numel() > 0)
       warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
@@ -119,12 +114,32 @@ void PointwiseCall::bind_destination(const char* suffix) {
   KAEL_CHECK(can_cast(out_dtype_, dst.dtype()), spec_.name << suffix << ": result type " << out_dtype_
                                                            << " can't be cast to the desired output type "
                                                            << dst.dtype());
-  check_no_internal_overlap(spec_.name, dst);
+  if (suffix[0] != '\0') check_overlap(suffix);
   dst.bump_version();
   if (dst.dtype() == out_dtype_) {
     out_ = dst;
   } else {
     allocate_output();
+  }
+}
+
+// See Note [Memory overlap]: the destination must not write one location twice nor partially
+// overlap an input; an input that may share memory with it in a layout too hard to tell is
+// read from a snapshot, so no write can reach it before it is read.
+void PointwiseCall::check_overlap(const char* suffix) {
+  const Tensor& dst = *self_;
+  const std::string op = std::string(spec_.name) + suffix;
+  assert_no_internal_overlap(op.c_str(), dst);
+  for (int k = 0; k < count_; ++k) {
+    if (!operands_[k]->is_tensor()) continue;
+    const Tensor& input = operands_[k]->tensor();
+    const MemOverlapStatus status = get_overlap_status(dst, input);
+    assert_no_partial_overlap(op.c_str(), dst, input);
+    if (status == MemOverlapStatus::TooHard && converted_[k].is_same(input) && may_share_memory(dst, input)) {
+      Tensor snapshot = empty_on(input.sizes(), input.dtype(), input.device());
+      copy_on_device(snapshot, input);
+      converted_[k] = std::move(snapshot);
+    }
   }
 }
 
