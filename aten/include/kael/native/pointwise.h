@@ -36,6 +36,9 @@ class PointwiseCall {
   PointwiseCall(const PointwiseSpec& spec, const Tensor& self, std::initializer_list<const Operand*> inputs);
   // out= call writing into `out`, which is resized to the broadcast shape when it differs
   // (with a warning if it had elements, as in PyTorch).
+  // The constructors only check: the destination is first written (resized, its version
+  // bumped) when run() starts, so a call that fails a check, or whose kernel rejects a scalar
+  // argument before run(), leaves it untouched.
   struct OutArgument {};
   PointwiseCall(const PointwiseSpec& spec, const Tensor& out, std::initializer_list<const Operand*> inputs,
                 OutArgument);
@@ -73,8 +76,10 @@ class PointwiseCall {
   Tensor out_;
   const Tensor* self_ = nullptr;  // the tensor written: self of an in-place call, or out
   Device device_ = kCPU;          // of the tensor operands (all on one device)
-  void bind_destination(const char* suffix);
+  const char* suffix_ = "";       // "_" for in-place calls, in messages
+  void check_destination();
   void check_overlap(const char* suffix);
+  void begin_write();
 };
 
 // The promoted dtype of the operands (see Note [Type promotion]).
@@ -149,6 +154,7 @@ void PointwiseCall::run(F f) {
 
 template <typename Out, typename T, int K, typename F>
 void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
+  begin_write();
   const PointwiseInner<Out, T, K, F> inner{f};
   // Fast path: every operand contiguous with the output's element count. Broadcasting that
   // keeps the count expands nothing, so all operands share one flat element order.

@@ -83,38 +83,52 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, std::initializer_list<co
 
 PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& self,
                              std::initializer_list<const Operand*> inputs)
-    : spec_(spec), self_(&self) {
+    : spec_(spec), self_(&self), suffix_("_") {
   setup(inputs);
   KAEL_CHECK_VALUE(shape_ == DimVector(self.sizes()), spec_.name << "_: output with shape " << shape_str(self.sizes())
                                                                  << " doesn't match the broadcast shape "
                                                                  << shape_str(shape_));
-  bind_destination("_");
+  check_destination();
 }
 
 PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
                              std::initializer_list<const Operand*> inputs, OutArgument)
-    : spec_(spec), self_(&out) {
+    : spec_(spec), self_(&out), suffix_("") {
   setup(inputs);
   check_same_device(spec_.name, device_, out.device());
-  check_overlap("");  // against out as given, before a resize gives it new memory (as PyTorch)
-  if (shape_ != DimVector(out.sizes())) {
-    if (out.numel() > 0)
-      warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
-                                  "had shape " + shape_str(out.sizes()) + ", which does not match the required "
-                                  "output shape " + shape_str(shape_));
-    resize_cpu(out, shape_);
-  }
-  bind_destination("");
+  // An out that is also an input is not resized (PyTorch's read-write operand).
+  for (int k = 0; k < count_; ++k)
+    KAEL_CHECK_VALUE(!operands_[k]->is_tensor() || !operands_[k]->tensor().is_same(out) ||
+                         shape_ == DimVector(out.sizes()),
+                     spec_.name << ": output with shape " << shape_str(out.sizes())
+                                << " doesn't match the broadcast shape " << shape_str(shape_));
+  check_destination();
 }
 
-// Checks that the destination can take the result and writes into it directly when the
-// dtypes agree (otherwise into a temporary that finish() copies over).
-void PointwiseCall::bind_destination(const char* suffix) {
+// Every check on the destination, before anything is written (out is checked as given, before
+// a resize would give it new memory, as PyTorch does): the result dtype must cast to it, and its
+// memory must not overlap the inputs (see Note [Memory overlap]).
+void PointwiseCall::check_destination() {
+  check_overlap(suffix_);
   const Tensor& dst = *self_;
-  KAEL_CHECK(can_cast(out_dtype_, dst.dtype()), spec_.name << suffix << ": result type " << out_dtype_
+  KAEL_CHECK(can_cast(out_dtype_, dst.dtype()), spec_.name << suffix_ << ": result type " << out_dtype_
                                                            << " can't be cast to the desired output type "
                                                            << dst.dtype());
-  if (suffix[0] != '\0') check_overlap(suffix);
+}
+
+// The first write: resizes out when the shape differs (with a warning if it had elements, as in
+// PyTorch), bumps the version and writes into the destination directly when the dtypes agree
+// (otherwise into a temporary that finish() copies over).
+void PointwiseCall::begin_write() {
+  if (self_ == nullptr) return;  // a fresh output
+  const Tensor& dst = *self_;
+  if (shape_ != DimVector(dst.sizes())) {
+    if (dst.numel() > 0)
+      warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
+                                  "had shape " + shape_str(dst.sizes()) + ", which does not match the required "
+                                  "output shape " + shape_str(shape_));
+    resize_cpu(dst, shape_);
+  }
   dst.bump_version();
   if (dst.dtype() == out_dtype_) {
     out_ = dst;
