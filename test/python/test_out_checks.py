@@ -82,11 +82,12 @@ def test_inplace_call_that_fails_a_check_is_untouched():
 def test_successful_out_call_resizes_warns_and_bumps_version():
     for lib in (torch, kael):
         out = lib.zeros(4)
-        version = out._version
         with pytest.warns(UserWarning, match="resized"):
             lib.add(lib.ones(2, 3), 1.0, out=out)
         assert tuple(out.shape) == (2, 3) and out.tolist() == [[2.0] * 3] * 2
-        assert out._version > version
+        version = out._version
+        lib.add(lib.ones(2, 3), 2.0, out=out)
+        assert out._version > version and out.tolist() == [[3.0] * 3] * 2
 
 
 def test_out_of_another_dtype_gets_the_converted_result():

@@ -2,6 +2,8 @@
 
 #include "kael/core/scalar.h"
 
+#include "kael/core/error.h"
+
 namespace kael {
 
 std::optional<ScalarType> parse_dtype(std::string_view name) {
@@ -46,6 +48,15 @@ std::ostream& operator<<(std::ostream& os, const Scalar& s) {
       break;
   }
   return os << s.to<double>();
+}
+
+void Scalar::report_overflow(const char* op, ScalarType dtype) const {
+  KAEL_CHECK(false, op << ": value " << *this << " cannot be converted to type " << dtype << " without overflow");
+  __builtin_unreachable();
+}
+
+void check_convertible(const char* op, const Scalar& value, ScalarType dtype) {
+  visit_dtype(dtype, [&](auto tag) { (void)value.checked_to<opmath_t<typename decltype(tag)::type>>(op, dtype); });
 }
 
 }  // namespace kael

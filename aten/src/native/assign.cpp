@@ -39,6 +39,7 @@ void assign(const Tensor& dst, const Tensor& src) {
 
 void assign(const Tensor& dst, const Scalar& value) {
   assert_no_internal_overlap("index", dst);
+  check_convertible("index", value, dst.dtype());
   kael::fill_(dst, value);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 
+#include "kael/core/convert.h"
 #include "kael/core/scalar_type.h"
 
 namespace kael {
@@ -37,21 +38,49 @@ class Scalar {
     return kDefaultFloat;
   }
 
+  // The value converted to T as a cast would (see Note [Conversions between dtypes]); never
+  // undefined, and unchecked: 1e300 gives inf as float32, NaN gives INT64_MIN as int64.
   template <typename T>
   T to() const {
     switch (kind_) {
       case Kind::Bool:
-        return static_cast<T>(v_.b);
+        return convert<T>(v_.b);
       case Kind::Int:
-        return static_cast<T>(v_.i);
+        return convert<T>(v_.i);
       case Kind::Float:
         break;
     }
-    return static_cast<T>(v_.d);
+    return convert<T>(v_.d);
   }
   double to_double() const { return to<double>(); }
 
+  // Whether PyTorch's checked conversion of the value to T fails (NaN, inf or a value out of
+  // range for an integer type; a finite value beyond float32's range; see kael::overflows).
+  template <typename T>
+  bool overflows_as() const {
+    switch (kind_) {
+      case Kind::Bool:
+        return false;
+      case Kind::Int:
+        return overflows<T>(v_.i);
+      case Kind::Float:
+        break;
+    }
+    return overflows<T>(v_.d);
+  }
+  // The value as T, raising kael::Error "<op>: value <v> cannot be converted to type <dtype>
+  // without overflow" where PyTorch's checked conversion raises (dtype names the tensor's dtype
+  // when T is the type it computes in).
+  template <typename T>
+  T checked_to(const char* op, ScalarType dtype = ScalarTypeOf<T>::value) const {
+    if (overflows_as<T>()) [[unlikely]]
+      report_overflow(op, dtype);
+    return to<T>();
+  }
+
  private:
+  [[noreturn]] void report_overflow(const char* op, ScalarType dtype) const;
+
   Kind kind_;
   union {
     bool b;
@@ -61,5 +90,9 @@ class Scalar {
 };
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
+
+// Raises unless `value` converts to `dtype` without overflow (Scalar::checked_to); float16 and
+// bfloat16 are checked as float32, the type they are filled through (PyTorch's rule).
+void check_convertible(const char* op, const Scalar& value, ScalarType dtype);
 
 }  // namespace kael

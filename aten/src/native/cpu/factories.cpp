@@ -1,5 +1,6 @@
 // Factories and copies on the CPU.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "kael/core/error.h"
@@ -20,31 +21,6 @@ void check_cpu(const char* op, const std::optional<Device>& device) {
   if (!device) return;
   check_device_available(op, *device);
   KAEL_CHECK(device->is_cpu(), op << ": device '" << device->str() << "' is not supported by this kernel");
-}
-
-// Raises unless value fits an integral dtype, by PyTorch's rule: a float must lie in
-// [lowest, max] (NaN and inf do not), an integer in [min, max], or in [-max, max] for an
-// unsigned dtype (-1 fills a uint8 with 255).
-void check_fits(const char* op, const Scalar& value, ScalarType dtype) {
-  if (!is_integral(dtype, /*include_bool=*/false) || value.is_bool()) return;
-  visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      using L = std::numeric_limits<T>;
-      bool fits;
-      if (value.is_floating()) {
-        const double v = value.to<double>();
-        fits = sizeof(T) < 8 ? v >= static_cast<double>(L::lowest()) && v <= static_cast<double>(L::max())
-                             : v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-      } else {
-        const std::int64_t v = value.to<std::int64_t>();
-        const std::int64_t lo = std::is_signed_v<T> ? static_cast<std::int64_t>(L::min())
-                                                    : -static_cast<std::int64_t>(L::max());
-        fits = sizeof(T) == 8 || (v >= lo && v <= static_cast<std::int64_t>(L::max()));
-      }
-      KAEL_CHECK(fits, op << ": value " << value << " cannot be converted to type " << dtype << " without overflow");
-    }
-  });
 }
 
 ScalarType dtype_of_value(const Scalar& s) { return s.wrapped_dtype(); }
@@ -79,7 +55,9 @@ Tensor ones(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Dev
 }
 
 Tensor full(IntArrayRef size, const Scalar& fill_value, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  Tensor t = kael::empty(size, dtype.value_or(dtype_of_value(fill_value)), device);
+  const ScalarType type = dtype.value_or(dtype_of_value(fill_value));
+  check_convertible("full", fill_value, type);  // before anything is allocated
+  Tensor t = kael::empty(size, type, device);
   kael::fill_(t, fill_value);
   return t;
 }
@@ -113,30 +91,46 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const ScalarType out_dtype = dtype.value_or(integral ? ScalarType::Int64 : kDefaultFloat);
   const double s = start.to_double(), e = end.to_double(), d = step.to_double();
-  KAEL_CHECK(d != 0, "arange: step must be nonzero");
   KAEL_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: " << start << " -> " << end);
-  KAEL_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
-             "arange: upper bound and larger bound inconsistent with step sign (start " << start << ", end " << end
-                                                                                        << ", step " << step << ")");
-  double count;
-  if (integral) {
-    const std::int64_t si = start.to<std::int64_t>(), ei = end.to<std::int64_t>(), di = step.to<std::int64_t>();
-    count = std::ceil(static_cast<double>(ei - si) / static_cast<double>(di));
-  } else {
-    count = std::ceil((e - s) / d);
+  if (!is_floating(out_dtype)) {  // PyTorch converts the arguments to an integral dtype, checked
+    check_convertible("arange", start, out_dtype);
+    check_convertible("arange", end, out_dtype);
+    check_convertible("arange", step, out_dtype);
   }
-  KAEL_CHECK(count >= 0 && count < 9.0e18, "arange: invalid size " << count);
+  // PyTorch counts int64 results in int64, with the arguments truncated (0, 5, 1.5 -> 0 1 2 3 4);
+  // the span is taken in uint64 so that no difference of int64 values can overflow.
+  const bool int_math = integral || out_dtype == ScalarType::Int64;
+  const std::int64_t si = start.to<std::int64_t>(), ei = end.to<std::int64_t>(), di = step.to<std::int64_t>();
+  KAEL_CHECK(int_math ? di != 0 : d != 0, "arange: step must be nonzero");
+  const bool consistent = int_math ? (di > 0 && ei >= si) || (di < 0 && ei <= si) : (d > 0 && e >= s) || (d < 0 && e <= s);
+  KAEL_CHECK(consistent, "arange: upper bound and larger bound inconsistent with step sign (start "
+                             << start << ", end " << end << ", step " << step << ")");
+  std::uint64_t count;
+  if (int_math) {
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    const std::uint64_t span = di > 0 ? u(ei) - u(si) : u(si) - u(ei);
+    const std::uint64_t stride = di > 0 ? u(di) : std::uint64_t{0} - u(di);
+    count = span / stride + (span % stride != 0 ? 1 : 0);
+  } else {
+    const double c = std::ceil((e - s) / d);
+    KAEL_CHECK(c < 9.0e18, "arange: invalid size " << c);
+    count = static_cast<std::uint64_t>(c);
+  }
+  KAEL_CHECK(count <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+             "arange: invalid size " << count);
   const std::int64_t n = static_cast<std::int64_t>(count);
   const std::int64_t sizes[] = {n};
   Tensor out = alloc_cpu(sizes, out_dtype);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
-    if (integral && !is_floating(out_dtype)) {
-      const std::int64_t si = start.to<std::int64_t>(), di = step.to<std::int64_t>();
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(si + i * di);
+    if (int_math && !is_floating(out_dtype)) {
+      // si + i * di lies between start and end, so the wrapping uint64 arithmetic is exact
+      const auto first = static_cast<std::uint64_t>(si), inc = static_cast<std::uint64_t>(di);
+      for (std::int64_t i = 0; i < n; ++i)
+        p[i] = convert<T>(static_cast<std::int64_t>(first + static_cast<std::uint64_t>(i) * inc));
     } else {
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + static_cast<double>(i) * d);
+      for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * d);
     }
   });
   return out;
@@ -168,7 +162,6 @@ const Tensor& copy_cpu_(const Tensor& self, const Tensor& src, bool /*non_blocki
 }
 
 const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
-  check_fits("fill_", value, self.dtype());
   fill_cpu(self, value);
   self.bump_version();
   return self;
