@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "kael/core/small_vector.h"
+#include "kael/runtime/threads.h"
 
 namespace kael::native {
 
@@ -115,7 +116,7 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
       }
     }
   };
-  const int threads = parallel && g.numel >= kParallelGrain ? omp_get_max_threads() : 1;
+  const int threads = parallel && g.numel >= kParallelGrain ? intra_op_threads() : 1;
   if (threads <= 1) {
     walk(0, rows);
   } else if (rows == 1) {

@@ -15,6 +15,7 @@
 #include "kael/native/pointwise.h"
 #include "kael/ops/unsqueeze.h"
 #include "kael/ops/view.h"
+#include "kael/runtime/threads.h"
 
 namespace kael::native {
 
@@ -131,9 +132,13 @@ bool dnnl_supports(ScalarType t) {
 void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
   const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
+  // oneDNN takes its thread count from the calling thread's OpenMP setting, and a primitive
+  // may size its work for the count it was created with (Note [Process-wide thread count]).
+  sync_openmp_threads();
   std::vector<std::int64_t> key;
-  key.reserve(4 * a.dim() + 2);
+  key.reserve(4 * a.dim() + 3);
   key.push_back(static_cast<std::int64_t>(out.dtype()));
+  key.push_back(intra_op_threads());
   key.push_back(a.dim());
   for (std::int64_t i = 0; i < a.dim(); ++i) {
     key.push_back(a.sizes()[i]);
@@ -176,7 +181,7 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const T* B = b.data<T>();
   T* C = out.data<T>();
   const DimVector a_strides = contiguous_strides(a.sizes()), b_strides = contiguous_strides(b.sizes());
-#pragma omp parallel for if (batches * n * m * k > (1 << 18))
+#pragma omp parallel for num_threads(intra_op_threads()) if (batches * n * m * k > (1 << 18))
   for (std::int64_t batch = 0; batch < batches; ++batch) {
     // batch offsets with broadcasting: size-1 batch dims repeat
     std::int64_t rem = batch, a_off = 0, b_off = 0;

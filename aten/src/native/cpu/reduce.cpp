@@ -11,6 +11,7 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "kael/runtime/threads.h"
 
 namespace kael::native {
 
@@ -86,7 +87,7 @@ Acc sum_contiguous(const T* x, std::int64_t n) {
 
 template <typename Acc, typename T>
 Acc sum_all_contiguous(const T* x, std::int64_t n) {
-  const int threads = n >= kParallelGrain ? omp_get_max_threads() : 1;
+  const int threads = n >= kParallelGrain ? intra_op_threads() : 1;
   if (threads <= 1) return sum_contiguous<Acc>(x, n);
   std::vector<Acc> partial(threads, Acc(0));
 #pragma omp parallel num_threads(threads)
