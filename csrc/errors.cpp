@@ -16,7 +16,10 @@ namespace kael::python {
 // kael::warn() may run without the GIL (inside a call that released it), so the handler only
 // appends to a per-thread buffer. flush_warnings() runs with the GIL when the call returns to
 // Python and raises each as a Python warning; a warning turned into an error by the warnings
-// filter makes the call fail with that error.
+// filter makes the call fail with that error. A call that fails issues its warnings too, from
+// translate_exception(), so none is left for the next call to raise (PyTorch's warning handler
+// does the same); there a warning the filter turns into an error is dropped, and the call's own
+// error propagates.
 namespace {
 
 struct PendingWarning {
@@ -59,7 +62,9 @@ bool flush_warnings() {
 
 void install_warning_handler() { set_warning_handler(buffer_warning); }
 
-void translate_exception() {
+namespace {
+
+void translate_current_exception() {
   try {
     throw;
   } catch (const PythonError&) {
@@ -79,6 +84,29 @@ void translate_exception() {
   } catch (...) {
     PyErr_SetString(PyExc_RuntimeError, "kael: unknown C++ exception");
   }
+}
+
+// Issues the pending warnings while a Python exception is set, keeping that exception.
+void flush_warnings_of_failed_call() {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* error = PyErr_GetRaisedException();
+#else
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+#endif
+  if (!flush_warnings()) PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(error);
+#else
+  PyErr_Restore(type, value, traceback);
+#endif
+}
+
+}  // namespace
+
+void translate_exception() {
+  translate_current_exception();
+  if (has_pending_warnings()) flush_warnings_of_failed_call();
 }
 
 }  // namespace kael::python

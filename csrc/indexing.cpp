@@ -89,7 +89,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     const Tensor view = apply_key(tensor_of(self), key);
     if (is_tensor(value)) {
       native::assign(view, tensor_of(value));
-      return 0;
+      return has_pending_warnings() && !flush_warnings() ? -1 : 0;
     }
     Scalar s;
     const Match m = conv_scalar(value, s);
@@ -97,7 +97,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     KAEL_CHECK_TYPE(m == Match::Yes,
                     "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
     native::assign(view, s);
-    return 0;
+    return has_pending_warnings() && !flush_warnings() ? -1 : 0;
   } catch (...) {
     translate_exception();
     return -1;

@@ -30,7 +30,8 @@ PyObject* wrap(Tensor t);
 PyObject* dtype_object(ScalarType t);
 ScalarType dtype_of_object(PyObject* o);
 
-// Translates the C++ exception being handled into a Python exception (see errors.cpp).
+// Translates the C++ exception being handled into a Python exception (see errors.cpp), then
+// issues the warnings the failed call raised (see Note [Warnings]).
 void translate_exception();
 
 // Raises the warnings kael::warn() buffered on this thread (see Note [Warnings]); false when
