@@ -164,7 +164,8 @@ std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const F
       out += items[i];
     }
   } else {
-    const std::string sep = "," + std::string(t.dim() - dim - 1, '\n') + std::string(indent + 1, ' ');
+    std::string sep(1, ',');  // (appends: GCC 12 misreports "," + std::string as overlapping memcpy)
+    sep.append(static_cast<std::size_t>(t.dim() - dim - 1), '\n').append(static_cast<std::size_t>(indent + 1), ' ');
     for (std::size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   }
   return out + "]";
