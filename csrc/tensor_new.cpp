@@ -221,6 +221,8 @@ Tensor from_buffer(PyObject* data) {
       idx[d] = 0;
     }
   }
+  // NumPy bools are bytes, which may hold other values than 0 and 1 (Note [Bool bytes])
+  if (*dtype == ScalarType::Bool) normalize_bool_bytes(dst, static_cast<std::size_t>(total));
   return out;
 }
 

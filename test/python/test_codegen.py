@@ -867,7 +867,9 @@ def test_pointwise_formula_with_an_unknown_function_fails_at_its_registry_line(t
     assert str(info.value) == (f"t.yaml:{line}: bad: the formula calls 'y0', which kael's math namespace does "
                                "not define (aten/include/kael/native/math.h)")
     # What passes the check is compiled qualified, so it can only bind to kael's math functions.
-    (tmp_path / "t.yaml").write_text(HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a) + sgn(a)"))
+    # (exp computes in floats, like the registry's exp: integer formulas wrap and have no exp)
+    (tmp_path / "t.yaml").write_text(HEADER + pointwise("good(Tensor self) -> Tensor", "exp(a) + sgn(a)",
+                                                        "  promotion: int_to_float\n  dtypes: [float32, float64]\n"))
     gen.generate(tmp_path / "t.yaml", tmp_path / "out")
     good = (tmp_path / "out/src/pointwise/good.cpp").read_text()
     assert "math::exp(a) + math::sgn(a)" in good and "#line" not in good

@@ -17,6 +17,7 @@
 //   (IEEE 754 arithmetic, which GCC and Clang guarantee on every target kael builds for).
 // float16/bfloat16 (kael::Half, kael::BFloat16) convert through float (Note [Half types]).
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -30,7 +31,7 @@ namespace detail {
 
 // x86-64's truncating float -> signed integer conversion (cvttss2si / cvttsd2si).
 template <typename I, typename F>
-inline I truncate_like_x86(F f) {
+constexpr I truncate_like_x86(F f) {
   static_assert(std::is_signed_v<I> && (sizeof(I) == 4 || sizeof(I) == 8));
   constexpr int bits = std::numeric_limits<I>::digits;  // 31 or 63
   constexpr F hi = static_cast<F>(std::uint64_t{1} << bits);  // 2^bits, exact in every float type
@@ -49,7 +50,7 @@ inline I truncate_like_x86(F f) {
 }  // namespace detail
 
 template <typename To, typename From>
-inline To convert(From from) {
+constexpr To convert(From from) {
   if constexpr (std::is_same_v<To, From>) {
     return from;
   } else if constexpr (!std::is_arithmetic_v<From>) {
@@ -77,7 +78,7 @@ inline To convert(From from) {
 // 2^63 passes for int64 and converts as above), NaN only where To has NaN, and inf only where
 // To has inf. Conversions to bool never overflow.
 template <typename To, typename From>
-inline bool overflows(From from) {
+constexpr bool overflows(From from) {
   using L = std::numeric_limits<To>;
   if constexpr (std::is_same_v<To, bool> || std::is_same_v<From, bool>) {
     return false;
@@ -102,6 +103,17 @@ inline bool overflows(From from) {
       return false;
     return from < static_cast<From>(L::lowest()) || from > static_cast<From>(L::max());
   }
+}
+
+// Note [Bool bytes]
+// A bool element is one byte that must be 0 or 1: loading any other byte as bool is undefined
+// behaviour (and UBSan reports it). Memory kael writes always holds 0 or 1; bool data that
+// enters from elsewhere (a buffer from NumPy, foreign memory adopted with Storage::external,
+// fresh memory of empty()) is normalised there, so copies, loops and reductions never load
+// another byte.
+inline void normalize_bool_bytes(void* data, std::size_t n) {
+  auto* p = static_cast<unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) p[i] = p[i] != 0 ? 1 : 0;
 }
 
 }  // namespace kael

@@ -23,7 +23,8 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   // naming `op` when the device has no backend or allocator in this build.
   static IntrusivePtr<Storage> allocate(std::size_t nbytes, Device device, const char* op = "empty");
   // Memory kael did not allocate: `deleter(context)` runs when the last view dies (a null
-  // deleter borrows the memory without ever releasing it).
+  // deleter borrows the memory without ever releasing it). Bool data in it must be normalised first
+  // (Note [Bool bytes] in kael/core/convert.h).
   static IntrusivePtr<Storage> external(void* data, std::size_t nbytes, Device device,
                                         ExternalDeleter deleter, void* context);
   static void release(Storage* s) noexcept;

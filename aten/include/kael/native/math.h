@@ -18,6 +18,61 @@
 
 namespace kael::native::math {
 
+// Note [Wrapping integer arithmetic]
+// Pointwise formulas compute on integers as Wrapping<T>: +, -, * and unary - go through the
+// unsigned type, so overflow wraps around in two's complement (INT64_MAX + 1 == INT64_MIN,
+// abs(INT64_MIN) == INT64_MIN), as NumPy and PyTorch users observe, instead of being undefined
+// behaviour. Comparisons are those of T. The compiler emits the same instructions as for T.
+// There is no division: integer formulas that divide must say what INT64_MIN / -1 and / 0 give.
+template <typename T>
+struct Wrapping {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  // Arithmetic in an unsigned type at least as wide as unsigned int, so that narrow types are
+  // not promoted to (signed) int before they wrap.
+  using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+  T v{};
+  constexpr Wrapping() = default;
+  constexpr Wrapping(T x) : v(x) {}  // NOLINT: implicit, so numbers and T mix with it
+  constexpr explicit operator T() const { return v; }
+  constexpr explicit operator bool() const { return v != 0; }
+
+  friend constexpr Wrapping operator+(Wrapping a, Wrapping b) { return wrap(U(a.v) + U(b.v)); }
+  friend constexpr Wrapping operator-(Wrapping a, Wrapping b) { return wrap(U(a.v) - U(b.v)); }
+  friend constexpr Wrapping operator*(Wrapping a, Wrapping b) { return wrap(U(a.v) * U(b.v)); }
+  friend constexpr Wrapping operator-(Wrapping a) { return wrap(U(0) - U(a.v)); }
+  friend constexpr Wrapping operator+(Wrapping a) { return a; }
+  friend constexpr bool operator==(const Wrapping& a, const Wrapping& b) { return a.v == b.v; }
+  friend constexpr auto operator<=>(const Wrapping& a, const Wrapping& b) { return a.v <=> b.v; }
+
+ private:
+  // U -> T keeps the low bits (two's complement; defined since C++20).
+  static constexpr Wrapping wrap(U x) { return Wrapping(static_cast<T>(x)); }
+};
+
+// Formulas call math::abs qualified, so it is a namespace member (no argument-dependent lookup).
+template <typename T>
+constexpr Wrapping<T> abs(Wrapping<T> a) {
+  if constexpr (std::is_signed_v<T>) {
+    return a.v < 0 ? -a : a;
+  } else {
+    return a;
+  }
+}
+
+// The type a pointwise formula computes in for elements of type T.
+template <typename T>
+struct ComputeType {
+  using type = T;
+};
+template <typename T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+struct ComputeType<T> {
+  using type = Wrapping<T>;
+};
+template <typename T>
+using compute_t = typename ComputeType<T>::type;
+
 using std::abs;
 using std::cos;
 using std::exp;
@@ -86,6 +141,11 @@ KAEL_HOST_DEVICE inline T pow(T a, T b) {
     }
     return static_cast<T>(r);
   }
+}
+
+template <typename T>
+inline Wrapping<T> pow(Wrapping<T> a, Wrapping<T> b) {
+  return pow(a.v, b.v);  // the integer pow above wraps through unsigned arithmetic
 }
 
 }  // namespace kael::native::math

@@ -1,4 +1,5 @@
-// Strided copies with dtype conversion, and fills.
+// Strided copies with dtype conversion (see Note [Conversions between dtypes]), and fills.
+#include "kael/core/convert.h"
 #include "kael/core/error.h"
 #include "kael/core/mem_overlap.h"
 #include "kael/native/pointwise.h"
@@ -13,12 +14,12 @@ void copy_loop(const LoopGeometry<2>& g) {
     if (strides[0] == sizeof(To) && strides[1] == sizeof(From)) {
       To* __restrict out = reinterpret_cast<To*>(ptrs[0]);
       const From* __restrict in = reinterpret_cast<const From*>(ptrs[1]);
-      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+      for (std::int64_t i = 0; i < n; ++i) out[i] = convert<To>(in[i]);
       return;
     }
     for (std::int64_t i = 0; i < n; ++i)
       *reinterpret_cast<To*>(ptrs[0] + i * strides[0]) =
-          static_cast<To>(*reinterpret_cast<const From*>(ptrs[1] + i * strides[1]));
+          convert<To>(*reinterpret_cast<const From*>(ptrs[1] + i * strides[1]));
   });
 }
 

@@ -30,7 +30,10 @@ ScalarType dtype_of_value(const Scalar& s) { return s.wrapped_dtype(); }
 Tensor empty_cpu(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
   check_cpu("empty", device);
   checked_numel("empty", size);
-  return alloc_cpu(size, dtype.value_or(kDefaultFloat));
+  Tensor t = alloc_cpu(size, dtype.value_or(kDefaultFloat));
+  // a reused block may hold any bytes, which are no bools (Note [Bool bytes])
+  if (t.dtype() == ScalarType::Bool) normalize_bool_bytes(t.data_ptr(), static_cast<std::size_t>(t.numel()));
+  return t;
 }
 
 Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<ScalarType> dtype,

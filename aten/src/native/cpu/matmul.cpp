@@ -12,6 +12,7 @@
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
+#include "kael/native/math.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/unsqueeze.h"
 #include "kael/ops/view.h"
@@ -173,6 +174,7 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 
 template <typename T>
 void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  using W = math::compute_t<T>;  // int64 wraps around (see Note [Wrapping integer arithmetic])
   const Tensor a = contiguous(a_in), b = contiguous(b_in);
   const std::int64_t nd = out.dim(), n = out.sizes()[nd - 2], m = out.sizes()[nd - 1], k = a.sizes()[nd - 1];
   const std::int64_t batches = out.numel() / std::max<std::int64_t>(n * m, 1);
@@ -201,9 +203,9 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
       for (std::int64_t i = 0; i < n; ++i) {
         T* __restrict c = Cb + i * m;
         for (std::int64_t p = k0; p < k1; ++p) {
-          const T av = Ab[i * k + p];
+          const W av = Ab[i * k + p];
           const T* __restrict bp = Bb + p * m;
-          for (std::int64_t j = 0; j < m; ++j) c[j] += av * bp[j];
+          for (std::int64_t j = 0; j < m; ++j) c[j] = static_cast<T>(W(c[j]) + av * W(bp[j]));
         }
       }
     }

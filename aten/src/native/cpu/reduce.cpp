@@ -2,7 +2,7 @@
 //
 // x: any shape and strides; out: x's shape with the reduced dims removed (or kept as 1).
 // Accumulation is in double for float32/float64 inputs, float32 for float16/bfloat16 ones and
-// int64 for integral ones, into a
+// wrapping int64 (uint64 arithmetic) for integral ones, into a
 // contiguous buffer of the output's size that the loop engine walks with stride 0 along the
 // reduced dims (see Note [Loop geometry]); the walk follows x's memory order.
 #include <cstring>
@@ -162,7 +162,7 @@ Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype,
         if constexpr (std::is_floating_point_v<Acc>) {
           if (mean) v /= static_cast<Acc>(r.count);
         }
-        o[i] = static_cast<O>(v);
+        o[i] = convert<O>(v);
       }
     });
   };
@@ -178,8 +178,9 @@ Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype,
       sum_into<double, T>(self, r, acc.data());
       finish(acc.data());
     } else {
-      std::vector<std::int64_t> acc(out_numel, 0);
-      sum_into<std::int64_t, T>(self, r, acc.data());
+      // integers wrap around on overflow, as in PyTorch (unsigned arithmetic: never undefined)
+      std::vector<std::uint64_t> acc(out_numel, 0);
+      sum_into<std::uint64_t, T>(self, r, acc.data());
       finish(acc.data());
     }
   });
