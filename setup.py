@@ -34,26 +34,64 @@ def find_dnnl_dir() -> str:
     raise RuntimeError("oneDNN not found: pip install onednn-devel-cpu-gomp==2023.2.0")
 
 
+def build_tool(name: str) -> str:
+    """The cmake or ninja of the environment running this build (pip's isolated environment, or
+    the venv of a developer build), else the one on PATH."""
+    try:
+        module = __import__(name)
+        directory = Path(module.CMAKE_BIN_DIR if name == "cmake" else module.BIN_DIR)
+        if (directory / name).exists():
+            return str(directory / name)
+    except (ImportError, AttributeError):
+        pass
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} not found: pip install {name}")
+    return found
+
+
+def configure(build_dir: Path, cmake: str, ninja: str, options: list[str]) -> None:
+    """Configures build_dir with these tools, whichever tools configured it before.
+
+    A build tree outlives the environment that configured it: ``pip install .`` builds in
+    build/temp.*/cmake with the cmake and ninja of an isolated environment that pip deletes
+    afterwards, and CMakeCache.txt keeps ninja's path. So the make program is given on every
+    configure, and a tree that still fails to configure (a cache from tools that are gone or
+    differ) is configured afresh from a new cache; its object files are kept and rebuilt only
+    where a compile command changed.
+    """
+    build_dir.mkdir(parents=True, exist_ok=True)
+    command = [cmake, "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
+               *options]
+    if subprocess.call(command) == 0:
+        return
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.exists():
+        raise subprocess.CalledProcessError(1, command)
+    print(f"kael: configuring {build_dir} again from a new cache", file=sys.stderr)
+    cache.unlink()
+    subprocess.check_call(command)
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
         developer = self.inplace or getattr(self, "editable_mode", False)
         build_dir = ROOT / "build" / tag if developer else Path(self.build_temp).resolve() / "cmake"
-        build_dir.mkdir(parents=True, exist_ok=True)
         build_type = os.environ.get("KAEL_BUILD_TYPE", "Release")
-        configure = [
-            "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
+        options = [
             f"-DCMAKE_BUILD_TYPE={build_type}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-Ddnnl_DIR={find_dnnl_dir()}",
         ]
         if "KAEL_BUILD_TESTS" in os.environ:  # otherwise the build tree keeps its setting
-            configure.append(f"-DKAEL_BUILD_TESTS={os.environ['KAEL_BUILD_TESTS']}")
+            options.append(f"-DKAEL_BUILD_TESTS={os.environ['KAEL_BUILD_TESTS']}")
         # Configuring an existing tree is quick and re-runs codegen, which rewrites only
         # changed files, so an unchanged tree rebuilds nothing.
-        subprocess.check_call(configure)
+        cmake = build_tool("cmake")
+        configure(build_dir, cmake, build_tool("ninja"), options)
         jobs = os.environ.get("KAEL_BUILD_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs])
+        subprocess.check_call([cmake, "--build", str(build_dir), "--target", "_C", "-j", jobs])
         built = next(build_dir.glob("_C*.so"))
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -64,4 +102,5 @@ class CMakeBuild(build_ext):
             shutil.copy2(build_dir / "_C.pyi", ROOT / "kael" / "_C.pyi")
 
 
-setup(ext_modules=[Extension("kael._C", sources=[])], cmdclass={"build_ext": CMakeBuild})
+if __name__ == "__main__":  # pip runs this file as __main__; tests import configure()
+    setup(ext_modules=[Extension("kael._C", sources=[])], cmdclass={"build_ext": CMakeBuild})
