@@ -56,7 +56,7 @@ void Scalar::report_overflow(const char* op, ScalarType dtype) const {
 }
 
 void check_convertible(const char* op, const Scalar& value, ScalarType dtype) {
-  visit_dtype(dtype, [&](auto tag) { (void)value.checked_to<opmath_t<typename decltype(tag)::type>>(op, dtype); });
+  visit_dtype(dtype, [&](auto tag) { (void)value.checked_to<typename decltype(tag)::type>(op, dtype); });
 }
 
 }  // namespace kael

@@ -39,8 +39,18 @@ void assign(const Tensor& dst, const Tensor& src) {
 
 void assign(const Tensor& dst, const Scalar& value) {
   assert_no_internal_overlap("index", dst);
-  check_convertible("index", value, dst.dtype());
-  kael::fill_(dst, value);
+  if (!is_reduced_floating(dst.dtype())) {
+    check_convertible("index", value, dst.dtype());
+    kael::fill_(dst, value);
+    return;
+  }
+  // PyTorch assigns a number through a 0-d tensor of dst's dtype, whose float16/bfloat16 value
+  // is the number rounded without a range check (1e20 -> inf): fill with that value.
+  const Scalar rounded = visit_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Scalar(static_cast<double>(static_cast<float>(value.to<T>())));
+  });
+  kael::fill_(dst, rounded);
 }
 
 }  // namespace kael::native

@@ -91,8 +91,7 @@ class Scalar {
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
 
-// Raises unless `value` converts to `dtype` without overflow (Scalar::checked_to); float16 and
-// bfloat16 are checked as float32, the type they are filled through (PyTorch's rule).
+// Raises unless `value` converts to `dtype` without overflow (Scalar::checked_to).
 void check_convertible(const char* op, const Scalar& value, ScalarType dtype);
 
 }  // namespace kael

@@ -116,7 +116,8 @@ Tensor snapshot_cpu(const Tensor& src);
 // (Note [Memory overlap]) against the source as expanded, before it writes.
 void assign(const Tensor& dst, const Tensor& src);
 // dst[...] = value: an expanded dst raises (as in PyTorch, although fill_ itself allows it), and
-// the checked conversion of value names the op "index"; then fill_.
+// the checked conversion of value names the op "index" (float16/bfloat16: rounded, unchecked,
+// as PyTorch does); then fill_.
 void assign(const Tensor& dst, const Scalar& value);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);

@@ -67,8 +67,7 @@ Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype) {
 void fill_cpu(const Tensor& dst, const Scalar& value) {
   visit_dtype(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // float16/bfloat16: checked as float, then rounded (PyTorch fills them through float)
-    const T v = convert<T>(value.checked_to<opmath_t<T>>("fill_", dst.dtype()));
+    const T v = value.checked_to<T>("fill_");
     const LoopGeometry<1> g = make_geometry<1>(dst.sizes(), {view_of(dst)});
     run_loop<1>(g, [v](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
       if (strides[0] == sizeof(T)) {
