@@ -798,8 +798,6 @@ def _uncastable_out(f):
 UNCASTABLE = [pytest.param(f, *_uncastable_out(f), id=f.name) for f in WITH_OUT if _uncastable_out(f)]
 
 
-@pytest.mark.xfail(strict=True, reason="out= is resized before its dtype is checked (PointwiseCall's out= "
-                                       "constructor resizes, then bind_destination checks can_cast)")
 @pytest.mark.parametrize("f,dtype,out_dtype", UNCASTABLE)
 def test_failed_out_call_leaves_out_untouched(f, dtype, out_dtype):
     gen = seeded(f.name, "uncastable")
