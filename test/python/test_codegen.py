@@ -943,7 +943,9 @@ def nvcc_compile(sources, include, out, timeout=900):
     unity.write_text("".join(f'#include "{s}"\n' for s in sources))
     cmd = [NVCC, "-std=c++20", "-x", "cu", "-c", *NVCC_WARNINGS, "-Xcompiler", "-fopenmp,-Wall,-Wextra",
            "-I", str(include), "-I", str(ROOT / "aten" / "include"), str(unity), "-o", str(out)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # (without the sanitizer runtimes tools/run_sanitizers.sh preloads into Python: nvcc crashes with them)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_every_pointwise_entry_gets_a_cuda_kernel_source(tmp_path):
