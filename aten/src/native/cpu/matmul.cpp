@@ -105,26 +105,21 @@ dnnl::memory::data_type dnnl_type(ScalarType t) {
   }
 }
 
+// Whether oneDNN implements a matmul of 2x2 matrices of data type dt on this CPU.
+bool dnnl_has_matmul(dnnl::memory::data_type dt) {
+  try {
+    const dnnl::memory::desc md({2, 2}, dt, dnnl::memory::format_tag::ab);
+    dnnl::matmul::primitive_desc(engine(), md, md, md);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 // Whether oneDNN implements matmul of dtype t on this CPU (asked once per dtype).
 bool dnnl_supports(ScalarType t) {
-  static const bool f16 = [] {
-    try {
-      const dnnl::memory::desc md({2, 2}, dnnl::memory::data_type::f16, dnnl::memory::format_tag::ab);
-      dnnl::matmul::primitive_desc(engine(), md, md, md);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  static const bool bf16 = [] {
-    try {
-      const dnnl::memory::desc md({2, 2}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab);
-      dnnl::matmul::primitive_desc(engine(), md, md, md);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+  static const bool f16 = dnnl_has_matmul(dnnl::memory::data_type::f16);
+  static const bool bf16 = dnnl_has_matmul(dnnl::memory::data_type::bf16);
   if (t == ScalarType::Float16) return f16;
   if (t == ScalarType::BFloat16) return bf16;
   return t == ScalarType::Float32;
