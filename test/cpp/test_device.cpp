@@ -10,6 +10,8 @@
 #include "kael/core/allocator.h"
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
+#include "kael/native/declarations.h"
+#include "kael/native/reduce.h"
 #include "kael/ops.h"
 #include "test_util.h"
 
@@ -125,6 +127,30 @@ TEST_F(FakeDevice, CopySetUpIsDeviceIndependentAndItsLoopIsTheDevices) {
       << msg;
   msg = error_of([&] { kael::native::copy_on_device(dst, on_fake(kShape)); });
   EXPECT_NE(msg.find("copy_ is not implemented for CUDA"), std::string::npos) << msg;
+}
+
+TEST_F(FakeDevice, ReductionSetUpAllocatesTheOutputOnTheInputsDevice) {
+  const kael::Tensor x = on_fake(kShape, kael::ScalarType::Int32);
+  const std::int64_t dim1[] = {-1};
+  const kael::native::SumSetup s = kael::native::setup_sum(x, kael::IntArrayRef(dim1), false, std::nullopt, false);
+  EXPECT_EQ(s.out.device(), kCuda0);
+  EXPECT_EQ(s.out.impl()->storage()->allocator(), &fake_);
+  EXPECT_EQ(s.out_dtype, kael::ScalarType::Int64);  // integer sums give int64
+  EXPECT_EQ(s.out.sizes().size(), 1u);
+  EXPECT_EQ(s.out.sizes()[0], 2);
+  EXPECT_EQ(s.dims.count, 3);
+  EXPECT_TRUE(s.input.is_same(x));
+  const kael::native::SumSetup k = kael::native::setup_sum(x, std::nullopt, true, std::nullopt, false);
+  EXPECT_EQ(k.out.sizes().size(), 2u);
+  EXPECT_EQ(k.dims.count, 6);
+  // mean checks its dtype before anything is allocated
+  const int before = fake_.allocations;
+  const std::string msg = error_of([&] { kael::native::setup_sum(x, std::nullopt, false, std::nullopt, true); });
+  EXPECT_NE(msg.find("mean: could not infer output dtype"), std::string::npos) << msg;
+  EXPECT_EQ(fake_.allocations, before);
+  // and the CPU kernels refuse to run on another device's memory
+  const std::string sum_msg = error_of([&] { kael::native::sum_cpu(x, std::nullopt, false, std::nullopt); });
+  EXPECT_NE(sum_msg.find("sum: expected a cpu tensor"), std::string::npos) << sum_msg;
 }
 
 TEST(Device, OpsOnCpuTensorsStillAllocateOnTheCpu) {

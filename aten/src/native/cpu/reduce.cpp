@@ -11,46 +11,12 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "kael/native/reduce.h"
 #include "kael/runtime/threads.h"
 
 namespace kael::native {
 
 namespace {
-
-struct ReduceDims {
-  std::vector<bool> reduced;  // per input dim
-  DimVector out_shape;        // with keepdim applied
-  DimVector kept_shape;       // input shape with reduced dims set to 1
-  std::int64_t count = 1;     // elements reduced into each output
-  bool all = true;
-};
-
-ReduceDims reduce_dims(const char* op, const Tensor& self, const std::optional<IntArrayRef>& dim, bool keepdim) {
-  const std::int64_t nd = self.dim();
-  ReduceDims r;
-  r.reduced.assign(nd, !dim.has_value() || dim->empty());
-  if (dim && !dim->empty()) {
-    for (std::int64_t d : *dim) {
-      const std::int64_t w = wrap_dim(op, d, nd);
-      if (nd == 0) continue;
-      KAEL_CHECK(!r.reduced[w], op << ": dim " << w << " appears multiple times in the list of dims");
-      r.reduced[w] = true;
-    }
-  }
-  for (std::int64_t i = 0; i < nd; ++i) {
-    const std::int64_t s = self.sizes()[i];
-    if (r.reduced[i]) {
-      r.count *= s;
-      r.kept_shape.push_back(1);
-      if (keepdim) r.out_shape.push_back(1);
-    } else {
-      r.all = false;
-      r.kept_shape.push_back(s);
-      r.out_shape.push_back(s);
-    }
-  }
-  return r;
-}
 
 // Sum of a contiguous run; independent lanes so the compiler vectorises it.
 template <typename Acc, typename T>
@@ -146,10 +112,13 @@ void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
       parallel);
 }
 
-// Sums self over r into a new tensor of dtype out_dtype, dividing by `divisor` when given.
-Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype, bool mean) {
-  KAEL_CHECK(self.device().is_cpu(), "sum: expected a cpu tensor");
-  Tensor out = alloc_cpu(r.out_shape, out_dtype);
+// Sums the set-up's input over its dims into its output (dividing by the count for mean).
+void reduce_sum(const SumSetup& setup, bool mean) {
+  const Tensor& self = setup.input;
+  const ReduceDims& r = setup.dims;
+  const ScalarType out_dtype = setup.out_dtype;
+  const Tensor& out = setup.out;
+  KAEL_CHECK(self.device().is_cpu(), (mean ? "mean" : "sum") << ": expected a cpu tensor");
   const std::int64_t out_numel = out.numel();
   const bool floating = is_floating(self.dtype()) || is_floating(out_dtype);
   auto finish = [&](auto* acc) {
@@ -184,25 +153,20 @@ Tensor reduce_sum(const Tensor& self, const ReduceDims& r, ScalarType out_dtype,
       finish(acc.data());
     }
   });
-  return out;
 }
 
 }  // namespace
 
 Tensor sum_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
-  const ReduceDims r = reduce_dims("sum", self, dim, keepdim);
-  const ScalarType out_dtype = dtype.value_or(is_floating(self.dtype()) ? self.dtype() : ScalarType::Int64);
-  // dtype= converts the input first, as PyTorch does (float -> int64 truncates each element).
-  return reduce_sum(dtype ? to_dtype_cpu(self, *dtype) : self, r, out_dtype, /*mean=*/false);
+  const SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/false);
+  reduce_sum(setup, /*mean=*/false);
+  return setup.out;
 }
 
 Tensor mean_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
-  const ScalarType out_dtype = dtype.value_or(self.dtype());
-  KAEL_CHECK(is_floating(out_dtype),
-             "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: "
-                 << out_dtype);
-  const ReduceDims r = reduce_dims("mean", self, dim, keepdim);
-  return reduce_sum(dtype ? to_dtype_cpu(self, *dtype) : self, r, out_dtype, /*mean=*/true);
+  const SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/true);
+  reduce_sum(setup, /*mean=*/true);
+  return setup.out;
 }
 
 }  // namespace kael::native
