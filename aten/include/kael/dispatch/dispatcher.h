@@ -114,31 +114,29 @@ const OpEntry* find_op(std::string_view name);
 
 const char* key_name(DispatchKey k);
 
-namespace detail {
-// Adds keys to one of this thread's key sets for its lifetime, restoring it on exit.
-class ThreadKeysGuard {
+// RAII guards adding keys to this thread's excluded or included set, restoring it on exit. They
+// name the thread_local directly instead of holding a reference to it (UBSan reported a
+// reference bound to the initial-exec thread_local as null).
+class ExcludeGuard {
  public:
-  ThreadKeysGuard(DispatchKeySet& slot, DispatchKeySet keys) : slot_(slot), saved_(slot) { slot_ = slot_ | keys; }
-  ~ThreadKeysGuard() { slot_ = saved_; }
-  ThreadKeysGuard(const ThreadKeysGuard&) = delete;
-  ThreadKeysGuard& operator=(const ThreadKeysGuard&) = delete;
+  explicit ExcludeGuard(DispatchKeySet keys) : saved_(tls_excluded) { tls_excluded = tls_excluded | keys; }
+  ~ExcludeGuard() { tls_excluded = saved_; }
+  ExcludeGuard(const ExcludeGuard&) = delete;
+  ExcludeGuard& operator=(const ExcludeGuard&) = delete;
 
  private:
-  DispatchKeySet& slot_;
   DispatchKeySet saved_;
 };
-}  // namespace detail
 
-// RAII guard excluding keys on this thread (e.g. below autograd).
-class ExcludeGuard : detail::ThreadKeysGuard {
+class IncludeGuard {
  public:
-  explicit ExcludeGuard(DispatchKeySet keys) : ThreadKeysGuard(tls_excluded, keys) {}
-};
+  explicit IncludeGuard(DispatchKeySet keys) : saved_(tls_included) { tls_included = tls_included | keys; }
+  ~IncludeGuard() { tls_included = saved_; }
+  IncludeGuard(const IncludeGuard&) = delete;
+  IncludeGuard& operator=(const IncludeGuard&) = delete;
 
-// RAII guard adding keys to every call on this thread (e.g. a dispatch mode).
-class IncludeGuard : detail::ThreadKeysGuard {
- public:
-  explicit IncludeGuard(DispatchKeySet keys) : ThreadKeysGuard(tls_included, keys) {}
+ private:
+  DispatchKeySet saved_;
 };
 
 // Raised by the generated stubs of keys without a kernel.
