@@ -28,9 +28,13 @@ PyObject* py_trace_dispatch(PyObject*, PyObject* fn) {
     PyErr_Format(PyExc_TypeError, "_trace_dispatch: expected a callable, got %s", Py_TYPE(fn)->tp_name);
     return nullptr;
   }
+  // Installed once and never removed: another thread tracing at the same time must not find
+  // the fallback gone halfway through its call. Only threads inside _trace_dispatch include the
+  // Python key, so nothing else reaches it.
+  static const bool installed = (dispatch::set_fallback(DispatchKey::Python, &tracing_fallback), true);
+  (void)installed;
   std::vector<std::string> trace;
   std::vector<std::string>* outer = tls_trace;
-  const dispatch::BoxedKernel previous = dispatch::set_fallback(DispatchKey::Python, &tracing_fallback);
   tls_trace = &trace;
   PyObject* result;
   {
@@ -38,7 +42,6 @@ PyObject* py_trace_dispatch(PyObject*, PyObject* fn) {
     result = PyObject_CallNoArgs(fn);
   }
   tls_trace = outer;
-  dispatch::set_fallback(DispatchKey::Python, previous);
   if (result == nullptr) return nullptr;
   PyObject* names = PyList_New(static_cast<Py_ssize_t>(trace.size()));
   if (names == nullptr) {

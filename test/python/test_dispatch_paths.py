@@ -361,6 +361,11 @@ def test_empty_strided_matches_torch():
     assert kael.empty_strided((2, 3), (1, 2), dtype=kael.int64).dtype == kael.int64
     with pytest.raises(RuntimeError, match="empty_strided"):
         kael.empty_strided((2, 3), (1,))
+    # strides whose span overflows int64 must not give a tensor reaching past its storage
+    with pytest.raises(RuntimeError, match="empty_strided: storage size calculation overflowed"):
+        kael.empty_strided((2 ** 31, 2 ** 31), (2 ** 40, 1))
+    with pytest.raises(RuntimeError):
+        torch.empty_strided((2 ** 31, 2 ** 31), (2 ** 40, 1))
 
 
 def test_copy_fill_zero_match_torch_and_return_self():
@@ -376,3 +381,28 @@ def test_copy_fill_zero_match_torch_and_return_self():
             x.copy_(lib.ones(4))
         with pytest.raises(RuntimeError):
             lib.zeros(1, 3).expand(2, 3).copy_(lib.ones(2, 3))
+
+
+def test_index_whose_index_method_resizes_the_tensor_raises_instead_of_reading_stale_sizes():
+    # All indices are converted before the tensor's geometry is read; run in a subprocess so a
+    # crash fails the test instead of the suite.
+    import subprocess
+    code = """
+import kael
+x = kael.zeros(4, 3)
+class E:
+    def __index__(self):
+        kael.add(kael.tensor(1.0), 0, out=x)  # x becomes 0-d
+        return 1
+for f in (lambda: x[E():], lambda: x[E()], lambda: x[0, E()], lambda: x.__setitem__(slice(E(), None), 1.0)):
+    x = kael.zeros(4, 3)
+    try:
+        f()
+    except IndexError as e:
+        assert "too many indices" in str(e), e
+    else:
+        raise AssertionError("no error")
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stdout, proc.stderr[-2000:])

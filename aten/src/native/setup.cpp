@@ -28,7 +28,11 @@ Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype
   bool empty = false;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) empty = true;
-    extent += (sizes[i] - 1) * strides[i];
+    std::int64_t span = 0;
+    KAEL_CHECK(sizes[i] <= 0 || (!__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) &&
+                                 !__builtin_add_overflow(extent, span, &extent)),
+               "empty_strided: storage size calculation overflowed for size " << shape_str(sizes) << " and strides "
+                                                                              << shape_str(strides));
   }
   if (empty) extent = 0;
   auto storage = Storage::allocate(storage_bytes(sizes, extent, dtype), device);
