@@ -6,12 +6,9 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
-#include "kael/ops/arange.h"
 #include "kael/ops/copy_.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/fill_.h"
-#include "kael/ops/full.h"
-#include "kael/ops/zero_.h"
 
 namespace kael::native {
 
@@ -22,8 +19,6 @@ void check_cpu(const char* op, const std::optional<Device>& device) {
   check_device_available(op, *device);
   KAEL_CHECK(device->is_cpu(), op << ": device '" << device->str() << "' is not supported by this kernel");
 }
-
-ScalarType dtype_of_value(const Scalar& s) { return s.wrapped_dtype(); }
 
 }  // namespace
 
@@ -45,47 +40,6 @@ Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<Sca
   for (std::int64_t st : stride)
     KAEL_CHECK(st >= 0, "empty_strided: negative strides are not supported (got " << shape_str(stride) << ")");
   return alloc_strided_cpu(size, stride, dtype.value_or(kDefaultFloat));
-}
-
-// ---- composite factories: empty + fill_
-
-Tensor zeros(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(size, Scalar(std::int64_t{0}), dtype.value_or(kDefaultFloat), device);
-}
-
-Tensor ones(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(size, Scalar(std::int64_t{1}), dtype.value_or(kDefaultFloat), device);
-}
-
-Tensor full(IntArrayRef size, const Scalar& fill_value, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  const ScalarType type = dtype.value_or(dtype_of_value(fill_value));
-  check_convertible("full", fill_value, type);  // before anything is allocated
-  Tensor t = kael::empty(size, type, device);
-  kael::fill_(t, fill_value);
-  return t;
-}
-
-Tensor empty_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::empty(self.sizes(), dtype.value_or(self.dtype()), device.value_or(self.device()));
-}
-
-Tensor zeros_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(self.sizes(), Scalar(std::int64_t{0}), dtype.value_or(self.dtype()), device.value_or(self.device()));
-}
-
-Tensor ones_like(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(self.sizes(), Scalar(std::int64_t{1}), dtype.value_or(self.dtype()), device.value_or(self.device()));
-}
-
-Tensor full_like(const Tensor& self, const Scalar& fill_value, std::optional<ScalarType> dtype,
-                 std::optional<Device> device) {
-  return kael::full(self.sizes(), fill_value, dtype.value_or(self.dtype()), device.value_or(self.device()));
-}
-
-const Tensor& zero_(const Tensor& self) { return kael::fill_(self, Scalar(std::int64_t{0})); }
-
-Tensor arange_end(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::arange(Scalar(std::int64_t{0}), end, Scalar(std::int64_t{1}), dtype, device);
 }
 
 Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype,
