@@ -104,6 +104,40 @@ def test_arange(args, kwargs):
     compare(lambda lib: lib.arange(*args, **{k: getattr(lib, v) for k, v in kwargs.items()}))
 
 
+ARANGE_ARGS = [(3,), (0.5, 3.7), (0, 5, 1.5), (5, 0, -1.5), (-2.5, 2.5, 0.5), (0, 1, 0.1), (0, 1, 0.2), (2.9,),
+               (0.5, 3.7, 1), (1, 4.0), (-1.5, 3), (0, 300), (0, -3, -1), (0, -5), (1.5,), (-3,), (0.5, 0.7),
+               (0.7, 0.5, -1), (-0.5, 0.5, -1), (0, 1, 0), (0, 1e20, 1e18), (0, 2**40, 2**38), (0, 2**63),
+               (0, float("inf")), (float("nan"), 3), (0, 9.3e18, 1e18), (1e-3, 2e-3, 1e-4), (255.5, -2.5, -0.5)]
+ARANGE_DTYPES = ["int64", "int32", "int16", "int8", "uint8", "float64", "float32", "float16", "bfloat16", "bool", None]
+
+
+@pytest.mark.parametrize("dtype", ARANGE_DTYPES)
+@pytest.mark.parametrize("args", ARANGE_ARGS, ids=str)
+def test_arange_follows_torch_for_every_dtype(args, dtype):
+    """Length, values and errors as in PyTorch: int64 counts with truncated arguments, other
+    dtypes take the length from the float arguments and wrap integral values; bool raises.
+    (PyTorch raises NotImplementedError for bool, a RuntimeError; kael raises RuntimeError.)"""
+    kw = {} if dtype is None else {"dtype": dtype}
+    try:
+        t = torch.arange(*args, **{k: getattr(torch, v) for k, v in kw.items()})
+    except Exception as e:
+        error = RuntimeError if isinstance(e, RuntimeError) else type(e)
+        with pytest.raises(error):
+            kael.arange(*args, **{k: getattr(kael, v) for k, v in kw.items()})
+        return
+    check(kael.arange(*args, **{k: getattr(kael, v) for k, v in kw.items()}), t)
+
+
+def test_arange_examples_with_integral_dtypes():
+    assert kael.arange(0.5, 3.7, dtype=kael.int64).tolist() == [0, 1, 2]
+    assert kael.arange(0.5, 3.7, dtype=kael.int32).tolist() == [0, 1, 2, 3]
+    assert kael.arange(0, 1, 0.2, dtype=kael.int32).tolist() == [0] * 5
+    with pytest.raises(ValueError, match="arange: step must be nonzero"):
+        kael.arange(0, 1, 0.2, dtype=kael.int64)
+    with pytest.raises(RuntimeError, match="arange: not implemented for dtype bool"):
+        kael.arange(3, dtype=kael.bool)
+
+
 def test_arange_default_dtypes():
     assert kael.arange(5).dtype is kael.int64
     assert kael.arange(0, 1, 0.25).dtype is kael.float32

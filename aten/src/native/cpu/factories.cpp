@@ -42,50 +42,67 @@ Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<Sca
   return alloc_strided_cpu(size, stride, dtype.value_or(kDefaultFloat));
 }
 
+// Note [arange semantics]: PyTorch's rules, checked against it case by case in test_factories.py.
+//  - The bounds are checked in double: a nonzero step, finite ends, ends consistent with the
+//    step's sign.
+//  - int64 results count in int64 with every argument truncated (0.5, 3.7 -> 0 1 2), so that
+//    ranges beyond 2^53 stay exact; the span is taken in uint64 so no difference can overflow.
+//  - Every other dtype takes its length from the double arguments; integral ones compute values
+//    in int64 from the truncated start and step (which may truncate to 0: arange(0, 1, 0.2,
+//    dtype=int32) is five zeros) and wrap them into the dtype, as a C++ cast does.
+//  - bool has no arange.
 Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype,
                   std::optional<Device> device) {
   check_cpu("arange", device);
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const ScalarType out_dtype = dtype.value_or(integral ? ScalarType::Int64 : kDefaultFloat);
+  KAEL_CHECK(out_dtype != ScalarType::Bool, "arange: not implemented for dtype bool");
   const double s = start.to_double(), e = end.to_double(), d = step.to_double();
+  KAEL_CHECK(d != 0, "arange: step must be nonzero");
   KAEL_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: " << start << " -> " << end);
-  if (!is_floating(out_dtype)) {  // PyTorch converts the arguments to an integral dtype, checked
-    check_convertible("arange", start, out_dtype);
-    check_convertible("arange", end, out_dtype);
-    check_convertible("arange", step, out_dtype);
+  KAEL_CHECK((d > 0 && e >= s) || (d < 0 && e <= s),
+             "arange: upper bound and lower bound inconsistent with step sign (start "
+                 << start << ", end " << end << ", step " << step << ")");
+  const bool int_values = !is_floating(out_dtype);
+  std::int64_t si = 0, di = 0;
+  if (int_values) {
+    check_convertible("arange", start, ScalarType::Int64);
+    check_convertible("arange", step, ScalarType::Int64);
+    si = start.to<std::int64_t>();
+    di = step.to<std::int64_t>();
   }
-  // PyTorch counts int64 results in int64, with the arguments truncated (0, 5, 1.5 -> 0 1 2 3 4);
-  // the span is taken in uint64 so that no difference of int64 values can overflow.
-  const bool int_math = integral || out_dtype == ScalarType::Int64;
-  const std::int64_t si = start.to<std::int64_t>(), ei = end.to<std::int64_t>(), di = step.to<std::int64_t>();
-  KAEL_CHECK(int_math ? di != 0 : d != 0, "arange: step must be nonzero");
-  const bool consistent = int_math ? (di > 0 && ei >= si) || (di < 0 && ei <= si) : (d > 0 && e >= s) || (d < 0 && e <= s);
-  KAEL_CHECK(consistent, "arange: upper bound and larger bound inconsistent with step sign (start "
-                             << start << ", end " << end << ", step " << step << ")");
   std::uint64_t count;
-  if (int_math) {
+  if (out_dtype == ScalarType::Int64) {
+    check_convertible("arange", end, ScalarType::Int64);
+    const std::int64_t ei = end.to<std::int64_t>();
+    KAEL_CHECK_VALUE(di != 0, "arange: step must be nonzero (got " << step << ", which is 0 as an int64)");
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    const std::uint64_t span = di > 0 ? u(ei) - u(si) : u(si) - u(ei);
+    // truncation keeps the order of the ends, so the span has the step's sign or is empty
+    const std::uint64_t span = di > 0 ? (ei > si ? u(ei) - u(si) : 0) : (si > ei ? u(si) - u(ei) : 0);
     const std::uint64_t stride = di > 0 ? u(di) : std::uint64_t{0} - u(di);
     count = span / stride + (span % stride != 0 ? 1 : 0);
   } else {
     const double c = std::ceil((e - s) / d);
-    KAEL_CHECK(c < 9.0e18, "arange: invalid size " << c);
+    KAEL_CHECK(c >= 0 && c < 9.2e18, "arange: invalid size, possible overflow? (" << c << " elements)");
     count = static_cast<std::uint64_t>(c);
   }
   KAEL_CHECK(count <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-             "arange: invalid size " << count);
+             "arange: invalid size, possible overflow? (" << count << " elements)");
   const std::int64_t n = static_cast<std::int64_t>(count);
   const std::int64_t sizes[] = {n};
+  checked_numel("arange", sizes);
   Tensor out = alloc_cpu(sizes, out_dtype);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
-    if (int_math && !is_floating(out_dtype)) {
-      // si + i * di lies between start and end, so the wrapping uint64 arithmetic is exact
+    if (int_values) {
+      // wrapping uint64 arithmetic is int64 arithmetic modulo 2^64, as in PyTorch's int64 loop
       const auto first = static_cast<std::uint64_t>(si), inc = static_cast<std::uint64_t>(di);
       for (std::int64_t i = 0; i < n; ++i)
         p[i] = convert<T>(static_cast<std::int64_t>(first + static_cast<std::uint64_t>(i) * inc));
+    } else if constexpr (sizeof(T) == 2) {  // float16 and bfloat16 count in float, as PyTorch does
+      const float sf = static_cast<float>(s), df = static_cast<float>(d);
+      for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(sf + static_cast<float>(i) * df);
     } else {
       for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(s + static_cast<double>(i) * d);
     }
