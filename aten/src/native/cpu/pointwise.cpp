@@ -198,16 +198,25 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
 }
 
 void PointwiseCall::allocate_output() {
-  // The layout follows the tensors as given, not their copies in the compute dtype (which are
-  // contiguous): exp of a transposed int64 tensor is a transposed float32 one, as in PyTorch.
+  // The layout follows the inputs as PyTorch's TensorIterator sees them: an input in the compute
+  // dtype as given, a converted one as `t.to(dtype)` would lay it out (memory format preserved):
+  // its own strides when it is non-overlapping and dense, row-major otherwise. So exp of a
+  // transposed int64 tensor is a transposed float32 one, while an expanded float32 input that
+  // is promoted to float64 decides nothing about the order.
   bool all_contiguous = true;
   OperandView views[kMaxInputs];
+  DimVector row_major[kMaxInputs];
   int n = 0;
   for (int k = 0; k < count_; ++k) {
     if (!operands_[k]->is_tensor()) continue;
     const Tensor& t = operands_[k]->tensor();
     all_contiguous = all_contiguous && t.is_contiguous();
-    views[n++] = view_of(t);
+    views[n] = view_of(t);
+    if (t.dtype() != compute_ && !t.is_contiguous() && !is_non_overlapping_and_dense(t)) {
+      row_major[n] = contiguous_strides(t.sizes());
+      views[n].strides = row_major[n];
+    }
+    ++n;
   }
   if (all_contiguous) {
     out_ = empty_on(shape_, out_dtype_, device_);

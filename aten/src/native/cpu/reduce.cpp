@@ -1,7 +1,8 @@
 // Reductions over dims: sum and mean.
 //
 // x: any shape and strides; out: x's shape with the reduced dims removed (or kept as 1).
-// Accumulation is in double for float32/float64 inputs, float32 for float16/bfloat16 ones and
+// Accumulation is in double for float32/float64 inputs (every value is added in double: the
+// documented rule of docs/decisions.md), float32 for float16/bfloat16 ones and
 // wrapping int64 (uint64 arithmetic) for integral ones, into a
 // contiguous buffer of the output's size that the loop engine walks with stride 0 along the
 // reduced dims (see Note [Loop geometry]); the walk follows x's memory order.
@@ -21,24 +22,9 @@ namespace {
 // Sum of a contiguous run; independent lanes so the compiler vectorises it.
 template <typename Acc, typename T>
 Acc sum_contiguous(const T* x, std::int64_t n) {
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, double>) {
-    // float32 into double: blocks of 4096 are summed in 64 float lanes at full vector speed
-    // (each lane adds 64 values), and the block sums in double.
-    constexpr std::int64_t kBlock = 4096;
-    constexpr int kFloatLanes = 64;
-    double total = 0;
-    std::int64_t i = 0;
-    for (; i + kBlock <= n; i += kBlock) {
-      float lanes[kFloatLanes] = {};
-      for (std::int64_t b = 0; b < kBlock; b += kFloatLanes)
-        for (int j = 0; j < kFloatLanes; ++j) lanes[j] += x[i + b + j];
-      double block = 0;
-      for (int j = 0; j < kFloatLanes; ++j) block += lanes[j];
-      total += block;
-    }
-    for (; i < n; ++i) total += x[i];
-    return total;
-  }
+  // float32 values are converted and added in
+  // double (docs/decisions.md, "float32 sums"): memory-bound sums keep their speed, sums of
+  // data in cache are bound by the conversion (about half PyTorch's float32 rate).
   constexpr int kLanes = 16;
   Acc lanes[kLanes] = {};
   std::int64_t i = 0;
