@@ -74,10 +74,21 @@ template <typename T>
 using compute_t = typename ComputeType<T>::type;
 
 using std::abs;
+using std::acos;
+using std::asin;
+using std::atan;
 using std::cos;
+using std::cosh;
+using std::erf;
 using std::exp;
+using std::exp2;
+using std::expm1;
 using std::log;
+using std::log10;
 using std::log1p;
+using std::log2;
+using std::sinh;
+using std::tan;
 using std::sin;
 using std::sqrt;
 using std::tanh;
@@ -160,6 +171,35 @@ KAEL_HOST_DEVICE inline T sgn(T a) {
   } else {
     return static_cast<T>(static_cast<int>(T(0) < a) - static_cast<int>(a < T(0)));
   }
+}
+
+}  // namespace kael::native::math
+
+namespace kael::native::math {
+
+// Rounding to an integral value: the identity on integers, as in PyTorch; round() rounds half
+// to even (std::nearbyint in the default rounding mode), as torch.round does.
+template <typename T>
+KAEL_HOST_DEVICE inline T floor(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::floor(a); else return a;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T ceil(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::ceil(a); else return a;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T trunc(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::trunc(a); else return a;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T round(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::nearbyint(a); else return a;
+}
+
+// The fractional part, with the sign of a: a - trunc(a) (inf gives NaN, as in PyTorch).
+template <typename T>
+KAEL_HOST_DEVICE inline T frac(T a) {
+  return a - std::trunc(a);
 }
 
 }  // namespace kael::native::math
