@@ -318,8 +318,12 @@ class TorchOp:
         self.fn = getattr(torch, f.name)
 
     def _wrapped(self, targs):
-        """Numbers as 0-d tensors of the promoted dtype: what torch computes with wrapped numbers."""
+        """Numbers as 0-d tensors of the dtype the op computes in (the promoted dtype, float32 for
+        an int_to_float op on integers): what torch computes with wrapped numbers, which are
+        cast to that dtype (atan2(-3, uint8 tensor) computes with -3.0, not with 253)."""
         r = result_type(targs)
+        if self.f.promotion == "int_to_float" and not r.is_floating_point:
+            r = torch.get_default_dtype()
         return [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=r) for a in targs]
 
     def function(self, targs, kw):

@@ -109,9 +109,13 @@ def test_matches_torch(f):
     if "method" in f.variants:
         check(getattr(ks[0], f.name)(*ks[1:]), expected)
     if f.inplace and "method" in f.variants:
-        x = to_kael(ts[0])
+        x, tx = to_kael(ts[0]), ts[0].clone()
         assert getattr(x, f.name + "_")(*ks[1:]) is x
-        check(x, expected)
+        if hasattr(tx, f.name + "_"):  # in place keeps self's dtype (logical_and_ of floats)
+            getattr(tx, f.name + "_")(*ts[1:])
+            check(x, tx)
+        else:  # torch has no Tensor.maximum_: the result cast to self's dtype
+            check(x, expected.to(ts[0].dtype))
     check(ks[0], ts[0])  # the out-of-place calls left the input alone
 
 

@@ -75,6 +75,7 @@ using compute_t = typename ComputeType<T>::type;
 
 using std::abs;
 using std::acos;
+using std::atan2;
 using std::asin;
 using std::atan;
 using std::cos;
@@ -200,6 +201,134 @@ KAEL_HOST_DEVICE inline T round(T a) {
 template <typename T>
 KAEL_HOST_DEVICE inline T frac(T a) {
   return a - std::trunc(a);
+}
+
+}  // namespace kael::native::math
+
+namespace kael::native::math {
+
+// Division-like ops. Integer divisors of 0 are rejected before the loop (PyTorch raises
+// "ZeroDivisionError"; see divisor_check in pointwise_checks.cpp), so the integer versions
+// only define what a 0 divisor gives to stay free of undefined behaviour. INT_MIN / -1 wraps.
+
+// fmod: the remainder with the sign of the dividend (C's fmod, truncating division).
+// Integer versions work on plain integers, which is what CUDA kernels compute in; the CPU's
+// Wrapping<T> versions call them.
+template <typename T>
+KAEL_HOST_DEVICE inline T int_fmod(T a, T b) {
+  if (b == 0) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);  // INT_MIN % -1 is undefined in C++
+  }
+  return static_cast<T>(a % b);
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T int_remainder(T a, T b) {
+  T r = int_fmod(a, b);
+  if constexpr (std::is_signed_v<T>) {
+    if (r != 0 && ((b < 0) != (r < 0))) r = static_cast<T>(r + b);  // |r| < |b|: no overflow
+  }
+  return r;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T int_floor_divide(T a, T b) {
+  if (b == 0) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<decltype(a + b)>;
+    if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));  // wraps for the minimum
+    const T q = static_cast<T>(a / b);
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
+  } else {
+    return static_cast<T>(a / b);
+  }
+}
+
+// Float versions compute in float or double; a half type (the compute type of float16 and
+// bfloat16 in CUDA kernels) computes in float and rounds once.
+template <typename T>
+inline constexpr bool is_native_float_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <typename T>
+KAEL_HOST_DEVICE inline T fmod(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return int_fmod(a, b);
+  } else if constexpr (is_native_float_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    return static_cast<T>(fmod(static_cast<float>(a), static_cast<float>(b)));
+  }
+}
+template <typename T>
+KAEL_HOST_DEVICE inline Wrapping<T> fmod(Wrapping<T> a, Wrapping<T> b) {
+  return int_fmod(a.v, b.v);
+}
+
+// remainder: the remainder with the sign of the divisor (Python's %, floored division).
+template <typename T>
+KAEL_HOST_DEVICE inline T remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return int_remainder(a, b);
+  } else if constexpr (is_native_float_v<T>) {
+    T r = std::fmod(a, b);
+    if (r != T(0) && ((b < T(0)) != (r < T(0)))) r += b;
+    return r;
+  } else {
+    return static_cast<T>(remainder(static_cast<float>(a), static_cast<float>(b)));
+  }
+}
+template <typename T>
+KAEL_HOST_DEVICE inline Wrapping<T> remainder(Wrapping<T> a, Wrapping<T> b) {
+  return int_remainder(a.v, b.v);
+}
+
+// floor_divide: floor(a / b). Floats follow PyTorch's div_floor (computed from fmod so that the
+// quotient is exact where it can be; a 0 divisor gives a / b).
+template <typename T>
+KAEL_HOST_DEVICE inline T floor_divide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return int_floor_divide(a, b);
+  } else if constexpr (is_native_float_v<T>) {
+    if (b == T(0)) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), a / b);
+    T floordiv = std::floor(div);
+    if (div - floordiv > T(0.5)) floordiv += T(1);
+    return floordiv;
+  } else {
+    return static_cast<T>(floor_divide(static_cast<float>(a), static_cast<float>(b)));
+  }
+}
+template <typename T>
+KAEL_HOST_DEVICE inline Wrapping<T> floor_divide(Wrapping<T> a, Wrapping<T> b) {
+  return int_floor_divide(a.v, b.v);
+}
+
+// Classification: integers are always finite.
+template <typename T>
+KAEL_HOST_DEVICE inline bool isnan(T a) {
+  if constexpr (kael::is_floating_v<T>) return a != a; else return false;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline bool isinf(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::isinf(a); else return false;
+}
+template <typename T>
+KAEL_HOST_DEVICE inline bool isfinite(T a) {
+  if constexpr (kael::is_floating_v<T>) return std::isfinite(a); else return true;
+}
+
+// Truth value of an element, as the logical ops see it (NaN is true).
+template <typename T>
+KAEL_HOST_DEVICE inline bool truth(T a) {
+  return a != T(0);
+}
+
+// SiLU: x * sigmoid(x), written as x / (1 + exp(-x)) as PyTorch computes it.
+template <typename T>
+KAEL_HOST_DEVICE inline T silu(T a) {
+  return a / (T(1) + std::exp(-a));
 }
 
 }  // namespace kael::native::math

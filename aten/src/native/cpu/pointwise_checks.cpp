@@ -3,6 +3,7 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/contiguous.h"
 
 namespace kael::native {
 
@@ -23,7 +24,32 @@ void check_alpha(const char* op, const Operand& self, const Operand& other, cons
                 << ")");
 }
 
+// PyTorch raises for an integer division by zero; the divisor's elements are read here, before
+// any output is written.
+void divisor_check(const char* op, const Operand& self, const Operand& other) {
+  const ScalarType t = result_type({&self, &other});
+  if (is_floating(t)) return;
+  // an empty result divides nothing (broadcasting never drops a non-empty operand's elements)
+  if ((self.is_tensor() && self.tensor().numel() == 0) || (other.is_tensor() && other.tensor().numel() == 0)) return;
+  if (!other.is_tensor()) {
+    KAEL_CHECK(other.scalar().to_double() != 0, op << ": ZeroDivisionError (integer division by zero)");
+    return;
+  }
+  const Tensor divisor = kael::contiguous(other.tensor());
+  bool zero = false;
+  visit_dtype(divisor.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* p = divisor.data<S>();
+    for (std::int64_t i = 0, n = divisor.numel(); i < n && !zero; ++i) zero = p[i] == S(0);
+  });
+  KAEL_CHECK(!zero, op << ": ZeroDivisionError (integer division by zero)");
+}
+
 }  // namespace
+
+void fmod_check(const Operand& self, const Operand& other) { divisor_check("fmod", self, other); }
+void remainder_check(const Operand& self, const Operand& other) { divisor_check("remainder", self, other); }
+void floor_divide_check(const Operand& self, const Operand& other) { divisor_check("floor_divide", self, other); }
 
 ScalarType result_type(std::initializer_list<const Operand*> operands) {
   ResultTypeState state;
