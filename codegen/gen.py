@@ -92,7 +92,8 @@ def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
 def cpp_type(f: NativeFunction, p: Param) -> str:
     t = arg_type(f, p)
     if p.type.optional:
-        return f"const std::optional<{t.cpp_value}>&" if p.type.base == "Tensor" else f"std::optional<{t.cpp_param}>"
+        by_ref = p.type.base in ("Tensor", "Scalar")  # no optional of a reference
+        return f"const std::optional<{t.cpp_value}>&" if by_ref else f"std::optional<{t.cpp_param}>"
     return t.cpp_param
 
 

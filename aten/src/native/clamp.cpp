@@ -1,0 +1,42 @@
+// clamp: composite of clamp_min and clamp_max, so autograd, a Python key and every device see
+// those two pointwise ops.
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/ops/clamp_max.h"
+#include "kael/ops/clamp_min.h"
+#include "kael/ops/copy_.h"
+
+namespace kael::native {
+
+namespace {
+
+template <typename Bound>
+Tensor clamp_impl(const Tensor& self, const std::optional<Bound>& min, const std::optional<Bound>& max) {
+  KAEL_CHECK(min.has_value() || max.has_value(), "clamp: At least one of 'min' or 'max' must not be None");
+  if (!max) return kael::clamp_min(self, *min);
+  if (!min) return kael::clamp_max(self, *max);
+  return kael::clamp_max(kael::clamp_min(self, *min), *max);
+}
+
+}  // namespace
+
+Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return clamp_impl(self, min, max);
+}
+
+Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  return clamp_impl(self, min, max);
+}
+
+const Tensor& clamp_(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  // Computed out of place, then checked, then written: a failing cast must leave self untouched,
+  // which clamp_min_ followed by clamp_max_ would not.
+  KAEL_CHECK(min.has_value() || max.has_value(), "clamp_: At least one of 'min' or 'max' must not be None");
+  const Tensor result = clamp_impl(self, min, max);
+  KAEL_CHECK(can_cast(result.dtype(), self.dtype()), "clamp_: result type " << result.dtype()
+                                                        << " can't be cast to the desired output type " << self.dtype());
+  kael::copy_(self, result);
+  return self;
+}
+
+}  // namespace kael::native
