@@ -17,9 +17,14 @@
 #include "kael/ops/div.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/eq.h"
+#include "kael/ops/floor_divide.h"
 #include "kael/ops/ge.h"
 #include "kael/ops/gt.h"
 #include "kael/ops/le.h"
+#include "kael/ops/logical_and.h"
+#include "kael/ops/logical_not.h"
+#include "kael/ops/logical_or.h"
+#include "kael/ops/logical_xor.h"
 #include "kael/ops/lt.h"
 #include "kael/ops/matmul.h"
 #include "kael/ops/mul.h"
@@ -27,6 +32,7 @@
 #include "kael/ops/neg.h"
 #include "kael/ops/permute.h"
 #include "kael/ops/pow.h"
+#include "kael/ops/remainder.h"
 #include "kael/ops/select.h"
 #include "kael/ops/sub.h"
 #include "kael/ops/to.h"
@@ -235,6 +241,74 @@ PyObject* nb_pow(PyObject* l, PyObject* r, PyObject* mod) {
   if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
   return binary(l, r, [](const Operand& a, const Operand& b) { return kael::pow(a, b); });
 }
+PyObject* nb_floordiv(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::floor_divide(a, b); });
+}
+PyObject* nb_mod(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::remainder(a, b); });
+}
+
+// &, |, ^ and ~ are the logical ops on bool operands (a Python bool counts as one). kael has no
+// bitwise kernels (docs/decisions.md), so other dtypes raise instead of computing something else.
+bool is_bool_operand(const Operand& o) {
+  return o.is_tensor() ? o.tensor().dtype() == ScalarType::Bool : o.scalar().is_bool();
+}
+void check_bool_operands(const char* op, const Operand& a, const Operand& b) {
+  KAEL_CHECK(is_bool_operand(a) && is_bool_operand(b),
+             op << ": bitwise operations are not implemented; kael computes & | ^ ~ on bool tensors only (got "
+                << (a.is_tensor() ? dtype_name(a.tensor().dtype()) : "a number") << " and "
+                << (b.is_tensor() ? dtype_name(b.tensor().dtype()) : "a number") << ")");
+}
+PyObject* nb_and(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) {
+    check_bool_operands("__and__", a, b);
+    return kael::logical_and(a, b);
+  });
+}
+PyObject* nb_or(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) {
+    check_bool_operands("__or__", a, b);
+    return kael::logical_or(a, b);
+  });
+}
+PyObject* nb_xor(PyObject* l, PyObject* r) {
+  return binary(l, r, [](const Operand& a, const Operand& b) {
+    check_bool_operands("__xor__", a, b);
+    return kael::logical_xor(a, b);
+  });
+}
+PyObject* nb_invert(PyObject* s) {
+  return call_op(false, [&]() -> Tensor {
+    const Tensor& t = tensor_of(s);
+    KAEL_CHECK(t.dtype() == ScalarType::Bool, "__invert__: bitwise operations are not implemented; kael computes "
+                                              "~ on bool tensors only (got " << dtype_name(t.dtype()) << ")");
+    return kael::logical_not(t);
+  });
+}
+PyObject* nb_iand(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) {
+    check_bool_operands("__iand__", Operand(a), b);
+    return kael::logical_and_(a, b);
+  });
+}
+PyObject* nb_ior(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) {
+    check_bool_operands("__ior__", Operand(a), b);
+    return kael::logical_or_(a, b);
+  });
+}
+PyObject* nb_ixor(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) {
+    check_bool_operands("__ixor__", Operand(a), b);
+    return kael::logical_xor_(a, b);
+  });
+}
+PyObject* nb_ifloordiv(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::floor_divide_(a, b); });
+}
+PyObject* nb_imod(PyObject* s, PyObject* o) {
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::remainder_(a, b); });
+}
 PyObject* nb_iadd(PyObject* s, PyObject* o) {
   return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::add_(a, b); });
 }
@@ -316,18 +390,29 @@ PyNumberMethods tensor_as_number = {
     .nb_add = nb_add,
     .nb_subtract = nb_sub,
     .nb_multiply = nb_mul,
+    .nb_remainder = nb_mod,
     .nb_power = nb_pow,
     .nb_negative = nb_neg,
     .nb_positive = nb_pos,
     .nb_absolute = nb_abs,
     .nb_bool = nb_bool,
+    .nb_invert = nb_invert,
+    .nb_and = nb_and,
+    .nb_xor = nb_xor,
+    .nb_or = nb_or,
     .nb_int = nb_int,
     .nb_float = nb_float,
     .nb_inplace_add = nb_iadd,
     .nb_inplace_subtract = nb_isub,
     .nb_inplace_multiply = nb_imul,
+    .nb_inplace_remainder = nb_imod,
     .nb_inplace_power = nb_ipow,
+    .nb_inplace_and = nb_iand,
+    .nb_inplace_xor = nb_ixor,
+    .nb_inplace_or = nb_ior,
+    .nb_floor_divide = nb_floordiv,
     .nb_true_divide = nb_div,
+    .nb_inplace_floor_divide = nb_ifloordiv,
     .nb_inplace_true_divide = nb_idiv,
     .nb_index = nb_index,
     .nb_matrix_multiply = nb_matmul,
