@@ -35,6 +35,7 @@ const char* type_name(PyObject* o) {
 }  // namespace
 
 bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out) {
+  out.name = sig.name;
   int positional = 0;
   while (positional < sig.nparams && !sig.params[positional].kwonly) ++positional;
   Py_ssize_t first_free = 0;
@@ -93,9 +94,13 @@ Match conv_scalar(PyObject* o, Scalar& out) {
     out = Scalar(static_cast<std::int64_t>(v));
     return Match::Yes;
   }
-  // numpy floating scalars: __float__ and no __len__ (arrays have __len__)
+  // numpy floating scalars: __float__ and no __len__ (arrays have __len__); complex numbers
+  // would lose their imaginary part (kael has no complex dtype)
   if (Py_TYPE(o)->tp_as_number != nullptr && Py_TYPE(o)->tp_as_number->nb_float != nullptr &&
       !PyMapping_Check(o)) {
+    const int complex = is_complex_number(o);
+    if (complex < 0) return Match::Error;
+    if (complex) return Match::No;
     const double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) return Match::Error;
     out = Scalar(v);
@@ -147,9 +152,22 @@ Match conv_bool(PyObject* o, bool& out) {
   return Match::Yes;
 }
 
+// Note [Size lists hold their items]
+// Converting an item may call its __index__, which may mutate the list being read (clear it,
+// extend it): the list's item array may be freed or moved. A list whose items are all exact
+// ints is read in place (no Python code runs); otherwise it is copied to a tuple first, which
+// holds every item for the conversion. More than kMaxDims entries are rejected before any
+// conversion, so a long list costs one length check.
 Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
   out.clear();
+  const char* name = b.name ? b.name : "argument";
   if (index == 0 && b.varargs != nullptr) {
+    // The caller's argument array holds the items for the call.
+    if (b.nvarargs > kMaxDims) {
+      PyErr_Format(PyExc_ValueError, "%s: a tensor has at most %d dimensions (got %zd)", name,
+                   static_cast<int>(kMaxDims), b.nvarargs);
+      return Match::Error;
+    }
     for (Py_ssize_t i = 0; i < b.nvarargs; ++i) {
       std::int64_t v = 0;
       const Match m = conv_int(b.varargs[i], v);
@@ -165,15 +183,31 @@ Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
     return m;
   }
   if (!PyTuple_Check(o) && !PyList_Check(o)) return Match::No;
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-  PyObject** items = PySequence_Fast_ITEMS(o);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    std::int64_t v = 0;
-    const Match m = conv_int(items[i], v);
-    if (m != Match::Yes) return m;
-    out.push_back(v);
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  if (n > kMaxDims) {
+    PyErr_Format(PyExc_ValueError, "%s: a tensor has at most %d dimensions (got %zd)", name,
+                 static_cast<int>(kMaxDims), n);
+    return Match::Error;
   }
-  return Match::Yes;
+  PyObject* held = nullptr;  // a tuple copy of a list whose items may run Python code
+  if (PyList_Check(o)) {
+    for (Py_ssize_t i = 0; i < n && held == nullptr; ++i) {
+      if (!PyLong_CheckExact(PyList_GET_ITEM(o, i))) {
+        held = PyList_AsTuple(o);
+        if (held == nullptr) return Match::Error;
+        o = held;
+      }
+    }
+  }
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  Match m = Match::Yes;
+  for (Py_ssize_t i = 0; i < n && m == Match::Yes; ++i) {
+    std::int64_t v = 0;
+    m = conv_int(items[i], v);
+    if (m == Match::Yes) out.push_back(v);
+  }
+  Py_XDECREF(held);
+  return m;
 }
 
 Match conv_dtype(PyObject* o, ScalarType& out) {
@@ -182,21 +216,23 @@ Match conv_dtype(PyObject* o, ScalarType& out) {
     return Match::Yes;
   }
   if (!PyUnicode_Check(o)) return Match::No;
-  const char* name = PyUnicode_AsUTF8(o);
+  Py_ssize_t size = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(o, &size);
   if (name == nullptr) return Match::Error;
-  if (auto t = parse_dtype(name)) {
+  if (auto t = parse_dtype(std::string_view(name, static_cast<std::size_t>(size)))) {
     out = *t;
     return Match::Yes;
   }
-  PyErr_Format(PyExc_ValueError, "dtype: unknown dtype name '%s' (expected one of %s)", name,
-               detail::kScalarTypeNameList);
+  PyErr_Format(PyExc_ValueError, "dtype: unknown dtype name %R (expected one of %s)", o, detail::kScalarTypeNameList);
   return Match::Error;
 }
 
 Match conv_device(PyObject* o, Device& out) {
   if (!PyUnicode_Check(o)) return Match::No;
-  const char* name = PyUnicode_AsUTF8(o);
-  if (name == nullptr) return Match::Error;
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(o, &size);
+  if (data == nullptr) return Match::Error;
+  const std::string_view name(data, static_cast<std::size_t>(size));  // all of it, NUL bytes included
   if (parse_dtype(name)) return Match::No;  // t.to("float32") means a dtype
   try {
     out = parse_device(name);

@@ -35,7 +35,10 @@ Allocator* allocator_arg(const char* fname, PyObject* args, PyObject* kwargs) {
     if (device != nullptr && device != Py_None) {
       KAEL_CHECK_TYPE(PyUnicode_Check(device), fname << ": device must be a string such as 'cpu' or 'cuda', got "
                                                      << Py_TYPE(device)->tp_name);
-      d = parse_device(PyUnicode_AsUTF8(device));
+      Py_ssize_t size = 0;
+      const char* name = PyUnicode_AsUTF8AndSize(device, &size);
+      if (name == nullptr) throw PythonError();
+      d = parse_device(std::string_view(name, static_cast<std::size_t>(size)));
     }
     return &allocator_for(fname, d);
   } catch (...) {

@@ -88,7 +88,18 @@ PyObject* py_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
     if (PyObject_GetBuffer(obj, &g.view, PyBUF_WRITABLE) < 0) {
       PyErr_Clear();
       writable = false;
-      if (PyObject_GetBuffer(obj, &g.view, PyBUF_SIMPLE) < 0) throw PythonError{};
+      if (PyObject_GetBuffer(obj, &g.view, PyBUF_SIMPLE) < 0) {
+        // as PyTorch: a RuntimeError (the exporter's own reason follows)
+        PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyErr_Format(PyExc_RuntimeError, "frombuffer: could not retrieve buffer from object: %S",
+                     value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        throw PythonError{};
+      }
     }
     g.held = true;
     const auto len = static_cast<long long>(g.view.len);

@@ -562,10 +562,22 @@ TEST(Device, ParseAndPrint) {
   EXPECT_EQ(kCuda.str(), "cuda");
   EXPECT_EQ(kCuda.backend_key(), DispatchKey::CUDA);
   EXPECT_EQ(kael::kCPU.backend_key(), DispatchKey::CPU);
-  EXPECT_THROW(kael::parse_device("gpu"), kael::ValueError);
-  EXPECT_THROW(kael::parse_device("cuda:"), kael::ValueError);
-  EXPECT_THROW(kael::parse_device("cuda:x"), kael::ValueError);
-  EXPECT_THROW(kael::parse_device("cuda:-1"), kael::ValueError);
+  // PyTorch's grammar: a CPU index is accepted and dropped; anything else malformed raises
+  // RuntimeError (kael::Error), as torch.device does
+  EXPECT_EQ(kael::parse_device("cpu:0"), kael::kCPU);
+  EXPECT_EQ(kael::parse_device("cpu:7"), kael::kCPU);
+  using namespace std::string_view_literals;
+  for (std::string_view bad : {"gpu"sv, "cuda:"sv, "cuda:x"sv, "cuda:-1"sv, "cuda:01"sv, "cpu:00"sv, "cuda:128"sv,
+                               "cpu\0junk"sv, " cpu"sv, "CPU"sv, ""sv, "cuda:1x"sv, "cpu:0:0"sv}) {
+    EXPECT_THROW(kael::parse_device(bad), kael::Error) << bad;
+    try {
+      kael::parse_device(bad);
+    } catch (const kael::ValueError&) {
+      ADD_FAILURE() << "ValueError for " << bad;
+    } catch (const kael::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("failed: device: "), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

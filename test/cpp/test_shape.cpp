@@ -779,3 +779,37 @@ TEST(ErrorFormat, ErrorHierarchy) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [Maximum dims]: every C++ entry point that creates sizes stops at kMaxDims, before
+// allocating, with a ValueError naming the op.
+TEST(MaxDims, EntryPointsRejectMoreThan64Dims) {
+  static_assert(kael::kMaxDims == 64);
+  const I64 ok(64, 1), too_many(65, 1);
+  EXPECT_EQ(kael::empty(ok).dim(), 64);
+  auto expect_rejected = [](const char* op, auto&& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << op << " accepted 65 dims";
+    } catch (const kael::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(op) + ": a tensor has at most 64 dimensions (got 65)"),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  const Tensor one = kael::ones(I64{1});
+  const Tensor t64 = kael::zeros(ok);
+  expect_rejected("empty", [&] { kael::empty(too_many); });
+  expect_rejected("empty_strided", [&] { kael::empty_strided(too_many, too_many); });
+  expect_rejected("view", [&] { kael::view(one, too_many); });
+  expect_rejected("reshape", [&] { kael::reshape(one, too_many); });
+  expect_rejected("expand", [&] { kael::expand(one, too_many); });
+  expect_rejected("as_strided", [&] { kael::as_strided(one, too_many, too_many); });
+  expect_rejected("unsqueeze", [&] { kael::unsqueeze(t64, 0); });
+  expect_rejected("tensor", [&] {
+    kael::TensorImpl::make(t64.impl()->storage_ptr(), t64.dtype(), DimVector(too_many), DimVector(too_many), 0);
+  });
+}
+
+}  // namespace

@@ -7,6 +7,7 @@ namespace kael {
 
 IntrusivePtr<TensorImpl> TensorImpl::make(IntrusivePtr<Storage> storage, ScalarType dtype, DimVector sizes,
                                           DimVector strides, std::int64_t offset) {
+  check_max_dims("tensor", static_cast<std::int64_t>(sizes.size()));
   auto impl = IntrusivePtr<TensorImpl>::adopt(new TensorImpl());
   impl->storage_ = std::move(storage);
   impl->dtype_ = dtype;
@@ -33,6 +34,7 @@ IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector
 void TensorImpl::release(TensorImpl* impl) noexcept { delete impl; }
 
 void TensorImpl::set_geometry(DimVector sizes, DimVector strides, std::int64_t offset) {
+  check_max_dims("tensor", static_cast<std::int64_t>(sizes.size()));
   sizes_ = std::move(sizes);
   strides_ = std::move(strides);
   offset_ = offset;
@@ -75,7 +77,12 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
+void check_max_dims(const char* op, std::int64_t ndim) {
+  KAEL_CHECK_VALUE(ndim <= kMaxDims, op << ": a tensor has at most " << kMaxDims << " dimensions (got " << ndim << ")");
+}
+
 std::int64_t checked_numel(const char* op, IntArrayRef sizes) {
+  check_max_dims(op, static_cast<std::int64_t>(sizes.size()));
   std::int64_t n = 1;
   for (std::int64_t s : sizes) {
     KAEL_CHECK_VALUE(s >= 0, op << ": negative dimension " << s << " in size " << shape_str(sizes));

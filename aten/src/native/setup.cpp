@@ -24,6 +24,7 @@ Tensor empty_on(IntArrayRef sizes, ScalarType dtype, Device device) {
 }
 
 Tensor empty_strided_on(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
+  check_max_dims("empty_strided", static_cast<std::int64_t>(sizes.size()));
   std::int64_t extent = 1;  // elements spanned: 1 + sum((size - 1) * stride)
   bool empty = false;
   for (std::size_t i = 0; i < sizes.size(); ++i) {

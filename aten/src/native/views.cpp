@@ -22,6 +22,7 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, std::in
 
 // Resolves one -1 in a requested shape against numel.
 DimVector infer_size(const char* op, IntArrayRef shape, std::int64_t numel) {
+  check_max_dims(op, static_cast<std::int64_t>(shape.size()));
   DimVector out(shape);
   std::int64_t known = 1;
   std::int64_t infer = -1;
@@ -132,6 +133,7 @@ Tensor transpose(const Tensor& self, std::int64_t dim0, std::int64_t dim1) {
 
 Tensor expand(const Tensor& self, IntArrayRef size) {
   const std::int64_t nd = static_cast<std::int64_t>(size.size()), od = self.dim();
+  check_max_dims("expand", nd);
   KAEL_CHECK(nd >= od, "expand: the number of sizes provided (" << nd
                                                                << ") must be greater or equal to the number of "
                                                                   "dimensions in the tensor ("
@@ -183,6 +185,7 @@ Tensor squeeze(const Tensor& self, std::optional<std::int64_t> dim) {
 
 Tensor unsqueeze(const Tensor& self, std::int64_t dim) {
   const std::int64_t d = wrap_dim("unsqueeze", dim, self.dim() + 1);
+  check_max_dims("unsqueeze", self.dim() + 1);
   DimVector sizes(self.sizes()), strides(self.strides());
   const std::int64_t stride = d < self.dim() ? self.sizes()[d] * self.strides()[d] : 1;
   sizes.insert(d, 1);
@@ -245,6 +248,7 @@ Tensor as_strided(const Tensor& self, IntArrayRef size, IntArrayRef stride, std:
                                                                                                   << " sizes, "
                                                                                                   << stride.size()
                                                                                                   << " strides)");
+  check_max_dims("as_strided", static_cast<std::int64_t>(size.size()));
   const std::int64_t offset = storage_offset.value_or(self.impl()->offset());
   KAEL_CHECK(offset >= 0, "as_strided: Tensor: invalid storage offset " << offset);
   std::int64_t last = offset;  // index of the last element reached

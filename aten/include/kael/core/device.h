@@ -27,7 +27,9 @@ struct Device {
 
 inline constexpr Device kCPU{};
 
-// Parses "cpu", "cuda", "cuda:0"; anything else raises ValueError.
+// Parses a device string strictly, as PyTorch does: "cpu", "cpu:N" (the index is dropped),
+// "cuda", "cuda:N"; anything else (case, spaces, NUL bytes, signs, leading zeros) raises
+// RuntimeError "device: ..." showing the string.
 Device parse_device(std::string_view name);
 
 // Whether this build has a CUDA backend.

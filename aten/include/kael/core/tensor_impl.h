@@ -81,6 +81,15 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   IntrusivePtr<TensorImpl> view_base_;
 };
 
+// Note [Maximum dims]
+// A tensor has at most kMaxDims dimensions (NumPy's limit). Every entry point that creates
+// sizes (the Python size-list parser, nested-sequence and buffer import, factories, view ops,
+// TensorImpl itself) checks it before allocating, so dims handling stays linear and the
+// recursions over dims (repr, tolist) stay shallow.
+inline constexpr std::int64_t kMaxDims = 64;
+// Raises ValueError "<op>: ... at most 64 dimensions (got ndim)" when ndim > kMaxDims.
+void check_max_dims(const char* op, std::int64_t ndim);
+
 // Contiguous (row-major) strides of a shape.
 DimVector contiguous_strides(IntArrayRef sizes);
 // Whether sizes/strides describe a row-major contiguous layout (size-1 dims ignored).
