@@ -94,13 +94,9 @@ Match conv_scalar(PyObject* o, Scalar& out) {
     out = Scalar(static_cast<std::int64_t>(v));
     return Match::Yes;
   }
-  // numpy floating scalars: __float__ and no __len__ (arrays have __len__); complex numbers
-  // would lose their imaginary part (kael has no complex dtype)
+  // numpy floating scalars: __float__ and no __len__ (arrays have __len__)
   if (Py_TYPE(o)->tp_as_number != nullptr && Py_TYPE(o)->tp_as_number->nb_float != nullptr &&
       !PyMapping_Check(o)) {
-    const int complex = is_complex_number(o);
-    if (complex < 0) return Match::Error;
-    if (complex) return Match::No;
     const double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) return Match::Error;
     out = Scalar(v);

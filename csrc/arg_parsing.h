@@ -50,10 +50,6 @@ struct Bound {
 // Places arguments into slots; false when they do not fit the signature.
 bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out);
 
-// 1 when o is a complex number (a Python complex or a NumPy complex scalar), which kael has no
-// dtype for; 0 when not; -1 with a Python exception set on failure.
-int is_complex_number(PyObject* o);
-
 Match conv_tensor(PyObject* o, const Tensor*& out);
 Match conv_operand(PyObject* o, Operand& out);
 Match conv_scalar(PyObject* o, Scalar& out);

@@ -490,25 +490,6 @@ const Signature kTensorSig = {"tensor", "tensor(data, *, ScalarType? dtype=None,
 
 }  // namespace
 
-int is_complex_number(PyObject* o) {
-  if (PyComplex_Check(o)) return 1;
-  try {
-    if (!is_numpy_scalar(o)) return 0;
-  } catch (...) {
-    translate_exception();
-    return -1;
-  }
-  Py_buffer view{};
-  if (PyObject_GetBuffer(o, &view, PyBUF_FORMAT) < 0) {
-    PyErr_Clear();
-    return 0;
-  }
-  const std::string_view f(view.format ? view.format : "B");
-  const int complex = f.find('Z') != std::string_view::npos ? 1 : 0;
-  PyBuffer_Release(&view);
-  return complex;
-}
-
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Bound b;
   if (!bind(kTensorSig, args, nargs, kwnames, b)) {
