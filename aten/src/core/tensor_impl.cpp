@@ -77,8 +77,11 @@ bool compute_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
-void check_max_dims(const char* op, std::int64_t ndim) {
-  KAEL_CHECK_VALUE(ndim <= kMaxDims, op << ": a tensor has at most " << kMaxDims << " dimensions (got " << ndim << ")");
+void throw_too_many_dims(const char* op, std::int64_t ndim) {
+  detail::throw_check<ValueError>(__FILE__, __LINE__, "ndim <= kMaxDims",
+                                  (detail::MessageBuilder() << op << ": a tensor has at most " << kMaxDims
+                                                            << " dimensions (got " << ndim << ")")
+                                      .out.str());
 }
 
 std::int64_t checked_numel(const char* op, IntArrayRef sizes) {

@@ -87,8 +87,12 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
 // TensorImpl itself) checks it before allocating, so dims handling stays linear and the
 // recursions over dims (repr, tolist) stay shallow.
 inline constexpr std::int64_t kMaxDims = 64;
-// Raises ValueError "<op>: ... at most 64 dimensions (got ndim)" when ndim > kMaxDims.
-void check_max_dims(const char* op, std::int64_t ndim);
+// Raises ValueError "<op>: a tensor has at most 64 dimensions (got ndim)" when ndim > kMaxDims.
+[[noreturn]] void throw_too_many_dims(const char* op, std::int64_t ndim);
+inline void check_max_dims(const char* op, std::int64_t ndim) {
+  if (ndim > kMaxDims) [[unlikely]]
+    throw_too_many_dims(op, ndim);
+}
 
 // Contiguous (row-major) strides of a shape.
 DimVector contiguous_strides(IntArrayRef sizes);
