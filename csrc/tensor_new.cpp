@@ -20,7 +20,6 @@
 
 #include "arg_parsing.h"
 #include "kael/core/error.h"
-#include "kael/core/half.h"
 #include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/clone.h"
@@ -37,15 +36,8 @@ bool is_sequence(PyObject* o) { return PyList_Check(o) || PyTuple_Check(o); }
 class Ref {
  public:
   explicit Ref(PyObject* o) : o_(o) { Py_XINCREF(o_); }
-  static Ref steal(PyObject* o) {
-    Ref r(nullptr);
-    r.o_ = o;
-    return r;
-  }
-  Ref(Ref&& other) noexcept : o_(other.o_) { other.o_ = nullptr; }
   Ref(const Ref&) = delete;
   Ref& operator=(const Ref&) = delete;
-  Ref& operator=(Ref&&) = delete;
   ~Ref() { Py_XDECREF(o_); }
   PyObject* get() const { return o_; }
 
@@ -215,7 +207,8 @@ Tensor from_buffer(PyObject* data, bool numpy) {
   g.held = true;
   const Py_buffer& v = g.view;
   KAEL_CHECK_TYPE(v.suboffsets == nullptr,
-                  "tensor: buffers with suboffsets (arrays of pointers) are not supported, got " << Py_TYPE(data)->tp_name);
+                  "tensor: buffers with suboffsets (arrays of pointers) are not supported, got "
+                      << Py_TYPE(data)->tp_name);
   KAEL_CHECK_TYPE(v.ndim == 0 || v.shape != nullptr, "tensor: the buffer of " << Py_TYPE(data)->tp_name
                                                                               << " gives no shape");
   check_max_dims("tensor", v.ndim);
@@ -351,9 +344,10 @@ void walk(PyObject* o, std::size_t depth, const DimVector& shape, Leaf& leaf) {
       }
       leaf(item.get());
     } else {
-      KAEL_CHECK_VALUE(is_sequence(item.get()), "tensor: nested sequences have inconsistent sizes: expected sequence of length "
-                                                    << shape[depth + 1] << " at dim " << depth + 1 << " (got "
-                                                    << Py_TYPE(item.get())->tp_name << ")");
+      KAEL_CHECK_VALUE(is_sequence(item.get()),
+                       "tensor: nested sequences have inconsistent sizes: expected sequence of length "
+                           << shape[depth + 1] << " at dim " << depth + 1 << " (got " << Py_TYPE(item.get())->tp_name
+                           << ")");
       walk(item.get(), depth + 1, shape, leaf);
     }
   }
