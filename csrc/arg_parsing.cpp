@@ -88,6 +88,7 @@ Match conv_scalar(PyObject* o, Scalar& out) {
     return Match::Yes;
   }
   if (is_tensor(o) || PySequence_Check(o)) return Match::No;  // arrays have __len__
+  if (const Match m = conv_numpy_scalar(o, out); m != Match::No) return m;
   if (PyIndex_Check(o)) {  // numpy integers
     const Py_ssize_t v = PyNumber_AsSsize_t(o, PyExc_OverflowError);
     if (v == -1 && PyErr_Occurred()) return Match::Error;

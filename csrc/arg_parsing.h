@@ -50,6 +50,10 @@ struct Bound {
 // Places arguments into slots; false when they do not fit the signature.
 bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out);
 
+// A NumPy scalar as a Scalar, as PyTorch reads one (an integer, or a double; numpy.bool_ too): No for other
+// objects and for NumPy scalars kael has no dtype for (complex), Error with a Python exception.
+Match conv_numpy_scalar(PyObject* o, Scalar& out);
+
 Match conv_tensor(PyObject* o, const Tensor*& out);
 Match conv_operand(PyObject* o, Operand& out);
 Match conv_scalar(PyObject* o, Scalar& out);

@@ -484,6 +484,37 @@ const Signature kTensorSig = {"tensor", "tensor(data, *, ScalarType? dtype=None,
 
 }  // namespace
 
+Match conv_numpy_scalar(PyObject* o, Scalar& out) {
+  try {
+    if (!is_numpy_scalar(o)) return Match::No;
+    BufferGuard g;
+    if (PyObject_GetBuffer(o, &g.view, PyBUF_RECORDS_RO) < 0) {
+      PyErr_Clear();
+      return Match::No;
+    }
+    g.held = true;
+    const std::string_view f(g.view.format ? g.view.format : "B");
+    if (f.find('Z') != std::string_view::npos) return Match::No;  // complex: kael has no complex dtype
+    const ScalarType t = buffer_type(g.view).dtype;
+    if (t == ScalarType::Bool) {
+      const int truth = PyObject_IsTrue(o);
+      if (truth < 0) return Match::Error;
+      out = Scalar(truth != 0 ? 1.0 : 0.0);  // as PyTorch, which reads numpy.bool_ as a float
+    } else if (is_floating(t)) {
+      out = Scalar(leaf_double(o));
+    } else {
+      out = Scalar(leaf_int64(o));
+    }
+    return Match::Yes;
+  } catch (const kael::TypeError&) {
+    PyErr_Clear();
+    return Match::No;  // a NumPy type kael cannot read (long double, strings, ...)
+  } catch (...) {
+    translate_exception();
+    return Match::Error;
+  }
+}
+
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Bound b;
   if (!bind(kTensorSig, args, nargs, kwnames, b)) {

@@ -585,6 +585,19 @@ def test_numpy_bool_and_float64_scalars_keep_their_dtype():
     check(kael.tensor([np.float64(0.1)]), torch.tensor([np.float64(0.1)]))
 
 
+@pytest.mark.parametrize("sctype", NUMPY_SCALARS + [np.uint16, np.uint32, np.uint64], ids=lambda t: t.__name__)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+def test_numpy_scalar_operands_are_numbers_like_torch(sctype, dtype):
+    # before, NumPy scalars other than float64 and integers fell through to NumPy's reflected
+    # operator, which silently returned an object array of 0-d tensors
+    v = sctype(1)
+    for make in (lambda lib, t: t + v, lambda lib, t: lib.add(t, v), lambda lib, t: t.mul(v),
+                 lambda lib, t: lib.full((2,), v, dtype=t.dtype), lambda lib, t: t > v):
+        k = make(kael, kael.ones(2, dtype=getattr(kael, dtype)))
+        assert isinstance(k, kael.Tensor), type(k)
+        check(k, make(torch, torch.ones(2, dtype=getattr(torch, dtype))))
+
+
 def test_zero_d_tensors_in_lists_keep_their_dtype_like_torch():
     for make in (lambda lib: [lib.tensor(1.5, dtype=lib.float64)], lambda lib: [lib.tensor(1, dtype=lib.int32)],
                  lambda lib: [lib.tensor(1, dtype=lib.int32), 2.0], lambda lib: [lib.tensor(True), True]):
