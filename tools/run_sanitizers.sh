@@ -24,7 +24,7 @@ if [ "${1:-}" = "--tsan" ]; then
     -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
   cmake --build build/tsan --target kael_cpp_tests _C -j "${KAEL_JOBS:-$(nproc)}"
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$PWD/tools/tsan.supp}"
-  export KAEL_NUM_THREADS=1 OMP_NUM_THREADS=1 KAEL_STRESS_RACE_FREE=1
+  export KAEL_NUM_THREADS=1 OMP_NUM_THREADS=1 KAEL_STRESS_RACE_FREE=1 KAEL_TEST_TIMEOUT_FACTOR=5
   # setarch -R: TSan's shadow memory needs the address layout of a non-randomised process.
   setarch "$(uname -m)" -R build/tsan/kael_cpp_tests \
     --gtest_filter='Concurrency.*:Allocator.*Thread*:SelectKey.*Thread*'

@@ -17,6 +17,7 @@ import pytest
 def run(code, timeout=300):
     env = dict(os.environ)
     env.setdefault("KAEL_NUM_THREADS", "2")
+    timeout *= float(os.environ.get("KAEL_TEST_TIMEOUT_FACTOR", "1"))  # sanitizer runs are slower
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=timeout, env=env)
     assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
