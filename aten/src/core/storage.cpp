@@ -36,7 +36,7 @@ struct Storage::Retired {
 };
 
 Storage::~Storage() {
-  free_retired();
+  if (retired_ != nullptr) [[unlikely]] free_retired();
   if (allocator_ == &cpu_allocator::instance) {
     cpu_allocator::instance.free(data_, nbytes_);
   } else if (allocator_ != nullptr) {
