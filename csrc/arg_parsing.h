@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
 #include "kael/python/param_kind.h"
 #include "tensor_object.h"
@@ -97,13 +98,15 @@ class GilRelease {
   PyThreadState* state_;
 };
 
-// Runs a C++ op and converts its result, translating C++ exceptions (see errors.h).
+// Runs a C++ op and converts its result, translating C++ exceptions (see errors.h). With
+// release_gil, the op's loops run without the GIL once its set-up is done (Note [Concurrency]
+// in kael/core/concurrency.h: set-up, resizes included, always holds it).
 template <typename F>
 PyObject* call_op(bool release_gil, F&& f) {
   try {
     Tensor result;
     {
-      GilRelease nogil(release_gil);
+      AllowUnlock unlock(release_gil);
       result = f();
     }
     if (has_pending_warnings() && !flush_warnings()) return nullptr;

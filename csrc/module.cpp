@@ -6,6 +6,7 @@
 
 #include "arg_parsing.h"
 #include "kael/core/allocator.h"
+#include "kael/core/concurrency.h"
 #include "kael/core/device.h"
 #include "kael/core/error.h"
 #include "kael/dispatch/dispatcher.h"
@@ -220,6 +221,9 @@ PyMODINIT_FUNC PyInit__C() {
   }
   module_def.m_methods = functions.data();
   install_warning_handler();
+  // Loops of large operands run without the GIL (Note [Concurrency] in kael/core/concurrency.h).
+  kael::set_caller_lock({[]() -> void* { return PyEval_SaveThread(); },
+                         [](void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }});
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {

@@ -4,10 +4,43 @@
 # extension (the sanitizer runtimes preloaded into Python). Assumes tools/setup_env.sh has run.
 #   bash tools/run_sanitizers.sh            # both suites
 #   bash tools/run_sanitizers.sh --cpp      # GoogleTest only
+#   bash tools/run_sanitizers.sh --tsan     # ThreadSanitizer: the concurrency tests (below)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 dnnl_dir="$PWD/.venv/lib/cmake/dnnl"  # from onednn-devel-cpu-gomp (requirements-dev.txt)
+
+if [ "${1:-}" = "--tsan" ]; then
+  # ThreadSanitizer: core, GoogleTest and kael._C built with -fsanitize=thread in build/tsan;
+  # runs the GoogleTest thread tests, then test_concurrency.py and test_threads.py with libtsan
+  # preloaded into Python. kael's loops run with one OpenMP thread (KAEL_NUM_THREADS=1 below):
+  # libgomp is not instrumented and synchronises its team through futexes TSan cannot see; the
+  # threads under test are Python's and the tests' own, which TSan sees through pthreads (the
+  # GIL included). test_threads.py sets its own counts to check OpenMP teams; reports with a
+  # libgomp team thread on one side are suppressed (tools/tsan.supp says why). The stress test
+  # runs race-free (KAEL_STRESS_RACE_FREE=1: no element is read by one thread while another
+  # writes it), so that any report is a race in kael, not one the test makes on purpose.
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_TSAN=ON \
+    -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
+  cmake --build build/tsan --target kael_cpp_tests _C -j "${KAEL_JOBS:-$(nproc)}"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$PWD/tools/tsan.supp}"
+  export KAEL_NUM_THREADS=1 OMP_NUM_THREADS=1 KAEL_STRESS_RACE_FREE=1 KAEL_TEST_TIMEOUT_FACTOR=5
+  # setarch -R: TSan's shadow memory needs the address layout of a non-randomised process.
+  setarch "$(uname -m)" -R build/tsan/kael_cpp_tests \
+    --gtest_filter='Concurrency.*:Allocator.*Thread*:SelectKey.*Thread*'
+  pkg=build/tsan/python-package
+  rm -rf "$pkg" && mkdir -p "$pkg/kael"
+  cp -r kael/*.py kael/utils "$pkg/kael/"
+  cp build/tsan/_C*.so build/tsan/_C.pyi "$pkg/kael/"
+  root="$PWD"
+  cd "$pkg"
+  export LD_PRELOAD="$(g++ -print-file-name=libtsan.so)" PYTHONPATH="$PWD"
+  setarch "$(uname -m)" -R "$root/.venv/bin/python" -c \
+    "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
+  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "$root/test/python/test_concurrency.py" \
+    "$root/test/python/test_threads.py" -q -p no:cacheprovider --rootdir "$root"
+  exit 0
+fi
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_SANITIZE=ON \
   -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
 cmake --build build/asan --target kael_cpp_tests _C -j "$(nproc)"

@@ -58,7 +58,9 @@ def run(body, env=None):
     full_env.pop("OMP_NUM_THREADS", None)
     full_env.pop("KAEL_NUM_THREADS", None)
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + body], capture_output=True, text=True, timeout=120,
+    # sanitizer runs are slower: tools/run_sanitizers.sh --tsan sets the factor
+    timeout = 120 * float(os.environ.get("KAEL_TEST_TIMEOUT_FACTOR", "1"))
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + body], capture_output=True, text=True, timeout=timeout,
                           env=full_env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

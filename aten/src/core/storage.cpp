@@ -1,5 +1,9 @@
 #include "kael/core/storage.h"
 
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "kael/core/allocator.h"
 #include "kael/core/error.h"
 
@@ -27,7 +31,12 @@ IntrusivePtr<Storage> Storage::external(void* data, std::size_t nbytes, Device d
   return s;
 }
 
+struct Storage::Retired {
+  std::vector<std::pair<void*, std::size_t>> blocks;
+};
+
 Storage::~Storage() {
+  if (retired_ != nullptr) [[unlikely]] free_retired();
   if (allocator_ == &cpu_allocator::instance) {
     cpu_allocator::instance.free(data_, nbytes_);
   } else if (allocator_ != nullptr) {
@@ -38,5 +47,32 @@ Storage::~Storage() {
 }
 
 void Storage::release(Storage* s) noexcept { delete s; }
+
+void Storage::grow(std::size_t nbytes, const char* op) {
+  if (nbytes <= nbytes_) return;
+  KAEL_CHECK(allocator_ != nullptr, op << ": Trying to resize storage that is not resizable");
+  KAEL_CHECK(device_.is_cpu(), op << ": growing a storage in place is not supported on " << device_);
+  void* fresh = cpu_allocator::instance.allocate(nbytes);
+  if (nbytes_ > 0) std::memcpy(fresh, data_, nbytes_);
+  void* old = std::exchange(data_, fresh);
+  const std::size_t old_nbytes = std::exchange(nbytes_, nbytes);
+  if (pins_ == 0) {
+    cpu_allocator::instance.free(old, old_nbytes);
+    return;
+  }
+  if (retired_ == nullptr) retired_ = new Retired();
+  retired_->blocks.emplace_back(old, old_nbytes);
+}
+
+void Storage::unpin() {
+  if (--pins_ == 0) free_retired();
+}
+
+void Storage::free_retired() noexcept {
+  if (retired_ == nullptr) return;
+  for (auto [p, n] : retired_->blocks) cpu_allocator::instance.free(p, n);
+  delete retired_;
+  retired_ = nullptr;
+}
 
 }  // namespace kael

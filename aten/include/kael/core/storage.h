@@ -41,6 +41,17 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   std::uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Note [Growing a storage in place]
+  // Makes the storage at least `nbytes` long, keeping its contents (PyTorch's resize_ of a
+  // tensor whose storage is too small): every tensor sharing the storage sees the new memory.
+  // Memory kael did not allocate cannot grow (RuntimeError naming `op`, PyTorch's message).
+  // The old memory is freed at once, or, while a loop running without the caller's lock
+  // has the storage pinned, when the last pin goes (Note [Concurrency] in
+  // kael/core/concurrency.h). pin/unpin/grow run with the caller's lock held.
+  void grow(std::size_t nbytes, const char* op);
+  void pin() { ++pins_; }
+  void unpin();
+
  private:
   Storage() = default;
   ~Storage();
@@ -52,6 +63,10 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   ExternalDeleter external_deleter_ = nullptr;
   void* external_context_ = nullptr;
   std::atomic<std::uint32_t> version_{0};
+  std::uint32_t pins_ = 0;
+  struct Retired;
+  Retired* retired_ = nullptr;  // memory replaced by grow() while pinned
+  void free_retired() noexcept;
 };
 
 }  // namespace kael

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
 #include "kael/core/error.h"
 #include "kael/native/loops.h"
@@ -108,6 +109,8 @@ inline Tensor alloc_strided_cpu(IntArrayRef sizes, IntArrayRef strides, ScalarTy
 // PyTorch's copy_ does when dst writes one location twice or partially overlaps src, and reads
 // src from a snapshot when they may overlap in a way too hard to tell (Note [Memory overlap]).
 void copy_cpu(const Tensor& dst, const Tensor& src);
+// copy_cpu as the copy_ kernel runs it: its loop may drop the caller's lock (Note [Concurrency]).
+void copy_cpu_op(const Tensor& dst, const Tensor& src);
 // A contiguous copy of src in new memory, same dtype.
 Tensor snapshot_cpu(const Tensor& src);
 // dst[...] = src with the semantics of PyTorch's __setitem__ (its copy_to), through the
@@ -121,7 +124,8 @@ void assign(const Tensor& dst, const Tensor& src);
 void assign(const Tensor& dst, const Scalar& value);
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
-// Gives t new contiguous storage of the given shape (contents undefined).
+// Resizes t as PyTorch's resize_ does: contiguous strides from its storage offset, its storage
+// grown in place when too small (contents of new elements undefined).
 void resize_cpu(const Tensor& t, IntArrayRef sizes);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
@@ -156,20 +160,25 @@ void PointwiseCall::run(F f) {
 template <typename Out, typename T, int K, typename F>
 void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
   begin_write();
+  // The loop runs on the call's own tensors (Note [Concurrency] in kael/core/concurrency.h).
+  UnlockedSection section;
+  const Tensor& out = section.own(out_);
+  std::array<const Tensor*, K> in;
+  for (int k = 0; k < K; ++k) in[k] = &section.own(converted_[which[k]]);
+  section.unlock();
   const PointwiseInner<Out, T, K, F> inner{f};
   // Fast path: every operand contiguous with the output's element count. Broadcasting that
   // keeps the count expands nothing, so all operands share one flat element order.
-  bool flat = out_.is_contiguous();
-  const std::int64_t n = out_.numel();
-  for (int k = 0; k < K && flat; ++k)
-    flat = converted_[which[k]].is_contiguous() && converted_[which[k]].numel() == n;
+  bool flat = out.is_contiguous();
+  const std::int64_t n = out.numel();
+  for (int k = 0; k < K && flat; ++k) flat = in[k]->is_contiguous() && in[k]->numel() == n;
   if (flat) {
     std::array<char*, K + 1> ptrs;
     std::array<std::int64_t, K + 1> strides;
-    ptrs[0] = static_cast<char*>(out_.data_ptr());
+    ptrs[0] = static_cast<char*>(out.data_ptr());
     strides[0] = sizeof(Out);
     for (int k = 0; k < K; ++k) {
-      ptrs[k + 1] = static_cast<char*>(converted_[which[k]].data_ptr());
+      ptrs[k + 1] = static_cast<char*>(in[k]->data_ptr());
       strides[k + 1] = sizeof(T);
     }
     if (n < kParallelGrain) {
@@ -187,8 +196,8 @@ void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
     return;
   }
   std::array<OperandView, K + 1> ops;
-  ops[0] = view_of(out_);
-  for (int k = 0; k < K; ++k) ops[k + 1] = view_of(converted_[which[k]]);
+  ops[0] = view_of(out);
+  for (int k = 0; k < K; ++k) ops[k + 1] = view_of(*in[k]);
   const LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
   run_loop<K + 1>(g, inner);
 }

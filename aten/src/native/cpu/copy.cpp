@@ -41,7 +41,20 @@ Tensor snapshot_cpu(const Tensor& src) {
   return out;
 }
 
-void copy_cpu(const Tensor& dst, const Tensor& src) {
+namespace {
+
+// The loop of copy_, on the call's own tensors (Note [Concurrency] in kael/core/concurrency.h).
+void copy_unchecked_unlocked(const Tensor& dst, const Tensor& src) {
+  UnlockedSection section;
+  const Tensor& d = section.own(dst);
+  const Tensor& s = section.own(src);
+  section.unlock();
+  copy_unchecked(d, s);
+}
+
+template <bool Unlocking>
+void copy_checked(const Tensor& dst, const Tensor& src) {
+  constexpr auto run = Unlocking ? copy_unchecked_unlocked : copy_unchecked;
   check_copy_shapes(dst, src);
   assert_no_internal_overlap("copy_", dst);
   const MemOverlapStatus overlap = get_overlap_status(dst, src);
@@ -51,11 +64,17 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
   // Full with another dtype (a view of the same bytes as another type) or too hard to tell:
   // read everything before writing anything.
   if ((overlap == MemOverlapStatus::Full || overlap == MemOverlapStatus::TooHard) && may_share_memory(dst, src)) {
-    copy_unchecked(dst, snapshot_cpu(src));
+    run(dst, snapshot_cpu(src));
     return;
   }
-  copy_unchecked(dst, src);
+  run(dst, src);
 }
+
+}  // namespace
+
+void copy_cpu(const Tensor& dst, const Tensor& src) { copy_checked<false>(dst, src); }
+
+void copy_cpu_op(const Tensor& dst, const Tensor& src) { copy_checked<true>(dst, src); }
 
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype) {
   if (src.dtype() == dtype) return src;

@@ -234,6 +234,14 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
   const ScalarType dtype = self.dtype();
   Tensor result = alloc_cpu(ops.result_shape, dtype);
   const Tensor out = ops.result_shape == ops.out_shape ? result : kael::view(result, ops.out_shape);
+  // The products run on the call's own inputs (Note [Concurrency] in kael/core/concurrency.h);
+  // the output is new, no other thread sees it yet.
+  UnlockedSection section;
+  if (section.active()) {
+    ops.a = section.own(ops.a);
+    ops.b = section.own(ops.b);
+  }
+  section.unlock();
   if (out.numel() > 0) {
     const std::int64_t k = ops.a.sizes()[ops.a.dim() - 1];
     if (k == 0) {

@@ -157,9 +157,21 @@ void PointwiseCall::check_overlap(const char* suffix) {
   }
 }
 
+// PyTorch's resize_: contiguous strides from the tensor's storage offset, in its storage when
+// (offset + numel) elements fit, otherwise the storage grows in place (Note [Growing a storage
+// in place] in kael/core/storage.h), so views sharing it see the result.
 void resize_cpu(const Tensor& t, IntArrayRef sizes) {
-  const Tensor fresh = empty_on(sizes, t.dtype(), t.device());
-  t.impl()->set_storage(fresh.impl()->storage_ptr(), DimVector(sizes), contiguous_strides(sizes), 0);
+  TensorImpl* impl = t.impl();
+  const std::int64_t n = checked_numel("resize_", sizes);
+  if (n > 0) {
+    std::int64_t elements = 0, bytes = 0;
+    KAEL_CHECK(!__builtin_add_overflow(impl->offset(), n, &elements) &&
+                   !__builtin_mul_overflow(elements, static_cast<std::int64_t>(itemsize(t.dtype())), &bytes),
+               "resize_: storage size calculation overflowed for size " << shape_str(sizes) << " at offset "
+                                                                         << impl->offset());
+    impl->storage()->grow(static_cast<std::size_t>(bytes), "resize_");
+  }
+  impl->set_geometry(DimVector(sizes), contiguous_strides(sizes), impl->offset());
 }
 
 void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {

@@ -143,15 +143,26 @@ void reduce_sum(const SumSetup& setup, bool mean) {
 
 }  // namespace
 
+namespace {
+// The loop runs on the call's own input (Note [Concurrency] in kael/core/concurrency.h); the
+// output is new, no other thread sees it yet.
+void reduce_sum_unlocked(SumSetup& setup, bool mean) {
+  UnlockedSection section;
+  if (section.active()) setup.input = section.own(setup.input);
+  section.unlock();
+  reduce_sum(setup, mean);
+}
+}  // namespace
+
 Tensor sum_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
-  const SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/false);
-  reduce_sum(setup, /*mean=*/false);
+  SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/false);
+  reduce_sum_unlocked(setup, /*mean=*/false);
   return setup.out;
 }
 
 Tensor mean_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
-  const SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/true);
-  reduce_sum(setup, /*mean=*/true);
+  SumSetup setup = setup_sum(self, dim, keepdim, dtype, /*mean=*/true);
+  reduce_sum_unlocked(setup, /*mean=*/true);
   return setup.out;
 }
 
