@@ -33,7 +33,7 @@ def count_properties(python):
     env = dict(os.environ, KAEL_FUZZ_CHILD="1")
     files = sorted(str(p) for p in (ROOT / "test" / "python").glob("test_fuzz_*.py") if p.name != "test_fuzz_regressions.py")
     out = subprocess.run([python, "-m", "pytest", *files, "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "--rootdir", str(ROOT)], capture_output=True, text=True, env=env, cwd=str(ROOT))
+                          "--rootdir", str(ROOT)], capture_output=True, text=True, env=env)
     ids = [line for line in out.stdout.splitlines() if "::" in line]
     if not ids:
         sys.exit(f"could not collect the fuzz suite:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")

@@ -8,6 +8,7 @@ import array
 import ctypes
 import math
 import operator
+import warnings
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import kael
-from test_fuzz import (BIG_INTS, DTYPES, FLOATS, PYTHON_ERRORS, SMALL_INTS, SPECIAL_FLOATS, build, fuzz,
+from test_fuzz import (BIG_INTS, assert_same_result, dtype_name, DTYPES, FLOATS, PYTHON_ERRORS, SMALL_INTS, SPECIAL_FLOATS, build, fuzz,
                        hostile_objects, record_case, run_both, tensor_recipes)
 from test_fuzz_ops import devices, dtypes, ints, junk, norm_dtype, norm_int, norm_number, scalars, t0
 
@@ -485,3 +486,89 @@ def test_runtime_controls(name, arg):
         assert not isinstance(e, SystemError) and isinstance(e, PYTHON_ERRORS), repr(e)
     finally:
         kael.set_num_threads(before)
+
+
+# ---------------------------------------------------------------- arguments that change the tensor
+
+MUTATIONS = ["resize_0d", "resize_big", "fill", "none"]
+MUTATING_CALLS = {
+    "getitem": lambda x, e: x[e],
+    "getitem_slice": lambda x, e: x[e:],
+    "getitem_tuple": lambda x, e: x[0, e],
+    "setitem": lambda x, e: x.__setitem__(e, 1.5),
+    "setitem_slice": lambda x, e: x.__setitem__(slice(None, e), 2.5),
+    "select": lambda x, e: x.select(0, e),
+    "narrow": lambda x, e: x.narrow(0, e, 1),
+    "view": lambda x, e: x.view(e, -1),
+    "reshape": lambda x, e: x.reshape(-1, e),
+    "expand": lambda x, e: x.expand(e, -1, -1),
+    "transpose": lambda x, e: x.transpose(e, 0),
+    "unsqueeze": lambda x, e: x.unsqueeze(e),
+    "squeeze": lambda x, e: x.squeeze(e),
+    "sum": lambda x, e: x.sum(e),
+    "size": lambda x, e: x.size(e),
+    "stride": lambda x, e: x.stride(e),
+}
+
+
+class Mutating:
+    """An index whose __index__ changes the tensor the call is about, then returns `value`.
+    (Item 3 of the hardening work: every index is converted before the geometry is read.)"""
+
+    def __init__(self, lib, x, how, value):
+        self.lib, self.x, self.how, self.value = lib, x, how, value
+
+    def __index__(self):
+        lib, x = self.lib, self.x
+        if self.how == "resize_0d":
+            lib.add(lib.tensor(1.0), 0, out=x)
+        elif self.how == "resize_big":
+            lib.add(lib.ones(5, 4, 3), 0, out=x)
+        elif self.how == "fill":
+            x.fill_(7.0)
+        return self.value
+
+
+@fuzz
+@given(call=st.sampled_from(sorted(MUTATING_CALLS)), how=st.sampled_from(MUTATIONS),
+       value=st.sampled_from([0, 1, -1, 2, 5]), shape=st.sampled_from([(2, 3), (4, 3), (1, 2, 2), (3,)]))
+def test_index_that_changes_the_tensor(call, how, value, shape):
+    """No oracle in torch, which reads some of the geometry before it converts the indices (and
+    then reads a tensor that has changed under it). kael converts every index first, so the
+    call must act as the same call with a plain int on the tensor as the conversion left it:
+    the same result, or an ordinary error where that call raises."""
+    record_case("mutating_index", (call, how, value, shape))
+
+    def fresh():
+        return kael.arange(float(np.prod(shape))).reshape(shape).clone()
+
+    def outcome(x, index):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = MUTATING_CALLS[call](x, index)
+            return (r, x) if call.startswith("setitem") else r, None
+        except Exception as e:  # noqa: BLE001
+            return None, e
+
+    x = fresh()
+    got, err = outcome(x, Mutating(kael, x, how, value))
+    y = fresh()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Mutating(kael, y, how, value).__index__()  # the change, then the plain call
+    want, want_err = outcome(y, value)
+    if err is not None or want_err is not None:
+        assert err is not None and want_err is not None, (err, want_err)
+        assert isinstance(err, PYTHON_ERRORS) and not isinstance(err, SystemError), repr(err)
+        assert type(err) is type(want_err), (err, want_err)
+        return
+    def as_torch(v):
+        if not isinstance(v, kael.Tensor):
+            return v
+        return torch.tensor(v.tolist(), dtype=getattr(torch, dtype_name(v.dtype))).reshape(v.shape)
+    if isinstance(want, tuple):
+        assert_same_result(got[0], as_torch(want[0]))
+        assert_same_result(got[1], as_torch(want[1]))
+    else:
+        assert_same_result(got, as_torch(want))

@@ -176,9 +176,7 @@ def norm_intlist(o):
 def norm_number(o):
     if isinstance(o, (complex, np.complexfloating)):
         raise KaelRule("kael has no complex dtype")
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.floating):
+    if isinstance(o, (np.floating, np.bool_)):  # np.bool_ is a float Scalar, as in torch
         return float(o)
     if isinstance(o, (bool, float, torch.Tensor, kael.Tensor, str, bytes)) or o is None:
         return o

@@ -68,3 +68,30 @@ def test_size_and_stride_take_any_integer_like_every_int_parameter(method):
         getattr(k, method)(2 ** 64)
     with pytest.raises(IndexError):
         getattr(k, method)(np.int64(2))
+
+
+@pytest.mark.parametrize("value", [np.float32(2.5), np.float16(-1.5), np.bool_(True), np.bool_(False),
+                                   np.int64(3), np.uint8(7), np.float64(0.25)], ids=lambda v: type(v).__name__)
+def test_numpy_scalars_are_scalars_like_torch(value):
+    # np.float32 and np.bool_ have __getitem__, so kael's parser took them for sequences and
+    # rejected them as Scalars and as number operands (TypeError); torch takes them.
+    for expr in ("lib.add(lib.ones(2, dtype=lib.int64), v)", "lib.full((2,), v)", "lib.ones(2).fill_(v)",
+                 "lib.mul(v, lib.arange(3))", "lib.ones(2, dtype=lib.int32) - v"):
+        t = eval(expr, {"lib": torch, "v": value})
+        k = eval(expr, {"lib": kael, "v": value})
+        assert k.tolist() == t.tolist() and repr(k.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], expr
+    with pytest.raises(TypeError):
+        kael.add(kael.ones(2), np.ones(2))  # arrays stay out: they have a length
+
+
+@pytest.mark.parametrize("scalar", [np.int64(2), np.float32(2.0), np.float64(2.0), np.bool_(True)],
+                         ids=lambda v: type(v).__name__)
+def test_numpy_scalar_on_the_left_of_an_operator_gives_a_tensor(scalar):
+    # Without __array_priority__ NumPy answered np.int64(2) + t itself, with an object array of
+    # 0-d tensors; like torch's tensors, kael's make NumPy defer to the reflected operator.
+    t, k = torch.arange(3), kael.arange(3)
+    for op in ("+", "-", "*", "/", "<", "=="):
+        tr, kr = eval(f"s {op} x", {"s": scalar, "x": t}), eval(f"s {op} x", {"s": scalar, "x": k})
+        assert isinstance(kr, kael.Tensor), (op, type(kr))
+        assert kr.tolist() == tr.tolist(), op
+    assert kael.ones(1).__array_priority__ == torch.ones(1).__array_priority__ == 1000
