@@ -95,3 +95,21 @@ def test_numpy_scalar_on_the_left_of_an_operator_gives_a_tensor(scalar):
         assert isinstance(kr, kael.Tensor), (op, type(kr))
         assert kr.tolist() == tr.tolist(), op
     assert kael.ones(1).__array_priority__ == torch.ones(1).__array_priority__ == 1000
+
+
+@pytest.mark.parametrize("offset", [2 ** 63 - 1, 2 ** 63 // 2 + 1, 2 ** 62 + 7])
+def test_as_strided_offset_near_int64_max_raises_instead_of_reading_anywhere(offset):
+    # (last + 1) * itemsize overflowed, passed the bounds check, and gave a view far outside
+    # its storage (the long fuzz run: SIGSEGV on reading it).
+    out = run_kael(f"""
+t = kael.zeros(4, 1, dtype=kael.float32)[1:]
+try:
+    r = kael.as_strided(t, [], [], {offset})
+except RuntimeError as e:
+    print("as_strided" in str(e))
+else:
+    print("no error", r.tolist())
+""")
+    assert out == "True", out
+    with pytest.raises(RuntimeError):
+        torch.as_strided(torch.zeros(4, 1)[1:], [], [], offset)
