@@ -86,6 +86,8 @@ def record_case(test_name, recipe):
     the wrapper shows the example that killed it."""
     CASES["total"] += 1
     CASES[test_name] = CASES.get(test_name, 0) + 1
+    if CASES["total"] % 500 == 0:
+        _write_stats()  # so that a run that dies still tells how far it got
     if _TRACE:
         with open(_TRACE, os.environ.get("KAEL_FUZZ_TRACE_MODE", "w")) as f:
             f.write(f"{test_name}: {recipe!r}"[:20000] + "\n")
