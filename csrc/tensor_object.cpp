@@ -482,6 +482,10 @@ PyObject* get_dtype(PyObject* self, void*) {
   Py_INCREF(d);
   return d;
 }
+// NumPy leaves a binary operator to an operand of higher __array_priority__, as it does for
+// PyTorch's tensors (1000): np.int64(2) + t calls t.__radd__ instead of making an object array of
+// t's elements.
+PyObject* get_array_priority(PyObject*, void*) { return PyLong_FromLong(1000); }
 PyObject* get_device(PyObject* self, void*) { return PyUnicode_FromString(tensor_of(self).device().str().c_str()); }
 PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).dim()); }
 PyObject* get_T(PyObject* self, void*) {
@@ -530,6 +534,8 @@ PyGetSetDef tensor_getset[] = {
     {"itemsize", get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
     {"_version", get_version, nullptr, "Counter of in-place writes, shared by views.", nullptr},
     {"_base", get_base, nullptr, "The tensor this view was made from, or None when it is not a view.", nullptr},
+    {"__array_priority__", get_array_priority, nullptr,
+     "Above NumPy's: NumPy leaves binary operators to the tensor (np.int64(2) + t calls t.__radd__).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 // ------------------------------------------------------------------ methods
@@ -543,13 +549,15 @@ bool optional_dim(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, co
   if (ok && nkw == 1) ok = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dim") == 0;
   PyObject* arg = ok && nargs + nkw == 1 ? args[0] : Py_None;
   if (ok && arg == Py_None) return true;
-  if (!ok || !PyLong_Check(arg) || PyBool_Check(arg)) {
+  // An int as every int parameter takes it (conv_int): anything with __index__, such as a NumPy
+  // integer, but not a bool or a tensor.
+  const Match m = ok ? conv_int(arg, dim) : Match::No;
+  if (m == Match::Error) return false;
+  if (m == Match::No) {
     PyErr_Format(PyExc_TypeError, "%s() received an invalid combination of arguments - expected %s(int dim=None)",
                  name, name);
     return false;
   }
-  dim = PyLong_AsLongLong(arg);
-  if (dim == -1 && PyErr_Occurred()) return false;
   given = true;
   return true;
 }

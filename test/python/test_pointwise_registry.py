@@ -292,7 +292,7 @@ def number_operand(value):
 
 
 def overlaps_internally(t):
-    return any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
+    return t.numel() > 0 and any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape))
 
 
 # ---------------------------------------------------------------- the two implementations

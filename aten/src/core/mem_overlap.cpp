@@ -56,6 +56,7 @@ bool is_non_overlapping_and_dense(const Tensor& t) {
 }
 
 MemOverlap has_internal_overlap(const Tensor& t) {
+  if (t.numel() == 0) return MemOverlap::No;  // no element to write twice (an expanded (2, 0, 3))
   if (is_non_overlapping_and_dense(t)) return MemOverlap::No;
   for (std::int64_t d = 0; d < t.dim(); ++d)
     if (t.strides()[d] == 0 && t.sizes()[d] > 1) return MemOverlap::Yes;

@@ -264,7 +264,10 @@ Tensor as_strided(const Tensor& self, IntArrayRef size, IntArrayRef stride, std:
                "as_strided: sizes " << shape_str(size) << " and strides " << shape_str(stride) << " overflow");
   }
   const std::int64_t item = self.element_size();
-  const std::int64_t needed = empty ? 0 : (last + 1) * item;
+  std::int64_t needed = 0;  // (last + 1) * item, which overflows for an offset near 2**63
+  KAEL_CHECK(empty || (!__builtin_add_overflow(last, 1, &needed) && !__builtin_mul_overflow(needed, item, &needed)),
+             "as_strided: storage offset " << offset << " with sizes " << shape_str(size) << " and strides "
+                                           << shape_str(stride) << " overflows");
   const std::int64_t have = static_cast<std::int64_t>(self.impl()->storage()->nbytes());
   KAEL_CHECK(needed <= have, "as_strided: setStorage: sizes " << shape_str(size) << ", strides " << shape_str(stride)
                                                               << ", storage offset " << offset << ", and itemsize "

@@ -1,6 +1,8 @@
 // Set-up of pointwise calls; see kael/native/pointwise.h and Note [Loop geometry].
 #include "kael/native/pointwise.h"
 
+#include <algorithm>
+
 #include "kael/core/error.h"
 #include "kael/core/mem_overlap.h"
 #include "kael/core/warning.h"
@@ -95,6 +97,11 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
                              std::initializer_list<const Operand*> inputs, OutArgument)
     : spec_(spec), self_(&out), suffix_("") {
   setup(inputs);
+  // Numbers only (add(1.0, 2.0, out=o)): out gave the call its dispatch key, but the loops need
+  // a tensor input; the error of the call without out= (dispatch::check_has_tensor).
+  KAEL_CHECK_TYPE(std::any_of(operands_.begin(), operands_.begin() + count_,
+                              [](const Operand* op) { return op->is_tensor(); }),
+                  spec_.name << ": expected at least one tensor argument, got only numbers");
   check_same_device(spec_.name, device_, out.device());
   // An out that is also an input is not resized (PyTorch's read-write operand).
   for (int k = 0; k < count_; ++k)

@@ -1,0 +1,458 @@
+"""Fuzzing every op of native_functions.yaml (see test_fuzz.py for what is asserted and how it
+runs). Nothing here names an op to call: each registry entry's schema gives its parameters,
+each parameter type a strategy of valid and hostile arguments, and each variant (function,
+method, in-place method, out=) is called on kael and on torch by the entry's name."""
+from __future__ import annotations
+
+import operator
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import kael
+from test_fuzz import (BIG_INTS, dtype_name, known_difference, DTYPES, FLOATS, SMALL_INTS, SPECIAL_FLOATS, ROOT, fuzz, hostile_objects,
+                       record_case, run_both, tensor_recipes, value_pool)
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from codegen.model import parse_registry  # noqa: E402
+from test_pointwise_registry import TorchOp  # noqa: E402  (torch's rules where torch lacks a variant)
+
+REGISTRY = parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
+EXPOSED = [f for f in REGISTRY if set(f.variants) & {"function", "method"}]
+
+# ---------------------------------------------------------------- argument strategies
+
+lit = st.builds(lambda v: ("lit", v), st.sampled_from(SMALL_INTS))
+big = st.builds(lambda v: ("lit", v), st.sampled_from(BIG_INTS))
+flt = st.builds(lambda v: ("lit", v), st.sampled_from(SPECIAL_FLOATS))
+junk = st.sampled_from([("lit", None), ("lit", "2"), ("lit", b"2"), ("lit", 1 + 2j), ("lit", True), ("lit", False),
+                        ("lit", object), ("lit", [1]), ("lit", ())])
+np_int = st.builds(lambda d, v: ("np", d, v), st.sampled_from(["int64", "int32", "int8", "uint8", "bool_"]),
+                   st.sampled_from([0, 1, 2, 3]))
+# A Python value in a 0-d tensor (torch takes one wherever an int or a Scalar goes)
+t0 = st.builds(lambda v: ("t0", v), st.sampled_from([0, 2, -1, 2.5, True, float("nan")]))
+
+
+def ints():
+    """Arguments for an `int` parameter: mostly small valid ints, with the hostile rest."""
+    return st.one_of(lit, lit, lit, big, flt, junk, np_int, t0, hostile_objects())
+
+
+def int_lists(max_len=5):
+    """Arguments for an `int[]` parameter (sizes, strides, dims)."""
+    element = st.one_of(lit, lit, lit, lit, big, flt, junk, np_int, hostile_objects(), t0)
+    items = st.lists(element, max_size=max_len)
+    plain = st.lists(lit, max_size=max_len)
+    return st.one_of(
+        plain.map(lambda xs: ("list", tuple(xs))),
+        plain.map(lambda xs: ("tuple", tuple(xs))),
+        plain.map(lambda xs: ("size", tuple(x[1] for x in xs))),
+        items.map(lambda xs: ("list", tuple(xs))),
+        items.map(lambda xs: ("tuple", tuple(xs))),
+        st.lists(lit, max_size=3).map(lambda xs: ("list", (("list", tuple(xs)),))),  # nested
+        st.lists(lit, min_size=10, max_size=40).map(lambda xs: ("list", tuple(xs))),  # many dims
+        # sequences that are not lists or tuples, with a hostile __len__ / __getitem__ / __iter__
+        # (ones that mutate the list they are in are item 5 of the hardening work and stay out
+        # until it is merged)
+        st.builds(lambda xs, how: ("seq", tuple(xs), how), plain,
+                  st.dictionaries(st.sampled_from(["__len__", "__getitem__", "__iter__"]),
+                                  st.one_of(st.just(("raise",)), st.sampled_from(
+                                      [("ret", -1), ("ret", 2 ** 63), ("ret", None), ("ret", 3), ("ret", 0)])),
+                                  max_size=2).map(lambda d: tuple(sorted(d.items())))),
+        ints(),
+    )
+
+
+def scalars():
+    return st.one_of(lit, big, flt, flt, junk, np_int, t0, hostile_objects(),
+                     st.builds(lambda v: ("np", "float64", v), st.sampled_from(SPECIAL_FLOATS)))
+
+
+def dtypes(optional=True):
+    return st.one_of(st.sampled_from(DTYPES).map(lambda d: ("dtype", d)),
+                     st.sampled_from([("lit", "float32"), ("lit", 6), ("lit", float)]), hostile_objects(),
+                     *([st.just(("lit", None))] if optional else []))
+
+
+# Device strings are parsed strictly as item 13 of the hardening work ("cpu:0" accepted,
+# "cpu\x00junk" rejected), which is not merged yet: until it is, device strings are limited to
+# these, on which kael and torch already agree.
+DEVICES = ["cpu", "cuda", "cuda:0", "gpu", "", "cpu:x", "CPU"]
+
+
+def devices(optional=True):
+    return st.one_of(st.sampled_from(DEVICES).map(lambda d: ("lit", d)), st.sampled_from([("lit", 0), ("lit", -1)]),
+                     hostile_objects(), *([st.just(("lit", None))] if optional else []))
+
+
+def bools():
+    return st.one_of(st.sampled_from([("lit", True), ("lit", False)]), lit, junk, hostile_objects(), np_int)
+
+
+def tensors(pool=None):
+    return st.one_of(tensor_recipes(pool=pool), tensor_recipes(pool=pool), tensor_recipes(pool=pool),
+                     lit, flt, junk, hostile_objects())
+
+
+def strategy_for(param, f):
+    base = param.type.base
+    optional = param.type.optional
+    none = [st.just(("lit", None))] if optional else []
+    if base == "Tensor":
+        return st.one_of(tensors(pool=reduction_pool(f)), *none)
+    if base == "Scalar":
+        return st.one_of(scalars(), *none)
+    if base == "int":
+        return st.one_of(ints(), *none)
+    if base.startswith("int["):
+        return st.one_of(int_lists(), *none)
+    if base == "bool":
+        return bools()
+    if base == "ScalarType":
+        return dtypes(optional)
+    if base == "Device":
+        return devices(optional)
+    raise AssertionError(f"no strategy for {param.type} ({f.schema.full_name})")
+
+
+def reduction_pool(f):
+    # float32 sum/mean accumulation (item 14 of the hardening work: [3e38, 3e38, -3e38] and
+    # [1e8, 1, -1e8]) is being decided now: until it is merged, the reductions get float values
+    # whose sums are exact in every accumulation order.
+    if f.name in ("sum", "mean"):
+        return (0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 7.0, float("nan"), float("inf"), float("-inf"), 100.0)
+    return None
+
+
+# ---------------------------------------------------------------- calls
+
+def torch_name(f):
+    return f.name
+
+
+# ---------------------------------------------------------------- kael's argument rules, for torch
+#
+# kael's parser (csrc/arg_parsing.cpp) follows Python's protocols where torch's is stricter,
+# and has no complex dtype (docs/decisions.md, "Argument parsing"): an int parameter takes any
+# object with __index__ but not a bool or a tensor; an int[] parameter also a single such
+# integer (by keyword too); a Scalar, or a number in a tensor input's place, anything with
+# __index__ or __float__ that is not a sequence, a tensor or complex, and an integer only in
+# int64's range; a dtype parameter a kael dtype or its name, not a Python type. The oracle gives
+# torch what kael's rules make of each argument, and raises where those rules reject it (a
+# hostile __index__ or __float__ raises there as it does in kael).
+
+class KaelRule(TypeError):
+    """Raised on the torch side where kael's argument rules reject an argument torch takes."""
+
+
+def _index_like(o):
+    return type(o) is int or (not isinstance(o, (bool, torch.Tensor, kael.Tensor))
+                              and hasattr(type(o), "__index__"))
+
+
+def norm_int(o):
+    if isinstance(o, torch.Tensor):
+        raise KaelRule("a tensor is not an int")
+    if isinstance(o, (bool, np.bool_)):
+        raise KaelRule("a bool is not an int")
+    return operator.index(o) if _index_like(o) and type(o) is not int else o
+
+
+def norm_intlist(o):
+    if isinstance(o, torch.Tensor):
+        raise KaelRule("a tensor is not a list of ints")
+    if _index_like(o):
+        return [norm_int(o)]
+    if type(o) in (list, tuple):
+        return type(o)(norm_int(x) for x in o)
+    return o
+
+
+def norm_number(o):
+    if isinstance(o, (complex, np.complexfloating)):
+        raise KaelRule("kael has no complex dtype")
+    if isinstance(o, (np.floating, np.bool_)):  # np.bool_ is a float Scalar, as in torch
+        return float(o)
+    if isinstance(o, (bool, float, torch.Tensor, kael.Tensor, str, bytes)) or o is None:
+        return o
+    if not isinstance(o, (int, np.integer)) and hasattr(type(o), "__getitem__"):
+        return o  # a sequence: kael rejects it
+    if hasattr(type(o), "__index__"):
+        v = operator.index(o)
+        if not -2 ** 63 <= v < 2 ** 63:
+            raise KaelRule("a Scalar integer is an int64")
+        return v
+    if hasattr(type(o), "__float__") and not hasattr(type(o), "__len__"):
+        return float(o)
+    return o
+
+
+def norm_dim(o):
+    if type(o) in (list, tuple):
+        raise KaelRule("squeeze takes one dim")  # torch's squeeze also takes a tuple of dims
+    return norm_int(o)
+
+
+def norm_scalar(o):
+    if isinstance(o, torch.Tensor):
+        raise KaelRule("a Scalar is not a tensor")
+    return norm_number(o)
+
+
+def norm_dtype(o):
+    if type(o) is str and hasattr(kael, o) and isinstance(getattr(kael, o), kael.dtype):
+        return getattr(torch, dtype_name(getattr(kael, o)))
+    if o in (float, int, bool):
+        raise KaelRule("a Python type is not a dtype")
+    return o
+
+
+def norm_tensor(o):
+    if not isinstance(o, torch.Tensor):
+        raise KaelRule("a tensor parameter of an op that is not pointwise takes a tensor")
+    return o
+
+
+def normaliser(param, f):
+    rule = _normaliser(param, f)
+    if param.type.optional:
+        return lambda o: o if o is None else rule(o)
+    return rule
+
+
+# Names with several overloads (clamp: Scalar? or Tensor? bounds): kael picks the overload a
+# value fits, so a tensor or a number is right for either kind of parameter.
+def _tensor_or_scalar():
+    kinds = {}
+    for g in REGISTRY:
+        for p in g.schema.params:
+            if p.type.base in ("Tensor", "Scalar"):
+                kinds.setdefault((g.name, p.name), set()).add(p.type.base)
+    return {key for key, k in kinds.items() if len(k) == 2}
+
+
+OVERLOADED = _tensor_or_scalar()  # (op, parameter) pairs that are a Tensor in one overload, a Scalar in another
+
+
+def _normaliser(param, f):
+    base = param.type.base
+    if (f.name, param.name) in OVERLOADED:
+        return norm_number
+    if base == "Tensor" and not f.is_pointwise:
+        return norm_tensor
+    if base == "int" and f.name == "squeeze":
+        return norm_dim
+    if base == "int":
+        return norm_int
+    if base.startswith("int["):
+        return norm_intlist
+    if base == "Scalar":
+        return norm_scalar
+    if base == "Tensor":
+        return norm_number
+    if base == "ScalarType":
+        return norm_dtype
+    return lambda o: o
+
+
+# The ops whose size list may be spread over the arguments, in torch and in kael
+VARARGS = {"empty", "zeros", "ones", "view", "reshape", "permute", "expand"}
+
+
+def make_call(f, variant, positional, keywords, splat):
+    """call(lib, *args) for one variant; args are the values of positional then keyword params
+    (and out last for the out variant)."""
+    name = torch_name(f)
+    npos = len(positional)
+    by_name = {p.name: p for p in f.schema.params}
+    pointwise = TorchOp(f) if f.is_pointwise else None
+
+    def call(lib, *args):
+        pos, kw = list(args[:npos]), dict(zip(keywords, args[npos:]))
+        if variant in ("function", "out") and "self" in kw:
+            kw["input"] = kw.pop("self")  # the function's first parameter is `input`, as in torch
+        out = kw.pop("out", None) if variant == "out" else None
+        if lib is torch:
+            pos = [normaliser(by_name[n], f)(a) for n, a in zip(positional, pos)]
+            kw = {k: normaliser(by_name["self" if k == "input" else k], f)(a) for k, a in kw.items()}
+            # an optional parameter given as None is left out (kael's schema says None is its
+            # default; torch's overloads often have no None)
+            kw = {k: v for k, v in kw.items() if not (v is None and k in by_name and by_name[k].type.optional)}
+            while pos and pos[-1] is None and by_name[positional[len(pos) - 1]].type.optional:
+                pos = pos[:-1]
+            if f.name in ("sum", "mean") and "keepdim" in kw and "dim" not in kw and len(pos) < 2:
+                kw["dim"] = None  # kael's schema: dim=None with keepdim; torch needs dim=None said
+            # keyword names where torch's binding differs from its documentation, which kael follows
+            if f.schema.full_name == "to.other" and "other" in kw:
+                kw["tensor"] = kw.pop("other")
+            if f.name == "copy_" and "src" in kw:
+                kw["other"] = kw.pop("src")
+            if f.name == "squeeze" and kw.get("dim", 0) is None:
+                del kw["dim"]  # squeeze(dim=None): kael's schema spells torch's squeeze()
+            if f.name == "squeeze" and len(pos) > 1 and pos[1] is None:
+                pos = pos[:1]
+        if (splat and f.name in VARARGS and pos and type(pos[-1]) in (list, tuple) and pos[-1]
+                and len(positional) == (2 if variant != "function" else 1)):
+            pos = pos[:-1] + list(pos[-1])  # kael.zeros(2, 3), x.view(2, 3)
+        if lib is torch and pointwise is not None:
+            # TorchOp takes the tensor inputs positionally
+            names = ["input" if p.name == "self" else p.name for p in f.schema.tensor_params]
+            pos = pos + [kw.pop(n) for n in names[len(pos):] if n in kw]
+            if variant == "out":
+                return pointwise.out(pos, kw, out)
+            if variant in ("function", "method", "inplace"):
+                if variant == "method" and not isinstance(pos[0], torch.Tensor):
+                    raise TypeError("not a tensor")
+                if variant == "inplace" and not isinstance(pos[0], torch.Tensor):
+                    raise TypeError("not a tensor")
+                return getattr(pointwise, variant)(pos, kw)
+        if variant == "out":
+            return getattr(lib, name)(*pos, out=out, **kw)
+        if variant == "function":
+            return getattr(lib, name)(*pos, **kw)
+        self = pos[0]
+        if not isinstance(self, (torch.Tensor, kael.Tensor)):
+            raise TypeError("not a tensor")  # the method is not there to call: nothing to compare
+        method = name + "_" if variant == "inplace" else name
+        return getattr(self, method)(*pos[1:], **kw)
+    return call
+
+
+CASES = []
+for f in EXPOSED:
+    for variant in f.variants:
+        if variant in ("function", "method"):
+            CASES.append((f, variant))
+    if f.is_pointwise and f.inplace and "method" in f.variants:
+        CASES.append((f, "inplace"))
+    if f.is_pointwise:
+        CASES.append((f, "out"))
+
+UNINITIALISED = {"empty", "empty_strided", "empty_like"}
+
+
+def exclusions(f, variant, args):
+    """Inputs the hardening work's open items are about; each returns True (leave the example
+    out) with the item in a comment, to be re-enabled when the item is merged."""
+    # (item 10, arange with an integral or bool dtype, is merged: nothing is left out for it)
+    if f.name == "clamp":
+        # Found by this suite, open (docs/hardening.md): kael's clamp takes two number bounds or
+        # two tensor bounds, torch also one of each (torch.clamp(t, 1, tensor)) and a number
+        # self with tensor bounds. Left out until clamp's overloads take them.
+        kinds = {a[0] in ("t", "t0") for p, a in args if p.name in ("min", "max") and a != ("lit", None)}
+        self_tensor = any(a[0] in ("t", "t0") for p, a in args if p.name == "self")
+        if len(kinds) == 2 or (True in kinds and not self_tensor):
+            return True
+    return False
+
+
+def args_strategy(f, variant):
+    params = list(f.schema.params)
+    return st.tuples(*[st.tuples(st.booleans(), strategy_for(p, f)) for p in params], st.booleans(),
+                     st.booleans())
+
+
+def _case_id(case):
+    f, variant = case
+    return f"{f.schema.full_name}-{variant}"
+
+
+def out_strategy(f):
+    """out=: a fresh tensor of any dtype and shape, or an input itself (aliasing). Views that
+    must be resized (item 8 of the hardening work) stay out: only contiguous outs."""
+    fresh = st.tuples(st.just("t"), st.sampled_from(DTYPES),
+                      st.sampled_from([(), (0,), (3,), (2, 3), (1, 3), (3, 1), (2, 1, 3), (4, 2)]),
+                      st.just("contig"), st.lists(st.integers(0, 64), min_size=1, max_size=3).map(tuple),
+                      st.just(None))
+    return st.one_of(fresh, st.sampled_from([("alias", 0), ("alias", 1)]))
+
+
+CASE_BY_ID = {_case_id(c): c for c in CASES}
+
+
+@fuzz
+@pytest.mark.parametrize("case_id", list(CASE_BY_ID))
+@given(data=st.data())
+def test_registry_op(case_id, data):
+    f, variant = CASE_BY_ID[case_id]
+    params = list(f.schema.params)
+    drawn = data.draw(st.tuples(*[strategy_for(p, f) for p in params]), label="args")
+    # Optional parameters: given or left to their default; positional ones may go by keyword.
+    given_mask = data.draw(st.tuples(*[st.booleans() if p.has_default else st.just(True) for p in params]),
+                           label="given")
+    by_kw = data.draw(st.tuples(*[st.just(True) if p.kwonly else st.booleans() for p in params]), label="by_kw")
+    splat = data.draw(st.booleans(), label="splat")
+    pairs = [(p, a) for p, a, g in zip(params, drawn, given_mask) if g]
+    assume(not exclusions(f, variant, pairs))
+    positional, keywords, recipe = [], [], []
+    # once a positional parameter is left out or given by keyword, the later ones go by keyword
+    kw_mode = False
+    for (p, a), kwflag in zip(pairs, [k for k, g in zip(by_kw, given_mask) if g]):
+        if variant != "function" and p is params[0]:
+            positional.append(p.name)
+        elif kw_mode or kwflag or p.kwonly:
+            kw_mode = True
+            keywords.append(p.name)
+        else:
+            positional.append(p.name)
+        recipe.append(a)
+    # positionals must be a prefix of params that were all given
+    if any(not g for g, p in zip(given_mask, params) if p.name in positional) or \
+            [p.name for p in params[:len(positional)]] != positional:
+        keywords = [n for n in positional[1 if variant != "function" else 0:]] + keywords
+        positional = positional[:1] if variant != "function" else []
+    if variant == "out":
+        out = data.draw(out_strategy(f), label="out")
+        keywords.append("out")
+        if out[0] == "alias":
+            recipe.append(("alias", out[1]))
+        else:
+            recipe.append(out)
+        inner = make_call(f, "out", positional, keywords, False)
+
+        def call(lib, *args, _inner=inner):
+            args = list(args)
+            if isinstance(args[-1], tuple) and len(args[-1]) == 2 and args[-1][0] == "alias":
+                i = args[-1][1]
+                if i >= len(args) - 1 or not isinstance(args[i], (torch.Tensor, kael.Tensor)):
+                    raise TypeError("nothing to alias")
+                args[-1] = args[i]
+            return _inner(lib, *args)
+    else:
+        call = make_call(f, variant, positional, keywords, splat)
+    record_case(f"{f.schema.full_name}-{variant}", (positional, keywords, recipe))
+    names = positional + keywords
+    alpha = recipe[names.index("alpha")] if "alpha" in names else None
+    numbers_only = f.is_pointwise and not any(
+        r[0] == "t" for n, r in zip(names, recipe) if n in [p.name for p in f.schema.tensor_params] + ["input"])
+    run_both(call, tuple(recipe), uninitialised=f.name in UNINITIALISED, allowed=ALLOWED(f, alpha, numbers_only))
+
+
+INT_MINS = {-2 ** 7, -2 ** 15, -2 ** 31, -2 ** 63}
+
+
+def ALLOWED(f, alpha, numbers_only):
+    """The deliberate differences from torch an op's outcome may show (known_difference), and
+    one torch quirk: torch's sub negates alpha before it checks alpha's range, so it rejects the
+    integer dtype's minimum as alpha ("value cannot be converted to type int without
+    overflow"), which kael takes (wrapping, docs/decisions.md)."""
+    def allowed(kerr, terr, tres):
+        if numbers_only and kerr is not None:
+            return "numbers only"  # codegen/README.md: a pointwise op needs a tensor input
+        if (f.name in ("pow", "logical_and", "logical_or", "logical_xor", "clamp", "clamp_min", "clamp_max")
+                and kerr is None and terr is not None
+                and "without overflow" in str(terr)):
+            # torch converts a number operand to the tensor's dtype with a range check in these
+            # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
+            # as in every other op (docs/decisions.md, Argument parsing)
+            return "torch checks the number's range"
+        if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
+                and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
+            return "torch's sub negates alpha"
+        return known_difference(kerr, terr, tres)
+    return allowed

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The long fuzz run: the property-based fuzz suite (test/python/test_fuzz_*.py) with the
+"kael-long" hypothesis profile, enough examples per property for at least --cases cases in
+all, and a random seed (printed, so a run can be repeated with --seed).
+
+    .venv/bin/python tools/fuzz_long.py                   # >= 100,000 cases, this checkout's build
+    .venv/bin/python tools/fuzz_long.py --cases 20000 --seed 1234
+    bash tools/run_sanitizers.sh --fuzz-long              # the same under ASan + UBSan
+
+It runs the suite in a child pytest (as the normal test run does, test_fuzz.py), so a crash
+ends the child, not this script: the script then reports the example that was running
+(written before each call) and the child's output. Prints the cases run, the failures and the
+wall time, and exits non-zero if anything failed. --python picks the interpreter (the sanitizer
+script passes its environment through: LD_PRELOAD, PYTHONPATH, ASAN_OPTIONS, UBSAN_OPTIONS).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test" / "python"))
+
+
+def count_properties(python):
+    """The number of property tests (parametrized ones counted per parameter) in the suite."""
+    import subprocess
+    env = dict(os.environ, KAEL_FUZZ_CHILD="1")
+    files = sorted(str(p) for p in (ROOT / "test" / "python").glob("test_fuzz_*.py") if p.name != "test_fuzz_regressions.py")
+    out = subprocess.run([python, "-m", "pytest", *files, "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(ROOT)], capture_output=True, text=True, env=env)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    if not ids:
+        sys.exit(f"could not collect the fuzz suite:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")
+    return len(ids)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=100_000, help="cases to run in all (default 100,000)")
+    ap.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random, printed)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter to run the suite with")
+    ap.add_argument("-k", default=None, help="only the properties pytest -k selects")
+    args = ap.parse_args()
+
+    seed = args.seed if args.seed is not None else random.randrange(2 ** 32)
+    n_props = count_properties(args.python)
+    # Properties stop early when hypothesis runs out of distinct examples (small search spaces),
+    # so each gets a share with a margin; the count below is what actually ran.
+    per_property = max(100, -(-args.cases * 5 // 4 // n_props))
+    os.environ["KAEL_FUZZ_EXAMPLES"] = str(per_property)
+    sys.executable = args.python  # run_child runs the suite with sys.executable
+    import test_fuzz  # noqa: E402  (the wrapper's machinery: one way to run the suite)
+
+    extra = [f"--hypothesis-seed={seed}", "-rf"]
+    if args.k:
+        extra += ["-k", args.k]
+    print(f"fuzz_long: {n_props} properties x up to {per_property} examples, seed {seed}, "
+          f"python {args.python}", flush=True)
+    start = time.monotonic()
+    rc, out, stats, trace = test_fuzz.run_child("kael-long", extra_args=extra, env=dict(os.environ))
+    elapsed = time.monotonic() - start
+    failed = re.findall(r"^FAILED (\S+)", out, re.M)
+    summary = [line for line in out.splitlines() if re.match(r"^=+ .*(passed|failed|error).* =+$", line)]
+    print(out[-20000:] if rc != 0 else "\n".join(summary))
+    total = stats.get("total", 0)
+    crashed = rc not in (0, 1) or not summary
+    print(f"fuzz_long: cases run {total}, failing properties {len(failed)}"
+          f"{', child died (exit %d)' % rc if crashed else ''}, {elapsed:.0f} s, seed {seed}")
+    for name in failed:
+        print(f"  FAILED {name}")
+    if crashed:
+        print(f"  the example running when it died: {trace}")
+    if rc == 0 and total < args.cases:
+        print(f"fuzz_long: only {total} of {args.cases} cases ran")
+        return 1
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
