@@ -644,3 +644,21 @@ def test_dtype_names_with_nul_bytes_are_rejected():
     with pytest.raises(ValueError, match="unknown dtype name 'float32\\\\x00junk'"):
         kael.ones(2, dtype="float32\x00junk")
     assert kael.ones(2, dtype="float32").dtype is kael.float32
+
+
+@pytest.mark.parametrize("scalar", [np.float32(1.5), np.float64(1.5), np.int64(2), np.int32(2), np.bool_(True)])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "lt", "eq"])
+def test_numpy_scalar_on_the_left_defers_to_the_tensor(scalar, op):
+    # NumPy would otherwise build an object array of 0-d tensors (Tensor.__array_priority__).
+    import operator
+    f = getattr(operator, op)
+    try:
+        t = f(scalar, torch.tensor([1.0, 2.0]))
+    except RuntimeError:  # bool - tensor
+        with pytest.raises(RuntimeError):
+            f(scalar, kael.tensor([1.0, 2.0]))
+        return
+    k = f(scalar, kael.tensor([1.0, 2.0]))
+    assert isinstance(k, kael.Tensor), type(k)
+    assert k.tolist() == t.tolist() and str(k.dtype)[5:] == str(t.dtype)[6:]
+    assert kael.ones(1).__array_priority__ == torch.ones(1).__array_priority__
