@@ -166,6 +166,66 @@ class Seq:
         return f"Seq({self.items!r}, {self.how!r})"
 
 
+MUTATIONS_OF_LIST = ["clear", "append", "append_list", "extend_many", "shrink", "replace", "self", "pop_self"]
+
+
+class Mutator:
+    """A list element whose __float__ or __index__ (`method`) mutates `target`, the list it is
+    in (or a list above it), then returns a number: the parser must re-read lengths after
+    every call into Python and hold what it walks (docs/decisions.md, "Hostile Python input")."""
+
+    def __init__(self, target, how, method):
+        self.target, self.how, self.method = target, how, method
+
+    def _mutate(self):
+        t, how = self.target, self.how
+        if how == "clear":
+            t.clear()
+        elif how == "append":
+            t.append(1.0)
+        elif how == "append_list":
+            t.append([1.0, 2.0])
+        elif how == "extend_many":
+            t.extend([2.0] * 1000)
+        elif how == "shrink":
+            del t[1:]
+        elif how == "replace":
+            t[:] = [[9.0] * 5, "x", None]
+        elif how == "self":
+            t.append(t)
+        elif how == "pop_self":
+            if self in t:
+                t.remove(self)  # drops the last reference the list held
+
+    def __repr__(self):
+        return f"Mutator({self.how!r}, {self.method!r})"
+
+
+class _FloatMutator(Mutator):
+    def __float__(self):
+        self._mutate()
+        return 1.5
+
+
+class _IndexMutator(Mutator):
+    def __index__(self):
+        self._mutate()
+        return 2
+
+
+def make_mutator(target, how, method):
+    return (_FloatMutator if method == "__float__" else _IndexMutator)(target, how, method)
+
+
+def has_kind(recipe, kind):
+    """Whether a recipe holds a part of the given kind (at any depth)."""
+    if not isinstance(recipe, tuple):
+        return False
+    if recipe and recipe[0] == kind:
+        return True
+    return any(has_kind(r, kind) for r in recipe)
+
+
 # Bad results for dunders that must return a given type
 WRONG_RETURNS = [None, "3", 2.5, float("nan"), float("inf"), 3, -1, 2 ** 63, -2 ** 63 - 1, 2 ** 64, True,
                  b"x", [1], (2,)]
@@ -306,6 +366,11 @@ def build(recipe, lib, bases=None):
         return Seq([build(r, lib, bases) for r in recipe[1]], recipe[2])
     if kind == "alias":  # out= that is the i-th argument itself: resolved by the caller
         return recipe
+    if kind == "mutlist":  # a list one of whose elements mutates the list it is in when converted
+        _, items, pos, how, method = recipe
+        target = [build(r, lib, bases) for r in items]
+        target.insert(min(pos, len(target)), make_mutator(target, how, method))
+        return target
     if kind == "size":  # torch.Size for torch, a tuple for kael (which has no Size type)
         return torch.Size(recipe[1]) if lib is torch else tuple(recipe[1])
     raise AssertionError(f"unknown recipe {recipe!r}")
@@ -437,6 +502,10 @@ def known_difference(kerr, terr, tres=None):
         # raises TypeError where torch computes a 0-d tensor.
         if isinstance(kerr, TypeError) and "got only numbers" in msg:
             return "numbers only"
+        # docs/decisions.md (Hostile Python input): a tensor has at most 64 dims in kael
+        # (ValueError); torch has no such limit.
+        if isinstance(kerr, ValueError) and "at most 64 dimensions" in msg:
+            return "at most 64 dims"
     return None
 
 
