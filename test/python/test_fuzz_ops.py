@@ -503,9 +503,13 @@ def test_registry_op(case_id, data):
         # of the inputs, promoted ones included). The stride of a dim of size 1 is not compared:
         # it never moves to another element, and torch keeps what its inputs had there (0 from
         # an expanded input, the base's stride from a transposed one), kael the contiguous one.
+        # Found by this suite, open (docs/hardening.md): torch's pow(Scalar, Tensor) overload
+        # gives a contiguous result whatever the exponent's layout; kael follows the exponent's
+        # as for pow(0-d tensor, Tensor). Not compared there.
+        scalar_base = f.name == "pow" and "self" in names and recipe[names.index("self")][0] not in ("t", "t0")
         ks = [st_ for n, st_ in zip(kres.shape, kres.stride()) if n != 1]
         ts = [st_ for n, st_ in zip(tres.shape, tres.stride()) if n != 1]
-        assert kres.numel() == 0 or ks == ts, f"strides: kael {kres.stride()}, torch {tres.stride()} ({kres.shape})"
+        assert kres.numel() == 0 or scalar_base or ks == ts, f"strides: kael {kres.stride()}, torch {tres.stride()} ({kres.shape})"
 
 
 INT_MINS = {-2 ** 7, -2 ** 15, -2 ** 31, -2 ** 63}
@@ -531,7 +535,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # the computation dtype (kael.fmod(kael.tensor([5], dtype=kael.int32),
             # kael.tensor(2**32))) gives 0 where torch raises ZeroDivisionError
             return "open: divisor wraps to 0"
-        if (f.name in ("pow", "logical_and", "logical_or", "logical_xor", "clamp", "clamp_min", "clamp_max")
+        if (f.name.rstrip("_") in ("pow", "logical_and", "logical_or", "logical_xor", "clamp", "clamp_min", "clamp_max")
                 and kerr is None and terr is not None
                 and "without overflow" in str(terr)):
             # torch converts a number operand to the tensor's dtype with a range check in these
