@@ -74,3 +74,15 @@ def test_integer_floordiv_and_mod_by_zero_raise_before_writing():
             op(k, kael.tensor([1, 0]))
         assert k.tolist() == [4, 5]
     check(kael.tensor([4.0, -5.0]) // 0, torch.tensor([4.0, -5.0]) // 0)
+
+
+@pytest.mark.parametrize("name", ["fmod", "remainder", "floor_divide"])
+def test_divisor_that_becomes_zero_in_the_compute_dtype_raises_like_torch(name):
+    # int32 with an int64 0-d tensor computes in int32, where 2**32 is 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        getattr(torch, name)(torch.tensor([5], dtype=torch.int32), torch.tensor(2**32))
+    x = kael.tensor([5], dtype=kael.int32)
+    with pytest.raises(RuntimeError, match=f"{name}: ZeroDivisionError"):
+        getattr(kael, name)(x, kael.tensor(2**32))
+    check(getattr(kael, name)(x, kael.tensor(2**32 + 3)), getattr(torch, name)(torch.tensor([5], dtype=torch.int32),
+                                                                             torch.tensor(2**32 + 3)))

@@ -154,3 +154,23 @@ def test_float32_sum_is_at_least_as_accurate_as_torch(n):
     ulp = math.ulp(abs(exact)) * 2 ** 29  # one float32 ulp of the exact sum
     assert abs(k.sum().item() - exact) <= abs(t.sum().item() - exact) + ulp
     assert abs(k.sum().item() - exact) <= ulp  # and within one float32 ulp of the exact sum
+
+
+@pytest.mark.parametrize("make_out", [lambda lib: lib.zeros(6)[::2], lambda lib: lib.zeros(0), lambda lib: lib.zeros(6)[1:4]])
+def test_resized_out_is_laid_out_in_the_inputs_order_like_torch(make_out):
+    results = []
+    for lib in (torch, kael):
+        out = make_out(lib)
+        base = out._base if out._base is not None else out
+        with pytest.warns(UserWarning) if out.numel() else _no_warning():
+            lib.add(lib.arange(6.0).reshape(3, 2).T, 0, out=out)
+        results.append((out.tolist(), tuple(out.stride()), base.tolist()))
+    assert results[0] == results[1]
+
+
+class _no_warning:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -64,6 +64,7 @@ class PointwiseCall {
  private:
   void setup(std::initializer_list<const Operand*> inputs);
   void allocate_output();
+  DimVector result_strides() const;
   template <typename Out, typename T, int K, typename F>
   void run_tensors(const std::array<int, K>& which, F f);
 

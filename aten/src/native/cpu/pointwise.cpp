@@ -135,6 +135,10 @@ void PointwiseCall::begin_write() {
                                   "had shape " + shape_str(dst.sizes()) + ", which does not match the required "
                                   "output shape " + shape_str(shape_));
     resize_cpu(dst, shape_);
+    // PyTorch lays a resized output out as it would a new one: in the inputs' order. The
+    // permuted strides span the same elements as the row-major ones resize_ made room for.
+    const DimVector strides = result_strides();
+    if (!strides.empty()) dst.impl()->set_geometry(DimVector(shape_), strides, dst.impl()->offset());
   }
   dst.bump_version();
   if (dst.dtype() == out_dtype_) {
@@ -216,12 +220,14 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
   }
 }
 
-void PointwiseCall::allocate_output() {
-  // The layout follows the inputs as PyTorch's TensorIterator sees them: an input in the compute
-  // dtype as given, a converted one as `t.to(dtype)` would lay it out (memory format preserved):
-  // its own strides when it is non-overlapping and dense, row-major otherwise. So exp of a
-  // transposed int64 tensor is a transposed float32 one, while an expanded float32 input that
-  // is promoted to float64 decides nothing about the order.
+// The strides of a result of shape_: row-major when every tensor input is contiguous (returns
+// an empty vector), otherwise the order the inputs follow.
+// The layout follows the inputs as PyTorch's TensorIterator sees them: an input in the compute
+// dtype as given, a converted one as `t.to(dtype)` would lay it out (memory format preserved):
+// its own strides when it is non-overlapping and dense, row-major otherwise. So exp of a
+// transposed int64 tensor is a transposed float32 one, while an expanded float32 input that
+// is promoted to float64 decides nothing about the order.
+DimVector PointwiseCall::result_strides() const {
   bool all_contiguous = true;
   OperandView views[kMaxInputs];
   DimVector row_major[kMaxInputs];
@@ -237,10 +243,16 @@ void PointwiseCall::allocate_output() {
     }
     ++n;
   }
-  if (all_contiguous) {
+  if (all_contiguous) return {};
+  return output_strides_like(shape_, views, n);
+}
+
+void PointwiseCall::allocate_output() {
+  const DimVector strides = result_strides();
+  if (strides.empty()) {
     out_ = empty_on(shape_, out_dtype_, device_);
   } else {
-    out_ = empty_strided_on(shape_, output_strides_like(shape_, views, n), out_dtype_, device_);
+    out_ = empty_strided_on(shape_, strides, out_dtype_, device_);
   }
 }
 

@@ -4,6 +4,7 @@
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
+#include "kael/ops/to.h"
 
 namespace kael::native {
 
@@ -35,7 +36,8 @@ void divisor_check(const char* op, const Operand& self, const Operand& other) {
     KAEL_CHECK(other.scalar().to_double() != 0, op << ": ZeroDivisionError (integer division by zero)");
     return;
   }
-  const Tensor divisor = kael::contiguous(other.tensor());
+  // The divisor as the kernel sees it: converted to the compute dtype, where 2**32 is 0 in int32.
+  const Tensor divisor = kael::contiguous(kael::to(other.tensor(), t));
   bool zero = false;
   visit_dtype(divisor.dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
