@@ -463,10 +463,9 @@ def test_registry_op(case_id, data):
             recipe.append(("alias", out[1]))
         else:
             recipe.append(out)
-            # Found by this suite, open (docs/hardening.md): an out= that is resized gets
-            # contiguous strides in kael; torch then gives it the inputs' layout (TensorIterator
-            # restrides a resized output), which a view's base shows. Views as out= are left
-            # out with transposed or expanded inputs until kael does the same.
+            # kael now restrides a resized out= as torch does (test_wrong_results.py); opening
+            # this filter changes the derandomized examples and is left for the next run of
+            # the open findings (docs/hardening.md).
             assume(out[3] == "contig" or not any(r[0] == "t" and r[3] in ("T", "expand") for r in recipe[:-1]))
         inner = make_call(f, "out", positional, keywords, False)
 
@@ -529,12 +528,6 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # does; for ops torch has no out= for (isnan, relu) the oracle's emulation
             # (TorchOp.out) copies into out without torch's overlap check
             return "out= expanded: torch's overlap error"
-        if (f.name in ("fmod", "remainder", "floor_divide", "div") and kerr is None
-                and "ZeroDivisionError" in str(terr)):
-            # Found by this suite, open (docs/hardening.md): an integer divisor that becomes 0 in
-            # the computation dtype (kael.fmod(kael.tensor([5], dtype=kael.int32),
-            # kael.tensor(2**32))) gives 0 where torch raises ZeroDivisionError
-            return "open: divisor wraps to 0"
         if (f.name.rstrip("_") in ("pow", "logical_and", "logical_or", "logical_xor", "clamp", "clamp_min", "clamp_max")
                 and kerr is None and terr is not None
                 and "without overflow" in str(terr)):
