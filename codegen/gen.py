@@ -132,8 +132,19 @@ def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, name
 def unbox_type(f: NativeFunction, p: Param) -> str:
     """The C++ type a boxed call unboxes a parameter to (the value type of its ABI type)."""
     t = arg_type(f, p)
-    base = t.cpp_param if t.name == "int[]" else t.cpp_value
+    base = t.cpp_param if t.name in types.VIEW_TYPES else t.cpp_value
     return f"std::optional<{base}>" if p.type.optional else base
+
+
+def cpp_return(f: NativeFunction) -> str:
+    """The C++ result type of the functional op."""
+    if f.schema.mutating:
+        return "const Tensor&"
+    if f.schema.returns_tuple:
+        return "std::tuple<" + ", ".join("Tensor" for _ in f.schema.return_names) + ">"
+    if f.schema.returns_list:
+        return "std::vector<Tensor>"
+    return "Tensor"
 
 
 def cpp_args(f: NativeFunction) -> str:
@@ -180,7 +191,7 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
     mutating = f.schema.mutating
     base = CppVariant(
         op=f.ident, name=f.name, schema_name=f.schema.full_name,
-        ret="const Tensor&" if mutating else "Tensor", returns_arg="self" if mutating else None,
+        ret=cpp_return(f), returns_arg="self" if mutating else None,
         params=cpp_params(f, defaults=False), params_decl=cpp_params(f, defaults=True),
         param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), unbox=unbox, keys=key_expr(f),
         kernels={"CPU": f"{f.name}_cpu_generated"} if f.is_pointwise else _kernels(f, cuda),
@@ -208,12 +219,15 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
 
 def key_expr(f: NativeFunction) -> str:
     """C++ expression of the call's dispatch key set."""
-    tensors = [p for p in f.schema.params if p.type.base == "Tensor"]
+    tensors = [p for p in f.schema.params if p.type.base in ("Tensor", "Tensor[]")]
     devices = [p for p in f.schema.params if p.type.base == "Device"]
     tensor_keys = " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
     if tensors and devices:
         # A device argument, when given, picks the backend (to(device), zeros_like(x, device=)).
         return f"dispatch::on_device({tensor_keys}, {devices[0].name})"
+    if tensors and all(p.type.base == "Tensor[]" for p in tensors):
+        # a call with only empty lists still runs somewhere: the CPU kernel
+        return f"dispatch::or_cpu({tensor_keys})"
     if tensors:
         return tensor_keys
     if devices:
@@ -325,11 +339,14 @@ def shard_of(name: str) -> int:
 def method_params(f: NativeFunction, v: "CppVariant") -> str:
     """A Var method's parameters: the variant's, without self, with the header's defaults."""
     parts = [p.strip() for p in _split_top(v.params_decl)]
-    return ", ".join(parts[1:])
+    names = [p.name for p in f.schema.params]
+    if len(parts) != len(names):  # out= variants are not methods
+        parts = parts[len(parts) - len(names):]
+    return ", ".join(part for part, name in zip(parts, names) if name != "self")
 
 
 def method_args(f: NativeFunction, v: "CppVariant") -> str:
-    return ", ".join(["*this"] + v.args.split(", ")[1:])
+    return ", ".join("*this" if a == "self" else a for a in v.args.split(", "))
 
 
 def _split_top(text: str) -> list[str]:
@@ -396,10 +413,56 @@ def formula_params(f: NativeFunction) -> str:
     for p in f.schema.params:
         if p.type.base == "Tensor":
             parts.append(f"{'const std::optional<Var>&' if p.type.optional else 'const Var&'} {p.name}")
+        elif p.type.base == "Tensor[]":
+            parts.append(f"TensorList {p.name}")
         else:
             parts.append(f"{cpp_type(f, p)} {p.name}")
-    parts.append("const Var& result")
+    if f.schema.returns_tuple:
+        parts.append("TensorList grads")  # the gradient of every result (grad is the first's)
+        parts += [f"const Var& {n}" for n in f.schema.return_names]
+    elif f.schema.returns_list:
+        parts.append("TensorList grads")  # the gradient of every result (grad is the first's)
+        parts.append("const std::vector<Tensor>& result")
+    else:
+        parts.append("const Var& result")
     return ", ".join(parts)
+
+
+def formula_results(f: NativeFunction) -> list[str]:
+    """The names under which a derivative formula sees the op's results."""
+    if f.schema.returns_tuple:
+        return ["grads", *f.schema.return_names]
+    if f.schema.returns_list:
+        return ["grads", "result"]
+    return ["result"]
+
+
+def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
+    """One entry per op name with a tuple return (the first overload that has one): its named
+    tuple type in Python, kael.return_types.<name>, like torch.return_types."""
+    out: dict[str, NativeFunction] = {}
+    for f in functions:
+        if f.schema.returns_tuple and f.name not in out:
+            out[f.name] = f
+    for f in functions:
+        if f.schema.returns_tuple and f.schema.return_names != out[f.name].schema.return_names:
+            raise CodegenError(f"{f.schema.full_name}: overloads of '{f.name}' with tuple returns must name "
+                               f"the same results ({', '.join(out[f.name].schema.return_names)})")
+    return list(out.values())
+
+
+def py_return(f: NativeFunction) -> str:
+    """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied)."""
+    ret = cpp_return(f)
+    return "Tensor" if ret == "const Tensor&" else ret
+
+
+def pyi_return(f: NativeFunction) -> str:
+    if f.schema.returns_tuple:
+        return "tuple[" + ", ".join("Tensor" for _ in f.schema.return_names) + "]"
+    if f.schema.returns_list:
+        return "tuple[Tensor, ...]"
+    return "Tensor"
 
 
 def c_string(text: str) -> str:
@@ -428,6 +491,8 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda, qualified_formula=qualified_formula,
         method_params=method_params, method_args=method_args, formula_params=formula_params,
+        formula_results=formula_results, py_return=py_return, pyi_return=pyi_return, cpp_return=cpp_return,
+        tuple_returns=tuple_returns(functions),
         registry_name=yaml_path.name,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
@@ -467,6 +532,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
                                           **common)))
     python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
                                             **common)))
+    python_sources.append(str(writer.render("return_types.cpp.j2", "python/return_types.cpp", **common)))
     writer.render("_C.pyi.j2", "kael/_C.pyi", names=names, by_name=by_name, **common)
     writer.render("ops.md.j2", "docs/ops.md", functions=functions, **common)
     writer.render("sources.cmake.j2", "sources.cmake", aten_sources=aten_sources,

@@ -95,12 +95,23 @@ class Schema:
     name: str                 # base name: add
     overload: str             # overload name: Tensor ('' if none)
     params: tuple[Param, ...]
-    returns: str              # Tensor | Tensor(a) | Tensor(a!)
+    returns: str              # Tensor | Tensor(a) | Tensor(a!) | Tensor[] | (Tensor name, ...)
+    return_names: tuple[str, ...] = ()  # the names of a tuple return: ('values', 'indices')
 
     @property
     def mutating(self) -> bool:
         """An in-place op declared as such (copy_, fill_): it writes its first argument."""
         return self.returns == "Tensor(a!)"
+
+    @property
+    def returns_tuple(self) -> bool:
+        """Several named results: a C++ std::tuple, a named tuple in Python."""
+        return bool(self.return_names)
+
+    @property
+    def returns_list(self) -> bool:
+        """A list of tensors: a C++ std::vector<Tensor>, a tuple in Python."""
+        return self.returns == "Tensor[]"
 
     @property
     def full_name(self) -> str:
@@ -112,12 +123,26 @@ class Schema:
 
     @staticmethod
     def parse(func: str) -> "Schema":
-        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?\((.*)\)\s*->\s*(\S+)\s*", func)
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?\((.*?)\)\s*->\s*(\S+|\(.*\))\s*",
+                         func)
         if not m:
             raise CodegenError(f"cannot parse func '{func}': expected 'name[.overload](args) -> Return'")
         name, overload, args, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4)
-        if returns not in ("Tensor", "Tensor(a)", "Tensor(a!)"):
-            raise CodegenError(f"unknown return type '{returns}' (expected Tensor, Tensor(a) or Tensor(a!))")
+        return_names: tuple[str, ...] = ()
+        if returns.startswith("("):
+            names_list = []
+            for part in returns[1:-1].split(","):
+                rm = re.fullmatch(r"\s*Tensor\s+([A-Za-z_][A-Za-z0-9_]*)\s*", part)
+                if not rm:
+                    raise CodegenError(f"cannot parse return '{part.strip()}' of '{returns}' "
+                                       "(expected 'Tensor name')")
+                names_list.append(rm.group(1))
+            if len(names_list) < 2 or len(set(names_list)) != len(names_list):
+                raise CodegenError(f"a tuple return names two or more distinct results, got '{returns}'")
+            return_names = tuple(names_list)
+        elif returns not in ("Tensor", "Tensor(a)", "Tensor(a!)", "Tensor[]"):
+            raise CodegenError(f"unknown return type '{returns}' (expected Tensor, Tensor(a), Tensor(a!), "
+                               "Tensor[] or (Tensor name, Tensor name, ...))")
         if name.endswith("_") and returns != "Tensor(a!)":
             raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op "
                                "(an op that exists only in place returns Tensor(a!))")
@@ -156,7 +181,10 @@ class Schema:
         if len(params) > types.MAX_PARAMS - 1:  # one slot stays free for out=
             raise CodegenError(f"{len(params)} arguments; the generated parsers take at most "
                                f"{types.MAX_PARAMS - 1}")
-        return Schema(name, overload, tuple(params), returns)
+        for rn in return_names:
+            if rn in seen:
+                raise CodegenError(f"result name '{rn}' is also an argument name")
+        return Schema(name, overload, tuple(params), returns, return_names)
 
     def signature_text(self, *, skip_self: bool = False, python: bool = True) -> str:
         """The signature as users see it: add(Tensor input, Tensor other, *, Scalar alpha=1)."""
@@ -253,9 +281,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     for v in variants:
         if v not in VARIANTS:
             raise CodegenError(f"unknown variant '{v}' (expected one of {', '.join(VARIANTS)})")
-    if "method" in variants and (not schema.params or schema.params[0].name != "self"
-                                 or schema.params[0].type.base != "Tensor" or schema.params[0].type.optional):
-        raise CodegenError("a method variant needs 'Tensor self' as first argument")
+    self_params = [p for p in schema.params if p.name == "self"]
+    if "method" in variants and (not self_params or self_params[0].type.base != "Tensor"
+                                 or self_params[0].type.optional or self_params[0].kwonly):
+        raise CodegenError("a method variant needs a positional 'Tensor self' argument")
 
     pointwise = _pop(entry, "pointwise")
     promotion = _pop(entry, "promotion", "default")
@@ -294,15 +323,17 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         if schema.returns != "Tensor":
             raise CodegenError("pointwise ops return a new Tensor (their in-place variant is derived)")
         n = len(schema.tensor_params)
-        if not 1 <= n <= 2:
-            raise CodegenError(f"pointwise ops take one or two Tensor inputs, got {n}")
+        if not 1 <= n <= 3:
+            raise CodegenError(f"pointwise ops take one to three Tensor inputs, got {n}")
         for p in schema.params:
             if p.type.base not in ("Tensor", "Scalar") or p.type.optional:
                 raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
-        if schema.params[0].name != "self" or schema.params[0].type.base != "Tensor":
-            raise CodegenError("the first argument of a pointwise op must be 'Tensor self'")
+        if not any(p.name == "self" and p.type.base == "Tensor" for p in schema.params):
+            raise CodegenError("a pointwise op takes a 'Tensor self' argument")
         if inplace is None:
-            inplace = promotion != "always_bool"
+            inplace = promotion != "always_bool" and schema.params[0].name == "self"
+        if inplace and schema.params[0].name != "self":
+            raise CodegenError("an in-place variant writes its first argument, which must be 'Tensor self'")
         if gil is None:
             gil = "auto"
     else:

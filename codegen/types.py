@@ -65,7 +65,14 @@ TYPES: dict[str, ArgType] = {t.name: t for t in (
             "a kael dtype (`kael.float32`) or its name"),
     ArgType("Device", "Device", "Device", "Device", "conv_device", r"cpu", lambda t: "kCPU", "str",
             "a device string (`\"cpu\"`)"),
+    ArgType("Tensor[]", "std::vector<Tensor>", "TensorList", "TensorList", None, None, str,
+            "Sequence[Tensor]", "a list or tuple of `kael.Tensor`s"),
+    ArgType("str", "std::string", "std::string_view", "String", "conv_string", r"'[^'\\\"]*'",
+            lambda t: '"' + t[1:-1] + '"', "str", "a `str`"),
 )}
+
+# Types whose boxed and parsed form is the ABI (view) type over a buffer the caller owns.
+VIEW_TYPES = ("int[]", "Tensor[]", "str")
 
 # A Tensor input of a pointwise op of two tensor inputs also takes a number: kael::Operand.
 OPERAND = ArgType("Operand", "Operand", "const Operand&", "Operand", "conv_operand", None, str, "Tensor | Number",

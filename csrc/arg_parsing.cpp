@@ -68,6 +68,44 @@ Match conv_tensor(PyObject* o, const Tensor*& out) {
   return Match::Yes;
 }
 
+PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*) {
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(list.size()));
+  if (out == nullptr) return nullptr;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    PyObject* item = wrap(std::move(list[i]));
+    if (item == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
+  }
+  return out;
+}
+
+Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out) {
+  // Items are only type-checked (no Python code runs), and each kept Tensor owns its impl, so
+  // a list that changes after the call cannot affect it.
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return Match::No;
+  out.clear();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  out.reserve(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(o, i);
+    if (!is_tensor(item)) return Match::No;
+    out.push_back(tensor_of(item));
+  }
+  return Match::Yes;
+}
+
+Match conv_string(PyObject* o, std::string& out) {
+  if (!PyUnicode_Check(o)) return Match::No;
+  Py_ssize_t n = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(o, &n);
+  if (text == nullptr) return Match::Error;
+  out.assign(text, static_cast<std::size_t>(n));
+  return Match::Yes;
+}
+
 Match conv_scalar(PyObject* o, Scalar& out) {
   if (PyBool_Check(o)) {
     out = Scalar(o == Py_True);

@@ -12,6 +12,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
@@ -64,6 +68,8 @@ Match conv_bool(PyObject* o, bool& out);
 Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
 Match conv_dtype(PyObject* o, ScalarType& out);
 Match conv_device(PyObject* o, Device& out);
+Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out);  // a list or tuple of tensors
+Match conv_string(PyObject* o, std::string& out);
 
 // Optional parameters: a missing slot or None leaves `out` empty.
 template <typename T, typename Conv>
@@ -101,16 +107,44 @@ class GilRelease {
 // Runs a C++ op and converts its result, translating C++ exceptions (see errors.h). With
 // release_gil, the op's loops run without the GIL once its set-up is done (Note [Concurrency]
 // in kael/core/concurrency.h: set-up, resizes included, always holds it).
+// The Python object of an op's result: a Tensor, a tuple for Tensor[], a named tuple of
+// `tuple_type` (kael.return_types.<op>) for several results.
+inline PyObject* wrap_result(Tensor t, PyTypeObject*) { return wrap(std::move(t)); }
+PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*);
+template <typename... Ts>
+PyObject* wrap_result(std::tuple<Ts...> results, PyTypeObject* tuple_type) {
+  PyObject* out = PyStructSequence_New(tuple_type);
+  if (out == nullptr) return nullptr;
+  Py_ssize_t i = 0;
+  bool ok = true;
+  std::apply(
+      [&](auto&... e) {
+        ((ok = ok && [&] {
+           PyObject* item = wrap(std::move(e));
+           if (item == nullptr) return false;
+           PyStructSequence_SetItem(out, i++, item);
+           return true;
+         }()),
+         ...);
+      },
+      results);
+  if (!ok) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  return out;
+}
+
 template <typename F>
-PyObject* call_op(bool release_gil, F&& f) {
+PyObject* call_op(bool release_gil, F&& f, PyTypeObject* tuple_type = nullptr) {
   try {
-    Tensor result;
+    std::decay_t<decltype(f())> result;
     {
       AllowUnlock unlock(release_gil);
       result = f();
     }
     if (has_pending_warnings() && !flush_warnings()) return nullptr;
-    return wrap(std::move(result));
+    return wrap_result(std::move(result), tuple_type);
   } catch (...) {
     translate_exception();
     return nullptr;

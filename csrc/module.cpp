@@ -20,6 +20,7 @@ void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
+PyObject* make_return_types();
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
@@ -227,6 +228,14 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  // kael.return_types: the named tuples of ops with several results (generated).
+  PyObject* return_types = make_return_types();
+  const int added = return_types ? PyModule_AddObjectRef(module, "return_types", return_types) : -1;
+  Py_XDECREF(return_types);
+  if (added < 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -653,12 +653,50 @@ PyObject* m_cuda(PyObject* self, PyObject*) {
 
 PyObject* m_is_view(PyObject* self, PyObject*) { return PyBool_FromLong(tensor_of(self).impl()->is_view()); }
 
+// Tensor.<name>(...) as kael.functional.<name>(self, ...): the ops that return a Python value
+// rather than a tensor (allclose, equal) are written once, in Python.
+PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* module = PyImport_ImportModule("kael.functional");
+  if (module == nullptr) return nullptr;
+  PyObject* fn = PyObject_GetAttrString(module, name);
+  Py_DECREF(module);
+  if (fn == nullptr) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyObject* full = PyTuple_New(n + 1);
+  if (full == nullptr) {
+    Py_DECREF(fn);
+    return nullptr;
+  }
+  Py_INCREF(self);
+  PyTuple_SET_ITEM(full, 0, self);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(args, i);
+    Py_INCREF(item);
+    PyTuple_SET_ITEM(full, i + 1, item);
+  }
+  PyObject* result = PyObject_Call(fn, full, kwargs);
+  Py_DECREF(full);
+  Py_DECREF(fn);
+  return result;
+}
+PyObject* m_allclose(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return forward_to_functional("allclose", self, args, kwargs);
+}
+PyObject* m_equal(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return forward_to_functional("equal", self, args, kwargs);
+}
+
 PyMethodDef handwritten_methods[] = {
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL | METH_KEYWORDS,
      "size($self, dim=None)\n--\n\nThe shape as a tuple, or the size of one dim."},
     {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL | METH_KEYWORDS,
      "stride($self, dim=None)\n--\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
     {"dim", m_dim, METH_NOARGS, "dim($self, /)\n--\n\nThe number of dims."},
+    {"allclose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_allclose)), METH_VARARGS | METH_KEYWORDS,
+     "allclose($self, other, rtol=1e-05, atol=1e-08, equal_nan=False)\n--\n\nWhether every element is close to "
+     "other's (kael.allclose)."},
+    {"equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_equal)), METH_VARARGS | METH_KEYWORDS,
+     "equal($self, other)\n--\n\nWhether other has the same shape and values (kael.equal)."},
     {"_is_view", m_is_view, METH_NOARGS, "_is_view($self, /)\n--\n\nWhether the tensor is a view of another tensor."},
     {"numel", m_numel, METH_NOARGS, "numel($self, /)\n--\n\nThe number of elements."},
     {"element_size", m_element_size, METH_NOARGS, "element_size($self, /)\n--\n\nSize of one element in bytes."},

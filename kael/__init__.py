@@ -34,9 +34,22 @@ from kael._C import Tensor, dtype  # noqa: E402,F401
 
 __version__ = _C.__version__
 
+# The named tuples of ops with several results (kael.max(t, dim) -> kael.return_types.max), as
+# torch.return_types; registered as a module so that pickle finds the types by name.
+return_types = _C.return_types
+_sys.modules[__name__ + ".return_types"] = return_types
+
 
 def is_tensor(obj: object) -> _builtins.bool:
     """Whether obj is a kael tensor (or an instance of a Tensor subclass)."""
     return isinstance(obj, Tensor)
 
-__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["is_tensor"]
+# Ops that torch offers only in torch.nn.functional are bound in _C but not exported here.
+_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus")
+for _name in _FUNCTIONAL_ONLY:
+    globals().pop(_name, None)
+
+__all__ = [name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY] + ["is_tensor"]
+
+from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
+from kael.functional import allclose, broadcast_tensors, equal  # noqa: E402,F401

@@ -4,6 +4,7 @@
 
 #include "test_util.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -462,6 +463,37 @@ TEST(Boxed, PythonFallbackServesEveryOpWithoutPerOpCode) {
     kael::neg(kael::arange(2));
   }
   EXPECT_EQ((std::vector<std::string>{"arange.start", "neg"}), g_log);
+}
+
+TEST(Boxed, SeveralResultsAndTensorListsCrossTheBoxedPath) {
+  // Boxed calls: a tuple result is one IValue per result, a Tensor[] one IValue holding a list.
+  dispatch::Stack stack;
+  stack.emplace_back(kael::full(std::vector<std::int64_t>{2}, kael::Scalar(6.0)));
+  dispatch::call_boxed(*dispatch::find_op("frexp"), stack);
+  ASSERT_EQ(stack.size(), 2u);
+  EXPECT_EQ(stack[0].to_tensor().data<float>()[0], 0.75f);
+  EXPECT_EQ(stack[1].to_tensor().data<std::int32_t>()[1], 3);
+  dispatch::Stack lists;
+  const std::vector<kael::Tensor> inputs{kael::arange(3), kael::zeros(std::vector<std::int64_t>{2, 1})};
+  lists.emplace_back(kael::TensorList(inputs));
+  dispatch::call_boxed(*dispatch::find_op("broadcast_tensors"), lists);
+  ASSERT_EQ(lists.size(), 1u);
+  ASSERT_EQ(lists[0].to_tensor_list().size(), 2u);
+  EXPECT_EQ(lists[0].to_tensor_list()[1].sizes()[1], 3);
+  // Through the Python key's boxed fallback and back to the unboxed caller.
+  g_log.clear();
+  FallbackScope scope(&logging_fallback);
+  dispatch::IncludeGuard mode(DispatchKeySet(DispatchKey::Python));
+  const auto [mantissa, exponent] = kael::frexp(kael::full(std::vector<std::int64_t>{1}, kael::Scalar(-3.0)));
+  EXPECT_EQ(mantissa.data<float>()[0], -0.75f);
+  EXPECT_EQ(exponent.data<std::int32_t>()[0], 2);
+  const std::vector<kael::Tensor> out = kael::broadcast_tensors(inputs);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].sizes()[0], 2);
+  EXPECT_NE(std::find(g_log.begin(), g_log.end(), "frexp"), g_log.end());
+  EXPECT_NE(std::find(g_log.begin(), g_log.end(), "expand"), g_log.end());  // a composite: its ops
+  // An empty list dispatches to the CPU kernel.
+  EXPECT_TRUE(kael::broadcast_tensors(std::vector<kael::Tensor>{}).empty());
 }
 
 TEST(Boxed, CompositeImplicitOpsDecomposeAboveThePythonKey) {

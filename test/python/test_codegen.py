@@ -82,12 +82,38 @@ def test_func_signature_grammar():
     assert "*, ScalarType? dtype=None, Device device=cpu" in s.signature_text()
 
 
+def test_func_tensor_lists_strings_and_several_results():
+    f = parse_one(hand_written("f(Tensor[] tensors, str mode='none', str? name=None) -> (Tensor values, Tensor indices)"))
+    s = f.schema
+    assert [(p.name, str(p.type), p.default) for p in s.params] == [
+        ("tensors", "Tensor[]", None), ("mode", "str", "'none'"), ("name", "str?", "None")]
+    assert s.returns_tuple and not s.returns_list and s.return_names == ("values", "indices")
+    assert gen.cpp_return(f) == "std::tuple<Tensor, Tensor>"
+    assert gen.cpp_params(f, defaults=True) == ('TensorList tensors, std::string_view mode = "none", '
+                                               'std::optional<std::string_view> name = std::nullopt')
+    assert gen.key_expr(f) == "dispatch::or_cpu(dispatch::key_set_of(tensors))"
+    assert "const Var& values, const Var& indices" in gen.formula_params(f)
+    g = parse_one(hand_written("g(Tensor self, int n) -> Tensor[]"))
+    assert g.schema.returns_list and gen.cpp_return(g) == "std::vector<Tensor>" and gen.pyi_return(g) == "tuple[Tensor, ...]"
+    assert error(hand_written("f(str mode=none) -> Tensor")) == "t.yaml:3: f: bad default 'none' for type 'str'"
+
+
+def test_pointwise_three_inputs_and_self_not_first():
+    f = parse_one(pointwise("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "'a ? b : c'"))
+    assert f.operand_inputs and not f.inplace  # the in-place variant would write `condition`
+    assert gen.method_params(f, gen.cpp_variants(f)[0]) == "const Operand& condition, const Operand& other"
+    assert gen.method_args(f, gen.cpp_variants(f)[0]) == "condition, *this, other"
+    assert error(pointwise("where(Tensor condition, Tensor self, Tensor other) -> Tensor", "'a ? b : c'",
+                           extra="  inplace: true\n")) \
+        == "t.yaml:3: where: an in-place variant writes its first argument, which must be 'Tensor self'"
+
+
 def test_func_no_arguments_and_plain_tensor_return():
     f = parse_one(hand_written("g() -> Tensor"))
     assert f.schema.params == () and f.schema.returns == "Tensor" and f.schema.overload == ""
 
 
-@pytest.mark.parametrize("text", ["Tensr", "Tensor[]", "int[x]", "Tensor??", "long", "str"])
+@pytest.mark.parametrize("text", ["Tensr", "Tensor[][]", "int[x]", "Tensor??", "long", "string"])
 def test_func_unknown_type(text):
     assert error(hand_written(f"f(Tensor self, {text} x) -> Tensor")) == f"t.yaml:3: f: unknown type '{text}'"
 
@@ -171,7 +197,14 @@ def test_func_duplicate_argument_name():
     ("f(Tensor self) -> Tensor(a!)", "'f' returns Tensor(a!), so it writes in place: its name ends in '_'"),
     ("f_(Tensor self) -> Tensor(a!)", "an op returning Tensor(a!) takes 'Tensor(a!) self' first"),
     ("f_(Tensor self, Tensor(a!) x) -> Tensor(a!)", "only the first argument, 'self', can be Tensor(a!)"),
-    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a) or Tensor(a!))"),
+    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a), Tensor(a!), Tensor[] or "
+                              "(Tensor name, Tensor name, ...))"),
+    ("f(Tensor self) -> (Tensor a)", "a tuple return names two or more distinct results, got '(Tensor a)'"),
+    ("f(Tensor self) -> (Tensor a, Tensor a)", "a tuple return names two or more distinct results, got "
+                                               "'(Tensor a, Tensor a)'"),
+    ("f(Tensor self) -> (Tensor a, int b)", "cannot parse return 'int b' of '(Tensor a, int b)' (expected "
+                                            "'Tensor name')"),
+    ("f(Tensor self) -> (Tensor self, Tensor b)", "result name 'self' is also an argument name"),
     ("f(Tensor self, *, *, int a) -> Tensor", "'*' appears twice"),
     ("f(Tensor self, Tensor) -> Tensor", "cannot parse argument 'Tensor'"),
     ("f(Tensor self, int a=) -> Tensor", "cannot parse argument 'int a='"),
@@ -218,11 +251,12 @@ def test_variants_not_a_list():
 
 
 @pytest.mark.parametrize("func", [
-    "f() -> Tensor", "f(int self) -> Tensor", "f(Tensor other, Tensor self) -> Tensor", "f(Tensor? self) -> Tensor",
+    "f() -> Tensor", "f(int self) -> Tensor", "f(Tensor other) -> Tensor", "f(Tensor? self) -> Tensor",
+    "f(Tensor other, *, Tensor self) -> Tensor",
 ])
 def test_variants_method_without_tensor_self(func):
     text = f"- func: {func}\n  variants: [method]\n  dispatch: {{CPU: k}}\n  doc: D.\n"
-    assert error(text) == "t.yaml:3: f: a method variant needs 'Tensor self' as first argument"
+    assert error(text) == "t.yaml:3: f: a method variant needs a positional 'Tensor self' argument"
 
 
 def test_variants_overloads_with_different_variants():
@@ -262,8 +296,9 @@ def test_pointwise_with_dispatch():
 
 @pytest.mark.parametrize("func,reason", [
     ("f(Tensor self) -> Tensor(a)", "pointwise ops return a new Tensor (their in-place variant is derived)"),
-    ("f(Scalar s) -> Tensor", "pointwise ops take one or two Tensor inputs, got 0"),
-    ("f(Tensor self, Tensor b, Tensor c) -> Tensor", "pointwise ops take one or two Tensor inputs, got 3"),
+    ("f(Scalar s) -> Tensor", "pointwise ops take one to three Tensor inputs, got 0"),
+    ("f(Tensor self, Tensor b, Tensor c, Tensor d) -> Tensor", "pointwise ops take one to three Tensor inputs, got 4"),
+    ("f(Tensor a, Tensor b) -> Tensor", "a pointwise op takes a 'Tensor self' argument"),
     ("f(Tensor self, int n) -> Tensor", "pointwise argument 'n' must be Tensor or Scalar, got 'int'"),
     ("f(Tensor self, Scalar? s=None) -> Tensor", "pointwise argument 's' must be Tensor or Scalar, got 'Scalar?'"),
     ("f(Tensor self, Tensor? w=None) -> Tensor", "pointwise argument 'w' must be Tensor or Scalar, got 'Tensor?'"),
@@ -562,7 +597,7 @@ SMALL = """\
 def expected_files(names, pointwise_names):
     files = {"include/kael/enums.h", "include/kael/python/param_kind.h", "include/kael/var.h",
              "include/kael/autograd/formulas.h", "src/autograd/formulas.cpp", "include/kael/ops.h", "include/kael/native/declarations.h",
-             "src/all_ops.cpp", "python/tables.cpp", "kael/_C.pyi", "sources.cmake", "docs/ops.md"}
+             "src/all_ops.cpp", "python/tables.cpp", "python/return_types.cpp", "kael/_C.pyi", "sources.cmake", "docs/ops.md"}
     files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"include/kael/ops/{n}.h" for n in names}
@@ -792,7 +827,7 @@ def test_cli_fails_on_invalid_yaml(tmp_path):
      "'dtypes' must list each supported dtype once"),
     (pointwise("f(Tensor self) -> Tensor", extra="  inplace: 'no'\n"), "'inplace' must be true or false"),
     (pointwise("f(Tensor x) -> Tensor", variants="[function]"),
-     "the first argument of a pointwise op must be 'Tensor self'"),
+     "a pointwise op takes a 'Tensor self' argument"),
 ], ids=["trailing-star", "input-name", "dtypes-on-dispatch", "empty-dtypes", "repeated-dtype", "inplace-not-bool",
         "pointwise-first-not-self"])
 def test_stricter_validation(entry, message):

@@ -422,6 +422,11 @@ def assert_same_tensor(k, t, what, uninitialised=False, computed_in=None):
 def assert_same_result(k, t, what="result", uninitialised=False):
     if isinstance(t, torch.Tensor):
         assert_same_tensor(k, t, what, uninitialised)
+    elif type(t).__module__ == "torch.return_types":  # a named tuple of several results
+        assert type(k) is getattr(kael.return_types, type(t).__name__), f"{what}: kael {k!r}, torch {t!r}"
+        for i, (a, b) in enumerate(zip(k, t)):
+            assert_same_result(a, b, f"{what}.{type(t)._fields[i] if hasattr(type(t), '_fields') else i}",
+                               uninitialised)
     elif isinstance(t, (tuple, list)) and not isinstance(t, torch.Size):
         assert isinstance(k, type(t)) and len(k) == len(t), f"{what}: kael {k!r}, torch {t!r}"
         for i, (a, b) in enumerate(zip(k, t)):

@@ -76,6 +76,11 @@ SAMPLES = {
     ("Tensor", "data"): lambda: kael.ones(1),
     ("Tensor.size", "dim"): 0,
     ("Tensor.stride", "dim"): 0,
+    ("Tensor.allclose", "other"): lambda: kael.ones(1),
+    ("Tensor.allclose", "rtol"): 1e-5,
+    ("Tensor.allclose", "atol"): 1e-8,
+    ("Tensor.allclose", "equal_nan"): False,
+    ("Tensor.equal", "other"): lambda: kael.ones(1),
 }
 
 

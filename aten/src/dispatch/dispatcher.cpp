@@ -4,6 +4,7 @@
 
 #include "kael/core/device.h"
 #include "kael/core/error.h"
+#include "kael/dispatch/keys.h"
 
 namespace kael::dispatch {
 
@@ -32,6 +33,10 @@ const char* IValue::tag_name(Tag t) {
       return "ScalarType";
     case Tag::Device:
       return "Device";
+    case Tag::TensorList:
+      return "Tensor[]";
+    case Tag::String:
+      return "str";
   }
   return "?";
 }
@@ -62,6 +67,8 @@ DispatchKeySet key_set_of_stack(const OpEntry& op, const Stack& stack) {
     const IValue& v = stack[i];
     if (v.is_tensor()) {
       keys = keys | v.to_tensor().key_set();
+    } else if (v.tag() == IValue::Tag::TensorList) {
+      keys = keys | key_set_of(v.to_tensor_list());
     } else if (v.tag() == IValue::Tag::Device && !device) {
       keys = keys | DispatchKeySet(v.to_device().backend_key());
       device = true;

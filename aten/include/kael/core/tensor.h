@@ -110,6 +110,9 @@ class Operand {
   Scalar scalar_;
 };
 
+// A list of tensor arguments (Tensor[] in the registry), viewing a buffer the caller owns.
+using TensorList = std::span<const Tensor>;
+
 // Wraps a dim into [0, ndim); raises IndexError naming `op` when out of range.
 std::int64_t wrap_dim(const char* op, std::int64_t dim, std::int64_t ndim);
 

@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -15,7 +18,7 @@ namespace kael::dispatch {
 
 class IValue {
  public:
-  enum class Tag : std::uint8_t { None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device };
+  enum class Tag : std::uint8_t { None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device, TensorList, String };
 
   IValue() = default;
   IValue(Tensor t) : v_(std::move(t)) {}                    // NOLINT: implicit by design
@@ -26,6 +29,10 @@ class IValue {
   IValue(IntArrayRef l) : v_(DimVector(l)) {}               // NOLINT
   IValue(ScalarType t) : v_(t) {}                           // NOLINT
   IValue(Device d) : v_(d) {}                               // NOLINT
+  IValue(TensorList l) : v_(std::vector<Tensor>(l.begin(), l.end())) {}  // NOLINT
+  IValue(std::vector<Tensor> l) : v_(std::move(l)) {}       // NOLINT
+  IValue(std::string_view s) : v_(std::string(s)) {}        // NOLINT
+  IValue(const char* s) : v_(std::string(s)) {}             // NOLINT
   IValue(const Operand& o) {                                // NOLINT
     if (o.is_tensor()) {
       v_ = o.tensor();
@@ -51,6 +58,9 @@ class IValue {
   IntArrayRef to_int_list() const { return get<DimVector>("int[]"); }
   ScalarType to_scalar_type() const { return get<ScalarType>("ScalarType"); }
   Device to_device() const { return get<Device>("Device"); }
+  TensorList to_tensor_list() const { return get<std::vector<Tensor>>("Tensor[]"); }
+  std::vector<Tensor>& to_tensor_list() { return const_cast<std::vector<Tensor>&>(std::as_const(*this).get<std::vector<Tensor>>("Tensor[]")); }
+  std::string_view to_string() const { return get<std::string>("str"); }
   Operand to_operand() const { return is_tensor() ? Operand(to_tensor()) : Operand(to_scalar()); }
 
   static const char* tag_name(Tag t);
@@ -63,7 +73,9 @@ class IValue {
     return *p;
   }
 
-  std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device> v_;
+  std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device,
+               std::vector<Tensor>, std::string>
+      v_;
 };
 
 // Arguments of a boxed call, in schema order; a kernel replaces them with its result.
@@ -108,6 +120,14 @@ template <>
 struct Unbox<Device> {
   static Device get(const IValue& v) { return v.to_device(); }
 };
+template <>
+struct Unbox<TensorList> {
+  static TensorList get(const IValue& v) { return v.to_tensor_list(); }
+};
+template <>
+struct Unbox<std::string_view> {
+  static std::string_view get(const IValue& v) { return v.to_string(); }
+};
 template <typename T>
 struct Unbox<std::optional<T>> {
   static std::optional<T> get(const IValue& v) {
@@ -119,6 +139,48 @@ struct Unbox<std::optional<T>> {
 template <typename T>
 decltype(auto) unbox(const IValue& v) {
   return Unbox<T>::get(v);
+}
+
+// Results on a stack: a Tensor is one IValue, a Tensor[] one IValue holding the list, a tuple
+// one IValue per element (schema order).
+inline void push_result(Stack& stack, Tensor t) { stack.emplace_back(std::move(t)); }
+inline void push_result(Stack& stack, std::vector<Tensor> l) { stack.emplace_back(std::move(l)); }
+template <typename... Ts>
+void push_result(Stack& stack, std::tuple<Ts...> t) {
+  std::apply([&stack](auto&... e) { (stack.emplace_back(std::move(e)), ...); }, t);
+}
+
+// The result a boxed call of `num_args` arguments left on the stack (see push_result).
+template <typename R>
+R pop_result(Stack& stack, int num_args);
+template <>
+inline Tensor pop_result<Tensor>(Stack& stack, int) {
+  return std::move(stack.back().to_tensor());
+}
+template <>
+inline std::vector<Tensor> pop_result<std::vector<Tensor>>(Stack& stack, int) {
+  return std::move(stack.back().to_tensor_list());
+}
+namespace detail {
+template <typename Tuple, std::size_t... I>
+Tuple pop_tuple(Stack& stack, std::index_sequence<I...>) {
+  constexpr std::size_t n = sizeof...(I);
+  KAEL_CHECK(stack.size() >= n, "boxed call: expected " << n << " results on the stack, found " << stack.size());
+  const std::size_t base = stack.size() - n;
+  return Tuple(std::move(stack[base + I].to_tensor())...);
+}
+template <typename T>
+struct PopResult;
+template <typename... Ts>
+struct PopResult<std::tuple<Ts...>> {
+  static std::tuple<Ts...> get(Stack& stack) {
+    return pop_tuple<std::tuple<Ts...>>(stack, std::index_sequence_for<Ts...>{});
+  }
+};
+}  // namespace detail
+template <typename R>
+R pop_result(Stack& stack, int) {
+  return detail::PopResult<R>::get(stack);
 }
 
 }  // namespace kael::dispatch

@@ -15,6 +15,13 @@ inline DispatchKeySet key_set_of(const Operand& o) {
 inline DispatchKeySet key_set_of(const std::optional<Tensor>& t) {
   return t ? t->key_set() : DispatchKeySet();
 }
+inline DispatchKeySet key_set_of(TensorList ts) {
+  DispatchKeySet keys;
+  for (const Tensor& t : ts) keys = keys | t.key_set();
+  return keys;
+}
+// The key set of a call whose tensors all come from lists: CPU when every list is empty.
+inline DispatchKeySet or_cpu(DispatchKeySet keys) { return keys.empty() ? DispatchKeySet(DispatchKey::CPU) : keys; }
 inline DispatchKeySet key_set_of(Device d) { return DispatchKeySet(d.backend_key()); }
 inline DispatchKeySet key_set_of(const std::optional<Device>& d) { return key_set_of(d.value_or(kCPU)); }
 

@@ -154,7 +154,29 @@ void PointwiseCall::run(F f) {
       run_tensors<Out, T, 1>({1}, [f, a](T b) { return f(a, b); });
     }
   } else {
-    static_assert(K == 2 || K == 1, "pointwise ops of three inputs are not supported yet");
+    // Three inputs: the numbers among them are bound into the formula, the tensors loop. The
+    // numbers keep the precision the formula computes in (lerp's weight 0.3 is not rounded to
+    // bfloat16 first, as in PyTorch; where's choice is rounded once, when stored).
+    using M = opmath_t<T>;
+    const bool t0 = operands_[0]->is_tensor(), t1 = operands_[1]->is_tensor(), t2 = operands_[2]->is_tensor();
+    const M s0 = t0 ? M() : operands_[0]->scalar().template to<M>();
+    const M s1 = t1 ? M() : operands_[1]->scalar().template to<M>();
+    const M s2 = t2 ? M() : operands_[2]->scalar().template to<M>();
+    if (t0 && t1 && t2) {
+      run_tensors<Out, T, 3>({0, 1, 2}, f);
+    } else if (t0 && t1) {
+      run_tensors<Out, T, 2>({0, 1}, [f, s2](M a, M b) { return f(a, b, s2); });
+    } else if (t0 && t2) {
+      run_tensors<Out, T, 2>({0, 2}, [f, s1](M a, M c) { return f(a, s1, c); });
+    } else if (t1 && t2) {
+      run_tensors<Out, T, 2>({1, 2}, [f, s0](M b, M c) { return f(s0, b, c); });
+    } else if (t0) {
+      run_tensors<Out, T, 1>({0}, [f, s1, s2](M a) { return f(a, s1, s2); });
+    } else if (t1) {
+      run_tensors<Out, T, 1>({1}, [f, s0, s2](M b) { return f(s0, b, s2); });
+    } else {
+      run_tensors<Out, T, 1>({2}, [f, s0, s1](M c) { return f(s0, s1, c); });
+    }
   }
 }
 

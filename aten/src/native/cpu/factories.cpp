@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
@@ -108,6 +109,125 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
     }
   });
   return out;
+}
+
+// ---------------------------------------------------------------- linspace, logspace
+
+namespace {
+
+// An index as the element type S converts it (through float for float16/bfloat16).
+template <typename S>
+S index_as(std::int64_t i) {
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    return static_cast<S>(i);
+  } else {
+    return S(static_cast<float>(i));
+  }
+}
+
+// PyTorch's recipe (values from both ends, so the last is exactly end): in the element type for
+// floating dtypes (float16/bfloat16 rounded after every step, as their arithmetic does), in
+// double for integers (then truncated).
+template <typename S>
+void linspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scalar& end_s) {
+  if constexpr (std::is_integral_v<S>) {
+    const double start = static_cast<double>(start_s.checked_to<S>("linspace"));
+    const double end = static_cast<double>(end_s.checked_to<S>("linspace"));
+    const double step = (end - start) / static_cast<double>(steps - 1);
+    const std::int64_t halfway = steps / 2;
+    for (std::int64_t i = 0; i < steps; ++i) {
+      const double v = i < halfway ? start + step * static_cast<double>(i)
+                                   : end - step * static_cast<double>(steps - i - 1);
+      out[i] = static_cast<S>(v);
+    }
+  } else {
+    const S start = start_s.checked_to<S>("linspace");
+    const S end = end_s.checked_to<S>("linspace");
+    const S step = S((opmath_t<S>(end) - opmath_t<S>(start)) / opmath_t<S>(index_as<S>(steps - 1)));
+    const std::int64_t halfway = steps / 2;
+    for (std::int64_t i = 0; i < steps; ++i) {
+      if (i < halfway) {
+        const S offset = S(opmath_t<S>(step) * opmath_t<S>(index_as<S>(i)));
+        out[i] = S(opmath_t<S>(start) + opmath_t<S>(offset));
+      } else {
+        const S offset = S(opmath_t<S>(step) * opmath_t<S>(index_as<S>(steps - i - 1)));
+        out[i] = S(opmath_t<S>(end) - opmath_t<S>(offset));
+      }
+    }
+  }
+}
+
+template <typename S>
+void logspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scalar& end_s, double base) {
+  if constexpr (std::is_integral_v<S>) {
+    const double start = start_s.to<double>();
+    const double end = end_s.to<double>();
+    const double step = (end - start) / static_cast<double>(steps - 1);
+    for (std::int64_t i = 0; i < steps; ++i) {
+      out[i] = static_cast<S>(std::pow(base, start + step * static_cast<double>(i)));
+    }
+  } else {
+    using M = opmath_t<S>;
+    const M start = M(start_s.to<S>());
+    const M end = M(end_s.to<S>());
+    const M step = (end - start) / static_cast<M>(steps - 1);
+    const std::int64_t halfway = steps / 2;
+    for (std::int64_t i = 0; i < steps; ++i) {
+      const M e = i < halfway ? start + step * static_cast<M>(i) : end - step * static_cast<M>(steps - i - 1);
+      out[i] = S(static_cast<M>(std::pow(base, static_cast<double>(e))));
+    }
+  }
+}
+
+Tensor spaced(const char* op, const Scalar& start, const Scalar& end, std::int64_t steps,
+              std::optional<ScalarType> dtype, std::optional<Device> device, std::optional<double> base) {
+  check_cpu(op, device);
+  KAEL_CHECK(steps >= 0, op << ": number of steps must be non-negative (got " << steps << ")");
+  const ScalarType t = dtype.value_or(kDefaultFloat);
+  KAEL_CHECK(t != ScalarType::Bool, op << ": not implemented for dtype bool");
+  const std::int64_t size[] = {steps};
+  Tensor out = kael::empty(size, t);
+  if (steps == 0) return out;
+  if (steps == 1) {
+    const Scalar first = base ? Scalar(std::pow(*base, start.to_double())) : start;
+    kael::fill_(out, is_floating(t) ? first : Scalar(static_cast<std::int64_t>(first.to_double())));
+    return out;
+  }
+  switch (t) {
+#define KAEL_SPACED_CASE(S, name)                                                             \
+  case ScalarType::name:                                                                      \
+    if (base) {                                                                               \
+      logspace_fill<S>(static_cast<S*>(out.data_ptr()), steps, start, end, *base);           \
+    } else {                                                                                  \
+      linspace_fill<S>(static_cast<S*>(out.data_ptr()), steps, start, end);                  \
+    }                                                                                         \
+    break;
+    KAEL_SPACED_CASE(std::uint8_t, UInt8)
+    KAEL_SPACED_CASE(std::int8_t, Int8)
+    KAEL_SPACED_CASE(std::int16_t, Int16)
+    KAEL_SPACED_CASE(std::int32_t, Int32)
+    KAEL_SPACED_CASE(std::int64_t, Int64)
+    KAEL_SPACED_CASE(Half, Float16)
+    KAEL_SPACED_CASE(BFloat16, BFloat16)
+    KAEL_SPACED_CASE(float, Float32)
+    KAEL_SPACED_CASE(double, Float64)
+#undef KAEL_SPACED_CASE
+    default:
+      KAEL_INTERNAL_ASSERT(false);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor linspace_cpu(const Scalar& start, const Scalar& end, std::int64_t steps, std::optional<ScalarType> dtype,
+                    std::optional<Device> device) {
+  return spaced("linspace", start, end, steps, dtype, device, std::nullopt);
+}
+
+Tensor logspace_cpu(const Scalar& start, const Scalar& end, std::int64_t steps, double base,
+                    std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return spaced("logspace", start, end, steps, dtype, device, base);
 }
 
 Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<ScalarType> dtype,

@@ -55,9 +55,13 @@ __global__ void elementwise_kernel(std::int64_t n, Geometry<K + 1> g, F f) {
     const T* a = reinterpret_cast<const T*>(g.data[1]) + offset[1];
     if constexpr (K == 1) {
       *out = static_cast<Out>(f(*a));
-    } else {
+    } else if constexpr (K == 2) {
       const T* b = reinterpret_cast<const T*>(g.data[2]) + offset[2];
       *out = static_cast<Out>(f(*a, *b));
+    } else {
+      const T* b = reinterpret_cast<const T*>(g.data[2]) + offset[2];
+      const T* c = reinterpret_cast<const T*>(g.data[3]) + offset[3];
+      *out = static_cast<Out>(f(*a, *b, *c));
     }
   }
 }
@@ -74,6 +78,23 @@ struct BindSecond {
   F f;
   T b;
   __host__ __device__ auto operator()(T a) const { return f(a, b); }
+};
+
+// A three-input formula with the inputs that are numbers fixed (A, B, C: input 0, 1, 2 is a
+// tensor and comes from the kernel's arguments, in order).
+template <typename F, typename T, bool A, bool B, bool C>
+struct Bind3 {
+  F f;
+  T s0, s1, s2;
+  template <typename... Args>
+  __host__ __device__ auto operator()(Args... args) const {
+    const T given[] = {args...};
+    int j = 0;
+    const T a = A ? given[j++] : s0;
+    const T b = B ? given[j++] : s1;
+    const T c = C ? given[j++] : s2;
+    return f(a, b, c);
+  }
 };
 
 template <int N>
@@ -105,9 +126,29 @@ void launch(const PointwiseCall& call, const std::array<int, K>& which, F f) {
 // The CUDA counterpart of PointwiseCall::run: f: (T...) -> Out over the broadcast shape.
 template <typename T, typename Out, int K, typename F>
 void run(const PointwiseCall& call, F f) {
-  static_assert(K == 1 || K == 2, "pointwise ops of one or two inputs");
+  static_assert(K >= 1 && K <= 3, "pointwise ops of one to three inputs");
   if constexpr (K == 1) {
     launch<Out, T, 1>(call, {0}, f);
+  } else if constexpr (K == 3) {
+    const bool t0 = call.operand(0).is_tensor(), t1 = call.operand(1).is_tensor(), t2 = call.operand(2).is_tensor();
+    const T s0 = t0 ? T() : call.operand(0).scalar().template to<T>();
+    const T s1 = t1 ? T() : call.operand(1).scalar().template to<T>();
+    const T s2 = t2 ? T() : call.operand(2).scalar().template to<T>();
+    if (t0 && t1 && t2) {
+      launch<Out, T, 3>(call, {0, 1, 2}, f);
+    } else if (t0 && t1) {
+      launch<Out, T, 2>(call, {0, 1}, Bind3<F, T, true, true, false>{f, s0, s1, s2});
+    } else if (t0 && t2) {
+      launch<Out, T, 2>(call, {0, 2}, Bind3<F, T, true, false, true>{f, s0, s1, s2});
+    } else if (t1 && t2) {
+      launch<Out, T, 2>(call, {1, 2}, Bind3<F, T, false, true, true>{f, s0, s1, s2});
+    } else if (t0) {
+      launch<Out, T, 1>(call, {0}, Bind3<F, T, true, false, false>{f, s0, s1, s2});
+    } else if (t1) {
+      launch<Out, T, 1>(call, {1}, Bind3<F, T, false, true, false>{f, s0, s1, s2});
+    } else {
+      launch<Out, T, 1>(call, {2}, Bind3<F, T, false, false, true>{f, s0, s1, s2});
+    }
   } else {
     const bool t0 = call.operand(0).is_tensor(), t1 = call.operand(1).is_tensor();
     if (t0 && t1) {

@@ -1,0 +1,236 @@
+// Pointwise ops with rules beyond a formula: the argument checks of where and lerp, and the
+// composites masked_fill, nan_to_num, gelu and broadcast_tensors, written in terms of
+// registered ops so that autograd, a Python key and every device see those.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kael/core/error.h"
+#include "kael/core/half.h"
+#include "kael/core/warning.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/_gelu.h"
+#include "kael/ops/_gelu_tanh.h"
+#include "kael/ops/_nan_to_num.h"
+#include "kael/ops/abs.h"
+#include "kael/ops/add.h"
+#include "kael/ops/eq.h"
+#include "kael/ops/isfinite.h"
+#include "kael/ops/le.h"
+#include "kael/ops/logical_and.h"
+#include "kael/ops/logical_or.h"
+#include "kael/ops/mul.h"
+#include "kael/ops/ne.h"
+#include "kael/ops/sub.h"
+#include "kael/ops/clone.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/expand.h"
+#include "kael/ops/full.h"
+#include "kael/ops/to.h"
+#include "kael/ops/where.h"
+
+namespace kael::native {
+
+// ---------------------------------------------------------------- where, lerp
+
+void where_check(const Operand& condition, const Operand& self, const Operand& other) {
+  (void)self;
+  (void)other;
+  KAEL_CHECK_TYPE(condition.is_tensor(), "where: condition must be a tensor, got the number " << condition.scalar());
+  const ScalarType t = condition.tensor().dtype();
+  if (t == ScalarType::UInt8) {
+    warn(WarningKind::User,
+         "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a future "
+         "version of kael. Use a boolean condition instead.");
+    return;
+  }
+  KAEL_CHECK(t == ScalarType::Bool,
+             "where: expected condition to be a boolean tensor, but got a tensor with dtype " << t);
+}
+
+void lerp_check(const Operand& self, const Operand& end, const Operand& weight) {
+  KAEL_CHECK_TYPE(self.is_tensor() && end.is_tensor(),
+                  "lerp: input and end must be tensors (only weight may be a number)");
+  const ScalarType t = self.tensor().dtype();
+  KAEL_CHECK(end.tensor().dtype() == t,
+             "lerp: expected dtype " << t << " for `end` but got dtype " << end.tensor().dtype());
+  // A weight tensor with dimensions shares input's dtype; a 0-d one may be any float type.
+  if (weight.is_tensor() && weight.tensor().dim() > 0) {
+    KAEL_CHECK(weight.tensor().dtype() == t,
+               "lerp: expected dtype " << t << " for `weight` but got dtype " << weight.tensor().dtype());
+  }
+  KAEL_CHECK(is_floating(t), "lerp: not implemented for dtype " << t << " (input and end must be floating point)");
+}
+
+// ---------------------------------------------------------------- masked_fill
+
+namespace {
+
+void check_mask(const char* op, const Tensor& mask) {
+  KAEL_CHECK(mask.dtype() == ScalarType::Bool,
+             op << ": only supports boolean masks, but got mask with dtype " << mask.dtype());
+}
+
+// value as a 0-d tensor of self's dtype: a Scalar is converted with PyTorch's overflow check.
+Tensor fill_value(const char* op, const Tensor& self, const Scalar& value) {
+  check_convertible(op, value, self.dtype());
+  return kael::full({}, value, self.dtype(), self.device());
+}
+
+Tensor fill_value(const char* op, const Tensor& self, const Tensor& value) {
+  KAEL_CHECK(value.dim() == 0, op << ": only supports a 0-dimensional value tensor, but got tensor with "
+                                  << value.dim() << " dimension(s).");
+  return kael::to(value, self.dtype());
+}
+
+// where(mask, value, self) computes in self's dtype: the 0-d value and the bool mask never
+// promote a dimensioned self, and a 0-d self meets a 0-d value of its own dtype.
+Tensor masked_fill_impl(const char* op, const Tensor& self, const Tensor& mask, const Tensor& value) {
+  check_mask(op, mask);
+  return kael::where(mask, value, self);
+}
+
+const Tensor& masked_fill_inplace(const char* op, const Tensor& self, const Tensor& mask, const Tensor& value) {
+  check_mask(op, mask);
+  const DimVector shape = broadcast_shapes(op, self.sizes(), mask.sizes());
+  KAEL_CHECK(IntArrayRef(shape).size() == self.sizes().size() &&
+                 std::equal(shape.begin(), shape.end(), self.sizes().begin()),
+             op << ": mask of shape " << shape_str(mask.sizes()) << " does not broadcast to input's shape "
+                << shape_str(self.sizes()));
+  // Computed out of place, then copied: the copy checks self against the mask for overlap.
+  kael::copy_(self, kael::where(mask, value, self));
+  return self;
+}
+
+}  // namespace
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  return masked_fill_impl("masked_fill", self, mask, fill_value("masked_fill", self, value));
+}
+
+Tensor masked_fill_tensor(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  return masked_fill_impl("masked_fill", self, mask, fill_value("masked_fill", self, value));
+}
+
+const Tensor& masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  return masked_fill_inplace("masked_fill_", self, mask, fill_value("masked_fill_", self, value));
+}
+
+const Tensor& masked_fill__tensor(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  return masked_fill_inplace("masked_fill_", self, mask, fill_value("masked_fill_", self, value));
+}
+
+// ---------------------------------------------------------------- nan_to_num
+
+namespace {
+
+// v as the dtype stores it: a finite value beyond the dtype's range becomes infinite, as a
+// rounding cast does (PyTorch converts these replacements unchecked).
+double stored_value(double v, ScalarType dtype) {
+  if (!std::isfinite(v)) return v;
+  switch (dtype) {
+    case ScalarType::Float32:
+    case ScalarType::Float16:
+    case ScalarType::BFloat16: {
+      // float32's overflow threshold: values from max + half an ulp round to infinity.
+      const double limit = static_cast<double>(std::numeric_limits<float>::max()) + std::ldexp(1.0, 103);
+      float f = 0;
+      if (std::fabs(v) >= limit) {
+        f = std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(v > 0 ? 1 : -1));
+      } else if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max())) {
+        f = std::copysign(std::numeric_limits<float>::max(), static_cast<float>(v > 0 ? 1 : -1));
+      } else {
+        f = static_cast<float>(v);
+      }
+      if (dtype == ScalarType::Float16) return static_cast<double>(static_cast<float>(Half(f)));
+      if (dtype == ScalarType::BFloat16) return static_cast<double>(static_cast<float>(BFloat16(f)));
+      return static_cast<double>(f);
+    }
+    default:
+      return v;
+  }
+}
+
+double lowest_of(ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::Float16:
+      return -65504.0;
+    case ScalarType::BFloat16:
+      return -static_cast<double>(static_cast<float>(BFloat16::from_bits(0x7f7f)));
+    case ScalarType::Float32:
+      return static_cast<double>(std::numeric_limits<float>::lowest());
+    default:
+      return std::numeric_limits<double>::lowest();
+  }
+}
+
+Tensor nan_to_num_impl(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                       std::optional<double> neginf) {
+  const ScalarType t = self.dtype();
+  if (!is_floating(t)) return kael::_nan_to_num(self, Scalar(std::int64_t{0}), Scalar(std::int64_t{0}),
+                                                Scalar(std::int64_t{0}));
+  const double lowest = lowest_of(t);
+  return kael::_nan_to_num(self, Scalar(stored_value(nan.value_or(0.0), t)),
+                           Scalar(stored_value(posinf.value_or(-lowest), t)),
+                           Scalar(stored_value(neginf.value_or(lowest), t)));
+}
+
+}  // namespace
+
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  return nan_to_num_impl(self, nan, posinf, neginf);
+}
+
+const Tensor& nan_to_num_(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf) {
+  kael::copy_(self, nan_to_num_impl(self, nan, posinf, neginf));
+  return self;
+}
+
+// ---------------------------------------------------------------- gelu
+
+Tensor gelu(const Tensor& self, std::string_view approximate) {
+  if (approximate == "none") return kael::_gelu(self);
+  if (approximate == "tanh") return kael::_gelu_tanh(self);
+  KAEL_CHECK(false, "gelu: approximate argument must be either none or tanh (got '" << approximate << "')");
+  __builtin_unreachable();
+}
+
+// ---------------------------------------------------------------- broadcast_tensors
+
+std::vector<Tensor> broadcast_tensors(TensorList tensors) {
+  DimVector shape;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    shape = i == 0 ? DimVector(tensors[0].sizes()) : broadcast_shapes("broadcast_tensors", shape, tensors[i].sizes());
+  }
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(kael::expand(t, shape));
+  return out;
+}
+
+// ---------------------------------------------------------------- isclose
+
+// PyTorch's steps, op for op, so that every intermediate is rounded as there (a float16
+// tolerance is computed in float16).
+Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
+  KAEL_CHECK(self.dtype() == other.dtype(),
+             "isclose: expected both tensors to have the same dtype, got " << self.dtype() << " and " << other.dtype());
+  KAEL_CHECK(!(std::isnan(rtol) || rtol < 0), "isclose: rtol must be greater than or equal to zero, but got " << rtol);
+  KAEL_CHECK(!(std::isnan(atol) || atol < 0), "isclose: atol must be greater than or equal to zero, but got " << atol);
+  Tensor close = kael::eq(self, other);
+  if (equal_nan && is_floating(self.dtype())) {
+    close = kael::logical_or(close, kael::logical_and(kael::ne(self, self), kael::ne(other, other)));
+  }
+  if (rtol == 0 && atol == 0) return close;
+  // integers and bools compare in the default float dtype (no uint8 difference wraps)
+  const Tensor cast_self = is_floating(self.dtype()) ? self : kael::to(self, kDefaultFloat);
+  const Tensor cast_other = is_floating(other.dtype()) ? other : kael::to(other, kDefaultFloat);
+  const Tensor allowed = kael::add(Scalar(atol), kael::abs(kael::mul(Scalar(rtol), cast_other)));
+  const Tensor actual = kael::abs(kael::sub(cast_self, cast_other));
+  return kael::logical_or(close, kael::logical_and(kael::isfinite(actual), kael::le(actual, allowed)));
+}
+
+}  // namespace kael::native

@@ -1,0 +1,27 @@
+"""Python-level spellings of registry ops whose torch signature the generated parsers do not
+take directly (variadic tensors), as torch.functional."""
+from __future__ import annotations
+
+from kael import _C
+from kael._C import Tensor
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Expands the tensors to their common broadcast shape (views, no copies)."""
+    return _C.broadcast_tensors(tensors)
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether every element of input is close to other's (kael.isclose), as a Python bool."""
+    close = _C.isclose(input, other, rtol, atol, equal_nan)
+    return bool(_C.logical_not(close).sum().item() == 0)
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """Whether the tensors have the same shape and the same values (NaN equals nothing)."""
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"equal: expected two tensors, got {type(input).__name__} and {type(other).__name__}")
+    if input.shape != other.shape:
+        return False
+    return bool(_C.ne(input, other).sum().item() == 0)

@@ -1,0 +1,28 @@
+"""kael.nn.functional: the stateless neural-network ops, as torch.nn.functional.
+
+Ops that torch keeps out of its top-level namespace (gelu, silu, softplus) live only here; the
+registry binds them in kael._C.
+"""
+from __future__ import annotations
+
+from kael import _C
+from kael._C import Tensor
+
+# ---------------------------------------------------------------- activations
+
+
+def gelu(input: Tensor, *, approximate: str = "none") -> Tensor:
+    """x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses the tanh approximation."""
+    return _C.gelu(input, approximate=approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x)."""
+    if inplace:
+        return input.copy_(_C.silu(input))
+    return _C.silu(input)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold."""
+    return _C.softplus(input, beta, threshold)
