@@ -65,6 +65,8 @@ TYPES: dict[str, ArgType] = {t.name: t for t in (
             "a kael dtype (`kael.float32`) or its name"),
     ArgType("Device", "Device", "Device", "Device", "conv_device", r"cpu", lambda t: "kCPU", "str",
             "a device string (`\"cpu\"`)"),
+    ArgType("Generator", "Generator", "Generator", "Generator", "conv_generator", None, str, "Generator",
+            "a `kael.Generator` (only `None` as a default)"),
 )}
 
 # A Tensor input of a pointwise op of two tensor inputs also takes a number: kael::Operand.

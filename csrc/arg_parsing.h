@@ -16,6 +16,7 @@
 #include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
 #include "kael/python/param_kind.h"
+#include "kael/runtime/generator.h"
 #include "tensor_object.h"
 
 namespace kael::python {
@@ -64,6 +65,7 @@ Match conv_bool(PyObject* o, bool& out);
 Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
 Match conv_dtype(PyObject* o, ScalarType& out);
 Match conv_device(PyObject* o, Device& out);
+Match conv_generator(PyObject* o, Generator& out);  // a kael.Generator (generator.cpp)
 
 // Optional parameters: a missing slot or None leaves `out` empty.
 template <typename T, typename Conv>

@@ -39,4 +39,8 @@ def is_tensor(obj: object) -> _builtins.bool:
     """Whether obj is a kael tensor (or an instance of a Tensor subclass)."""
     return isinstance(obj, Tensor)
 
-__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["is_tensor"]
+from kael import random  # noqa: E402
+from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402
+from kael import nn  # noqa: E402
+
+__all__ = [name for name in dir(_C) if not name.startswith("_")] + ["is_tensor"] + random.__all__

@@ -32,6 +32,8 @@ const char* IValue::tag_name(Tag t) {
       return "ScalarType";
     case Tag::Device:
       return "Device";
+    case Tag::Generator:
+      return "Generator";
   }
   return "?";
 }

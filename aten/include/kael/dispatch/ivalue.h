@@ -10,12 +10,13 @@
 #include "kael/core/device.h"
 #include "kael/core/error.h"
 #include "kael/core/tensor.h"
+#include "kael/runtime/generator.h"
 
 namespace kael::dispatch {
 
 class IValue {
  public:
-  enum class Tag : std::uint8_t { None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device };
+  enum class Tag : std::uint8_t { None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device, Generator };
 
   IValue() = default;
   IValue(Tensor t) : v_(std::move(t)) {}                    // NOLINT: implicit by design
@@ -26,6 +27,7 @@ class IValue {
   IValue(IntArrayRef l) : v_(DimVector(l)) {}               // NOLINT
   IValue(ScalarType t) : v_(t) {}                           // NOLINT
   IValue(Device d) : v_(d) {}                               // NOLINT
+  IValue(Generator g) : v_(std::move(g)) {}                 // NOLINT
   IValue(const Operand& o) {                                // NOLINT
     if (o.is_tensor()) {
       v_ = o.tensor();
@@ -51,6 +53,7 @@ class IValue {
   IntArrayRef to_int_list() const { return get<DimVector>("int[]"); }
   ScalarType to_scalar_type() const { return get<ScalarType>("ScalarType"); }
   Device to_device() const { return get<Device>("Device"); }
+  const Generator& to_generator() const { return get<Generator>("Generator"); }
   Operand to_operand() const { return is_tensor() ? Operand(to_tensor()) : Operand(to_scalar()); }
 
   static const char* tag_name(Tag t);
@@ -63,7 +66,7 @@ class IValue {
     return *p;
   }
 
-  std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device> v_;
+  std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device, Generator> v_;
 };
 
 // Arguments of a boxed call, in schema order; a kernel replaces them with its result.
@@ -107,6 +110,10 @@ struct Unbox<ScalarType> {
 template <>
 struct Unbox<Device> {
   static Device get(const IValue& v) { return v.to_device(); }
+};
+template <>
+struct Unbox<Generator> {
+  static const Generator& get(const IValue& v) { return v.to_generator(); }
 };
 template <typename T>
 struct Unbox<std::optional<T>> {
