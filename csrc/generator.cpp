@@ -20,19 +20,24 @@ struct PyGenerator {
 
 const Generator& gen_of(PyObject* o) { return reinterpret_cast<PyGenerator*>(o)->gen; }
 
-PyObject* generator_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"device", nullptr};
-  const char* device = "cpu";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:Generator", const_cast<char**>(keywords), &device)) return nullptr;
-  if (std::strcmp(device, "cpu") != 0) {
-    PyErr_Format(PyExc_RuntimeError, "Generator: device '%s' is not supported: kael generates random numbers on the "
-                 "host (expected 'cpu')", device);
-    return nullptr;
-  }
+PyObject* generator_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* self = type->tp_alloc(type, 0);
   if (self == nullptr) return nullptr;
   new (&reinterpret_cast<PyGenerator*>(self)->gen) Generator();
   return self;
+}
+
+// Generator(device='cpu'): kael generates on the host, so 'cpu' is the only device.
+int generator_init(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"device", nullptr};
+  const char* device = "cpu";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:Generator", const_cast<char**>(keywords), &device)) return -1;
+  if (std::strcmp(device, "cpu") != 0) {
+    PyErr_Format(PyExc_RuntimeError, "Generator: device '%s' is not supported: kael generates random numbers on the "
+                 "host (expected 'cpu')", device);
+    return -1;
+  }
+  return 0;
 }
 
 void generator_dealloc(PyObject* self) {
@@ -127,14 +132,14 @@ PyObject* get_device(PyObject*, void*) { return PyUnicode_FromString("cpu"); }
 
 PyMethodDef generator_methods[] = {
     {"manual_seed", m_manual_seed, METH_O,
-     "manual_seed(seed, /)\n--\n\nSeeds the generator (an int in [-2**63, 2**64)), rewinds its stream and returns "
+     "manual_seed($self, seed, /)\n--\n\nSeeds the generator (an int in [-2**63, 2**64)), rewinds its stream and returns "
      "it."},
-    {"seed", m_seed, METH_NOARGS, "seed()\n--\n\nSeeds the generator from a non-deterministic source and returns the seed."},
-    {"initial_seed", m_initial_seed, METH_NOARGS, "initial_seed()\n--\n\nThe seed the generator was last seeded with."},
+    {"seed", m_seed, METH_NOARGS, "seed($self, /)\n--\n\nSeeds the generator from a non-deterministic source and returns the seed."},
+    {"initial_seed", m_initial_seed, METH_NOARGS, "initial_seed($self, /)\n--\n\nThe seed the generator was last seeded with."},
     {"get_state", m_get_state, METH_NOARGS,
-     "get_state()\n--\n\nThe generator's state as a uint8 tensor of 16 bytes (seed and offset, little-endian)."},
+     "get_state($self, /)\n--\n\nThe generator's state as a uint8 tensor of 16 bytes (seed and offset, little-endian)."},
     {"set_state", m_set_state, METH_O,
-     "set_state(new_state, /)\n--\n\nRestores a state from get_state() and returns the generator."},
+     "set_state($self, new_state, /)\n--\n\nRestores a state from get_state() and returns the generator."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef generator_getset[] = {
@@ -150,6 +155,7 @@ PyTypeObject GeneratorType = {
     .tp_doc = "Generator(device='cpu')\n--\n\nA random stream (Philox4x32-10): pass it as generator= to random ops.",
     .tp_methods = generator_methods,
     .tp_getset = generator_getset,
+    .tp_init = generator_init,
     .tp_new = generator_new,
 };
 

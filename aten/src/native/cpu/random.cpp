@@ -200,23 +200,37 @@ const Tensor& normal_cpu_(const Tensor& self, double mean, double std, std::opti
     if constexpr (std::is_same_v<T, double>) {
       // one block per pair of elements: 64 bits for each uniform
       fill_elements<T>(self, [&](T* out, std::int64_t begin, std::int64_t end) {
+        std::int64_t pair = -1;
+        double z[2] = {0, 0};
         for_blocks<2>(s, begin, end, [&](std::int64_t i, const Block& w, int lane) {
-          const double u1 = 1.0 - random::uniform_double(random::u64(w[0], w[1]));
-          const double theta = 2.0 * std::numbers::pi * random::uniform_double(random::u64(w[2], w[3]));
-          const double r = std::sqrt(-2.0 * std::log(u1));
-          out[i] = mean + std * (lane == 0 ? r * std::cos(theta) : r * std::sin(theta));
+          if (i / 2 != pair) {  // both normals of a pair from one log and one sincos
+            pair = i / 2;
+            const double u1 = 1.0 - random::uniform_double(random::u64(w[0], w[1]));
+            const double theta = 2.0 * std::numbers::pi * random::uniform_double(random::u64(w[2], w[3]));
+            const double r = std::sqrt(-2.0 * std::log(u1));
+            z[0] = r * std::cos(theta);
+            z[1] = r * std::sin(theta);
+          }
+          out[i] = mean + std * z[lane];
         });
       });
     } else if constexpr (is_floating_v<T>) {
       // one block per two pairs: 32 bits for each uniform
       const float m = static_cast<float>(mean), sd = static_cast<float>(std);
       fill_elements<T>(self, [&](T* out, std::int64_t begin, std::int64_t end) {
+        std::int64_t pair = -1;
+        float z[2] = {0, 0};
         for_blocks<4>(s, begin, end, [&](std::int64_t i, const Block& w, int lane) {
-          const int pair = lane >> 1;
-          const float u1 = 1.0f - random::uniform_float(w[2 * pair]);
-          const float theta = 2.0f * std::numbers::pi_v<float> * random::uniform_float(w[2 * pair + 1]);
-          const float r = std::sqrt(-2.0f * std::log(u1));
-          out[i] = convert<T>(m + sd * ((lane & 1) == 0 ? r * std::cos(theta) : r * std::sin(theta)));
+          if (i / 2 != pair) {
+            pair = i / 2;
+            const int k = lane >> 1;
+            const float u1 = 1.0f - random::uniform_float(w[2 * k]);
+            const float theta = 2.0f * std::numbers::pi_v<float> * random::uniform_float(w[2 * k + 1]);
+            const float r = std::sqrt(-2.0f * std::log(u1));
+            z[0] = r * std::cos(theta);
+            z[1] = r * std::sin(theta);
+          }
+          out[i] = convert<T>(m + sd * z[lane & 1]);
         });
       });
     }
