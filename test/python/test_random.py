@@ -834,3 +834,32 @@ def test_dropout_uses_the_default_generator():
     a = kael.dropout(kael.ones(1000), 0.5, True)
     kael.manual_seed(60)
     assert kael.dropout(kael.ones(1000), 0.5, True).tolist() == a.tolist()
+
+
+# ---------------------------------------------------------------- non-contiguous inputs
+
+def _same_draws(op, strided, contiguous):
+    g = kael.Generator()
+    g.manual_seed(70)
+    a = op(strided, g)
+    g.manual_seed(70)
+    b = op(contiguous, g)
+    assert a.shape == b.shape and a.tolist() == b.tolist()
+    return a
+
+
+@pytest.mark.parametrize("layout", ["T", "step", "expand"])
+def test_tensor_inputs_of_any_layout(layout):
+    base = kael.rand(6, 8, generator=kael.Generator().manual_seed(1)) + 0.05
+    view = {"T": base.T, "step": base[:, ::2], "expand": base[:1].expand(6, 8)}[layout]
+    assert not view.is_contiguous()
+    _same_draws(lambda x, g: kael.bernoulli(x / 2, generator=g), view, view.contiguous())
+    _same_draws(lambda x, g: kael.multinomial(x, 3, generator=g), view, view.contiguous())
+    _same_draws(lambda x, g: kael.multinomial(x, 9, True, generator=g), view, view.contiguous())
+    _same_draws(lambda x, g: kael.empty(x.shape).bernoulli_(x / 2, generator=g), view, view.contiguous())
+    _same_draws(lambda x, g: kael.rand_like(x, generator=g), view, view.contiguous())
+    kael.manual_seed(71)
+    a = kael.dropout(view, 0.5, True)
+    kael.manual_seed(71)
+    b = kael.dropout(view.contiguous(), 0.5, True)
+    assert a.tolist() == b.tolist()
