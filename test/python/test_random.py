@@ -524,8 +524,12 @@ def test_bernoulli_tensor_p_checks_before_writing():
     # p broadcasts to self's shape, a p that does not raises
     with pytest.raises(RuntimeError):
         torch.zeros(3).bernoulli_(torch.tensor([0.2, 0.1]))
-    with pytest.raises((RuntimeError, ValueError)):
+    with pytest.raises(RuntimeError, match=r"bernoulli_: p of size \[2\] cannot be expanded to input's size \[3\]"):
         x.bernoulli_(kael.tensor([0.2, 0.1]))
+    with pytest.raises(RuntimeError):
+        torch.zeros(3).bernoulli_(torch.zeros(2, 3))
+    with pytest.raises(RuntimeError, match="cannot be expanded"):
+        x.bernoulli_(kael.zeros(2, 3))
     y = kael.zeros(2, 3).bernoulli_(kael.tensor([0.0, 1.0, 0.0]))
     assert y.tolist() == [[0, 1, 0], [0, 1, 0]]
 

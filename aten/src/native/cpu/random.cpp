@@ -297,6 +297,11 @@ const Tensor& bernoulli_tensor_cpu_(const Tensor& self, const Tensor& p, std::op
   KAEL_CHECK(is_floating(p.dtype()), "bernoulli_: not implemented for probabilities of dtype "
                                          << dtype_name(p.dtype()) << " (a floating dtype is needed)");
   check_same_device("bernoulli_", self.device(), p.device());
+  bool expandable = p.dim() <= self.dim();
+  for (std::int64_t d = 1; expandable && d <= p.dim(); ++d)
+    expandable = p.size(-d) == 1 || p.size(-d) == self.size(-d);
+  KAEL_CHECK(expandable, "bernoulli_: p of size " << shape_str(p.sizes()) << " cannot be expanded to input's size "
+                                                  << shape_str(self.sizes()));
   // p broadcast to self's shape, as float64 in self's row-major order
   const Tensor probs = alloc_cpu(self.sizes(), ScalarType::Float64);
   copy_cpu(probs, kael::expand(p, self.sizes()));
