@@ -8,6 +8,7 @@ recompiles only what an edit touched), removes files it no longer produces, and 
 from __future__ import annotations
 
 import argparse
+import keyword
 import re
 import sys
 import zlib
@@ -316,6 +317,8 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
         if p.type.optional:
             t += " | None"
         name = "input" if p.name == "self" else p.name
+        if keyword.iskeyword(name):
+            name += "_"  # `from`: Python accepts it only as a keyword string (`**{"from": 0}`), as in torch's stubs
         text = f"{name}: {t}"
         if p.has_default:
             text += " = " + ("None" if p.default == "None" else "...")

@@ -69,6 +69,8 @@ TYPES: dict[str, ArgType] = {t.name: t for t in (
             "Sequence[Tensor]", "a list or tuple of `kael.Tensor`s"),
     ArgType("str", "std::string", "std::string_view", "String", "conv_string", r"'[^'\\\"]*'",
             lambda t: '"' + t[1:-1] + '"', "str", "a `str`"),
+    ArgType("Generator", "Generator", "Generator", "Generator", "conv_generator", None, str, "Generator",
+            "a `kael.Generator` (only `None` as a default)"),
 )}
 
 # Types whose boxed and parsed form is the ABI (view) type over a buffer the caller owns.

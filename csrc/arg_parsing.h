@@ -20,6 +20,7 @@
 #include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
 #include "kael/python/param_kind.h"
+#include "kael/runtime/generator.h"
 #include "tensor_object.h"
 
 namespace kael::python {
@@ -70,6 +71,7 @@ Match conv_dtype(PyObject* o, ScalarType& out);
 Match conv_device(PyObject* o, Device& out);
 Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out);  // a list or tuple of tensors
 Match conv_string(PyObject* o, std::string& out);
+Match conv_generator(PyObject* o, Generator& out);  // a kael.Generator (generator.cpp)
 
 // Optional parameters: a missing slot or None leaves `out` empty.
 template <typename T, typename Conv>

@@ -49,7 +49,11 @@ _FUNCTIONAL_ONLY = ("gelu", "silu", "softplus")
 for _name in _FUNCTIONAL_ONLY:
     globals().pop(_name, None)
 
-__all__ = [name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY] + ["is_tensor"]
+from kael import random  # noqa: E402
+from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402
+
+__all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY] + ["is_tensor"]
+           + random.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
 from kael.functional import allclose, broadcast_tensors, equal  # noqa: E402,F401

@@ -5,6 +5,7 @@ registry binds them in kael._C.
 """
 from __future__ import annotations
 
+import kael
 from kael import _C
 from kael._C import Tensor
 
@@ -26,3 +27,19 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold."""
     return _C.softplus(input, beta, threshold)
+
+
+# ---- random
+
+
+
+def dropout(input: kael.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> kael.Tensor:
+    """Zeroes each element with probability p and scales the others by 1 / (1 - p) while training;
+    returns input itself when training is False or p is 0 (as torch)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    result = kael.dropout(input, p, training)
+    if inplace and result is not input:
+        input.copy_(result)
+        return input
+    return result

@@ -182,6 +182,8 @@ MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_th
                 "promote_types", "result_type", "can_cast",  # dtype queries
                 "return_types"}  # the module of named tuple types (no callable)
 MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases
+# random generators (Generator.get_state makes its tensor with the registered empty)
+MODULE_OTHER |= {"Generator", "default_generator"}
 
 
 def generated_names(kind):

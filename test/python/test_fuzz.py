@@ -371,6 +371,8 @@ def build(recipe, lib, bases=None):
         target = [build(r, lib, bases) for r in items]
         target.insert(min(pos, len(target)), make_mutator(target, how, method))
         return target
+    if kind == "gen":  # a generator of the library called, seeded
+        return lib.Generator().manual_seed(recipe[1])
     if kind == "size":  # torch.Size for torch, a tuple for kael (which has no Size type)
         return torch.Size(recipe[1]) if lib is torch else tuple(recipe[1])
     raise AssertionError(f"unknown recipe {recipe!r}")

@@ -44,7 +44,7 @@ GENERATED_METHODS = ({f.name for f in REGISTRY if "method" in f.variants}
 OBJECT_PROTOCOL = {"__new__", "__repr__", "__str__", "__hash__", "__doc__", "__reduce__"}
 # Tensor.__delitem__ exists because one C slot serves item assignment and deletion; deletion
 # raises TypeError (test_item_deletion_raises), so the stub leaves it out.
-NOT_IN_STUB = {"Tensor": OBJECT_PROTOCOL | {"__delitem__"}, "dtype": OBJECT_PROTOCOL}
+NOT_IN_STUB = {"Tensor": OBJECT_PROTOCOL | {"__delitem__"}, "dtype": OBJECT_PROTOCOL, "Generator": OBJECT_PROTOCOL}
 MODULE_DUNDERS = {"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__file__"}
 # The dtype aliases kael.int and kael.float would shadow the builtins the stub's annotations
 # name, so _C.pyi leaves them out (see the template).
@@ -81,6 +81,9 @@ SAMPLES = {
     ("Tensor.allclose", "atol"): 1e-8,
     ("Tensor.allclose", "equal_nan"): False,
     ("Tensor.equal", "other"): lambda: kael.ones(1),
+    ("Generator", "device"): "cpu",
+    ("Generator.manual_seed", "seed"): 0,
+    ("Generator.set_state", "new_state"): lambda: kael.Generator().get_state(),
 }
 
 
@@ -303,10 +306,10 @@ def test_module_attributes_and_classes(stub):
                      if n not in MODULE_DUNDERS | NOT_IN_MODULE_STUB and (isinstance(v, type) or not callable(v)))
     assert all(isinstance(getattr(kael._C, n), kael.dtype) for n in NOT_IN_MODULE_STUB)
     _same_names(sorted(n for n, v in stub[""].items() if v in ("attribute", "class")), runtime, "module attributes")
-    assert sorted(n for n, v in stub[""].items() if v == "class") == ["Tensor", "dtype"]
+    assert sorted(n for n, v in stub[""].items() if v == "class") == ["Generator", "Tensor", "dtype"]
 
 
-@pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator], ids=lambda c: c.__name__)
 def test_every_hand_written_member_has_a_stub_and_every_stub_a_member(stub, cls):
     _same_names(stub_members(stub, cls), runtime_members(cls), f"hand-written members of {cls.__name__}")
 
@@ -327,7 +330,7 @@ def test_function_signature(stub, name):
 
 def _member_cases():
     out = []
-    for cls in (kael.Tensor, kael.dtype):
+    for cls in (kael.Tensor, kael.dtype, kael.Generator):
         for name in runtime_members(cls):
             out.append(pytest.param(cls, name, id=f"{cls.__name__}.{name}"))
     return out
@@ -339,7 +342,7 @@ def test_member_signature(stub, cls, name):
     runtime = vars(cls)[name]
     qualname = f"{cls.__name__}.{name}"
     assert isinstance(defs, list) and len(defs) == 1, f"one stub for {qualname}"
-    instance = kael.ones(1, 1) if cls is kael.Tensor else kael.float32
+    instance = {kael.Tensor: kael.ones(1, 1), kael.dtype: kael.float32, kael.Generator: kael.Generator()}[cls]
     if inspect.isgetsetdescriptor(runtime) or inspect.ismemberdescriptor(runtime):
         assert is_property(defs), f"{qualname} is a property at runtime: declare it with @property"
         try:

@@ -37,6 +37,8 @@ const char* IValue::tag_name(Tag t) {
       return "Tensor[]";
     case Tag::String:
       return "str";
+    case Tag::Generator:
+      return "Generator";
   }
   return "?";
 }

@@ -13,12 +13,15 @@
 #include "kael/core/device.h"
 #include "kael/core/error.h"
 #include "kael/core/tensor.h"
+#include "kael/runtime/generator.h"
 
 namespace kael::dispatch {
 
 class IValue {
  public:
-  enum class Tag : std::uint8_t { None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device, TensorList, String };
+  enum class Tag : std::uint8_t {
+    None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device, TensorList, String, Generator
+  };
 
   IValue() = default;
   IValue(Tensor t) : v_(std::move(t)) {}                    // NOLINT: implicit by design
@@ -33,6 +36,7 @@ class IValue {
   IValue(std::vector<Tensor> l) : v_(std::move(l)) {}       // NOLINT
   IValue(std::string_view s) : v_(std::string(s)) {}        // NOLINT
   IValue(const char* s) : v_(std::string(s)) {}             // NOLINT
+  IValue(Generator g) : v_(std::move(g)) {}                 // NOLINT
   IValue(const Operand& o) {                                // NOLINT
     if (o.is_tensor()) {
       v_ = o.tensor();
@@ -61,6 +65,7 @@ class IValue {
   TensorList to_tensor_list() const { return get<std::vector<Tensor>>("Tensor[]"); }
   std::vector<Tensor>& to_tensor_list() { return const_cast<std::vector<Tensor>&>(std::as_const(*this).get<std::vector<Tensor>>("Tensor[]")); }
   std::string_view to_string() const { return get<std::string>("str"); }
+  const Generator& to_generator() const { return get<Generator>("Generator"); }
   Operand to_operand() const { return is_tensor() ? Operand(to_tensor()) : Operand(to_scalar()); }
 
   static const char* tag_name(Tag t);
@@ -73,8 +78,9 @@ class IValue {
     return *p;
   }
 
+  // alternatives in the order of Tag
   std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device,
-               std::vector<Tensor>, std::string>
+               std::vector<Tensor>, std::string, Generator>
       v_;
 };
 
@@ -127,6 +133,8 @@ struct Unbox<TensorList> {
 template <>
 struct Unbox<std::string_view> {
   static std::string_view get(const IValue& v) { return v.to_string(); }
+struct Unbox<Generator> {
+  static const Generator& get(const IValue& v) { return v.to_generator(); }
 };
 template <typename T>
 struct Unbox<std::optional<T>> {
