@@ -133,6 +133,8 @@ struct Unbox<TensorList> {
 template <>
 struct Unbox<std::string_view> {
   static std::string_view get(const IValue& v) { return v.to_string(); }
+};
+template <>
 struct Unbox<Generator> {
   static const Generator& get(const IValue& v) { return v.to_generator(); }
 };
