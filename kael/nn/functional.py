@@ -3,8 +3,6 @@
 Ops that torch keeps out of its top-level namespace (gelu, silu, softplus) live only here; the
 registry binds them in kael._C.
 """
-from __future__ import annotations
-
 import kael
 from kael import _C
 from kael._C import Tensor

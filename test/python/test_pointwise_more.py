@@ -189,6 +189,14 @@ def test_nan_to_num_matches_torch(dtype):
         _same(inplace)
 
 
+def test_nan_to_num_in_place_on_integers_writes_nothing():
+    def make(lib):
+        x = lib.tensor([3, 4], dtype=lib.int64).expand(3, 2)  # would be refused as a destination
+        assert x.nan_to_num_() is x
+        return x
+    _same(make)
+
+
 def test_nan_to_num_positional_and_layouts():
     compare(lambda lib, x: lib.nan_to_num(x, 0.5, 9.0, -9.0), ((4, 5), "float32", "T"))
     t = torch.tensor([[NAN, INF], [-INF, 2.0]]).T

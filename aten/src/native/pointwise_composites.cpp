@@ -185,6 +185,7 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<d
 
 const Tensor& nan_to_num_(const Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                           std::optional<double> neginf) {
+  if (!is_floating(self.dtype())) return self;  // nothing to replace: nothing is written (as torch)
   kael::copy_(self, nan_to_num_impl(self, nan, posinf, neginf));
   return self;
 }
