@@ -368,15 +368,16 @@ KAEL_HOST_DEVICE inline T silu(T a) {
 }
 
 // GELU and its derivative, as PyTorch computes them: the exact form x * Phi(x) with
-// Phi(x) = (1 + erf(x / sqrt(2))) / 2, and the tanh approximation.
+// Phi(x) = (1 + erf(x / sqrt(2))) / 2, and the tanh approximation. erf, exp and tanh are
+// kael's vectorisable versions for float and double (Note [Vectorised math]).
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu(T a) {
-  return a * T(0.5) * (T(1) + std::erf(a * T(0.70710678118654752440)));
+  return a * T(0.5) * (T(1) + erf(a * T(0.70710678118654752440)));
 }
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu_grad(T a) {
-  const T cdf = T(0.5) * (T(1) + std::erf(a * T(0.70710678118654752440)));
-  const T pdf = std::exp(T(-0.5) * a * a) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
+  const T cdf = T(0.5) * (T(1) + erf(a * T(0.70710678118654752440)));
+  const T pdf = exp(T(-0.5) * a * a) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
   return cdf + a * pdf;
 }
 template <typename T>
@@ -384,14 +385,14 @@ KAEL_HOST_DEVICE inline T gelu_tanh(T a) {
   const T beta = T(0.79788456080286535588);  // sqrt(2 / pi)
   const T kappa = T(0.044715);
   const T inner = beta * (a + kappa * a * a * a);
-  return T(0.5) * a * (T(1) + std::tanh(inner));
+  return T(0.5) * a * (T(1) + tanh(inner));
 }
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu_tanh_grad(T a) {
   const T beta = T(0.79788456080286535588);
   const T kappa = T(0.044715);
   const T a2 = a * a;
-  const T t = std::tanh(beta * (a + kappa * a2 * a));
+  const T t = tanh(beta * (a + kappa * a2 * a));
   const T left = T(0.5) * a;
   const T right = T(1) + t;
   return T(0.5) * right + left * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * a2);
