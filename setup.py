@@ -86,6 +86,8 @@ class CMakeBuild(build_ext):
         ]
         if "KAEL_BUILD_TESTS" in os.environ:  # otherwise the build tree keeps its setting
             options.append(f"-DKAEL_BUILD_TESTS={os.environ['KAEL_BUILD_TESTS']}")
+        if "KAEL_CPU_ARCH" in os.environ:  # e.g. x86-64-v3 (no AVX-512, for valgrind); kept by the tree
+            options.append(f"-DKAEL_CPU_ARCH={os.environ['KAEL_CPU_ARCH']}")
         # Configuring an existing tree is quick and re-runs codegen, which rewrites only
         # changed files, so an unchanged tree rebuilds nothing.
         cmake = build_tool("cmake")

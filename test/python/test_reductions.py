@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kael
-from helpers import DTYPE_NAMES, INT_NAMES, NUMERIC_NAMES, check, compare, compare_raises
+from helpers import DTYPE_NAMES, INT_NAMES, NUMERIC_NAMES, check, compare, compare_raises, to_kael
 
 # (shape, dim) cases; dim may be None, an int (incl. negative), a tuple or a list
 DIM_CASES = [
@@ -161,3 +161,25 @@ def test_large_reductions_over_dims_match_torch(shape, dim, layout):
             check(k.mean(dim=dim, keepdim=True), t.mean(dim=dim, keepdim=True))
         finally:
             kael.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [65536 * 3 + 17, 1 << 20, (1 << 22) + 12345])
+def test_full_sum_is_the_same_on_any_thread_count(dtype, n):
+    """A contiguous full sum has one chunk decomposition whatever the thread count (Note
+    [Deterministic sums]): 1, 2 and 3 threads give the same bits, and the value is the exact
+    sum (float64's) rounded to the dtype, within the dtype's tolerance."""
+    scale = 10 if dtype in ("float32", "float64") else 0.1
+    t = torch.randn(n, dtype=torch.float64).mul_(scale).to(getattr(torch, dtype))
+    k = to_kael(t)
+    before = kael.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            kael.set_num_threads(threads)
+            results.append(k.sum().item())
+            results.append(k.mean().item())
+    finally:
+        kael.set_num_threads(before)
+    assert results[0::2] == [results[0]] * 3 and results[1::2] == [results[1]] * 3, results
+    check(k.sum(), t.double().sum().to(t.dtype))

@@ -7,6 +7,9 @@
 #include <type_traits>
 
 #include "kael/core/half.h"
+#ifndef __CUDACC__
+#include "kael/native/vec_math.h"
+#endif
 
 // Under nvcc every function here is __host__ __device__, so the formulas compile into CUDA
 // kernels too (codegen/templates/pointwise_kernel.cu.j2).
@@ -80,19 +83,52 @@ using std::asin;
 using std::atan;
 using std::cos;
 using std::cosh;
-using std::erf;
-using std::exp;
 using std::exp2;
-using std::expm1;
-using std::log;
 using std::log10;
-using std::log1p;
 using std::log2;
 using std::sinh;
 using std::tan;
 using std::sin;
 using std::sqrt;
+
+// exp, expm1, log, log1p, tanh, sigmoid and erf of float and double run kael's vectorisable
+// versions on the CPU (Note [Vectorised math] in kael/native/vec_math.h has their error bounds
+// and special values); other types, and CUDA code, use the standard library's.
+#ifdef __CUDACC__
+using std::erf;
+using std::exp;
+using std::expm1;
+using std::log;
+using std::log1p;
 using std::tanh;
+#else
+template <typename T>
+inline constexpr bool has_vmath_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <typename T>
+[[gnu::always_inline]] inline T erf(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::erf(a); else return std::erf(a);
+}
+template <typename T>
+[[gnu::always_inline]] inline T exp(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::exp(a); else return std::exp(a);
+}
+template <typename T>
+[[gnu::always_inline]] inline T expm1(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::expm1(a); else return std::expm1(a);
+}
+template <typename T>
+[[gnu::always_inline]] inline T log(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::log(a); else return std::log(a);
+}
+template <typename T>
+[[gnu::always_inline]] inline T log1p(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::log1p(a); else return std::log1p(a);
+}
+template <typename T>
+[[gnu::always_inline]] inline T tanh(T a) {
+  if constexpr (has_vmath_v<T>) return vmath::tanh(a); else return std::tanh(a);
+}
+#endif
 
 template <typename T>
 KAEL_HOST_DEVICE inline T rsqrt(T a) {
@@ -101,7 +137,7 @@ KAEL_HOST_DEVICE inline T rsqrt(T a) {
 
 template <typename T>
 KAEL_HOST_DEVICE inline T sigmoid(T a) {
-  return T(1) / (T(1) + std::exp(-a));
+  return T(1) / (T(1) + exp(-a));
 }
 
 template <typename T>
@@ -328,19 +364,20 @@ KAEL_HOST_DEVICE inline bool truth(T a) {
 // SiLU: x * sigmoid(x), written as x / (1 + exp(-x)) as PyTorch computes it.
 template <typename T>
 KAEL_HOST_DEVICE inline T silu(T a) {
-  return a / (T(1) + std::exp(-a));
+  return a / (T(1) + exp(-a));
 }
 
 // GELU and its derivative, as PyTorch computes them: the exact form x * Phi(x) with
-// Phi(x) = (1 + erf(x / sqrt(2))) / 2, and the tanh approximation.
+// Phi(x) = (1 + erf(x / sqrt(2))) / 2, and the tanh approximation. erf, exp and tanh are
+// kael's vectorisable versions for float and double (Note [Vectorised math]).
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu(T a) {
-  return a * T(0.5) * (T(1) + std::erf(a * T(0.70710678118654752440)));
+  return a * T(0.5) * (T(1) + erf(a * T(0.70710678118654752440)));
 }
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu_grad(T a) {
-  const T cdf = T(0.5) * (T(1) + std::erf(a * T(0.70710678118654752440)));
-  const T pdf = std::exp(T(-0.5) * a * a) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
+  const T cdf = T(0.5) * (T(1) + erf(a * T(0.70710678118654752440)));
+  const T pdf = exp(T(-0.5) * a * a) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
   return cdf + a * pdf;
 }
 template <typename T>
@@ -348,14 +385,14 @@ KAEL_HOST_DEVICE inline T gelu_tanh(T a) {
   const T beta = T(0.79788456080286535588);  // sqrt(2 / pi)
   const T kappa = T(0.044715);
   const T inner = beta * (a + kappa * a * a * a);
-  return T(0.5) * a * (T(1) + std::tanh(inner));
+  return T(0.5) * a * (T(1) + tanh(inner));
 }
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu_tanh_grad(T a) {
   const T beta = T(0.79788456080286535588);
   const T kappa = T(0.044715);
   const T a2 = a * a;
-  const T t = std::tanh(beta * (a + kappa * a2 * a));
+  const T t = tanh(beta * (a + kappa * a2 * a));
   const T left = T(0.5) * a;
   const T right = T(1) + t;
   return T(0.5) * right + left * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * a2);

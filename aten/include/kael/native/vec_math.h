@@ -1,0 +1,353 @@
+#pragma once
+// Note [Vectorised math]
+// kael's own float/double exp, expm1, log, log1p, tanh, sigmoid and erf for CPU kernels.
+// Each is straight-line code: range reduction, a polynomial, integer operations on the bit
+// pattern and selects for the special values. No branches, tables or calls, so that GCC
+// vectorises a loop that calls one (the contiguous loops of kael/native/loops.h; formulas
+// in native_functions.yaml reach them through kael/native/math.h, so a formula such as
+// `0.5 * a * (1 + erf(a * 0.7071067811865476))` vectorises too). The loops use 16 float or 8
+// double lanes with AVX-512, 8 or 4 with AVX2 + FMA (the build picks the widest the build
+// machine has, see CMakeLists.txt); a baseline build (-DKAEL_CPU_ARCH=) runs the same code
+// with a multiply and an add in place of each FMA (SSE2 vectors): the same special values,
+// errors a little larger than the FMA build's that test_vec_math.py measures.
+//
+// Polynomial coefficients are least-squares fits on Chebyshev nodes (close to minimax),
+// computed with tools/fit_math_poly.py, which also prints each fit's error.
+//
+// Accuracy: bounds on the error in units in the last place of the correctly rounded result,
+// checked by test/python/test_vec_math.py (float32: every 251st bit pattern and the overflow
+// and underflow boundaries against float64; float64: random bit patterns and ranges against
+// long double or mpmath). The largest errors measured are in brackets.
+//
+//   function   float32   float64   method
+//   exp        1.5 ulp   1.5 ulp   x = k ln2 + r, |r| <= ln2/2; exp(r) = 1 + r + r^2 P(r)  [1.05, 1.04]
+//   expm1      2 ulp     2.5 ulp   as exp; 2^k (expm1(r) + 1) - 1 in one fused step        [1.52, 2.15]
+//   log        1.5 ulp   1.5 ulp   x = 2^e m, m in [sqrt(1/2), sqrt(2)); s = f / (2 + f)    [0.91, 1.10]
+//   log1p      2 ulp     2 ulp     log(1 + x) + the rounding error of 1 + x over (1 + x)    [1.44, 1.48]
+//   tanh       3 ulp     3 ulp     e = expm1(2|x|); e / (e + 2), with x's sign              [2.42, 2.49]
+//   sigmoid    2.5 ulp   2.5 ulp   1 / (1 + exp(-x)), PyTorch's formula (see below)          [2.26, 2.23]
+//   erf        1.5 ulp   1.5 ulp   |x| < 1: x + x P(x^2); else 1 - t exp(-x^2 + Q(t)),      [1.24, 1.15]
+//                                  t = 1 / (1 + |x|/2)
+//
+// sigmoid's bound holds where exp(-x) is finite; below (x < -88.72 in float32, -709.78 in
+// float64) it returns 0, as PyTorch's formula does, where the exact value is below 2^-127.
+// Subnormal results are rounded once (the scale 2^k is applied in two exact steps). Special
+// values follow PyTorch (and C): NaN in -> NaN out; exp(-inf) = 0, exp(inf) = inf;
+// expm1(-inf) = -1; log(0) = log(-0) = -inf, log(x < 0) = NaN, log(inf) = inf; log1p(-1) =
+// -inf; tanh(+-inf) = +-1; sigmoid(-inf) = 0, sigmoid(inf) = 1; erf(+-inf) = +-1; odd
+// functions and expm1/log1p keep the sign of -0.0.
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#define KAEL_VMATH_INLINE [[gnu::always_inline]] inline
+
+namespace kael::native::vmath {
+
+namespace detail {
+
+template <typename T>
+struct Traits;
+template <>
+struct Traits<float> {
+  using U = std::uint32_t;
+  static constexpr int kMantissa = 23;
+  static constexpr U kSign = 0x80000000u;
+};
+template <>
+struct Traits<double> {
+  using U = std::uint64_t;
+  static constexpr int kMantissa = 52;
+  static constexpr U kSign = 0x8000000000000000ull;
+};
+template <typename T>
+using bits_t = typename Traits<T>::U;
+
+template <typename T>
+KAEL_VMATH_INLINE bits_t<T> bits(T x) {
+  return std::bit_cast<bits_t<T>>(x);
+}
+template <typename T>
+KAEL_VMATH_INLINE T from_bits(bits_t<T> u) {
+  return std::bit_cast<T>(u);
+}
+
+// a * b + c: one rounding where the build targets FMA, else two.
+template <typename T>
+KAEL_VMATH_INLINE T fmadd(T a, T b, T c) {
+#if defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    return __builtin_fmaf(a, b, c);
+  } else {
+    return __builtin_fma(a, b, c);
+  }
+#else
+  return a * b + c;
+#endif
+}
+
+// c0 + x (c1 + x (c2 + ...)), Horner's scheme.
+template <typename T, typename... C>
+KAEL_VMATH_INLINE T poly(T x, T c0, C... cs) {
+  if constexpr (sizeof...(cs) == 0) {
+    return c0;
+  } else {
+    return fmadd(poly<T>(x, static_cast<T>(cs)...), x, c0);
+  }
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T abs(T x) {
+  return from_bits<T>(bits(x) & ~Traits<T>::kSign);
+}
+// |magnitude| with the sign bit of sign.
+template <typename T>
+KAEL_VMATH_INLINE T copysign(T magnitude, T sign) {
+  return from_bits<T>((bits(magnitude) & ~Traits<T>::kSign) | (bits(sign) & Traits<T>::kSign));
+}
+// c ? a : b on the bits, so that no floating-point operation is moved into a branch: with
+// GCC's default -ftrapping-math, a branch arm that computes (2 * a, say) blocks if-conversion,
+// and with it vectorisation. Conditions combine with & and |, never && and ||, for the same reason.
+template <typename T>
+KAEL_VMATH_INLINE T select(bool c, T a, T b) {
+  const bits_t<T> mask = bits_t<T>(0) - bits_t<T>(c);
+  return from_bits<T>((bits(a) & mask) | (bits(b) & ~mask));
+}
+
+// Clamps to [lo, hi]; NaN passes through.
+template <typename T>
+KAEL_VMATH_INLINE T clamp(T x, T lo, T hi) {
+  x = select(x < lo, lo, x);
+  return select(x > hi, hi, x);
+}
+
+// 2^k for an integer k in the normal exponent range, given as bits of k + bias in the low bits.
+template <typename T>
+KAEL_VMATH_INLINE T pow2_biased(bits_t<T> biased) {
+  return from_bits<T>(biased << Traits<T>::kMantissa);
+}
+
+// Constants per type.
+template <typename T>
+struct C;
+template <>
+struct C<float> {
+  static constexpr float kLog2e = 0x1.715476p+0f;
+  static constexpr float kLn2Hi = 0x1.62e4p-1f;  // 16 bits: k * kLn2Hi is exact for |k| < 256
+  static constexpr float kLn2Lo = 0x1.7f7d1cp-20f;
+  static constexpr float kShift = 0x1.8p23f;  // x + kShift rounds x to an integer in the low bits
+  static constexpr std::uint32_t kBias = 127;
+  static constexpr std::uint32_t kHalfOffset = 256;  // k + kHalfOffset >= 0 for every k reached
+  static constexpr float kExpLo = -104.0f, kExpHi = 89.0f;  // exp: 0 below, inf above
+  static constexpr float kExpm1Lo = -30.0f;                 // expm1: -1 below
+  static constexpr float kMaxScaleExp = 127.0f;             // largest finite power of two
+  static constexpr float kTanhHi = 9.5f;                    // tanh: +-1 beyond
+  static constexpr float kErfHi = 4.0f;                     // erf: +-1 beyond
+  static constexpr float kMinNormal = 0x1p-126f;
+  static constexpr float kSubnormalScale = 0x1p23f;
+  static constexpr std::uint32_t kSqrtHalfBits = 0x3f3504f3u;  // sqrt(1/2)
+  static constexpr std::uint32_t kMantissaMask = 0x007fffffu;
+
+  // exp(r) = 1 + r + r^2 P(r) on |r| <= ln2/2 (relative error of P 1.3e-7).
+  KAEL_VMATH_INLINE static float exp_p(float r) {
+    return poly(r, 0x1p-1f, 0x1.5554dcp-3f, 0x1.5555eap-5f, 0x1.120bfcp-7f, 0x1.6c380ep-10f);
+  }
+  // log(1 + f) = 2 atanh(s) = 2s + s z P(z), z = s^2 <= 0.0295 (relative error of P 2.8e-7).
+  KAEL_VMATH_INLINE static float log_p(float z) {
+    return poly(z, 0x1.55555cp-1f, 0x1.997c1cp-2f, 0x1.2eea38p-2f);
+  }
+  // erf(x) = x + x P(x^2) on |x| <= 1 (relative error of x (1 + P) 1.3e-9).
+  KAEL_VMATH_INLINE static float erf_small(float z) {
+    return poly(z, 0x1.06eba8p-3f, -0x1.81273ep-2f, 0x1.ce2cf0p-4f, -0x1.b7f88cp-6f, 0x1.5401dcp-8f,
+                -0x1.a3dc18p-11f, 0x1.49234ep-14f);
+  }
+  // erfc(x) = t exp(-x^2 + Q(t - kErfT)) for 1 <= x <= 4, t = 1 / (1 + x / 2) (error 1.6e-8).
+  static constexpr float kErfT = 0.5f;
+  KAEL_VMATH_INLINE static float erfc_q(float u) {
+    return poly(u, -0x1.57f564p-1f, 0x1.5864a6p+0f, 0x1.83d5fep-3f, -0x1.7ff8e2p-2f, -0x1.436cf0p-3f,
+                0x1.12d292p-2f, 0x1.c3ce0ep-4f);
+  }
+};
+template <>
+struct C<double> {
+  static constexpr double kLog2e = 0x1.71547652b82fep+0;
+  static constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;  // 42 bits: k * kLn2Hi exact for |k| < 2048
+  static constexpr double kLn2Lo = 0x1.ef35793c76730p-45;
+  static constexpr double kShift = 0x1.8p52;
+  static constexpr std::uint64_t kBias = 1023;
+  static constexpr std::uint64_t kHalfOffset = 2048;
+  static constexpr double kExpLo = -746.0, kExpHi = 710.0;
+  static constexpr double kExpm1Lo = -40.0;
+  static constexpr double kMaxScaleExp = 1023.0;
+  static constexpr double kTanhHi = 19.5;
+  static constexpr double kErfHi = 6.0;
+  static constexpr double kMinNormal = 0x1p-1022;
+  static constexpr double kSubnormalScale = 0x1p52;
+  static constexpr std::uint64_t kSqrtHalfBits = 0x3fe6a09e667f3bcdull;
+  static constexpr std::uint64_t kMantissaMask = 0x000fffffffffffffull;
+
+  // As for float; relative errors of the fits 2.1e-16, 4.7e-16, 7.4e-18 and 9.2e-18.
+  KAEL_VMATH_INLINE static double exp_p(double r) {
+    return poly(r, 0x1.0000000000001p-1, 0x1.555555555554cp-3, 0x1.5555555553d26p-5, 0x1.1111111114e46p-7,
+                0x1.6c16c178a5cedp-10, 0x1.a01a0187c90e5p-13, 0x1.a019b8a299d59p-16, 0x1.71de660a5ceeep-19,
+                0x1.289209219cde8p-22, 0x1.ae95f07cd4474p-26);
+  }
+  KAEL_VMATH_INLINE static double log_p(double z) {
+    return poly(z, 0x1.5555555555558p-1, 0x1.9999999995223p-2, 0x1.2492492e06d9ap-2, 0x1.c71c62c99a4d9p-3,
+                0x1.7462bcb252c7ap-3, 0x1.39fd5334035b2p-3, 0x1.2b656199a1f3cp-3);
+  }
+  KAEL_VMATH_INLINE static double erf_small(double z) {
+    return poly(z, 0x1.06eba8214db68p-3, -0x1.812746b0379bcp-2, 0x1.ce2f21a040cb5p-4, -0x1.b82ce311f9202p-6,
+                0x1.565bccf8fd727p-8, -0x1.c02db03742681p-11, 0x1.f9a2ba119ff7cp-14, -0x1.f4ca44b024ea2p-17,
+                0x1.b97f80a4e12a4p-20, -0x1.5c053af87571ep-23, 0x1.d70e34cc01c0bp-27, -0x1.ab8923d8184f4p-31);
+  }
+  // For 1 <= x <= 6.
+  static constexpr double kErfT = 0x1.d555555555555p-2;
+  KAEL_VMATH_INLINE static double erfc_q(double u) {
+    return poly(u, -0x1.7479de6b5c2b3p-1, 0x1.53ddac9466f7dp+0, 0x1.e01a34695cef3p-3, -0x1.6063604612445p-2,
+                -0x1.b477024453025p-3, 0x1.f2e0c23fcfc6cp-3, 0x1.91ce3e683a771p-3, -0x1.102742ddc23fep-2,
+                -0x1.5b6abf6ee0867p-3, 0x1.632ee51babcf0p-2, 0x1.8243d50885824p-4, -0x1.d21f4eda758c5p-2,
+                0x1.37c405fa688b2p-4, 0x1.0b8c4df182971p-1, -0x1.69d5d5ee8738ap-2, -0x1.a6874bc3cfb51p-2,
+                0x1.176558a9ce998p-1);
+  }
+};
+
+// Range reduction x = k ln2 + r, |r| <= ln2/2 (a little more without FMA). Returns r and t,
+// whose bits hold k + the bits of kShift (k = bits(t) - bits(kShift)).
+template <typename T>
+struct Reduced {
+  T r, t;
+};
+template <typename T>
+KAEL_VMATH_INLINE Reduced<T> reduce_ln2(T x) {
+  using K = C<T>;
+  const T t = fmadd(x, K::kLog2e, K::kShift);
+  const T k = t - K::kShift;
+  T r = fmadd(k, -K::kLn2Hi, x);  // exact
+  r = fmadd(k, -K::kLn2Lo, r);
+  return {r, t};
+}
+
+// expm1(r) = r + r^2 P(r) for the reduced argument.
+template <typename T>
+KAEL_VMATH_INLINE T expm1_reduced(T r) {
+  return fmadd(r * r, C<T>::exp_p(r), r);
+}
+
+// expm1 for x in [kExpm1Lo, 2 kTanhHi]: no overflow, no -0.0 (tanh's use).
+template <typename T>
+KAEL_VMATH_INLINE T expm1_moderate(T x) {
+  using K = C<T>;
+  const Reduced<T> red = reduce_ln2(x);
+  const T q = expm1_reduced(red.r);
+  const bits_t<T> k_biased = bits(red.t) - bits(K::kShift) + K::kBias;
+  const T s = pow2_biased<T>(k_biased);
+  return fmadd(s, q, s - T(1));  // 2^k (q + 1) - 1
+}
+
+}  // namespace detail
+
+template <typename T>
+KAEL_VMATH_INLINE T exp(T x) {
+  using namespace detail;
+  using K = C<T>;
+  using U = bits_t<T>;
+  x = clamp(x, K::kExpLo, K::kExpHi);  // the result is 0 or inf beyond, as the scaling gives
+  const Reduced<T> red = reduce_ln2(x);
+  const T p = fmadd(red.r * red.r, K::exp_p(red.r), red.r) + T(1);
+  // 2^k in two exact steps, so that subnormal results are rounded once: k1 = floor(k / 2).
+  const U k_off = bits(red.t) - bits(K::kShift) + K::kHalfOffset;  // k + offset >= 0
+  const U k1_biased = (k_off >> 1) - K::kHalfOffset / 2 + K::kBias;
+  const U k2_biased = k_off - (k_off >> 1) - K::kHalfOffset / 2 + K::kBias;
+  return p * pow2_biased<T>(k1_biased) * pow2_biased<T>(k2_biased);
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T expm1(T x) {
+  using namespace detail;
+  using K = C<T>;
+  const T xc = clamp(x, K::kExpm1Lo, K::kExpHi);
+  const Reduced<T> red = reduce_ln2(xc);
+  const T q = expm1_reduced(red.r);
+  // 2^k with k at most kMaxScaleExp; one more doubling for the largest k (the result is then
+  // exp(x) as a float, overflowing to inf where it should).
+  const bool capped = red.t > K::kShift + K::kMaxScaleExp;
+  const T t_capped = select(capped, K::kShift + K::kMaxScaleExp, red.t);
+  const T s = pow2_biased<T>(bits(t_capped) - bits(K::kShift) + K::kBias);
+  const T y = fmadd(s, q, s - T(1)) * select(capped, T(2), T(1));
+  return select(x == T(0), x, y);  // keeps -0.0
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T log(T x) {
+  using namespace detail;
+  using K = C<T>;
+  using U = bits_t<T>;
+  // Subnormals are scaled into the normal range first.
+  const bool subnormal = x < K::kMinNormal;
+  const T xs = select(subnormal, x * K::kSubnormalScale, x);
+  // x = 2^e m with m in [sqrt(1/2), sqrt(2)): offset the bits so the exponent field rounds there.
+  const U u = bits(xs) - K::kSqrtHalfBits;
+  const T m = from_bits<T>((u & K::kMantissaMask) + K::kSqrtHalfBits);
+  // e = the (signed) exponent field of u, through the bits of a double/float with e in its
+  // low bits: e + 2^(p-1) sits in [0, 2^p) for p the exponent field width + 1.
+  constexpr int kExpBits = sizeof(T) * 8 - Traits<T>::kMantissa;  // 9 or 12: sign + exponent field
+  const U e_off = (u + (U(1) << (sizeof(T) * 8 - 1))) >> Traits<T>::kMantissa;  // e + 2^(kExpBits - 1)
+  const T e_scale_fix = select(subnormal, T(-Traits<T>::kMantissa), T(0));
+  constexpr T kTwoPowMantissa = T(U(1) << Traits<T>::kMantissa);  // its mantissa field is 0
+  const T e = (from_bits<T>(bits(kTwoPowMantissa) | e_off) - kTwoPowMantissa) - T(U(1) << (kExpBits - 1)) +
+              e_scale_fix;
+  const T f = m - T(1);
+  const T s = f / (T(2) + f);
+  const T z = s * s;
+  // log(1 + f) = 2s + s z P(z) = f - s (f - z P(z)), since 2s = f - s f.
+  const T lg = fmadd(-s, fmadd(-z, K::log_p(z), f), f);
+  const T y = fmadd(e, K::kLn2Hi, fmadd(e, K::kLn2Lo, lg));
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const T special = select(x == T(0), -inf, select(x == inf, inf, std::numeric_limits<T>::quiet_NaN()));
+  return select((x > T(0)) & (x < inf), y, special);
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T log1p(T x) {
+  const T u = T(1) + x;
+  // log(u) plus the part of x that 1 + x rounded away, divided by u (log's slope there).
+  const T y = log(u) + (x - (u - T(1))) / u;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  // -1 -> -inf, inf -> inf, -0.0 -> -0.0 (the correction is NaN or loses the sign there).
+  return detail::select((x == T(-1)) | (x == inf) | (x == T(0)), detail::select(x == T(-1), -inf, x), y);
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T tanh(T x) {
+  using namespace detail;
+  using K = C<T>;
+  T a = abs(x);
+  a = select(a > K::kTanhHi, K::kTanhHi, a);  // tanh is +-1 in T beyond; NaN passes
+  const T e = expm1_moderate(T(2) * a);
+  return copysign(e / (e + T(2)), x);
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T sigmoid(T x) {
+  return T(1) / (T(1) + exp(-x));
+}
+
+template <typename T>
+KAEL_VMATH_INLINE T erf(T x) {
+  using namespace detail;
+  using K = C<T>;
+  const T small = fmadd(x, K::erf_small(x * x), x);  // odd; keeps -0.0
+  T a = abs(x);
+  a = select(a > K::kErfHi, K::kErfHi, a);  // erf is +-1 in T beyond; NaN passes
+  const T t = T(1) / fmadd(a, T(0.5), T(1));
+  const T erfc = t * exp(fmadd(-a, a, K::erfc_q(t - K::kErfT)));
+  const T large = copysign(T(1) - erfc, x);
+  return select(abs(x) < T(1), small, large);
+}
+
+}  // namespace kael::native::vmath
+
+#undef KAEL_VMATH_INLINE

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Fits the polynomials of kael's vectorised math (aten/include/kael/native/vec_math.h, Note
+[Vectorised math]) and prints their coefficients as C hex literals with each fit's error.
+
+    .venv/bin/python tools/fit_math_poly.py
+
+Each fit is a weighted least-squares fit on Chebyshev nodes computed with mpmath at 60 digits
+(close to the minimax polynomial of the same degree); the error printed is the largest
+relative (absolute for Q) error on a dense grid before the coefficients are rounded to
+float or double. mpmath comes with torch (through sympy).
+"""
+from __future__ import annotations
+
+import struct
+
+import mpmath as mp
+
+mp.mp.dps = 60
+
+
+def fit(fn, lo, hi, deg, rel=True):
+    """Coefficients c0..c_deg of sum c_i u^i ~ fn(u) on [lo, hi], and the largest error."""
+    npts = 6 * (deg + 1)
+    nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mp.cos(mp.pi * (k + mp.mpf(1) / 2) / npts) for k in range(npts)]
+    a = mp.matrix(npts, deg + 1)
+    b = mp.matrix(npts, 1)
+    for i, u in enumerate(nodes):
+        y = fn(u)
+        w = 1 / abs(y) if rel else 1
+        for j in range(deg + 1):
+            a[i, j] = u ** j * w
+        b[i] = y * w
+    sol = mp.qr_solve(a, b)[0]
+    c = [sol[j] for j in range(deg + 1)]
+    err = 0
+    for k in range(2001):
+        u = lo + (hi - lo) * k / 2000
+        y = fn(u)
+        p = sum(c[j] * u ** j for j in range(deg + 1))
+        err = max(err, abs(p - y) / (abs(y) if rel else 1))
+    return c, err
+
+
+def as_float(v):
+    return struct.unpack("f", struct.pack("f", float(v)))[0].hex().replace("0000000p", "p") + "f"
+
+
+def as_double(v):
+    return float(v).hex()
+
+
+def show(name, coeffs, err, single):
+    lits = [as_float(c) if single else as_double(c) for c in coeffs]
+    print(f"{name} ({'float' if single else 'double'}, degree {len(coeffs) - 1}, error {mp.nstr(err, 3)}):")
+    print("    " + ", ".join(lits))
+
+
+def main():
+    ln2 = mp.log(2)
+    half = ln2 / 2 * mp.mpf("1.002")  # a little beyond ln2/2: the reduction without FMA
+
+    def exp_p(r):  # exp(r) = 1 + r + r^2 P(r)
+        return (mp.exp(r) - 1 - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
+
+    def log_p(z):  # log(1 + f) = 2s + s z P(z), z = s^2
+        s = mp.sqrt(z)
+        return (2 * mp.atanh(s) - 2 * s) / (s * z) if z != 0 else mp.mpf(2) / 3
+
+    def erf_ratio(z):  # erf(x) / x as a function of z = x^2; erf(x) = x + x P(z), P = that - 1
+        return mp.erf(mp.sqrt(z)) / mp.sqrt(z) if z != 0 else 2 / mp.sqrt(mp.pi)
+
+    def erf_small(deg):
+        c, err = fit(erf_ratio, mp.mpf(0), mp.mpf(1), deg)
+        return [c[0] - 1] + c[1:], err
+
+    zmax = (1 / (3 + 2 * mp.sqrt(2))) ** 2 * mp.mpf("1.002")  # s = f / (2 + f), f in [sqrt(1/2) - 1, sqrt(2) - 1]
+    for single, exp_deg, log_deg, erf_deg in ((True, 4, 2, 6), (False, 9, 6, 11)):
+        show("exp_p", *fit(exp_p, -half, half, exp_deg), single)
+        show("log_p", *fit(log_p, mp.mpf(0), zmax, log_deg), single)
+        show("erf_small", *erf_small(erf_deg), single)
+
+    # erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= xmax, t = 1 / (1 + x/2).
+    for single, xmax, deg in ((True, 4, 6), (False, 6, 16)):
+        tlo, thi = 1 / (1 + mp.mpf(xmax) / 2), 1 / (1 + mp.mpf(1) / 2)
+        tmid = (tlo + thi) / 2
+
+        def q(u, tmid=tmid):
+            t = u + tmid
+            x = 2 * (1 / t - 1)
+            return mp.log(mp.erfc(x) / t) + x * x
+        print(f"kErfT = {as_float(tmid) if single else as_double(tmid)}")
+        show(f"erfc_q (x in [1, {xmax}])", *fit(q, tlo - tmid, thi - tmid, deg, rel=False), single)
+
+    # Cody-Waite splits of ln2: k * hi is exact for |k| < 2^8 (float) and 2^11 (double).
+    import math
+    for single, bits in ((True, 16), (False, 42)):
+        m, e = math.frexp(float(ln2))
+        hi = mp.mpf(round(m * 2 ** bits) / 2 ** bits * 2 ** e)
+        fmt = as_float if single else as_double
+        print(f"ln2 = {fmt(hi)} + {fmt(ln2 - hi)}")
+
+
+if __name__ == "__main__":
+    main()
