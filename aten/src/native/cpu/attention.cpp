@@ -7,8 +7,9 @@
 // (kBlockQ x kBlockK, in a buffer of the task's own), applies the mask, and folds them into
 // running per-row state with the online softmax of flash attention: the row maximum m, the
 // sum l of exp(s - m) and the output accumulator o = sum exp(s - m) v, each rescaled by
-// exp(m_old - m_new) when the maximum grows. The result is o / l. So the extra memory is
-// O(threads * kBlockQ * (kBlockK + Ev)) plus one transposed copy of k, whatever L and S are;
+// exp(m_old - m_new) when the maximum grows; a block's part of o is summed on its own and then
+// added, so rounding errors grow with the block length rather than with S. The result is o / l. So the extra memory is
+// O(threads * kBlockQ * (kBlockK + 2 Ev)) plus one transposed copy of k, whatever L and S are;
 // with is_causal the key blocks entirely above the diagonal are skipped. A row whose every key
 // is masked out has l = 0 and gives 0, as in PyTorch (its "safe softmax"), and so does S = 0.
 // float16/bfloat16 compute in float32; float64 in double.
@@ -127,11 +128,13 @@ struct AttentionArgs {
 template <typename T>
 void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, std::vector<T>& buf) {
   const std::int64_t rows = std::min(kBlockQ, a.L - i0);
-  buf.resize(kBlockQ * kBlockK + kBlockQ * a.Ev + 2 * kBlockQ);
+  buf.resize(kBlockQ * kBlockK + 2 * kBlockQ * a.Ev + 3 * kBlockQ);
   T* s = buf.data();
   T* o = s + kBlockQ * kBlockK;
-  T* m = o + kBlockQ * a.Ev;
+  T* ob = o + kBlockQ * a.Ev;  // this key block's part of o, added to o after the block
+  T* m = ob + kBlockQ * a.Ev;
   T* l = m + kBlockQ;
+  T* correction = l + kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = 0; i < rows; ++i) {
     m[i] = kNegInf;
@@ -160,23 +163,24 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
       const T m_new = mb > m[i] ? mb : m[i];
       if (m_new == kNegInf) {  // every key so far masked: nothing to add
         for (std::int64_t j = 0; j < cols; ++j) sr[j] = 0;
+        correction[i] = 1;
         continue;
       }
-      const T correction = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
+      correction[i] = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
       T sum = 0;
       for (std::int64_t j = 0; j < cols; ++j) {
         const T p = nn::exp_vec(sr[j] - m_new);
         sr[j] = p;
         sum += p;
       }
-      l[i] = l[i] * correction + sum;
+      l[i] = l[i] * correction[i] + sum;
       m[i] = m_new;
-      if (correction != T(1)) {
-        T* orow = o + i * a.Ev;
-        for (std::int64_t c = 0; c < a.Ev; ++c) orow[c] *= correction;
-      }
     }
-    accumulate(s, a.v + j0 * a.Ev, a.Ev, rows, cols, o);
+    // Summed per block, then added: rounding errors grow with the block length, not with S.
+    std::fill(ob, ob + rows * a.Ev, T(0));
+    accumulate(s, a.v + j0 * a.Ev, a.Ev, rows, cols, ob);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t c = 0; c < a.Ev; ++c) o[i * a.Ev + c] = o[i * a.Ev + c] * correction[i] + ob[i * a.Ev + c];
   }
   T* out = a.out + i0 * a.Ev;
   for (std::int64_t i = 0; i < rows; ++i) {
@@ -287,7 +291,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
     mask.row_stride = mask_t.strides()[mask_t.dim() - 2];
     mask.col_stride = mask_t.strides()[mask_t.dim() - 1];
   }
-  const double scale_value = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
+  // With E = 0 every score is 0 (PyTorch then averages value), whatever the scale.
+  const double scale_value = scale ? *scale : E == 0 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(E));
   UnlockedSection section;
   q = section.own(q);
   kt = section.own(kt);
