@@ -37,6 +37,106 @@ constexpr std::int64_t kBlockK = 128;
 constexpr int kTileRows = 4;
 constexpr int kTileCols = 16;
 
+// One kTileRows x kTileCols tile of scores: s[r][c] = scale * sum_e q[r][e] kt[e][c] (q with row
+// stride E, kt with row stride S, s with row stride kBlockK).
+template <typename T>
+void scores_tile(const T* q, std::int64_t E, const T* kt, std::int64_t S, T scale, T* s) {
+  T acc[kTileRows][kTileCols] = {};
+  for (std::int64_t e = 0; e < E; ++e) {
+    const T* kr = kt + e * S;
+    for (int r = 0; r < kTileRows; ++r) {
+      const T qv = q[r * E + e];
+      for (int c = 0; c < kTileCols; ++c) acc[r][c] += qv * kr[c];
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) s[r * kBlockK + c] = acc[r][c] * scale;
+}
+
+// One tile of o += p v: o[r][c] += sum_j p[r][j] v[j][c] for j < cols (p with row stride
+// kBlockK, v and o with row stride Ev).
+template <typename T>
+void accumulate_tile(const T* p, const T* v, std::int64_t Ev, std::int64_t cols, T* o) {
+  T acc[kTileRows][kTileCols];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[r * Ev + c];
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const T* vr = v + j * Ev;
+    for (int r = 0; r < kTileRows; ++r) {
+      const T pv = p[r * kBlockK + j];
+      for (int c = 0; c < kTileCols; ++c) acc[r][c] += pv * vr[c];
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) o[r * Ev + c] = acc[r][c];
+}
+
+#ifdef KAEL_NN_AVX2
+// The float tiles with explicit fused multiply-adds in 8 accumulator registers (the compiler
+// does not keep the generic tiles in registers).
+static_assert(kTileRows == 4 && kTileCols == 16);
+
+template <>
+void scores_tile<float>(const float* q, std::int64_t E, const float* kt, std::int64_t S, float scale, float* s) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  for (std::int64_t e = 0; e < E; ++e) {
+    const __m256 k0 = _mm256_loadu_ps(kt + e * S), k1 = _mm256_loadu_ps(kt + e * S + 8);
+    __m256 qv = _mm256_broadcast_ss(q + e);
+    a00 = _mm256_fmadd_ps(qv, k0, a00);
+    a01 = _mm256_fmadd_ps(qv, k1, a01);
+    qv = _mm256_broadcast_ss(q + E + e);
+    a10 = _mm256_fmadd_ps(qv, k0, a10);
+    a11 = _mm256_fmadd_ps(qv, k1, a11);
+    qv = _mm256_broadcast_ss(q + 2 * E + e);
+    a20 = _mm256_fmadd_ps(qv, k0, a20);
+    a21 = _mm256_fmadd_ps(qv, k1, a21);
+    qv = _mm256_broadcast_ss(q + 3 * E + e);
+    a30 = _mm256_fmadd_ps(qv, k0, a30);
+    a31 = _mm256_fmadd_ps(qv, k1, a31);
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  _mm256_storeu_ps(s, _mm256_mul_ps(a00, sc));
+  _mm256_storeu_ps(s + 8, _mm256_mul_ps(a01, sc));
+  _mm256_storeu_ps(s + kBlockK, _mm256_mul_ps(a10, sc));
+  _mm256_storeu_ps(s + kBlockK + 8, _mm256_mul_ps(a11, sc));
+  _mm256_storeu_ps(s + 2 * kBlockK, _mm256_mul_ps(a20, sc));
+  _mm256_storeu_ps(s + 2 * kBlockK + 8, _mm256_mul_ps(a21, sc));
+  _mm256_storeu_ps(s + 3 * kBlockK, _mm256_mul_ps(a30, sc));
+  _mm256_storeu_ps(s + 3 * kBlockK + 8, _mm256_mul_ps(a31, sc));
+}
+
+template <>
+void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
+  __m256 a00 = _mm256_loadu_ps(o), a01 = _mm256_loadu_ps(o + 8);
+  __m256 a10 = _mm256_loadu_ps(o + Ev), a11 = _mm256_loadu_ps(o + Ev + 8);
+  __m256 a20 = _mm256_loadu_ps(o + 2 * Ev), a21 = _mm256_loadu_ps(o + 2 * Ev + 8);
+  __m256 a30 = _mm256_loadu_ps(o + 3 * Ev), a31 = _mm256_loadu_ps(o + 3 * Ev + 8);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const __m256 v0 = _mm256_loadu_ps(v + j * Ev), v1 = _mm256_loadu_ps(v + j * Ev + 8);
+    __m256 pv = _mm256_broadcast_ss(p + j);
+    a00 = _mm256_fmadd_ps(pv, v0, a00);
+    a01 = _mm256_fmadd_ps(pv, v1, a01);
+    pv = _mm256_broadcast_ss(p + kBlockK + j);
+    a10 = _mm256_fmadd_ps(pv, v0, a10);
+    a11 = _mm256_fmadd_ps(pv, v1, a11);
+    pv = _mm256_broadcast_ss(p + 2 * kBlockK + j);
+    a20 = _mm256_fmadd_ps(pv, v0, a20);
+    a21 = _mm256_fmadd_ps(pv, v1, a21);
+    pv = _mm256_broadcast_ss(p + 3 * kBlockK + j);
+    a30 = _mm256_fmadd_ps(pv, v0, a30);
+    a31 = _mm256_fmadd_ps(pv, v1, a31);
+  }
+  _mm256_storeu_ps(o, a00);
+  _mm256_storeu_ps(o + 8, a01);
+  _mm256_storeu_ps(o + Ev, a10);
+  _mm256_storeu_ps(o + Ev + 8, a11);
+  _mm256_storeu_ps(o + 2 * Ev, a20);
+  _mm256_storeu_ps(o + 2 * Ev + 8, a21);
+  _mm256_storeu_ps(o + 3 * Ev, a30);
+  _mm256_storeu_ps(o + 3 * Ev + 8, a31);
+}
+#endif
+
 // s[i][j] = scale * dot(q_i, k_j) for rows i < rows (<= kBlockQ) and keys j < cols, from
 // q (rows x E, row stride E) and kt (E x S, k transposed, starting at the block's first key).
 template <typename T>
@@ -45,18 +145,7 @@ void scores(const T* q, const T* kt, std::int64_t S, std::int64_t E, std::int64_
   std::int64_t i = 0;
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t j = 0;
-    for (; j + kTileCols <= cols; j += kTileCols) {
-      T acc[kTileRows][kTileCols] = {};
-      for (std::int64_t e = 0; e < E; ++e) {
-        const T* kr = kt + e * S + j;
-        for (int r = 0; r < kTileRows; ++r) {
-          const T qv = q[(i + r) * E + e];
-          for (int c = 0; c < kTileCols; ++c) acc[r][c] += qv * kr[c];
-        }
-      }
-      for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < kTileCols; ++c) s[(i + r) * kBlockK + j + c] = acc[r][c] * scale;
-    }
+    for (; j + kTileCols <= cols; j += kTileCols) scores_tile(q + i * E, E, kt + j, S, scale, s + i * kBlockK + j);
     for (; j < cols; ++j)
       for (int r = 0; r < kTileRows; ++r) {
         T acc = 0;
@@ -82,20 +171,8 @@ void accumulate(const T* p, const T* v, std::int64_t Ev, std::int64_t rows, std:
   std::int64_t i = 0;
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t c0 = 0;
-    for (; c0 + kTileCols <= Ev; c0 += kTileCols) {
-      T acc[kTileRows][kTileCols];
-      for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[(i + r) * Ev + c0 + c];
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const T* vr = v + j * Ev + c0;
-        for (int r = 0; r < kTileRows; ++r) {
-          const T pv = p[(i + r) * kBlockK + j];
-          for (int c = 0; c < kTileCols; ++c) acc[r][c] += pv * vr[c];
-        }
-      }
-      for (int r = 0; r < kTileRows; ++r)
-        for (int c = 0; c < kTileCols; ++c) o[(i + r) * Ev + c0 + c] = acc[r][c];
-    }
+    for (; c0 + kTileCols <= Ev; c0 += kTileCols)
+      accumulate_tile(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
     for (int r = 0; r < kTileRows; ++r)
       for (std::int64_t j = 0; j < cols; ++j) {
         const T pv = p[(i + r) * kBlockK + j];
@@ -167,13 +244,7 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
         continue;
       }
       correction[i] = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
-      T sum = 0;
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const T p = nn::exp_vec(sr[j] - m_new);
-        sr[j] = p;
-        sum += p;
-      }
-      l[i] = l[i] * correction[i] + sum;
+      l[i] = l[i] * correction[i] + nn::sum_exp(sr, m_new, sr, cols);
       m[i] = m_new;
     }
     // Summed per block, then added: rounding errors grow with the block length, not with S.

@@ -6,7 +6,6 @@
 // kernel reduces are made contiguous first (a copy only when they are not); work is split over
 // independent rows with nn::parallel_for. All checks run before anything is written.
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -18,26 +17,15 @@
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/permute.h"
-#include "nn_dnnl.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
 
 namespace {
 
-using nn::exp_vec;
 using nn::parallel_for;
 
 constexpr int kLanes = 16;
-
-// MEASURE: which float32 kernels run (KAEL_NN_DNNL=1: oneDNN's). Temporary, for the benchmark.
-bool use_dnnl() {
-  static const bool v = [] {
-    const char* e = std::getenv("KAEL_NN_DNNL");
-    return e != nullptr && e[0] == '1';
-  }();
-  return v;
-}
 
 const char* torch_type_name(ScalarType t) {
   switch (t) {
@@ -84,41 +72,13 @@ void store(const Tensor& out, const Tensor& acc) {
 // NaN, as in PyTorch; a row of -inf gives NaN too (-inf - -inf).
 template <typename T>
 T row_max(const T* x, std::int64_t n) {
-  T lanes[kLanes];
-  for (int j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<T>::infinity();
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
-  T m = -std::numeric_limits<T>::infinity();
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (int j = 0; j < kLanes; ++j) m = lanes[j] > m ? lanes[j] : m;
-  return m;
+  return nn::max_of(x, n);
 }
 
 // sum(exp(x - m)); writes the exps to e when e is not null.
 template <typename T>
 T row_sum_exp(const T* x, T m, T* e, std::int64_t n) {
-  T lanes[kLanes] = {};
-  std::int64_t i = 0;
-  if (e != nullptr) {
-    for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) {
-        const T v = exp_vec(x[i + j] - m);
-        e[i + j] = v;
-        lanes[j] += v;
-      }
-  } else {
-    for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) lanes[j] += exp_vec(x[i + j] - m);
-  }
-  T s = 0;
-  for (; i < n; ++i) {
-    const T v = exp_vec(x[i] - m);
-    if (e != nullptr) e[i] = v;
-    s += v;
-  }
-  for (int j = 0; j < kLanes; ++j) s += lanes[j];
-  return s;
+  return nn::sum_exp(x, m, e, n);
 }
 
 template <typename T>
@@ -157,12 +117,12 @@ void softmax_strided(const T* x, T* y, std::int64_t outer, std::int64_t n, std::
       }
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t c = 0; c < w; ++c) m[c] = xb[j * inner + c] > m[c] ? xb[j * inner + c] : m[c];
-      for (std::int64_t j = 0; j < n; ++j)
-        for (std::int64_t c = 0; c < w; ++c) {
-          const T v = exp_vec(xb[j * inner + c] - m[c]);
-          if (!log) yb[j * inner + c] = v;
-          s[c] += v;
-        }
+      T e[kChunk];
+      for (std::int64_t j = 0; j < n; ++j) {
+        T* ej = log ? e : yb + j * inner;
+        nn::exp_diff(xb + j * inner, m, ej, w);
+        for (std::int64_t c = 0; c < w; ++c) s[c] += ej[c];
+      }
       if (log) {
         for (std::int64_t c = 0; c < w; ++c) s[c] = m[c] + std::log(s[c]);
         for (std::int64_t j = 0; j < n; ++j)
@@ -197,8 +157,6 @@ Tensor softmax_impl(const char* op, const Tensor& self, std::int64_t dim, std::o
   if (acc_dtype == ScalarType::Float64) {
     if (inner == 1) softmax_rows(x.data<double>(), y.data<double>(), outer, n, log);
     else softmax_strided(x.data<double>(), y.data<double>(), outer, n, inner, log);
-  } else if (use_dnnl()) {
-    nn::dnnl_softmax(x.data<float>(), y.data<float>(), outer, n, inner, log);
   } else {
     if (inner == 1) softmax_rows(x.data<float>(), y.data<float>(), outer, n, log);
     else softmax_strided(x.data<float>(), y.data<float>(), outer, n, inner, log);
@@ -294,13 +252,6 @@ Tensor layer_norm_impl(const char* op, const Tensor& self, IntArrayRef normalize
   section.unlock();
   visit_dtype(acc_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float>) {
-      if (use_dnnl()) {
-        nn::dnnl_layer_norm(x.data<T>(), y.data<T>(), w.defined() ? w.data<T>() : nullptr,
-                            b.defined() ? b.data<T>() : nullptr, rows, n, eps);
-        return;
-      }
-    }
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       standardize_rows<T>(x.data<T>(), y.data<T>(), w.defined() ? w.data<T>() : nullptr,
                           b.defined() ? b.data<T>() : nullptr, rows, n, eps);
