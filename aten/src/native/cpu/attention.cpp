@@ -9,7 +9,7 @@
 // sum l of exp(s - m) and the output accumulator o = sum exp(s - m) v, each rescaled by
 // exp(m_old - m_new) when the maximum grows; a block's part of o is summed on its own and then
 // added, so rounding errors grow with the block length rather than with S. The result is o / l. So the extra memory is
-// O(threads * kBlockQ * (kBlockK + 2 Ev)) plus one transposed copy of k, whatever L and S are;
+// O(threads * kBlockQ * (kBlockK + 2 Ev)) plus one copy of k packed in tiles, whatever L and S are;
 // with is_causal the key blocks entirely above the diagonal are skipped. A row whose every key
 // is masked out has l = 0 and gives 0, as in PyTorch (its "safe softmax"), and so does S = 0.
 // float16/bfloat16 compute in float32; float64 in double.
@@ -25,7 +25,6 @@
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/expand.h"
-#include "kael/ops/transpose.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -138,30 +137,24 @@ void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std
 #endif
 
 // s[i][j] = scale * dot(q_i, k_j) for rows i < rows (<= kBlockQ) and keys j < cols, from
-// q (rows x E, row stride E) and kt (E x S, k transposed, starting at the block's first key).
+// q (rows x E, row stride E) and kp, the block's keys packed in tiles of kTileCols keys: key j's
+// element e at kp[(j / kTileCols) * E * kTileCols + e * kTileCols + j % kTileCols], zero-padded
+// to whole tiles (so every tile is read with unit stride, and whole tiles may be computed).
 template <typename T>
-void scores(const T* q, const T* kt, std::int64_t S, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale,
-            T* s) {
+void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale, T* s) {
+  const std::int64_t tile = E * kTileCols;
   std::int64_t i = 0;
-  for (; i + kTileRows <= rows; i += kTileRows) {
-    std::int64_t j = 0;
-    for (; j + kTileCols <= cols; j += kTileCols) scores_tile(q + i * E, E, kt + j, S, scale, s + i * kBlockK + j);
-    for (; j < cols; ++j)
-      for (int r = 0; r < kTileRows; ++r) {
-        T acc = 0;
-        for (std::int64_t e = 0; e < E; ++e) acc += q[(i + r) * E + e] * kt[e * S + j];
-        s[(i + r) * kBlockK + j] = acc * scale;
-      }
-  }
+  for (; i + kTileRows <= rows; i += kTileRows)
+    for (std::int64_t j = 0; j < cols; j += kTileCols)
+      scores_tile(q + i * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
   for (; i < rows; ++i) {
     T* sr = s + i * kBlockK;
-    for (std::int64_t j = 0; j < cols; ++j) sr[j] = 0;
-    for (std::int64_t e = 0; e < E; ++e) {
-      const T qv = q[i * E + e];
-      const T* kr = kt + e * S;
-      for (std::int64_t j = 0; j < cols; ++j) sr[j] += qv * kr[j];
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const T* kj = kp + (j / kTileCols) * tile + j % kTileCols;
+      T acc = 0;
+      for (std::int64_t e = 0; e < E; ++e) acc += q[i * E + e] * kj[e * kTileCols];
+      sr[j] = acc * scale;
     }
-    for (std::int64_t j = 0; j < cols; ++j) sr[j] *= scale;
   }
 }
 
@@ -194,7 +187,7 @@ struct Mask {
 
 template <typename T>
 struct AttentionArgs {
-  const T *q, *kt, *v;
+  const T *q, *kp, *v;  // kp: the keys packed (see scores)
   T* out;
   std::int64_t L, S, E, Ev;
   T scale;
@@ -223,7 +216,7 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
   const std::int64_t key_end = a.causal ? std::min(a.S, i0 + rows) : a.S;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t cols = std::min(kBlockK, key_end - j0);
-    scores(q, a.kt + j0, a.S, a.E, rows, cols, a.scale, s);
+    scores(q, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
     for (std::int64_t i = 0; i < rows; ++i) {
       T* sr = s + i * kBlockK;
       if (mask.kind == Mask::Bool) {
@@ -235,8 +228,7 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
       }
       if (a.causal)
         for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
-      T mb = kNegInf;
-      for (std::int64_t j = 0; j < cols; ++j) mb = sr[j] > mb ? sr[j] : mb;
+      const T mb = nn::max_of(sr, cols);
       const T m_new = mb > m[i] ? mb : m[i];
       if (m_new == kNegInf) {  // every key so far masked: nothing to add
         for (std::int64_t j = 0; j < cols; ++j) sr[j] = 0;
@@ -345,7 +337,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
     return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
   };
   Tensor q = as_acc(query), v = as_acc(value);
-  Tensor kt = as_acc(kael::contiguous(kael::transpose(key, -1, -2)));  // (..., E, S)
+  Tensor k = as_acc(key);
   if (mask_t.defined()) {
     DimVector full = batch;
     full.push_back(L);
@@ -354,7 +346,13 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   }
   Tensor out = acc == query.dtype() ? result : alloc_cpu(out_shape, acc);
   const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
-  const std::vector<std::int64_t> k_off = batch_offsets(batch, kt.sizes(), kt.strides());
+  // The keys of each of k's own batches packed in tiles of kTileCols (see scores).
+  const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
+  const std::int64_t k_batches = k.numel() / (S * E);
+  const DimVector packed_shape{k_batches, ntiles * E * kTileCols};
+  Tensor kp = alloc_cpu(packed_shape, acc);
+  std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), k.strides());
+  for (std::int64_t& off : k_off) off = off / (S * E) * ntiles * E * kTileCols;
   const std::vector<std::int64_t> v_off = batch_offsets(batch, v.sizes(), v.strides());
   std::vector<std::int64_t> m_off;
   if (mask_t.defined()) {
@@ -366,10 +364,28 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   const double scale_value = scale ? *scale : E == 0 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(E));
   UnlockedSection section;
   q = section.own(q);
-  kt = section.own(kt);
+  k = section.own(k);
   v = section.own(v);
   if (mask_t.defined()) mask_t = section.own(mask_t);
   section.unlock();
+  visit_dtype(acc, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T* src = k.data<T>();
+      T* dst = kp.data<T>();
+      nn::parallel_for(k_batches * ntiles, E * kTileCols, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t t = begin; t < end; ++t) {
+          const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
+          T* d = dst + t * E * kTileCols;
+          for (std::int64_t c = 0; c < kTileCols; ++c) {
+            const std::int64_t j = j0 + c;
+            const T* kr = src + (b * S + j) * E;
+            for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? kr[e] : T(0);
+          }
+        }
+      });
+    }
+  });
   const std::int64_t batches = static_cast<std::int64_t>(q_off.size());
   const std::int64_t qblocks = (L + kBlockQ - 1) / kBlockQ;
   visit_dtype(acc, [&](auto tag) {
@@ -379,7 +395,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
         std::vector<T> buf;
         for (std::int64_t task = begin; task < end; ++task) {
           const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
-          AttentionArgs<T> a{q.data<T>() + q_off[b], kt.data<T>() + k_off[b], v.data<T>() + v_off[b],
+          AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
                              out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal};
           Mask mb = mask;
           if (mask_t.defined())
