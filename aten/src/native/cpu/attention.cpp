@@ -348,11 +348,16 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
   // The keys of each of k's own batches packed in tiles of kTileCols (see scores).
   const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
-  const std::int64_t k_batches = k.numel() / (S * E);
+  std::int64_t k_batches = 1;
+  for (std::int64_t d : batch_of(k)) k_batches *= d;
   const DimVector packed_shape{k_batches, ntiles * E * kTileCols};
   Tensor kp = alloc_cpu(packed_shape, acc);
-  std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), k.strides());
-  for (std::int64_t& off : k_off) off = off / (S * E) * ntiles * E * kTileCols;
+  // k's own batch index for each broadcast batch (strides counting batches), then its offset
+  DimVector k_index_shape(batch_of(k));
+  k_index_shape.push_back(1);
+  k_index_shape.push_back(1);
+  std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), contiguous_strides(k_index_shape));
+  for (std::int64_t& off : k_off) off *= ntiles * E * kTileCols;
   const std::vector<std::int64_t> v_off = batch_offsets(batch, v.sizes(), v.strides());
   std::vector<std::int64_t> m_off;
   if (mask_t.defined()) {
