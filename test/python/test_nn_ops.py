@@ -370,6 +370,9 @@ def test_cross_entropy_losses(dtype, xshape, tshape):
                 ref = TF.cross_entropy(tx.float() if dtype in HALF_NAMES else tx, tt, reduction=red,
                                        label_smoothing=smoothing).to(tx.dtype)
                 check(KF.cross_entropy(kx, kt, reduction=red, label_smoothing=smoothing), ref)
+        # label_smoothing not above 0 (NaN included) is no smoothing; above 1 raises (torch's checks)
+        for ls in (-3.0, float("nan"), -float("inf")):
+            check(kael.cross_entropy_losses(kx, kt, label_smoothing=ls), ce_torch(tx, tt, label_smoothing=ls))
         # ignore_index of a real class (-100 is then out of range)
         tt = tt.clamp(min=0)
         check(kael.cross_entropy_losses(kx, to_kael(tt), ignore_index=1), ce_torch(tx, tt, ignore_index=1))
@@ -400,6 +403,14 @@ def test_cross_entropy_large_vocabulary():
     check(kael.cross_entropy_losses(to_kael(tx), to_kael(tt)), ce_exact(tx, tt))
     check(kael.cross_entropy_losses(to_kael(tx), to_kael(tt), label_smoothing=0.1),
           ce_exact(tx, tt, label_smoothing=0.1))
+
+
+def test_cross_entropy_no_classes():
+    for x, t in [(torch.ones(3, 0), torch.full((3,), -100)), (torch.ones(3, 0), torch.ones(3, 0)),
+                 (torch.ones(0), torch.ones(0))]:
+        check(kael.cross_entropy_losses(to_kael(x), to_kael(t)), ce_torch(x, t))
+        check(kael.cross_entropy_losses(to_kael(x), to_kael(t), label_smoothing=0.5),
+              ce_torch(x, t, label_smoothing=0.5))
 
 
 def test_cross_entropy_special_values():

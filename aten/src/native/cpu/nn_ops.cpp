@@ -300,8 +300,9 @@ CrossEntropyGeometry cross_entropy_setup(const char* op, const Tensor& self, con
   check_cpu(op, target);
   KAEL_CHECK(self.dim() >= 1, op << ": Expected input to have at least 1 dimension (the classes), got 0");
   check_floating(op, self);
-  KAEL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-             op << ": label_smoothing must be between 0.0 and 1.0. Got: " << label_smoothing);
+  // As PyTorch: only a value above 1 is refused; one that is not above 0 (NaN included) means no
+  // smoothing.
+  KAEL_CHECK(!(label_smoothing > 1.0), op << ": label_smoothing must be between 0.0 and 1.0. Got: " << label_smoothing);
   CrossEntropyGeometry g;
   const std::int64_t cdim = self.dim() == 1 ? 0 : 1;
   g.classes = self.sizes()[cdim];
@@ -343,6 +344,7 @@ template <typename T>
 void cross_entropy_forward(const CrossEntropyGeometry& g, T* out, std::int64_t ignore_index, double smoothing) {
   const std::int64_t C = g.classes;
   const T* x = g.logits.data<T>();
+  if (!(smoothing > 0)) smoothing = 0;
   const T eps = static_cast<T>(smoothing);
   parallel_for(g.rows, 3 * C, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
@@ -371,15 +373,16 @@ void cross_entropy_forward(const CrossEntropyGeometry& g, T* out, std::int64_t i
         const T* tr = g.target.data<T>() + r * C;
         const T m = row_max(xr, C);
         const T lse = m + std::log(row_sum_exp<T>(xr, m, nullptr, C));
-        // -sum_c t'_c (x_c - lse), t' = t (1 - eps) + eps / C
-        T st = 0, stx = 0, sx = 0;
-        for (std::int64_t i = 0; i < C; ++i) {
-          st += tr[i];
-          stx += tr[i] * xr[i];
-          sx += xr[i];
+        // -sum_c t'_c (x_c - lse), t' = t (1 - eps) + eps / C, term by term as PyTorch computes
+        // it (so infinities and NaNs come out the same)
+        T acc = 0;
+        if (smoothing > 0) {
+          const T uniform = eps / static_cast<T>(C);
+          for (std::int64_t i = 0; i < C; ++i) acc += (xr[i] - lse) * (tr[i] * (T(1) - eps) + uniform);
+        } else {
+          for (std::int64_t i = 0; i < C; ++i) acc += (xr[i] - lse) * tr[i];
         }
-        const T main = st * lse - stx;
-        out[r] = smoothing > 0 ? (T(1) - eps) * main + eps * (lse - sx / static_cast<T>(C)) : main;
+        out[r] = -acc;
       }
     }
   });
@@ -390,6 +393,7 @@ void cross_entropy_backward(const CrossEntropyGeometry& g, const T* grad, T* gx,
                             double smoothing) {
   const std::int64_t C = g.classes;
   const T* x = g.logits.data<T>();
+  if (!(smoothing > 0)) smoothing = 0;
   const T eps = static_cast<T>(smoothing);
   const T uniform = eps / static_cast<T>(C);
   parallel_for(g.rows, 3 * C, [&](std::int64_t begin, std::int64_t end) {
@@ -528,8 +532,12 @@ Tensor cross_entropy_losses_cpu(const Tensor& self, const Tensor& target, std::i
   const ScalarType acc_dtype = compute_dtype(self.dtype());
   Tensor out = acc_dtype == self.dtype() ? result : alloc_cpu(g.out_shape, acc_dtype);
   if (g.classes == 0) {
-    // PyTorch: a row of no classes has log-sum-exp -inf, and its loss is NaN.
-    fill_cpu(out, Scalar(std::numeric_limits<double>::quiet_NaN()));
+    // No classes, as in PyTorch: every index target is ignore_index (checked above), a loss of
+    // 0, or NaN with label smoothing (its mean over no classes); a probability target's loss
+    // is minus an empty sum, -0.0.
+    fill_cpu(out, Scalar(g.probabilities            ? -0.0
+                         : label_smoothing > 0.0 ? std::numeric_limits<double>::quiet_NaN()
+                                                 : 0.0));
   } else {
     UnlockedSection section;
     g.logits = section.own(g.logits);
