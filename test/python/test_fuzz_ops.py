@@ -136,9 +136,6 @@ def strategy_for(param, f):
         return st.one_of(int_lists(), *none)
     if base == "bool":
         return bools()
-    if base == "float":
-        return st.one_of(flt, lit, junk, np_int, hostile_objects(), *none,
-                         st.builds(lambda v: ("np", "float64", v), st.sampled_from(SPECIAL_FLOATS)))
     if base == "ScalarType":
         return dtypes(optional)
     if base == "Device":
@@ -345,16 +342,6 @@ def _normaliser(param, f):
     if base == "float":
         return norm_float
     return lambda o: o
-
-
-def norm_float(o):
-    # kael's float parameter: a Python float (NumPy's float64 is one) or an integer with
-    # __index__ (not a bool, not a tensor), as csrc/arg_parsing.cpp's conv_float
-    if isinstance(o, float):
-        return o
-    if _index_like(o):
-        return float(operator.index(o))
-    raise KaelRule("a float parameter takes a float or an integer")
 
 
 # The ops whose size list may be spread over the arguments, in torch and in kael
