@@ -159,6 +159,47 @@ def torch_name(f):
     return f.name
 
 
+# ---- neural-network ops
+# Ops with no torch.<name>: the torch function that computes the same thing.
+def _ce_losses_backward(grad, input, target, ignore_index=-100, label_smoothing=0.0):
+    if not isinstance(input, torch.Tensor):
+        raise TypeError("input is not a tensor")
+    x = input.detach().requires_grad_()
+    losses = torch.nn.functional.cross_entropy(x, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                               reduction="none")
+    losses.backward(grad)
+    return x.grad
+
+
+TORCH_EQUIVALENT = {
+    "linear": torch.nn.functional.linear,
+    "scaled_dot_product_attention": torch.nn.functional.scaled_dot_product_attention,
+    "standardize": lambda input, normalized_shape, eps=1e-5: torch.nn.functional.layer_norm(input, normalized_shape,
+                                                                                             eps=eps),
+    "cross_entropy_losses": lambda input, target, ignore_index=-100, label_smoothing=0.0: (
+        torch.nn.functional.cross_entropy(input, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                          reduction="none")),
+    "cross_entropy_losses_backward": _ce_losses_backward,
+    "embedding_backward": lambda grad, indices, num_weights, padding_idx=-1: torch.ops.aten.embedding_backward(
+        grad, indices, num_weights, padding_idx, False, False),
+}
+# Ops that compute float16/bfloat16 in float32 and round once, where torch's kernels round
+# intermediate results (docs/decisions.md, "Neural-network ops"): the oracle is torch's float32
+# result, rounded, when every floating tensor argument has the same half dtype.
+HALF_IN_FLOAT32 = {"softmax", "log_softmax", "standardize", "layer_norm", "cross_entropy_losses",
+                   "cross_entropy_losses_backward", "scaled_dot_product_attention", "addmm", "baddbmm", "linear"}
+
+
+def half_in_float32(pos, kw, state):
+    tensors = [a for a in list(pos) + list(kw.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    kinds = {a.dtype for a in tensors}
+    if len(kinds) != 1 or kinds.pop() not in (torch.float16, torch.bfloat16):
+        return pos, kw
+    state["half"] = tensors[0].dtype
+    up = lambda a: a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a  # noqa: E731
+    return [up(a) for a in pos], {k: up(v) for k, v in kw.items()}
+
+
 # ---------------------------------------------------------------- kael's argument rules, for torch
 #
 # kael's parser (csrc/arg_parsing.cpp) follows Python's protocols where torch's is stricter,
@@ -321,6 +362,8 @@ def make_call(f, variant, positional, keywords, splat):
         r = call_(lib, *args)
         if state.get("f32") and isinstance(r, torch.Tensor) and r.dtype == torch.float64:
             r = r.to(torch.float32)
+        if state.get("half") and isinstance(r, torch.Tensor) and r.dtype == torch.float32:
+            r = r.to(state["half"])
         return r
 
     def call_(lib, *args):
@@ -349,6 +392,8 @@ def make_call(f, variant, positional, keywords, splat):
                 pos = pos[:1]
             if f.name in ("sum", "mean"):
                 float32_sum_in_float64(pos, kw, state)
+            if f.name in HALF_IN_FLOAT32:
+                pos, kw = half_in_float32(pos, kw, state)
         if (splat and f.name in VARARGS and pos and type(pos[-1]) in (list, tuple) and pos[-1]
                 and len(positional) == (2 if variant != "function" else 1)):
             pos = pos[:-1] + list(pos[-1])  # kael.zeros(2, 3), x.view(2, 3)
@@ -367,6 +412,8 @@ def make_call(f, variant, positional, keywords, splat):
         if variant == "out":
             return getattr(lib, name)(*pos, out=out, **kw)
         if variant == "function":
+            if lib is torch and name in TORCH_EQUIVALENT:
+                return TORCH_EQUIVALENT[name](*pos, **kw)
             return getattr(lib, name)(*pos, **kw)
         self = pos[0]
         if not isinstance(self, (torch.Tensor, kael.Tensor)):

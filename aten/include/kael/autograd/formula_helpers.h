@@ -16,6 +16,17 @@ Tensor maybe_multiply(const Tensor& grad, const Scalar& alpha);
 Tensor sum_to_size(const Tensor& grad, IntArrayRef sizes);
 Tensor sum_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim);
 Tensor mean_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim);
+// neural-network ops (nn_formula_helpers.cpp)
+Tensor softmax_backward(const Tensor& grad, const Tensor& result, std::int64_t dim, ScalarType dtype);
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& result, std::int64_t dim, ScalarType dtype);
+Tensor standardize_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef normalized_shape,
+                            double eps);
+Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape,
+                                 const std::optional<Tensor>& weight, double eps);
+Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps);
+Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
+Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
+                     const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -41,6 +52,48 @@ inline Var sum_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArr
 // The gradient of mean: sum_backward divided by the number of elements each output averaged.
 inline Var mean_backward(const Var& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
   return detail::mean_backward(grad, sizes, dim, keepdim);
+}
+
+// ---- neural-network ops
+
+// The gradients of softmax and log_softmax from their result, in the input's dtype.
+inline Var softmax_backward(const Var& grad, const Var& result, std::int64_t dim, ScalarType dtype) {
+  return detail::softmax_backward(grad, result, dim, dtype);
+}
+inline Var log_softmax_backward(const Var& grad, const Var& result, std::int64_t dim, ScalarType dtype) {
+  return detail::log_softmax_backward(grad, result, dim, dtype);
+}
+// The gradient of standardize: rstd * (g - mean(g) - y * mean(g * y)) over the normalised dims.
+inline Var standardize_backward(const Var& grad, const Var& self, const Var& result, IntArrayRef normalized_shape,
+                                double eps) {
+  return detail::standardize_backward(grad, self, result, normalized_shape, eps);
+}
+inline std::optional<Tensor> as_tensor(const std::optional<Var>& v) {
+  return v ? std::optional<Tensor>(*v) : std::nullopt;
+}
+inline Var layer_norm_backward_input(const Var& grad, const Var& self, IntArrayRef normalized_shape,
+                                     const std::optional<Var>& weight, double eps) {
+  return detail::layer_norm_backward_input(grad, self, normalized_shape, as_tensor(weight), eps);
+}
+inline Var layer_norm_backward_weight(const Var& grad, const Var& self, IntArrayRef normalized_shape, double eps) {
+  return detail::layer_norm_backward_weight(grad, self, normalized_shape, eps);
+}
+inline Var layer_norm_backward_bias(const Var& grad, IntArrayRef normalized_shape) {
+  return detail::layer_norm_backward_bias(grad, normalized_shape);
+}
+// The gradients of scaled_dot_product_attention, recomputing the attention weights with the
+// unfused ops (so the backward pass stores the (L, S) matrix that the forward kernel avoids).
+inline Var sdpa_backward_query(const Var& grad, const Var& query, const Var& key, const Var& value,
+                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
+  return detail::sdpa_backward(0, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+}
+inline Var sdpa_backward_key(const Var& grad, const Var& query, const Var& key, const Var& value,
+                             const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
+  return detail::sdpa_backward(1, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+}
+inline Var sdpa_backward_value(const Var& grad, const Var& query, const Var& key, const Var& value,
+                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
+  return detail::sdpa_backward(2, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
 }
 
 }  // namespace kael::autograd

@@ -1,0 +1,417 @@
+// scaled_dot_product_attention on the CPU, fused: softmax(q k^T * scale + mask) v without
+// storing the (L, S) attention matrix.
+//
+// Note [Blocked attention]
+// Queries are processed in blocks of kBlockQ rows, one task per (batch, query block), tasks
+// split among the threads. For each block of kBlockK keys the task computes the block's scores
+// (kBlockQ x kBlockK, in a buffer of the task's own), applies the mask, and folds them into
+// running per-row state with the online softmax of flash attention: the row maximum m, the
+// sum l of exp(s - m) and the output accumulator o = sum exp(s - m) v, each rescaled by
+// exp(m_old - m_new) when the maximum grows; a block's part of o is summed on its own and then
+// added, so rounding errors grow with the block length rather than with S. The result is o / l. So the extra memory is
+// O(threads * kBlockQ * (kBlockK + 2 Ev)) plus one copy of k packed in tiles, whatever L and S are;
+// with is_causal the key blocks entirely above the diagonal are skipped. A row whose every key
+// is masked out has l = 0 and gives 0, as in PyTorch (its "safe softmax"), and so does S = 0.
+// float16/bfloat16 compute in float32; float64 in double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "kael/core/concurrency.h"
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/expand.h"
+#include "nn_kernels.h"
+
+namespace kael::native {
+
+namespace {
+
+constexpr std::int64_t kBlockQ = 32;
+constexpr std::int64_t kBlockK = 128;
+constexpr int kTileRows = 4;
+constexpr int kTileCols = 16;
+
+// One kTileRows x kTileCols tile of scores: s[r][c] = scale * sum_e q[r][e] kt[e][c] (q with row
+// stride E, kt with row stride S, s with row stride kBlockK).
+template <typename T>
+void scores_tile(const T* q, std::int64_t E, const T* kt, std::int64_t S, T scale, T* s) {
+  T acc[kTileRows][kTileCols] = {};
+  for (std::int64_t e = 0; e < E; ++e) {
+    const T* kr = kt + e * S;
+    for (int r = 0; r < kTileRows; ++r) {
+      const T qv = q[r * E + e];
+      for (int c = 0; c < kTileCols; ++c) acc[r][c] += qv * kr[c];
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) s[r * kBlockK + c] = acc[r][c] * scale;
+}
+
+// One tile of o += p v: o[r][c] += sum_j p[r][j] v[j][c] for j < cols (p with row stride
+// kBlockK, v and o with row stride Ev).
+template <typename T>
+void accumulate_tile(const T* p, const T* v, std::int64_t Ev, std::int64_t cols, T* o) {
+  T acc[kTileRows][kTileCols];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[r * Ev + c];
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const T* vr = v + j * Ev;
+    for (int r = 0; r < kTileRows; ++r) {
+      const T pv = p[r * kBlockK + j];
+      for (int c = 0; c < kTileCols; ++c) acc[r][c] += pv * vr[c];
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int c = 0; c < kTileCols; ++c) o[r * Ev + c] = acc[r][c];
+}
+
+#ifdef KAEL_NN_AVX2
+// The float tiles with explicit fused multiply-adds in 8 accumulator registers (the compiler
+// does not keep the generic tiles in registers).
+static_assert(kTileRows == 4 && kTileCols == 16);
+
+template <>
+void scores_tile<float>(const float* q, std::int64_t E, const float* kt, std::int64_t S, float scale, float* s) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  for (std::int64_t e = 0; e < E; ++e) {
+    const __m256 k0 = _mm256_loadu_ps(kt + e * S), k1 = _mm256_loadu_ps(kt + e * S + 8);
+    __m256 qv = _mm256_broadcast_ss(q + e);
+    a00 = _mm256_fmadd_ps(qv, k0, a00);
+    a01 = _mm256_fmadd_ps(qv, k1, a01);
+    qv = _mm256_broadcast_ss(q + E + e);
+    a10 = _mm256_fmadd_ps(qv, k0, a10);
+    a11 = _mm256_fmadd_ps(qv, k1, a11);
+    qv = _mm256_broadcast_ss(q + 2 * E + e);
+    a20 = _mm256_fmadd_ps(qv, k0, a20);
+    a21 = _mm256_fmadd_ps(qv, k1, a21);
+    qv = _mm256_broadcast_ss(q + 3 * E + e);
+    a30 = _mm256_fmadd_ps(qv, k0, a30);
+    a31 = _mm256_fmadd_ps(qv, k1, a31);
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  _mm256_storeu_ps(s, _mm256_mul_ps(a00, sc));
+  _mm256_storeu_ps(s + 8, _mm256_mul_ps(a01, sc));
+  _mm256_storeu_ps(s + kBlockK, _mm256_mul_ps(a10, sc));
+  _mm256_storeu_ps(s + kBlockK + 8, _mm256_mul_ps(a11, sc));
+  _mm256_storeu_ps(s + 2 * kBlockK, _mm256_mul_ps(a20, sc));
+  _mm256_storeu_ps(s + 2 * kBlockK + 8, _mm256_mul_ps(a21, sc));
+  _mm256_storeu_ps(s + 3 * kBlockK, _mm256_mul_ps(a30, sc));
+  _mm256_storeu_ps(s + 3 * kBlockK + 8, _mm256_mul_ps(a31, sc));
+}
+
+template <>
+void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
+  __m256 a00 = _mm256_loadu_ps(o), a01 = _mm256_loadu_ps(o + 8);
+  __m256 a10 = _mm256_loadu_ps(o + Ev), a11 = _mm256_loadu_ps(o + Ev + 8);
+  __m256 a20 = _mm256_loadu_ps(o + 2 * Ev), a21 = _mm256_loadu_ps(o + 2 * Ev + 8);
+  __m256 a30 = _mm256_loadu_ps(o + 3 * Ev), a31 = _mm256_loadu_ps(o + 3 * Ev + 8);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const __m256 v0 = _mm256_loadu_ps(v + j * Ev), v1 = _mm256_loadu_ps(v + j * Ev + 8);
+    __m256 pv = _mm256_broadcast_ss(p + j);
+    a00 = _mm256_fmadd_ps(pv, v0, a00);
+    a01 = _mm256_fmadd_ps(pv, v1, a01);
+    pv = _mm256_broadcast_ss(p + kBlockK + j);
+    a10 = _mm256_fmadd_ps(pv, v0, a10);
+    a11 = _mm256_fmadd_ps(pv, v1, a11);
+    pv = _mm256_broadcast_ss(p + 2 * kBlockK + j);
+    a20 = _mm256_fmadd_ps(pv, v0, a20);
+    a21 = _mm256_fmadd_ps(pv, v1, a21);
+    pv = _mm256_broadcast_ss(p + 3 * kBlockK + j);
+    a30 = _mm256_fmadd_ps(pv, v0, a30);
+    a31 = _mm256_fmadd_ps(pv, v1, a31);
+  }
+  _mm256_storeu_ps(o, a00);
+  _mm256_storeu_ps(o + 8, a01);
+  _mm256_storeu_ps(o + Ev, a10);
+  _mm256_storeu_ps(o + Ev + 8, a11);
+  _mm256_storeu_ps(o + 2 * Ev, a20);
+  _mm256_storeu_ps(o + 2 * Ev + 8, a21);
+  _mm256_storeu_ps(o + 3 * Ev, a30);
+  _mm256_storeu_ps(o + 3 * Ev + 8, a31);
+}
+#endif
+
+// s[i][j] = scale * dot(q_i, k_j) for rows i < rows (<= kBlockQ) and keys j < cols, from
+// q (rows x E, row stride E) and kp, the block's keys packed in tiles of kTileCols keys: key j's
+// element e at kp[(j / kTileCols) * E * kTileCols + e * kTileCols + j % kTileCols], zero-padded
+// to whole tiles (so every tile is read with unit stride, and whole tiles may be computed).
+template <typename T>
+void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale, T* s) {
+  const std::int64_t tile = E * kTileCols;
+  std::int64_t i = 0;
+  for (; i + kTileRows <= rows; i += kTileRows)
+    for (std::int64_t j = 0; j < cols; j += kTileCols)
+      scores_tile(q + i * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
+  for (; i < rows; ++i) {
+    T* sr = s + i * kBlockK;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const T* kj = kp + (j / kTileCols) * tile + j % kTileCols;
+      T acc = 0;
+      for (std::int64_t e = 0; e < E; ++e) acc += q[i * E + e] * kj[e * kTileCols];
+      sr[j] = acc * scale;
+    }
+  }
+}
+
+// o[i] += sum_j p[i][j] v[j] for rows i < rows, keys j < cols; o has row stride Ev.
+template <typename T>
+void accumulate(const T* p, const T* v, std::int64_t Ev, std::int64_t rows, std::int64_t cols, T* o) {
+  std::int64_t i = 0;
+  for (; i + kTileRows <= rows; i += kTileRows) {
+    std::int64_t c0 = 0;
+    for (; c0 + kTileCols <= Ev; c0 += kTileCols)
+      accumulate_tile(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+    for (int r = 0; r < kTileRows; ++r)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const T pv = p[(i + r) * kBlockK + j];
+        for (std::int64_t c = c0; c < Ev; ++c) o[(i + r) * Ev + c] += pv * v[j * Ev + c];
+      }
+  }
+  for (; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const T pv = p[i * kBlockK + j];
+      for (std::int64_t c = 0; c < Ev; ++c) o[i * Ev + c] += pv * v[j * Ev + c];
+    }
+}
+
+struct Mask {
+  enum Kind { None, Bool, Float } kind = None;
+  const char* data = nullptr;  // at the batch's (0, 0)
+  std::int64_t row_stride = 0, col_stride = 0;  // in elements
+};
+
+template <typename T>
+struct AttentionArgs {
+  const T *q, *kp, *v;  // kp: the keys packed (see scores)
+  T* out;
+  std::int64_t L, S, E, Ev;
+  T scale;
+  bool causal;
+};
+
+// One (batch, query block) task; see Note [Blocked attention].
+template <typename T>
+void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, std::vector<T>& buf) {
+  const std::int64_t rows = std::min(kBlockQ, a.L - i0);
+  buf.resize(kBlockQ * kBlockK + 2 * kBlockQ * a.Ev + 3 * kBlockQ);
+  T* s = buf.data();
+  T* o = s + kBlockQ * kBlockK;
+  T* ob = o + kBlockQ * a.Ev;  // this key block's part of o, added to o after the block
+  T* m = ob + kBlockQ * a.Ev;
+  T* l = m + kBlockQ;
+  T* correction = l + kBlockQ;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    m[i] = kNegInf;
+    l[i] = 0;
+  }
+  std::fill(o, o + rows * a.Ev, T(0));
+  const T* q = a.q + i0 * a.E;
+  // With is_causal, query i sees keys j <= i: the blocks starting after the last row's i end.
+  const std::int64_t key_end = a.causal ? std::min(a.S, i0 + rows) : a.S;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+    const std::int64_t cols = std::min(kBlockK, key_end - j0);
+    scores(q, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      T* sr = s + i * kBlockK;
+      if (mask.kind == Mask::Bool) {
+        const bool* mr = reinterpret_cast<const bool*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
+        for (std::int64_t j = 0; j < cols; ++j) sr[j] = mr[j * mask.col_stride] ? sr[j] : kNegInf;
+      } else if (mask.kind == Mask::Float) {
+        const T* mr = reinterpret_cast<const T*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
+        for (std::int64_t j = 0; j < cols; ++j) sr[j] += mr[j * mask.col_stride];
+      }
+      if (a.causal)
+        for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
+      const T mb = nn::max_of(sr, cols);
+      const T m_new = mb > m[i] ? mb : m[i];
+      if (m_new == kNegInf) {  // every key so far masked: nothing to add
+        for (std::int64_t j = 0; j < cols; ++j) sr[j] = 0;
+        correction[i] = 1;
+        continue;
+      }
+      correction[i] = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
+      l[i] = l[i] * correction[i] + nn::sum_exp(sr, m_new, sr, cols);
+      m[i] = m_new;
+    }
+    // Summed per block, then added: rounding errors grow with the block length, not with S.
+    std::fill(ob, ob + rows * a.Ev, T(0));
+    accumulate(s, a.v + j0 * a.Ev, a.Ev, rows, cols, ob);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t c = 0; c < a.Ev; ++c) o[i * a.Ev + c] = o[i * a.Ev + c] * correction[i] + ob[i * a.Ev + c];
+  }
+  T* out = a.out + i0 * a.Ev;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    // l == 0: every key masked; the row is 0, as in PyTorch.
+    const T inv = l[i] == T(0) ? T(0) : T(1) / l[i];
+    for (std::int64_t c = 0; c < a.Ev; ++c) out[i * a.Ev + c] = o[i * a.Ev + c] * inv;
+  }
+}
+
+// Element offsets of each of the `batches` broadcast batch indices into a tensor with batch
+// strides `strides` (0 where it is broadcast), over the broadcast batch shape `batch`.
+std::vector<std::int64_t> batch_offsets(IntArrayRef batch, IntArrayRef sizes, IntArrayRef strides) {
+  std::int64_t batches = 1;
+  for (std::int64_t s : batch) batches *= s;
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(batches), 0);
+  const auto nd = static_cast<std::int64_t>(batch.size());
+  const std::int64_t lead = nd - static_cast<std::int64_t>(sizes.size()) + 2;  // dims sizes lacks
+  for (std::int64_t b = 0; b < batches; ++b) {
+    std::int64_t rem = b, off = 0;
+    for (std::int64_t d = nd - 1; d >= 0; --d) {
+      const std::int64_t idx = rem % batch[d];
+      rem /= batch[d];
+      const std::int64_t sd = d - lead;
+      if (sd >= 0 && sizes[sd] != 1) off += idx * strides[sd];
+    }
+    offsets[static_cast<std::size_t>(b)] = off;
+  }
+  return offsets;
+}
+
+IntArrayRef batch_of(const Tensor& t) { return t.sizes().subspan(0, t.dim() - 2); }
+
+}  // namespace
+
+Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, const Tensor& value,
+                                        const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                        std::optional<double> scale) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  for (const Tensor* t : {&query, &key, &value}) check_same_device(op, kCPU, t->device());
+  KAEL_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2,
+             op << ": expected query, key and value of at least 2 dims, got " << query.dim() << ", " << key.dim()
+                << " and " << value.dim());
+  KAEL_CHECK(query.dtype() == key.dtype() && query.dtype() == value.dtype(),
+             op << ": Expected query, key, and value to have the same dtype, but got query.dtype: " << query.dtype()
+                << " key.dtype: " << key.dtype() << " and value.dtype: " << value.dtype() << " instead.");
+  KAEL_CHECK(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
+  const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
+  const std::int64_t S = key.sizes()[key.dim() - 2], Ek = key.sizes()[key.dim() - 1];
+  const std::int64_t Sv = value.sizes()[value.dim() - 2], Ev = value.sizes()[value.dim() - 1];
+  KAEL_CHECK(Ek == E, op << ": query and key must have the same last dim (embedding size), got " << E << " and " << Ek);
+  KAEL_CHECK(Sv == S, op << ": key and value must have the same number of positions (dim -2), got " << S << " and "
+                         << Sv);
+  KAEL_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, op << ": dropout probability has to be between 0 and 1, but got "
+                                                      << dropout_p);
+  KAEL_CHECK(dropout_p == 0.0, op << ": dropout_p > 0 is not supported yet (got " << dropout_p
+                                  << "); apply dropout to the attention weights with the unfused ops");
+  KAEL_CHECK(!(is_causal && attn_mask.has_value()),
+             op << ": Explicit attn_mask should not be set when is_causal=True");
+  DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
+  batch = broadcast_shapes(op, batch, batch_of(value));
+  Mask mask;
+  Tensor mask_t;
+  if (attn_mask) {
+    const Tensor& am = *attn_mask;
+    check_same_device(op, kCPU, am.device());
+    KAEL_CHECK(am.dtype() == ScalarType::Bool || am.dtype() == query.dtype(),
+               op << ": Expected attn_mask dtype to be bool or float or to match query dtype, got " << am.dtype()
+                  << " for a query of " << query.dtype());
+    DimVector full = batch;
+    full.push_back(L);
+    full.push_back(S);
+    const DimVector shape = broadcast_shapes(op, am.sizes(), full);
+    KAEL_CHECK_VALUE(std::equal(shape.begin(), shape.end(), full.begin(), full.end()),
+                     op << ": attn_mask of shape " << shape_str(am.sizes()) << " does not broadcast to the attention "
+                        << "shape " << shape_str(full));
+    mask.kind = am.dtype() == ScalarType::Bool ? Mask::Bool : Mask::Float;
+    mask_t = am;
+  }
+  if (scale) KAEL_CHECK(std::isfinite(*scale), op << ": scale must be finite, got " << *scale);
+  DimVector out_shape = batch;
+  out_shape.push_back(L);
+  out_shape.push_back(Ev);
+  Tensor result = alloc_cpu(out_shape, query.dtype());
+  if (result.numel() == 0) return result;
+  if (S == 0) {  // no keys: 0, as in PyTorch
+    fill_cpu(result, Scalar(0.0));
+    return result;
+  }
+  const ScalarType acc = is_reduced_floating(query.dtype()) ? ScalarType::Float32 : query.dtype();
+  auto as_acc = [&](const Tensor& t) {
+    return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
+  };
+  Tensor q = as_acc(query), v = as_acc(value);
+  Tensor k = as_acc(key);
+  if (mask_t.defined()) {
+    DimVector full = batch;
+    full.push_back(L);
+    full.push_back(S);
+    mask_t = kael::expand(mask.kind == Mask::Float ? as_acc(mask_t) : mask_t, full);
+  }
+  Tensor out = acc == query.dtype() ? result : alloc_cpu(out_shape, acc);
+  const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
+  // The keys of each of k's own batches packed in tiles of kTileCols (see scores).
+  const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
+  std::int64_t k_batches = 1;
+  for (std::int64_t d : batch_of(k)) k_batches *= d;
+  const DimVector packed_shape{k_batches, ntiles * E * kTileCols};
+  Tensor kp = alloc_cpu(packed_shape, acc);
+  // k's own batch index for each broadcast batch (strides counting batches), then its offset
+  DimVector k_index_shape(batch_of(k));
+  k_index_shape.push_back(1);
+  k_index_shape.push_back(1);
+  std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), contiguous_strides(k_index_shape));
+  for (std::int64_t& off : k_off) off *= ntiles * E * kTileCols;
+  const std::vector<std::int64_t> v_off = batch_offsets(batch, v.sizes(), v.strides());
+  std::vector<std::int64_t> m_off;
+  if (mask_t.defined()) {
+    m_off = batch_offsets(batch, mask_t.sizes(), mask_t.strides());
+    mask.row_stride = mask_t.strides()[mask_t.dim() - 2];
+    mask.col_stride = mask_t.strides()[mask_t.dim() - 1];
+  }
+  // With E = 0 every score is 0 (PyTorch then averages value), whatever the scale.
+  const double scale_value = scale ? *scale : E == 0 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(E));
+  UnlockedSection section;
+  q = section.own(q);
+  k = section.own(k);
+  v = section.own(v);
+  if (mask_t.defined()) mask_t = section.own(mask_t);
+  section.unlock();
+  visit_dtype(acc, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T* src = k.data<T>();
+      T* dst = kp.data<T>();
+      nn::parallel_for(k_batches * ntiles, E * kTileCols, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t t = begin; t < end; ++t) {
+          const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
+          T* d = dst + t * E * kTileCols;
+          for (std::int64_t c = 0; c < kTileCols; ++c) {
+            const std::int64_t j = j0 + c;
+            const T* kr = src + (b * S + j) * E;
+            for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? kr[e] : T(0);
+          }
+        }
+      });
+    }
+  });
+  const std::int64_t batches = static_cast<std::int64_t>(q_off.size());
+  const std::int64_t qblocks = (L + kBlockQ - 1) / kBlockQ;
+  visit_dtype(acc, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      nn::parallel_for(batches * qblocks, kBlockQ * S * (E + Ev), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<T> buf;
+        for (std::int64_t task = begin; task < end; ++task) {
+          const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
+          AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
+                             out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal};
+          Mask mb = mask;
+          if (mask_t.defined())
+            mb.data = static_cast<const char*>(mask_t.data_ptr()) + m_off[b] * static_cast<std::int64_t>(mask_t.element_size());
+          attend_block(a, mb, i0, buf);
+        }
+      });
+    }
+  });
+  if (!out.is_same(result)) copy_cpu(result, out);
+  return result;
+}
+
+}  // namespace kael::native

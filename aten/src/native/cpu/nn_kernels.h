@@ -1,0 +1,194 @@
+#pragma once
+// Pieces the neural-network kernels share (nn_ops.cpp, attention.cpp): splitting a range of
+// independent tasks among the intra-op threads, and an exp the compiler vectorises.
+
+#include <omp.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <mutex>
+
+#include "kael/native/loops.h"
+#include "kael/runtime/threads.h"
+
+namespace kael::native::nn {
+
+// Runs f(begin, end) over [0, n) split into one contiguous range per thread. `cost` is the
+// work of one task in elements: below kParallelGrain in all the call stays on the calling
+// thread. An exception thrown by f on any thread is rethrown here, on the caller's.
+template <typename F>
+void parallel_for(std::int64_t n, std::int64_t cost, F&& f) {
+  if (n <= 0) return;
+  const std::int64_t work = n * std::max<std::int64_t>(cost, 1);
+  const int threads =
+      work >= kParallelGrain && n > 1 ? static_cast<int>(std::min<std::int64_t>(intra_op_threads(), n)) : 1;
+  if (threads <= 1) {
+    f(std::int64_t{0}, n);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+    if (end > begin) {
+      try {
+        f(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// exp(x) for float in straight-line code the compiler turns into vector instructions inside a
+// loop (libm's expf is a call per element). Cephes' expf: x = n ln2 + r with |r| <= ln2/2, a
+// degree-7 polynomial for e^r, 2^n put into the exponent bits. Within 2 ulp of the correctly
+// rounded result for x in [-86.6, 88.7] (checked against float64 by test_nn_ops.py); below that
+// it returns 0 (the true result is below 2.4e-38), above it inf;
+// NaN gives NaN. No float -> int conversion, so no undefined behaviour on any input.
+inline float exp_vec(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kC1 = 0.693359375f, kC2 = -2.12194440e-4f;
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float xc = std::min(std::max(x, -86.6f), 88.72283f);
+  const float shifted = xc * kLog2e + kShift;
+  const float n = shifted - kShift;
+  const std::uint32_t ni = std::bit_cast<std::uint32_t>(shifted) - std::bit_cast<std::uint32_t>(kShift);
+  float r = xc - n * kC1;
+  r = r - n * kC2;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // n in [-125, 128]: 2^n = 2 * 2^(n-1), both factors normal floats.
+  const float two_n1 = std::bit_cast<float>((ni + 126u) << 23);
+  const float y = p * two_n1 * 2.0f;
+  const float lo = x < -86.6f ? 0.0f : y;
+  return x > 88.72283f ? std::numeric_limits<float>::infinity() : lo;
+}
+
+inline double exp_vec(double x) { return std::exp(x); }
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define KAEL_NN_AVX2 1
+// exp_vec on 8 floats at once (the compiler does not vectorise exp_vec's selects itself while
+// floating-point compares may trap, GCC's default): the same polynomial with fused
+// multiply-adds, so results may differ from exp_vec's by an ulp; the same bounds hold.
+inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-86.6f), hi = _mm256_set1_ps(88.72283f);
+  const __m256 shift = _mm256_set1_ps(12582912.0f);
+  // max_ps/min_ps return their second operand when either is NaN: NaN goes through as NaN.
+  const __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+  const __m256 shifted = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), shift);
+  const __m256 n = _mm256_sub_ps(shifted, shift);
+  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(shift));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256 two_n1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(126)), 23));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, two_n1), _mm256_set1_ps(2.0f));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  return _mm256_blendv_ps(y, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+}
+#endif
+
+// The largest of x[0..n) (-inf for n = 0); NaNs are skipped.
+inline float max_of(const float* x, std::int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  std::int64_t i = 0;
+#ifdef KAEL_NN_AVX2
+  __m256 a0 = _mm256_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
+  for (float v : lanes) m = v > m ? v : m;
+#endif
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+inline double max_of(const double* x, std::int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// e[i] = exp(x[i] - m) for i < n (e may be x) and their sum; e may be null (sum only).
+inline float sum_exp(const float* x, float m, float* e, std::int64_t n) {
+  std::int64_t i = 0;
+  float s = 0;
+#ifdef KAEL_NN_AVX2
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 a0 = _mm256_setzero_ps();
+  if (e != nullptr) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+      _mm256_storeu_ps(e + i, v);
+      a0 = _mm256_add_ps(a0, v);
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) a0 = _mm256_add_ps(a0, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, a0);
+  for (float v : lanes) s += v;
+#endif
+  for (; i < n; ++i) {
+    const float v = exp_vec(x[i] - m);
+    if (e != nullptr) e[i] = v;
+    s += v;
+  }
+  return s;
+}
+
+inline double sum_exp(const double* x, double m, double* e, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = std::exp(x[i] - m);
+    if (e != nullptr) e[i] = v;
+    s += v;
+  }
+  return s;
+}
+
+// e[i] = exp(x[i] - m[i]) for i < n.
+inline void exp_diff(const float* x, const float* m, float* e, std::int64_t n) {
+  std::int64_t i = 0;
+#ifdef KAEL_NN_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(e + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i))));
+#endif
+  for (; i < n; ++i) e[i] = exp_vec(x[i] - m[i]);
+}
+
+inline void exp_diff(const double* x, const double* m, double* e, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) e[i] = std::exp(x[i] - m[i]);
+}
+
+}  // namespace kael::native::nn
