@@ -45,7 +45,7 @@ def is_tensor(obj: object) -> _builtins.bool:
     return isinstance(obj, Tensor)
 
 # Ops that torch offers only in torch.nn.functional are bound in _C but not exported here.
-_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus")
+_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus", "one_hot")
 for _name in _FUNCTIONAL_ONLY:
     globals().pop(_name, None)
 

@@ -41,3 +41,12 @@ def dropout(input: kael.Tensor, p: float = 0.5, training: bool = True, inplace: 
         input.copy_(result)
         return input
     return result
+
+
+# ---- shape and indexing
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """The int64 one-hot encoding of an int64 index tensor, in a new last dim of num_classes
+    entries (max + 1 when -1)."""
+    return _C.one_hot(tensor, num_classes)

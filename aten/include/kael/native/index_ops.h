@@ -1,0 +1,31 @@
+#pragma once
+// Helpers shared by the indexing kernels (aten/src/native/cpu/index_ops.cpp) and the shape and
+// lookup ops built on them.
+//
+// Note [Index checks come first]
+// Every op that reads indices from a tensor (index_select, gather, scatter, index_add_, ...)
+// walks the index tensor once before anything is written and raises IndexError
+// "<op>: index <i> is out of bounds for dimension <d> with size <n>" at the first bad one. PyTorch
+// raises RuntimeError (or IndexError) from inside its loop, which may have written part of an
+// in-place result by then; kael's in-place ops leave self untouched when they raise.
+
+#include <cstdint>
+
+#include "kael/core/tensor.h"
+
+namespace kael::native {
+
+// Raises IndexError naming `op` unless every element of `index` (an int32 or int64 tensor) lies
+// in [0, size), or in [-size, size) when `allow_negative`.
+void check_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim,
+                       bool allow_negative = false);
+
+// A new tensor of self's shape and dtype in self's memory order (PyTorch's preserve_format).
+Tensor alloc_like_cpu(const Tensor& self);
+
+// The dims a 0-d tensor has for the indexing ops: 1 (PyTorch treats it as a 1-d tensor of one
+// element there).
+inline std::int64_t dims_as_vector(const Tensor& t) { return t.dim() == 0 ? 1 : t.dim(); }
+inline std::int64_t size_as_vector(const Tensor& t, std::int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[d]; }
+
+}  // namespace kael::native
