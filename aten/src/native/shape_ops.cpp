@@ -113,10 +113,12 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
   DimVector target(nr), padded(nr);
   for (std::int64_t i = 0; i < nr; ++i) {
     padded[i] = i < pad ? 1 : self.sizes()[i - pad];
-    KAEL_CHECK_VALUE(repeats[i] >= 0, op << ": Trying to create tensor with negative dimension " << repeats[i] << ": "
-                                         << shape_str(repeats));
     target[i] = checked_mul(op, padded[i], repeats[i]);
   }
+  // PyTorch checks the result's sizes, not the repeats: a dim of size 0 repeated -3 times is 0
+  for (std::int64_t i = 0; i < nr; ++i)
+    KAEL_CHECK_VALUE(target[i] >= 0, op << ": Trying to create tensor with negative dimension " << target[i] << ": "
+                                        << shape_str(target));
   checked_numel(op, target);
   Tensor out = kael::empty(target, self.dtype(), self.device());
   if (out.numel() == 0) return out;
