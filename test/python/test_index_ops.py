@@ -411,3 +411,24 @@ def test_take_along_dim_bad_input():
     # for an index outside [-size, size) (docs/decisions.md)
     assert torch.take_along_dim(torch.arange(12.0).reshape(3, 4), torch.tensor([[-5]]), dim=1).flatten().tolist() == \
         [3.0, 7.0, 11.0]
+
+
+def test_empty_index_tensors_follow_torch():
+    # torch checks neither the dtype nor the dims of an empty index for gather/scatter (but does
+    # for index_select/index_add and take_along_dim with a dim)
+    fx = lambda lib: lib.zeros(0)  # noqa: E731
+    compare(lambda lib, x: lib.gather(x, 1, fx(lib)), ((2, 3), "float32"))
+    compare(lambda lib, x: lib.gather(x, 1, lib.zeros(0, 0)), ((2, 3), "float32"))
+    compare(lambda lib, x: lib.scatter(x, 1, fx(lib), 1.0), ((2, 3), "float32"))
+    compare(lambda lib, x: lib.scatter(x, 1, fx(lib), lib.zeros(3)), ((2, 3), "float32"))
+    compare(lambda lib, x: lib.scatter_add(x, 0, fx(lib), lib.zeros(3)), ((), "float32"))
+    compare(lambda lib, x: lib.take_along_dim(x, fx(lib)), ((2, 3), "float32"))
+    for f in (lambda lib, x: lib.index_select(x, 1, fx(lib)),
+              lambda lib, x: x.index_add(1, fx(lib), lib.zeros(2, 0)),
+              lambda lib, x: lib.take_along_dim(x, lib.zeros(2, 0), 1),
+              lambda lib, x: lib.gather(x, 5, lib.zeros(0, dtype=lib.int64)),
+              lambda lib, x: lib.scatter(x, 1, lib.zeros(0, dtype=lib.int64), lib.zeros(3, dtype=lib.int64))):
+        with pytest.raises((RuntimeError, IndexError)):
+            f(torch, torch.zeros(2, 3))
+        with pytest.raises((RuntimeError, IndexError)):
+            f(kael, kael.zeros(2, 3))

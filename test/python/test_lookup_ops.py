@@ -187,3 +187,10 @@ def test_one_hot_bad_input():
               lambda: F.one_hot(torch.zeros(0, dtype=torch.int64)), lambda: F.one_hot(torch.tensor([1]).int())):
         with pytest.raises(RuntimeError):
             f()
+
+
+def test_bincount_of_an_empty_input_ignores_weights():
+    for w in (None, torch.tensor(1.0), torch.tensor([1.0, 2.0])):
+        for minlength in (0, 3):
+            t = torch.bincount(torch.zeros(0, dtype=torch.int64), w, minlength)
+            check(kael.bincount(kael.zeros(0, dtype=kael.int64), None if w is None else to_kael(w), minlength), t)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kael
-from helpers import DTYPE_NAMES, LAYOUTS, check, check_view, compare, make_pair, to_kael
+from helpers import DTYPE_NAMES, check, check_view, compare, compare_raises, make_pair, to_kael
 
 SHAPES = [(), (5,), (3, 4), (2, 3, 4), (0, 3), (2, 0, 3)]
 
@@ -257,3 +257,10 @@ def test_diag_embed_bad_input():
         torch.diag_embed(torch.zeros(3), 0, 0, -2)
     with pytest.raises(IndexError):
         torch.diag_embed(torch.tensor(1.0))
+
+
+def test_roll_of_an_empty_tensor_checks_no_dim():
+    # torch returns a copy of an empty tensor before it looks at dims
+    compare(lambda lib, x: lib.roll(x, (1, 2), (5, 7)), ((0, 3), "float32"))
+    compare(lambda lib, x: lib.roll(x, 1, -9), ((2, 0), "int64"))
+    compare_raises(lambda lib, x: lib.roll(x, (1, 2), (0,)), ((0, 3), "float32"))

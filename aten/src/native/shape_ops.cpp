@@ -149,8 +149,6 @@ Tensor tile(const Tensor& self, IntArrayRef dims) {
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<std::int64_t> dim) {
   constexpr const char* op = "take_along_dim";
-  KAEL_CHECK(indices.dtype() == ScalarType::Int64,
-             op << ": dtype of indices should be Long but got " << indices.dtype());
   auto wrapped = [&](const Tensor& idx, std::int64_t size) {
     // with a dim, negative indices count from the end, as in PyTorch
     return kael::add(idx, kael::mul(kael::lt(idx, Scalar(std::int64_t{0})), Scalar(size)));
@@ -160,6 +158,8 @@ Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<s
     const Tensor x = kael::reshape(self, flat);
     return kael::gather(x, 0, kael::reshape(indices, flat), false);  // no wrapping here, as in PyTorch
   }
+  KAEL_CHECK(indices.dtype() == ScalarType::Int64,
+             op << ": dtype of indices should be Long but got " << indices.dtype());
   KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << *dim << " but tensor has no dimensions");
   const std::int64_t d = wrap_dim(op, *dim, self.dim());
   KAEL_CHECK_VALUE(self.dim() == indices.dim(), op << ": input and indices should have the same number of dimensions, "

@@ -180,7 +180,8 @@ namespace {
 // index is larger than self's (apart from dim) or than src's.
 void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
                           const Tensor* src) {
-  KAEL_CHECK(index.dtype() == ScalarType::Int64,
+  // PyTorch checks an empty index's dtype and dims no more than its values
+  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.numel() == 0,
              op << ": Expected dtype int64 for index (got " << index.dtype() << ")");
   const std::int64_t nd = dims_as_vector(self);
   KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
@@ -632,6 +633,7 @@ Tensor roll_cpu(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
   }
   KAEL_CHECK(shifts.size() == dims.size(), op << ": shifts and dimensions must align. shifts: " << shifts.size()
                                               << ", dims:" << dims.size());
+  if (self.numel() == 0) return clone_cpu(self);  // PyTorch checks no dim of an empty tensor
   KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << dims[0] << " but tensor has no dimensions");
   DimVector wrapped;
   for (const std::int64_t d : dims) wrapped.push_back(wrap_dim(op, d, self.dim()));

@@ -42,6 +42,12 @@ Tensor bincount_cpu(const Tensor& self, const std::optional<Tensor>& weights, st
   KAEL_CHECK(minlength >= 0, op << ": minlength should be >= 0 (got " << minlength << ")");
   KAEL_CHECK(self.dim() == 1, op << ": bincount only supports 1-d non-negative integral inputs (got a " << self.dim()
                                  << "-d input)");
+  if (self.numel() == 0) {  // PyTorch looks at no weights then: int64 zeros
+    const std::int64_t sizes[] = {minlength};
+    Tensor out = alloc_cpu(sizes, ScalarType::Int64);
+    std::fill(out.data<std::int64_t>(), out.data<std::int64_t>() + minlength, std::int64_t{0});
+    return out;
+  }
   const bool weighted = weights.has_value();
   if (weighted) {
     check_same_device(op, self.device(), weights->device());
