@@ -432,3 +432,13 @@ def test_empty_index_tensors_follow_torch():
             f(torch, torch.zeros(2, 3))
         with pytest.raises((RuntimeError, IndexError)):
             f(kael, kael.zeros(2, 3))
+
+
+def test_take_along_dim_without_dim_takes_any_layout():
+    # torch views input and indices as 1-d here and raises for a transposed index; kael reshapes
+    x = torch.arange(6.0).reshape(2, 3)
+    idx = torch.tensor([[0, 5, 1], [2, 2, 4]])
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        torch.take_along_dim(x, idx.T)
+    check(kael.take_along_dim(to_kael(x), to_kael(idx).T), torch.take_along_dim(x, idx.T.contiguous()))
+    check(kael.take_along_dim(to_kael(x).T, to_kael(idx)), torch.take_along_dim(x.T.contiguous(), idx))
