@@ -10,6 +10,10 @@
 // in-place result by then; kael's in-place ops leave self untouched when they raise.
 
 #include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "kael/core/tensor.h"
 
@@ -27,5 +31,17 @@ Tensor alloc_like_cpu(const Tensor& self);
 // element there).
 inline std::int64_t dims_as_vector(const Tensor& t) { return t.dim() == 0 ? 1 : t.dim(); }
 inline std::int64_t size_as_vector(const Tensor& t, std::int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[d]; }
+
+// The kernels of the list ops (cat, stack, split, chunk, einsum) and of unique, over plain
+// C++ types; the registry's kernels call them.
+Tensor cat_impl(std::span<const Tensor> tensors, std::int64_t dim);
+Tensor stack_impl(std::span<const Tensor> tensors, std::int64_t dim);
+std::vector<Tensor> split_impl(const Tensor& self, std::int64_t split_size, std::int64_t dim);
+std::vector<Tensor> split_with_sizes_impl(const Tensor& self, IntArrayRef split_sizes, std::int64_t dim);
+std::vector<Tensor> chunk_impl(const Tensor& self, std::int64_t chunks, std::int64_t dim);
+Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands);
+std::tuple<Tensor, Tensor, Tensor> unique_cpu(const Tensor& self, bool sorted, bool return_inverse, bool return_counts);
+std::tuple<Tensor, Tensor, Tensor> unique_dim_cpu(const Tensor& self, std::int64_t dim, bool sorted,
+                                                  bool return_inverse, bool return_counts);
 
 }  // namespace kael::native

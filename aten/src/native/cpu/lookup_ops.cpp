@@ -1,5 +1,9 @@
 // CPU kernels of the counting and lookup ops: bincount, searchsorted, bucketize, one_hot.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "kael/core/error.h"
@@ -242,6 +246,154 @@ Tensor one_hot_cpu(const Tensor& self, std::int64_t num_classes) {
   std::fill(o, o + out.numel(), std::int64_t{0});
   for (std::int64_t i = 0; i < n; ++i) o[i * classes + v[i]] = 1;
   return out;
+}
+
+// ------------------------------------------------------------------ unique
+
+namespace {
+
+template <typename T>
+bool unique_less(T a, T b) {
+  if constexpr (is_floating_v<T>) {
+    const auto x = static_cast<opmath_t<T>>(a), y = static_cast<opmath_t<T>>(b);
+    return x < y || (!std::isnan(x) && std::isnan(y));  // NaN last, as PyTorch sorts
+  } else {
+    return a < b;
+  }
+}
+
+template <typename T>
+bool unique_equal(T a, T b) {
+  if constexpr (is_reduced_floating_v<T>) {
+    return static_cast<float>(a) == static_cast<float>(b);
+  } else {
+    return a == b;  // NaN is never equal: every NaN is its own value, as in PyTorch
+  }
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> unique_cpu(const Tensor& self, bool sorted, bool return_inverse,
+                                              bool return_counts) {
+  (void)sorted;  // PyTorch's CPU kernel sorts either way; so does kael's
+  const Tensor x = contiguous_as(self, self.dtype());
+  const std::int64_t n = x.numel();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::vector<std::int64_t> group_start;  // positions in `order` where a new value starts
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = x.data<T>();
+    // stable: among equal values the first occurrence comes first and is the one kept
+    std::stable_sort(order.begin(), order.end(), [v](std::int64_t a, std::int64_t b) { return unique_less(v[a], v[b]); });
+    for (std::int64_t i = 0; i < n; ++i)
+      if (i == 0 || !unique_equal(v[order[i]], v[order[i - 1]])) group_start.push_back(i);
+  });
+  const std::int64_t groups = static_cast<std::int64_t>(group_start.size());
+  const std::int64_t value_sizes[] = {groups};
+  Tensor values = alloc_cpu(value_sizes, self.dtype());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = x.data<T>();
+    T* o = values.data<T>();
+    for (std::int64_t g = 0; g < groups; ++g) o[g] = v[order[group_start[g]]];
+  });
+  const std::int64_t none[] = {0}, count_sizes[] = {return_counts ? groups : 0};
+  Tensor inverse = alloc_cpu(return_inverse ? self.sizes() : IntArrayRef(none), ScalarType::Int64);
+  Tensor counts = alloc_cpu(count_sizes, ScalarType::Int64);
+  if (return_inverse || return_counts) {
+    std::int64_t* inv = return_inverse ? inverse.data<std::int64_t>() : nullptr;
+    std::int64_t* cnt = return_counts ? counts.data<std::int64_t>() : nullptr;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t end = g + 1 < groups ? group_start[g + 1] : n;
+      if (cnt) cnt[g] = end - group_start[g];
+      if (inv)
+        for (std::int64_t i = group_start[g]; i < end; ++i) inv[order[i]] = g;
+    }
+  }
+  return {values, inverse, counts};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_dim_cpu(const Tensor& self, std::int64_t dim, bool sorted,
+                                                  bool return_inverse, bool return_counts) {
+  constexpr const char* op = "unique_dim";
+  (void)sorted;  // sorted either way, as in PyTorch
+  KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << dim << " but tensor has no dimensions");
+  const std::int64_t d = wrap_dim(op, dim, self.dim());
+  if (self.numel() == 0) {
+    for (std::int64_t k = 0; k < self.dim(); ++k)
+      KAEL_CHECK(k == d || self.sizes()[k] != 0,
+                 op << ": There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
+    const std::int64_t zero[] = {0};
+    return {alloc_cpu(self.sizes(), self.dtype()), alloc_cpu(zero, ScalarType::Int64),
+            alloc_cpu(zero, ScalarType::Int64)};
+  }
+  // rows: self with dim moved first, as a contiguous (n, m) block
+  DimVector perm{d};
+  for (std::int64_t k = 0; k < self.dim(); ++k)
+    if (k != d) perm.push_back(k);
+  DimVector moved_sizes;
+  for (const std::int64_t k : perm) moved_sizes.push_back(self.sizes()[k]);
+  DimVector moved_strides;
+  for (const std::int64_t k : perm) moved_strides.push_back(self.strides()[k]);
+  const Tensor moved(TensorImpl::make_view(*self.impl(), moved_sizes, moved_strides, self.impl()->offset()));
+  const Tensor rows = contiguous_as(moved, self.dtype());
+  const std::int64_t n = moved_sizes[0], m = rows.numel() / n;
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::vector<std::int64_t> group_start;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = rows.data<T>();
+    auto less = [&](std::int64_t a, std::int64_t b) {
+      for (std::int64_t k = 0; k < m; ++k) {
+        const T x = v[a * m + k], y = v[b * m + k];
+        if (unique_less(x, y)) return true;
+        if (unique_less(y, x)) return false;
+      }
+      return false;
+    };
+    auto equal = [&](std::int64_t a, std::int64_t b) {
+      for (std::int64_t k = 0; k < m; ++k)
+        if (!unique_equal(v[a * m + k], v[b * m + k])) return false;
+      return true;
+    };
+    std::stable_sort(order.begin(), order.end(), less);
+    for (std::int64_t i = 0; i < n; ++i)
+      if (i == 0 || !equal(order[i], order[i - 1])) group_start.push_back(i);
+  });
+  const std::int64_t groups = static_cast<std::int64_t>(group_start.size());
+  DimVector out_sizes(moved_sizes);
+  out_sizes[0] = groups;
+  Tensor out_rows = alloc_cpu(out_sizes, self.dtype());
+  const std::int64_t isz = self.element_size();
+  for (std::int64_t g = 0; g < groups; ++g)
+    std::memcpy(static_cast<char*>(out_rows.data_ptr()) + g * m * isz,
+                static_cast<const char*>(rows.data_ptr()) + order[group_start[g]] * m * isz,
+                static_cast<std::size_t>(m * isz));
+  // back to self's dim order
+  DimVector inverse_perm(self.dim());
+  for (std::int64_t k = 0; k < self.dim(); ++k) inverse_perm[perm[k]] = k;
+  DimVector vs, vst;
+  const DimVector rs = contiguous_strides(out_sizes);
+  for (std::int64_t k = 0; k < self.dim(); ++k) {
+    vs.push_back(out_sizes[inverse_perm[k]]);
+    vst.push_back(rs[inverse_perm[k]]);
+  }
+  Tensor values = alloc_cpu(vs, self.dtype());
+  copy_cpu(values, Tensor(TensorImpl::make(out_rows.impl()->storage_ptr(), self.dtype(), vs, vst, 0)));
+  // PyTorch's unique_dim gives the inverse and the counts whatever the flags say
+  (void)return_inverse;
+  (void)return_counts;
+  const std::int64_t inv_n[] = {n}, cnt_n[] = {groups};
+  Tensor inverse = alloc_cpu(inv_n, ScalarType::Int64);
+  Tensor counts = alloc_cpu(cnt_n, ScalarType::Int64);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t end = g + 1 < groups ? group_start[g + 1] : n;
+    counts.data<std::int64_t>()[g] = end - group_start[g];
+    for (std::int64_t i = group_start[g]; i < end; ++i) inverse.data<std::int64_t>()[order[i]] = g;
+  }
+  return {values, inverse, counts};
 }
 
 }  // namespace kael::native
