@@ -70,14 +70,31 @@ OperandView restrided(const Tensor& t, IntArrayRef sizes, IntArrayRef strides) {
   return {static_cast<char*>(t.data_ptr()), sizes, strides, static_cast<int>(t.element_size())};
 }
 
+// No row function: every row goes element by element.
+struct NoRow {
+  bool operator()(char*, char*, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const { return false; }
+};
+
 // Runs f(char* a, char* b, int64 index) over `shape` for three operands (Note [Indexed loops]).
-template <typename I, typename F>
+// A row whose elements share one index (index_select / index_add of rows) is first offered to
+// row(a, b, index, n, stride_a, stride_b), which returns whether it handled it (a memcpy or a
+// vectorised loop for contiguous rows).
+template <typename I, typename F, typename Row = NoRow>
 void indexed_loop(IntArrayRef shape, const OperandView& a, const OperandView& b, const OperandView& index,
-                  bool parallel, F f) {
+                  bool parallel, F f, Row row = {}) {
   const LoopGeometry<3> g = make_geometry<3>(shape, {a, b, index});
   run_loop<3>(
       g,
-      [&f](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+      [&f, &row](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+        if (strides[2] == 0) {  // one index for the whole row
+          const auto idx = static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2]));
+          char* a = ptrs[0];
+          char* b = ptrs[1];
+          const std::int64_t sa = strides[0], sb = strides[1];
+          if (row(a, b, idx, n, sa, sb)) return;
+          for (std::int64_t i = 0; i < n; ++i) f(a + i * sa, b + i * sb, idx);
+          return;
+        }
         for (std::int64_t i = 0; i < n; ++i)
           f(ptrs[0] + i * strides[0], ptrs[1] + i * strides[1],
             static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2] + i * strides[2])));
@@ -167,6 +184,11 @@ Tensor index_select_cpu(const Tensor& self, std::int64_t dim, const Tensor& inde
                       restrided(index, shape, index_strides), /*parallel=*/true,
                       [step](char* o, char* s, std::int64_t i) {
                         *reinterpret_cast<T*>(o) = *reinterpret_cast<const T*>(s + i * step);
+                      },
+                      [step](char* o, char* s, std::int64_t i, std::int64_t n, std::int64_t so, std::int64_t ss) {
+                        if (so != sizeof(T) || ss != sizeof(T)) return false;
+                        std::memcpy(o, s + i * step, static_cast<std::size_t>(n) * sizeof(T));
+                        return true;
                       });
     });
   });
@@ -410,11 +432,22 @@ void index_add_loop(const Tensor& self, std::int64_t d, const Tensor& idx, const
         // source * alpha is rounded to T before it is added, as PyTorch computes it
         using A = opmath_t<T>;
         const A a = static_cast<A>(alpha.to<T>());
-        body([step, a](char* p, char* b, std::int64_t i) {
-          T* q = reinterpret_cast<T*>(p + i * step);
-          const T product = static_cast<T>(static_cast<A>(*reinterpret_cast<const T*>(b)) * a);
-          *q = static_cast<T>(static_cast<A>(*q) + static_cast<A>(product));
-        });
+        indexed_loop<I>(
+            shape, restrided(self, shape, s.strides), restrided(src, shape, strides_as_vector(src)),
+            restrided(idx, shape, index_strides), /*parallel=*/false,
+            [step, a](char* p, char* b, std::int64_t i) {
+              T* q = reinterpret_cast<T*>(p + i * step);
+              const T product = static_cast<T>(static_cast<A>(*reinterpret_cast<const T*>(b)) * a);
+              *q = static_cast<T>(static_cast<A>(*q) + static_cast<A>(product));
+            },
+            [step, a](char* p, char* b, std::int64_t i, std::int64_t n, std::int64_t sp, std::int64_t sb) {
+              if (sp != sizeof(T) || sb != sizeof(T)) return false;
+              T* __restrict q = reinterpret_cast<T*>(p + i * step);
+              const T* __restrict x = reinterpret_cast<const T*>(b);
+              for (std::int64_t k = 0; k < n; ++k)
+                q[k] = static_cast<T>(static_cast<A>(q[k]) + static_cast<A>(static_cast<T>(static_cast<A>(x[k]) * a)));
+              return true;
+            });
       }
     });
   });
@@ -588,10 +621,37 @@ Tensor flip_cpu(const Tensor& self, IntArrayRef dims) {
   }
   const OperandView src{data, self.sizes(), strides, static_cast<int>(self.element_size())};
   const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {view_of(out), src});
-  const std::int64_t isz = self.element_size();
-  run_loop<2>(g, [isz](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) std::memcpy(ptrs[0] + i * s[0], ptrs[1] + i * s[1], isz);
-  });
+  auto copy = [&](auto tag) {  // elements moved as unsigned integers of their size
+    using U = typename decltype(tag)::type;
+    run_loop<2>(g, [](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
+      if (s[0] == sizeof(U) && s[1] == -static_cast<std::int64_t>(sizeof(U))) {
+        U* __restrict o = reinterpret_cast<U*>(ptrs[0]);
+        const U* __restrict x = reinterpret_cast<const U*>(ptrs[1]);
+        for (std::int64_t i = 0; i < n; ++i) o[i] = x[-i];
+        return;
+      }
+      if (s[0] == sizeof(U) && s[1] == sizeof(U)) {  // a row that is not flipped
+        std::memcpy(ptrs[0], ptrs[1], static_cast<std::size_t>(n) * sizeof(U));
+        return;
+      }
+      for (std::int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<U*>(ptrs[0] + i * s[0]) = *reinterpret_cast<const U*>(ptrs[1] + i * s[1]);
+    });
+  };
+  switch (self.element_size()) {
+    case 1:
+      copy(TypeTag<std::uint8_t>{});
+      break;
+    case 2:
+      copy(TypeTag<std::uint16_t>{});
+      break;
+    case 4:
+      copy(TypeTag<std::uint32_t>{});
+      break;
+    default:
+      copy(TypeTag<std::uint64_t>{});
+      break;
+  }
   return out;
 }
 
