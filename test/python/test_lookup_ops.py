@@ -194,3 +194,58 @@ def test_bincount_of_an_empty_input_ignores_weights():
         for minlength in (0, 3):
             t = torch.bincount(torch.zeros(0, dtype=torch.int64), w, minlength)
             check(kael.bincount(kael.zeros(0, dtype=kael.int64), None if w is None else to_kael(w), minlength), t)
+
+
+# ---------------------------------------------------------------- unique
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape", [(), (1,), (10,), (4, 5), (2, 3, 4), (0,), (3, 0)], ids=str)
+@pytest.mark.parametrize("inverse,counts", [(False, False), (True, False), (False, True), (True, True)])
+def test_unique(dtype, shape, inverse, counts):
+    t = torch.randint(-3, 4, shape).to(getattr(torch, dtype))  # many repeats
+    k = to_kael(t)
+    for sorted_ in (True, False):
+        tr = torch.unique(t, sorted=sorted_, return_inverse=inverse, return_counts=counts)
+        kr = kael.unique(k, sorted=sorted_, return_inverse=inverse, return_counts=counts)
+        if isinstance(tr, tuple):
+            assert isinstance(kr, tuple) and len(kr) == len(tr)
+            for a, b in zip(kr, tr):
+                check(a, b)
+        else:
+            check(kr, tr)
+    if len(shape) >= 2 and all(shape):
+        rev = tuple(reversed(range(len(shape))))
+        for a, b in zip(kael.unique(k.permute(rev), return_inverse=True, return_counts=True),
+                        torch.unique(t.permute(rev), return_inverse=True, return_counts=True)):
+            check(a, b)
+
+
+def test_unique_special_values():
+    t = torch.tensor([0.0, -0.0, float("nan"), 1.0, float("nan"), -float("inf"), float("inf"), 1.0, -0.0])
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        x = t.to(dt)
+        for a, b in zip(kael.unique(to_kael(x), return_inverse=True, return_counts=True),
+                        torch.unique(x, return_inverse=True, return_counts=True)):
+            check(a, b)
+    # -0.0 and 0.0 are one value: the first occurrence is kept, as in torch
+    assert str(kael.unique(kael.tensor([-0.0, 0.0]))[0].item()) == str(torch.unique(torch.tensor([-0.0, 0.0]))[0].item())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "bfloat16"])
+@pytest.mark.parametrize("shape,dim", [((4, 3), 0), ((4, 3), 1), ((4, 3), -1), ((2, 3, 2), 1), ((0, 3), 0)], ids=str)
+def test_unique_dim(dtype, shape, dim):
+    t = torch.randint(0, 2, shape).to(getattr(torch, dtype))  # repeated slices
+    k = to_kael(t)
+    for a, b in zip(kael.unique(k, dim=dim, return_inverse=True, return_counts=True),
+                    torch.unique(t, dim=dim, return_inverse=True, return_counts=True)):
+        check(a, b)
+    check(kael.unique(k, dim=dim), torch.unique(t, dim=dim))
+
+
+def test_unique_dim_bad_input():
+    with pytest.raises(RuntimeError, match="0 sized dimensions"):
+        kael.unique(kael.zeros(2, 0), dim=0)
+    with pytest.raises(RuntimeError):
+        torch.unique(torch.zeros(2, 0), dim=0)
+    with pytest.raises(IndexError):
+        kael.unique(kael.zeros(2, 3), dim=2)

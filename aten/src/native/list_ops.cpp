@@ -11,6 +11,7 @@
 #include "kael/native/declarations.h"
 #include "kael/native/index_ops.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/cat.h"
 #include "kael/ops/diagonal.h"
 #include "kael/ops/matmul.h"
 #include "kael/ops/narrow.h"
@@ -35,7 +36,7 @@ Tensor stack_impl(std::span<const Tensor> tensors, std::int64_t dim) {
   std::vector<Tensor> pieces;
   pieces.reserve(tensors.size());
   for (const Tensor& t : tensors) pieces.push_back(kael::unsqueeze(t, d));
-  return cat_impl(pieces, d);
+  return kael::cat(pieces, d);
 }
 
 std::vector<Tensor> split_impl(const Tensor& self, std::int64_t split_size, std::int64_t dim) {
@@ -386,5 +387,21 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
   }
   return result;
 }
+
+// The registry's kernels.
+Tensor stack(TensorList tensors, std::int64_t dim) { return stack_impl(tensors, dim); }
+std::vector<Tensor> split(const Tensor& self, std::int64_t split_size, std::int64_t dim) {
+  return split_impl(self, split_size, dim);
+}
+std::vector<Tensor> split_sizes(const Tensor& self, IntArrayRef split_size, std::int64_t dim) {
+  return split_with_sizes_impl(self, split_size, dim);
+}
+std::vector<Tensor> split_with_sizes(const Tensor& self, IntArrayRef split_sizes, std::int64_t dim) {
+  return split_with_sizes_impl(self, split_sizes, dim);
+}
+std::vector<Tensor> chunk(const Tensor& self, std::int64_t chunks, std::int64_t dim) {
+  return chunk_impl(self, chunks, dim);
+}
+Tensor einsum(std::string_view equation, TensorList tensors) { return einsum_impl(equation, tensors); }
 
 }  // namespace kael::native

@@ -846,4 +846,6 @@ Tensor cat_impl(std::span<const Tensor> tensors, std::int64_t dim) {
   return out;
 }
 
+Tensor cat_cpu(TensorList tensors, std::int64_t dim) { return cat_impl(tensors, dim); }
+
 }  // namespace kael::native
