@@ -593,6 +593,11 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # without a dim, torch views input and indices as 1-d and raises for a layout that
             # cannot be viewed so; kael reshapes them (docs/decisions.md)
             return "take_along_dim reshapes"
+        if (f.name == "split" and kerr is None and isinstance(terr, TypeError)
+                and "unexpected keyword argument" in str(terr)):
+            # torch.split names its parameters (tensor, split_size_or_sections, dim) and
+            # Tensor.split (split_size, dim); kael's schema has one spelling: input, split_size
+            return "torch.split's keyword names"
         if (f.name in ("tril_", "triu_") and kerr is not None and terr is None
                 and "more than one element of the written-to tensor" in str(kerr)):
             # torch's tril_/triu_ write into an expanded self without its overlap check, where
