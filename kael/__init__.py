@@ -45,7 +45,7 @@ def is_tensor(obj: object) -> _builtins.bool:
     return isinstance(obj, Tensor)
 
 # Ops that torch offers only in torch.nn.functional are bound in _C but not exported here.
-_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus")
+_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus", "one_hot")
 for _name in _FUNCTIONAL_ONLY:
     globals().pop(_name, None)
 
@@ -56,4 +56,4 @@ __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in
            + random.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
-from kael.functional import allclose, broadcast_tensors, equal  # noqa: E402,F401
+from kael.functional import allclose, broadcast_tensors, einsum, equal, unique  # noqa: E402,F401

@@ -25,3 +25,27 @@ def equal(input: Tensor, other: Tensor) -> bool:
     if input.shape != other.shape:
         return False
     return bool(_C.ne(input, other).sum().item() == 0)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation over the operands (given one by one or as one list), as torch.einsum."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return _C.einsum(equation, operands)
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None):
+    """The sorted unique elements of input (slices along dim when given), with the inverse indices
+    and the counts when asked for: a tensor, or a tuple as torch.unique returns."""
+    if dim is None:
+        output, inverse, counts = _C._unique2(input, sorted, return_inverse, return_counts)
+    else:
+        output, inverse, counts = _C._unique_dim(input, dim, sorted, return_inverse, return_counts)
+    if return_inverse and return_counts:
+        return output, inverse, counts
+    if return_inverse:
+        return output, inverse
+    if return_counts:
+        return output, counts
+    return output

@@ -125,3 +125,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa:
         raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported yet")
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
+# ---- shape and indexing
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """The int64 one-hot encoding of an int64 index tensor, in a new last dim of num_classes
+    entries (max + 1 when -1)."""
+    return _C.one_hot(tensor, num_classes)

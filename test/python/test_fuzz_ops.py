@@ -629,6 +629,26 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
             # as in every other op (docs/decisions.md, Argument parsing)
             return "torch checks the number's range"
+        if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
+                and "invalid combination of arguments" in str(terr) and "Number self" in str(terr)):
+            # torch's binding names the number `self` in these overloads; kael's schema spells
+            # every `self` `input` in Python, as torch does for the tensor overloads
+            return "torch names the number self"
+        if (f.name == "take_along_dim" and kerr is None and terr is not None
+                and "view size is not compatible" in str(terr)):
+            # without a dim, torch views input and indices as 1-d and raises for a layout that
+            # cannot be viewed so; kael reshapes them (docs/decisions.md)
+            return "take_along_dim reshapes"
+        if (f.name == "split" and kerr is None and isinstance(terr, TypeError)
+                and "unexpected keyword argument" in str(terr)):
+            # torch.split names its parameters (tensor, split_size_or_sections, dim) and
+            # Tensor.split (split_size, dim); kael's schema has one spelling: input, split_size
+            return "torch.split's keyword names"
+        if (f.name in ("tril_", "triu_") and kerr is not None and terr is None
+                and "more than one element of the written-to tensor" in str(kerr)):
+            # torch's tril_/triu_ write into an expanded self without its overlap check, where
+            # every other in-place op of kael and torch raises (docs/decisions.md)
+            return "tril_/triu_ into an expanded self"
         if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
                 and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
             return "torch's sub negates alpha"

@@ -3,7 +3,16 @@
 #include <algorithm>
 
 #include "kael/core/error.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/diagonal.h"
 #include "kael/ops/div.h"
+#include "kael/ops/index_add.h"
+#include "kael/ops/index_select.h"
+#include "kael/ops/nonzero.h"
+#include "kael/ops/roll.h"
+#include "kael/ops/scatter_add.h"
+#include "kael/ops/zeros.h"
+#include "kael/native/pointwise.h"
 #include "kael/ops/expand.h"
 #include "kael/ops/mul.h"
 #include "kael/ops/reshape.h"
@@ -70,6 +79,59 @@ Tensor mean_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArr
   std::int64_t count = 1;
   for (std::int64_t d : reduced_dims(sizes, dim)) count *= sizes[d];
   return kael::div(sum_backward(grad, sizes, dim, keepdim), Scalar(static_cast<double>(count)));
+}
+
+Tensor repeat_backward(const Tensor& grad, IntArrayRef repeats, IntArrayRef sizes) {
+  const std::size_t pad = repeats.size() - sizes.size();
+  DimVector split, reduce;
+  for (std::size_t i = 0; i < repeats.size(); ++i) {
+    const std::int64_t s = i < pad ? 1 : sizes[i - pad];
+    if (repeats[i] != 1) {
+      reduce.push_back(static_cast<std::int64_t>(split.size()));
+      split.push_back(repeats[i]);
+    }
+    split.push_back(s);
+  }
+  Tensor g = kael::reshape(grad, split);
+  if (!reduce.empty()) g = kael::sum(g, IntArrayRef(reduce), false);
+  return kael::reshape(g, sizes);
+}
+
+Tensor roll_backward(const Tensor& grad, IntArrayRef shifts, IntArrayRef dims) {
+  DimVector back;
+  for (const std::int64_t s : shifts) back.push_back(static_cast<std::int64_t>(0ULL - static_cast<std::uint64_t>(s)));
+  return kael::roll(grad, back, dims);
+}
+
+Tensor diagonal_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t offset, std::int64_t dim1,
+                         std::int64_t dim2) {
+  Tensor out = kael::zeros(sizes, grad.dtype(), grad.device());
+  kael::copy_(kael::diagonal(out, offset, dim1, dim2), grad);
+  return out;
+}
+
+Tensor index_select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, const Tensor& index) {
+  return kael::index_add(kael::zeros(sizes, grad.dtype(), grad.device()), dim, index, grad);
+}
+
+Tensor gather_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& index) {
+  return kael::scatter_add(kael::zeros(self.sizes(), grad.dtype(), grad.device()), dim, index, grad);
+}
+
+Tensor index_add_source_backward(const Tensor& grad, std::int64_t dim, const Tensor& index, const Tensor& source,
+                                 const Scalar& alpha) {
+  Tensor g = kael::index_select(grad, dim, index);
+  if (source.dim() == 0) g = kael::reshape(g, IntArrayRef{});
+  return maybe_multiply(g, alpha);
+}
+
+Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tensor& mask) {
+  const DimVector shape = native::broadcast_shapes("masked_select_backward", self.sizes(), mask.sizes());
+  const std::int64_t flat[] = {-1};
+  const Tensor where = kael::reshape(kael::nonzero(kael::reshape(kael::expand(mask, shape), flat)), flat);
+  const std::int64_t numel[] = {checked_numel("masked_select_backward", shape)};
+  const Tensor placed = kael::index_add(kael::zeros(numel, grad.dtype(), grad.device()), 0, where, grad);
+  return sum_to_size(kael::reshape(placed, shape), self.sizes());
 }
 
 }  // namespace kael::autograd::detail

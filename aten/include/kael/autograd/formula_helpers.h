@@ -27,6 +27,15 @@ Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArr
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
                      const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale);
+Tensor repeat_backward(const Tensor& grad, IntArrayRef repeats, IntArrayRef sizes);
+Tensor roll_backward(const Tensor& grad, IntArrayRef shifts, IntArrayRef dims);
+Tensor diagonal_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t offset, std::int64_t dim1,
+                         std::int64_t dim2);
+Tensor index_select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, const Tensor& index);
+Tensor gather_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& index);
+Tensor index_add_source_backward(const Tensor& grad, std::int64_t dim, const Tensor& index, const Tensor& source,
+                                 const Scalar& alpha);
+Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tensor& mask);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -94,6 +103,42 @@ inline Var sdpa_backward_key(const Var& grad, const Var& query, const Var& key, 
 inline Var sdpa_backward_value(const Var& grad, const Var& query, const Var& key, const Var& value,
                                const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
   return detail::sdpa_backward(2, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+// The gradient of repeat: grad viewed as [r0, s0, r1, s1, ...] summed over the repeat dims.
+inline Var repeat_backward(const Var& grad, IntArrayRef repeats, IntArrayRef sizes) {
+  return detail::repeat_backward(grad, repeats, sizes);
+}
+
+// The gradient of roll: grad rolled back (shifts negated).
+inline Var roll_backward(const Var& grad, IntArrayRef shifts, IntArrayRef dims) {
+  return detail::roll_backward(grad, shifts, dims);
+}
+
+// The gradient of diagonal: zeros of the input's sizes with grad on that diagonal.
+inline Var diagonal_backward(const Var& grad, IntArrayRef sizes, std::int64_t offset, std::int64_t dim1,
+                             std::int64_t dim2) {
+  return detail::diagonal_backward(grad, sizes, offset, dim1, dim2);
+}
+
+// The gradient of index_select: grad added into zeros of the input's sizes at the indices.
+inline Var index_select_backward(const Var& grad, IntArrayRef sizes, std::int64_t dim, const Var& index) {
+  return detail::index_select_backward(grad, sizes, dim, index);
+}
+
+// The gradient of gather: grad scatter-added into zeros of the input's sizes.
+inline Var gather_backward(const Var& grad, const Var& self, std::int64_t dim, const Var& index) {
+  return detail::gather_backward(grad, self, dim, index);
+}
+
+// The gradient of index_add with respect to source: alpha * grad at the indices, in source's shape.
+inline Var index_add_source_backward(const Var& grad, std::int64_t dim, const Var& index, const Var& source,
+                                     const Scalar& alpha) {
+  return detail::index_add_source_backward(grad, dim, index, source, alpha);
+}
+
+// The gradient of masked_select: grad placed where the broadcast mask is True, summed back to
+// the input's sizes.
+inline Var masked_select_backward(const Var& grad, const Var& self, const Var& mask) {
+  return detail::masked_select_backward(grad, self, mask);
 }
 
 }  // namespace kael::autograd

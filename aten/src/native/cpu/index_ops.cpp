@@ -1,0 +1,851 @@
+// CPU kernels of the indexing ops: index_select, gather, scatter(_), scatter_add(_), index_add(_),
+// masked_select, nonzero, flip, roll, tril/triu(_).
+//
+// Note [Indexed loops]
+// index_select, gather, scatter and index_add are one loop, as in PyTorch's TensorIterator-based
+// kernels: the loop walks a shape (the index's for gather/scatter, the output's or source's for
+// index_select/index_add) over three operands: the tensor that is read or written element by
+// element, the indexed tensor restrided with stride 0 along `dim`, and the index (broadcast with
+// stride 0 along every dim but `dim` for the vector-indexed ops). The inner loop adds
+// index * stride(dim) to the indexed operand's pointer. Indices are checked before the loop
+// (Note [Index checks come first] in kael/native/index_ops.h). Loops that read through indices
+// (gather, index_select) run in parallel; loops that write through them (scatter, index_add)
+// run serially, so duplicate indices accumulate in index order and results are deterministic.
+//
+// Note [Half accumulation]
+// scatter_add and index_add of float16/bfloat16 add in float32 (into a float32 copy of self) and
+// round each element once, as kael computes every float16/bfloat16 op. PyTorch's CPU kernels
+// round after every addition on some paths (1-d self, alpha != 1, some layouts) and accumulate in
+// float32 on others, so with duplicate indices their results may differ from kael's by the
+// rounding of partial sums; the tests compare with PyTorch computing in float32, rounded once.
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "kael/core/convert.h"
+#include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
+#include "kael/native/declarations.h"
+#include "kael/native/index_ops.h"
+#include "kael/native/pointwise.h"
+
+namespace kael::native {
+
+namespace {
+
+// Calls f(int64 value, position) for every element of an int32/int64 tensor, in row-major order,
+// until f returns false.
+template <typename F>
+void for_each_index(const Tensor& index, F f) {
+  auto walk = [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const std::int64_t n = index.numel();
+    if (n == 0) return;
+    if (index.is_contiguous()) {
+      const I* p = index.data<I>();
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!f(static_cast<std::int64_t>(p[i]))) return;
+      return;
+    }
+    const LoopGeometry<1> g = make_geometry<1>(index.sizes(), {view_of(index)}, /*reorder=*/false);
+    bool go = true;
+    run_loop<1>(
+        g,
+        [&](char* const* ptrs, const std::int64_t* strides, std::int64_t m) {
+          for (std::int64_t i = 0; i < m && go; ++i)
+            go = f(static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[0] + i * strides[0])));
+        },
+        /*parallel=*/false);
+  };
+  if (index.dtype() == ScalarType::Int32) {
+    walk(TypeTag<std::int32_t>{});
+  } else {
+    walk(TypeTag<std::int64_t>{});
+  }
+}
+
+// The view of t with the given sizes and strides (an operand of an indexed loop).
+OperandView restrided(const Tensor& t, IntArrayRef sizes, IntArrayRef strides) {
+  return {static_cast<char*>(t.data_ptr()), sizes, strides, static_cast<int>(t.element_size())};
+}
+
+// No row function: every row goes element by element.
+struct NoRow {
+  bool operator()(char*, char*, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const { return false; }
+};
+
+// Runs f(char* a, char* b, int64 index) over `shape` for three operands (Note [Indexed loops]).
+// A row whose elements share one index (index_select / index_add of rows) is first offered to
+// row(a, b, index, n, stride_a, stride_b), which returns whether it handled it (a memcpy or a
+// vectorised loop for contiguous rows).
+template <typename I, typename F, typename Row = NoRow>
+void indexed_loop(IntArrayRef shape, const OperandView& a, const OperandView& b, const OperandView& index,
+                  bool parallel, F f, Row row = {}) {
+  const LoopGeometry<3> g = make_geometry<3>(shape, {a, b, index});
+  run_loop<3>(
+      g,
+      [&f, &row](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+        if (strides[2] == 0) {  // one index for the whole row
+          const auto idx = static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2]));
+          char* a = ptrs[0];
+          char* b = ptrs[1];
+          const std::int64_t sa = strides[0], sb = strides[1];
+          if (row(a, b, idx, n, sa, sb)) return;
+          for (std::int64_t i = 0; i < n; ++i) f(a + i * sa, b + i * sb, idx);
+          return;
+        }
+        for (std::int64_t i = 0; i < n; ++i)
+          f(ptrs[0] + i * strides[0], ptrs[1] + i * strides[1],
+            static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2] + i * strides[2])));
+      },
+      parallel);
+}
+
+template <typename F>
+void visit_index_dtype(ScalarType t, F&& f) {
+  if (t == ScalarType::Int32) {
+    f(TypeTag<std::int32_t>{});
+  } else {
+    f(TypeTag<std::int64_t>{});
+  }
+}
+
+void check_cpu(const char* op, const Tensor& a, const Tensor& b) { check_same_device(op, a.device(), b.device()); }
+
+// Sizes and strides of t as a tensor of at least one dim.
+DimVector sizes_as_vector(const Tensor& t) { return t.dim() == 0 ? DimVector{1} : DimVector(t.sizes()); }
+DimVector strides_as_vector(const Tensor& t) { return t.dim() == 0 ? DimVector{1} : DimVector(t.strides()); }
+
+// Whether a value written in place into self would clobber an input still to be read: PyTorch's
+// overlap checks for self, with a snapshot of an input whose overlap is too hard to tell
+// (Note [Memory overlap]).
+Tensor readable_input(const char* op, const Tensor& self, const Tensor& input) {
+  assert_no_overlap(op, self, input);
+  if (get_overlap_status(self, input) == MemOverlapStatus::TooHard && may_share_memory(self, input))
+    return snapshot_cpu(input);
+  return input;
+}
+
+// ------------------------------------------------------------------ index_select
+
+void check_vector_index(const char* op, const Tensor& index, bool allow_int32) {
+  KAEL_CHECK_INDEX(index.dim() <= 1, op << ": Index is supposed to be a vector, but got dim: " << index.dim()
+                                        << " with size: " << shape_str(index.sizes()));
+  KAEL_CHECK(index.dtype() == ScalarType::Int64 || (allow_int32 && index.dtype() == ScalarType::Int32),
+             op << ": Expected dtype " << (allow_int32 ? "int32 or int64" : "int64") << " for index (got "
+                << index.dtype() << ")");
+}
+
+}  // namespace
+
+void check_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim, bool allow_negative) {
+  const std::int64_t low = allow_negative ? -size : 0;
+  std::int64_t bad = 0;
+  bool found = false;
+  for_each_index(index, [&](std::int64_t v) {
+    if (v < low || v >= size) {
+      bad = v;
+      found = true;
+      return false;
+    }
+    return true;
+  });
+  KAEL_CHECK_INDEX(!found, op << ": index " << bad << " is out of bounds for dimension " << dim << " with size "
+                              << size);
+}
+
+Tensor index_select_cpu(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  constexpr const char* op = "index_select";
+  check_cpu(op, self, index);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  check_vector_index(op, index, /*allow_int32=*/true);
+  const std::int64_t k = index.numel();
+  const std::int64_t size = size_as_vector(self, d);
+  if (self.dim() == 0)
+    KAEL_CHECK_INDEX(k == 1, op << ": index_select(): Index to scalar can have only 1 value, got " << k
+                                << " value(s)");
+  check_index_range(op, index, size, d);
+  DimVector shape = sizes_as_vector(self);
+  shape[d] = k;
+  Tensor out = alloc_cpu(self.dim() == 0 ? IntArrayRef{} : IntArrayRef(shape), self.dtype());
+  if (out.numel() == 0) return out;
+  const DimVector out_strides = contiguous_strides(shape);
+  DimVector self_strides = strides_as_vector(self);
+  const std::int64_t step = self_strides[d] * self.element_size();
+  self_strides[d] = 0;
+  DimVector index_strides(shape.size(), 0);
+  index_strides[d] = index.dim() == 0 ? 0 : index.strides()[0];
+  visit_index_dtype(index.dtype(), [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    visit_dtype(self.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      indexed_loop<I>(shape, restrided(out, shape, out_strides), restrided(self, shape, self_strides),
+                      restrided(index, shape, index_strides), /*parallel=*/true,
+                      [step](char* o, char* s, std::int64_t i) {
+                        *reinterpret_cast<T*>(o) = *reinterpret_cast<const T*>(s + i * step);
+                      },
+                      [step](char* o, char* s, std::int64_t i, std::int64_t n, std::int64_t so, std::int64_t ss) {
+                        if (so != sizeof(T) || ss != sizeof(T)) return false;
+                        std::memcpy(o, s + i * step, static_cast<std::size_t>(n) * sizeof(T));
+                        return true;
+                      });
+    });
+  });
+  return out;
+}
+
+// ------------------------------------------------------------------ gather and scatter
+
+namespace {
+
+// PyTorch's gather_shape_check / scatter_shape_check: index has self's dims, and no dim of the
+// index is larger than self's (apart from dim) or than src's.
+void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                          const Tensor* src) {
+  // PyTorch checks an empty index's dtype and dims no more than its values
+  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.numel() == 0,
+             op << ": Expected dtype int64 for index (got " << index.dtype() << ")");
+  const std::int64_t nd = dims_as_vector(self);
+  KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
+                   op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
+                      << " tensor (" << shape_str(index.sizes()) << " and " << shape_str(self.sizes()) << ")");
+  if (src)
+    KAEL_CHECK_VALUE(dims_as_vector(*src) == nd || index.numel() == 0,
+                     op << ": Index tensor must have the same number of dimensions as src tensor ("
+                        << shape_str(index.sizes()) << " and " << shape_str(src->sizes()) << ")");
+  if (index.numel() == 0) return;
+  for (std::int64_t i = 0; i < nd; ++i) {
+    const std::int64_t n = size_as_vector(index, i);
+    if (i != dim)
+      KAEL_CHECK_VALUE(n <= size_as_vector(self, i),
+                       op << ": Size does not match at dimension " << i << " expected index "
+                          << shape_str(index.sizes()) << " to be no larger than self " << shape_str(self.sizes())
+                          << " apart from dimension " << dim);
+    if (src)
+      KAEL_CHECK_VALUE(n <= size_as_vector(*src, i),
+                       op << ": Expected index " << shape_str(index.sizes()) << " to be no larger than self "
+                          << shape_str(self.sizes()) << " apart from dimension " << dim
+                          << " and to be no larger size than src " << shape_str(src->sizes()));
+  }
+}
+
+// The operands of a scatter/gather loop over the index's shape: `t` viewed with the index's
+// sizes and stride 0 along dim (step: its stride along dim, in bytes).
+struct Restrided {
+  DimVector strides;
+  std::int64_t step;
+};
+Restrided along_dim(const Tensor& t, std::int64_t dim) {
+  Restrided r{strides_as_vector(t), 0};
+  r.step = r.strides[dim] * t.element_size();
+  r.strides[dim] = 0;
+  return r;
+}
+
+enum class ScatterMode : std::uint8_t { Set, Add };
+
+// self[index[i]] (op)= src[i] along dim, for every i of index's shape; src is a tensor of self's
+// dtype or (value) a number. Every check has passed.
+void scatter_loop(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor* src, const Scalar& value,
+                  ScatterMode mode) {
+  if (index.numel() == 0) return;
+  const DimVector shape = sizes_as_vector(index);
+  const Restrided s = along_dim(self, dim);
+  const DimVector index_strides = strides_as_vector(index);
+  const std::int64_t step = s.step;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (src) {
+      const DimVector src_strides = strides_as_vector(*src);
+      auto body = [&](auto f) {
+        indexed_loop<std::int64_t>(shape, restrided(self, shape, s.strides), restrided(*src, shape, src_strides),
+                                   restrided(index, shape, index_strides), /*parallel=*/false, f);
+      };
+      if (mode == ScatterMode::Set) {
+        body([step](char* a, char* b, std::int64_t i) {
+          *reinterpret_cast<T*>(a + i * step) = *reinterpret_cast<const T*>(b);
+        });
+      } else {
+        body([step](char* a, char* b, std::int64_t i) {
+          T* p = reinterpret_cast<T*>(a + i * step);
+          if constexpr (std::is_same_v<T, bool>) {
+            *p = *p || *reinterpret_cast<const bool*>(b);
+          } else if constexpr (std::is_integral_v<T>) {
+            using U = std::make_unsigned_t<T>;  // wraps as in PyTorch, never undefined
+            *p = static_cast<T>(static_cast<U>(*p) + static_cast<U>(*reinterpret_cast<const T*>(b)));
+          } else {
+            using A = opmath_t<T>;
+            *p = static_cast<T>(static_cast<A>(*p) + static_cast<A>(*reinterpret_cast<const T*>(b)));
+          }
+        });
+      }
+      return;
+    }
+    const T v = value.to<T>();
+    const DimVector zero(shape.size(), 0);
+    indexed_loop<std::int64_t>(shape, restrided(self, shape, s.strides), restrided(self, shape, zero),
+                               restrided(index, shape, index_strides), /*parallel=*/false,
+                               [step, v](char* a, char*, std::int64_t i) { *reinterpret_cast<T*>(a + i * step) = v; });
+  });
+}
+
+// Checks scatter_/scatter_add_ into self (before any write) and runs it.
+const Tensor& scatter_checked(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                              const Tensor* src, const Scalar& value, ScatterMode mode) {
+  check_cpu(op, self, index);
+  if (src) check_cpu(op, self, *src);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  if (src)
+    KAEL_CHECK(src->dtype() == self.dtype(), op << ": Expected self.dtype to be equal to src.dtype (got "
+                                                << self.dtype() << " and " << src->dtype() << ")");
+  check_gather_scatter(op, self, d, index, src);
+  check_index_range(op, index, size_as_vector(self, d), d);
+  assert_no_internal_overlap(op, self);
+  const Tensor idx = readable_input(op, self, index);
+  if (src) {
+    const Tensor s = readable_input(op, self, *src);
+    self.bump_version();
+    if (mode == ScatterMode::Add && is_reduced_floating(self.dtype())) {
+      // float16/bfloat16 add up in float32 and round once (see Note [Half accumulation])
+      Tensor acc = alloc_cpu(self.sizes(), ScalarType::Float32);
+      copy_cpu(acc, self);
+      Tensor s32 = alloc_cpu(s.sizes(), ScalarType::Float32);
+      copy_cpu(s32, s);
+      scatter_loop(acc, d, idx, &s32, value, mode);
+      copy_cpu(self, acc);
+    } else {
+      scatter_loop(self, d, idx, &s, value, mode);
+    }
+  } else {
+    self.bump_version();
+    scatter_loop(self, d, idx, nullptr, value, mode);
+  }
+  return self;
+}
+
+}  // namespace
+
+// A new tensor of self's shape and dtype laid out in self's memory order, as PyTorch's
+// empty_like(preserve_format) (a transposed input gives a transposed result).
+Tensor alloc_like_cpu(const Tensor& self) {
+  if (self.is_contiguous()) return alloc_cpu(self.sizes(), self.dtype());
+  const OperandView v = view_of(self);
+  return alloc_strided_cpu(self.sizes(), output_strides_like(self.sizes(), &v, 1), self.dtype());
+}
+
+namespace {
+Tensor clone_cpu(const Tensor& self) {
+  Tensor out = alloc_like_cpu(self);
+  copy_cpu(out, self);
+  return out;
+}
+}  // namespace
+
+Tensor gather_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, bool sparse_grad) {
+  constexpr const char* op = "gather";
+  (void)sparse_grad;  // only changes the gradient's layout in PyTorch; kael's gradients are dense
+  check_cpu(op, self, index);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  check_gather_scatter(op, self, d, index, nullptr);
+  check_index_range(op, index, size_as_vector(self, d), d);
+  Tensor out = alloc_cpu(index.sizes(), self.dtype());
+  if (out.numel() == 0) return out;
+  const DimVector shape = sizes_as_vector(index);
+  const Restrided s = along_dim(self, d);
+  const std::int64_t step = s.step;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    indexed_loop<std::int64_t>(shape, restrided(out, shape, contiguous_strides(shape)),
+                               restrided(self, shape, s.strides),
+                               restrided(index, shape, strides_as_vector(index)), /*parallel=*/true,
+                               [step](char* o, char* x, std::int64_t i) {
+                                 *reinterpret_cast<T*>(o) = *reinterpret_cast<const T*>(x + i * step);
+                               });
+  });
+  return out;
+}
+
+Tensor scatter_src_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = clone_cpu(self);
+  scatter_checked("scatter", out, dim, index, &src, Scalar(), ScatterMode::Set);
+  return out;
+}
+
+Tensor scatter_value_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  Tensor out = clone_cpu(self);
+  scatter_checked("scatter", out, dim, index, nullptr, value, ScatterMode::Set);
+  return out;
+}
+
+const Tensor& scatter_src_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_checked("scatter_", self, dim, index, &src, Scalar(), ScatterMode::Set);
+}
+
+const Tensor& scatter_value_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  return scatter_checked("scatter_", self, dim, index, nullptr, value, ScatterMode::Set);
+}
+
+Tensor scatter_add_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = clone_cpu(self);
+  scatter_checked("scatter_add", out, dim, index, &src, Scalar(), ScatterMode::Add);
+  return out;
+}
+
+const Tensor& scatter_add_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_checked("scatter_add_", self, dim, index, &src, Scalar(), ScatterMode::Add);
+}
+
+// ------------------------------------------------------------------ index_add
+
+namespace {
+
+// self[index[i]] += alpha * source[i] along dim; every check has passed, source has self's dtype.
+void index_add_loop(const Tensor& self, std::int64_t d, const Tensor& idx, const Tensor& src, const Scalar& alpha) {
+  const DimVector shape = sizes_as_vector(src);
+  const Restrided s = along_dim(self, d);
+  const std::int64_t step = s.step;
+  DimVector index_strides(shape.size(), 0);
+  index_strides[d] = idx.dim() == 0 ? 0 : idx.strides()[0];
+  visit_index_dtype(idx.dtype(), [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    visit_dtype(self.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      auto body = [&](auto f) {
+        indexed_loop<I>(shape, restrided(self, shape, s.strides), restrided(src, shape, strides_as_vector(src)),
+                        restrided(idx, shape, index_strides), /*parallel=*/false, f);
+      };
+      if constexpr (std::is_same_v<T, bool>) {
+        const bool a = alpha.to<bool>();
+        body([step, a](char* p, char* b, std::int64_t i) {
+          bool* q = reinterpret_cast<bool*>(p + i * step);
+          *q = *q || (a && *reinterpret_cast<const bool*>(b));
+        });
+      } else if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;  // wraps as in PyTorch, never undefined
+        const U a = static_cast<U>(alpha.to<T>());
+        body([step, a](char* p, char* b, std::int64_t i) {
+          T* q = reinterpret_cast<T*>(p + i * step);
+          *q = static_cast<T>(static_cast<U>(*q) + a * static_cast<U>(*reinterpret_cast<const T*>(b)));
+        });
+      } else {
+        // source * alpha is rounded to T before it is added, as PyTorch computes it
+        using A = opmath_t<T>;
+        const A a = static_cast<A>(alpha.to<T>());
+        indexed_loop<I>(
+            shape, restrided(self, shape, s.strides), restrided(src, shape, strides_as_vector(src)),
+            restrided(idx, shape, index_strides), /*parallel=*/false,
+            [step, a](char* p, char* b, std::int64_t i) {
+              T* q = reinterpret_cast<T*>(p + i * step);
+              const T product = static_cast<T>(static_cast<A>(*reinterpret_cast<const T*>(b)) * a);
+              *q = static_cast<T>(static_cast<A>(*q) + static_cast<A>(product));
+            },
+            [step, a](char* p, char* b, std::int64_t i, std::int64_t n, std::int64_t sp, std::int64_t sb) {
+              if (sp != sizeof(T) || sb != sizeof(T)) return false;
+              T* __restrict q = reinterpret_cast<T*>(p + i * step);
+              const T* __restrict x = reinterpret_cast<const T*>(b);
+              for (std::int64_t k = 0; k < n; ++k)
+                q[k] = static_cast<T>(static_cast<A>(q[k]) + static_cast<A>(static_cast<T>(static_cast<A>(x[k]) * a)));
+              return true;
+            });
+      }
+    });
+  });
+}
+
+const Tensor& index_add_checked(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                                const Tensor& source, const Scalar& alpha) {
+  check_cpu(op, self, index);
+  check_cpu(op, self, source);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  check_vector_index(op, index, /*allow_int32=*/true);
+  KAEL_CHECK(source.dtype() == self.dtype(), op << ": self (" << self.dtype() << ") and source (" << source.dtype()
+                                                << ") must have the same scalar type");
+  KAEL_CHECK(!alpha.is_floating() || is_floating(self.dtype()),
+             op << ": For integral input tensors, argument alpha must not be a floating point number.");
+  const std::int64_t k = index.numel();
+  KAEL_CHECK_VALUE(dims_as_vector(source) == dims_as_vector(self),
+                   op << ": source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+                         "self.shape = "
+                      << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
+  KAEL_CHECK_VALUE(k == size_as_vector(source, d), op << ": Number of indices (" << k
+                                                      << ") should be equal to source.size(dim): ("
+                                                      << size_as_vector(source, d) << "), for dim: " << d);
+  for (std::int64_t i = 0; i < dims_as_vector(self); ++i)
+    KAEL_CHECK_VALUE(i == d || size_as_vector(source, i) == size_as_vector(self, i),
+                     op << ": source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           "Got self.shape = "
+                        << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
+  check_index_range(op, index, size_as_vector(self, d), d);
+  assert_no_internal_overlap(op, self);
+  const Tensor idx = readable_input(op, self, index);
+  const Tensor src = readable_input(op, self, source);
+  self.bump_version();
+  if (src.numel() == 0) return self;
+  if (is_reduced_floating(self.dtype())) {
+    // float16/bfloat16 add up in float32 and round once (see Note [Half accumulation])
+    Tensor acc = alloc_cpu(self.sizes(), ScalarType::Float32);
+    copy_cpu(acc, self);
+    Tensor src32 = alloc_cpu(src.sizes(), ScalarType::Float32);
+    copy_cpu(src32, src);
+    index_add_loop(acc, d, idx, src32, alpha);
+    copy_cpu(self, acc);
+  } else {
+    index_add_loop(self, d, idx, src, alpha);
+  }
+  return self;
+}
+
+}  // namespace
+
+Tensor index_add_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
+                     const Scalar& alpha) {
+  Tensor out = clone_cpu(self);
+  index_add_checked("index_add", out, dim, index, source, alpha);
+  return out;
+}
+
+const Tensor& index_add_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source,
+                             const Scalar& alpha) {
+  return index_add_checked("index_add_", self, dim, index, source, alpha);
+}
+
+// ------------------------------------------------------------------ masked_select, nonzero
+
+namespace {
+
+template <typename T>
+bool is_nonzero(T v) {
+  if constexpr (is_reduced_floating_v<T>) {
+    return static_cast<float>(v) != 0.0f;
+  } else {
+    return v != T(0);
+  }
+}
+
+// Calls f(char* element) for every element of t in row-major order (serially).
+template <typename F>
+void for_each_element(const Tensor& t, IntArrayRef shape, IntArrayRef strides, F f) {
+  const OperandView v{static_cast<char*>(t.data_ptr()), shape, strides, static_cast<int>(t.element_size())};
+  const LoopGeometry<1> g = make_geometry<1>(shape, {v}, /*reorder=*/false);
+  run_loop<1>(
+      g,
+      [&f](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i) f(ptrs[0] + i * s[0]);
+      },
+      /*parallel=*/false);
+}
+
+}  // namespace
+
+Tensor masked_select_cpu(const Tensor& self, const Tensor& mask) {
+  constexpr const char* op = "masked_select";
+  check_cpu(op, self, mask);
+  KAEL_CHECK(mask.dtype() == ScalarType::Bool, op << ": expected BoolTensor for mask (got " << mask.dtype() << ")");
+  const DimVector shape = broadcast_shapes(op, self.sizes(), mask.sizes());
+  const OperandView sv = view_of(self), mv = view_of(mask);
+  const DimVector ss = broadcast_strides(shape, sv, 1), ms = broadcast_strides(shape, mv, 1);
+  std::int64_t count = 0;
+  for_each_element(mask, shape, ms, [&](char* p) { count += *reinterpret_cast<const bool*>(p) ? 1 : 0; });
+  const std::int64_t sizes[] = {count};
+  Tensor out = alloc_cpu(sizes, self.dtype());
+  if (count == 0) return out;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    const LoopGeometry<2> g = make_geometry<2>(shape, {OperandView{sv.data, shape, ss, sv.itemsize},
+                                                       OperandView{mv.data, shape, ms, mv.itemsize}},
+                                               /*reorder=*/false);
+    run_loop<2>(
+        g,
+        [&o](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
+          for (std::int64_t i = 0; i < n; ++i)
+            if (*reinterpret_cast<const bool*>(ptrs[1] + i * s[1]))
+              *o++ = *reinterpret_cast<const T*>(ptrs[0] + i * s[0]);
+        },
+        /*parallel=*/false);
+  });
+  return out;
+}
+
+Tensor nonzero_cpu(const Tensor& self) {
+  const std::int64_t nd = self.dim();
+  std::int64_t count = 0;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_element(self, self.sizes(), self.strides(), [&](char* p) {
+      count += is_nonzero(*reinterpret_cast<const T*>(p)) ? 1 : 0;
+    });
+  });
+  const std::int64_t sizes[] = {count, nd};
+  Tensor out = alloc_cpu(sizes, ScalarType::Int64);
+  if (count == 0 || self.numel() == 0) return out;
+  std::int64_t* o = out.data<std::int64_t>();
+  DimVector counter(nd, 0);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_element(self, self.sizes(), self.strides(), [&](char* p) {
+      if (is_nonzero(*reinterpret_cast<const T*>(p))) {
+        for (std::int64_t d = 0; d < nd; ++d) *o++ = counter[d];
+      }
+      for (std::int64_t d = nd - 1; d >= 0; --d) {
+        if (++counter[d] < self.sizes()[d]) break;
+        counter[d] = 0;
+      }
+    });
+  });
+  return out;
+}
+
+// ------------------------------------------------------------------ flip and roll
+
+Tensor flip_cpu(const Tensor& self, IntArrayRef dims) {
+  constexpr const char* op = "flip";
+  const std::int64_t nd = self.dim();
+  std::vector<bool> flipped(static_cast<std::size_t>(std::max<std::int64_t>(nd, 1)), false);
+  for (const std::int64_t dim : dims) {
+    const std::int64_t d = wrap_dim(op, dim, std::max<std::int64_t>(nd, 1));
+    KAEL_CHECK(!flipped[d], op << ": dim " << d << " appears multiple times in the list of dims");
+    flipped[d] = true;
+  }
+  Tensor out = alloc_like_cpu(self);
+  if (out.numel() == 0) return out;
+  // The input read backwards along the flipped dims: from its last element there, with negated
+  // strides (only inside this loop; tensors keep non-negative strides).
+  DimVector strides(self.strides());
+  char* data = static_cast<char*>(self.data_ptr());
+  for (std::int64_t d = 0; d < nd; ++d) {
+    if (!flipped[d]) continue;
+    data += (self.sizes()[d] - 1) * strides[d] * self.element_size();
+    strides[d] = -strides[d];
+  }
+  const OperandView src{data, self.sizes(), strides, static_cast<int>(self.element_size())};
+  const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {view_of(out), src});
+  auto copy = [&](auto tag) {  // elements moved as unsigned integers of their size
+    using U = typename decltype(tag)::type;
+    run_loop<2>(g, [](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
+      if (s[0] == sizeof(U) && s[1] == -static_cast<std::int64_t>(sizeof(U))) {
+        U* __restrict o = reinterpret_cast<U*>(ptrs[0]);
+        const U* __restrict x = reinterpret_cast<const U*>(ptrs[1]);
+        for (std::int64_t i = 0; i < n; ++i) o[i] = x[-i];
+        return;
+      }
+      if (s[0] == sizeof(U) && s[1] == sizeof(U)) {  // a row that is not flipped
+        std::memcpy(ptrs[0], ptrs[1], static_cast<std::size_t>(n) * sizeof(U));
+        return;
+      }
+      for (std::int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<U*>(ptrs[0] + i * s[0]) = *reinterpret_cast<const U*>(ptrs[1] + i * s[1]);
+    });
+  };
+  switch (self.element_size()) {
+    case 1:
+      copy(TypeTag<std::uint8_t>{});
+      break;
+    case 2:
+      copy(TypeTag<std::uint16_t>{});
+      break;
+    case 4:
+      copy(TypeTag<std::uint32_t>{});
+      break;
+    default:
+      copy(TypeTag<std::uint64_t>{});
+      break;
+  }
+  return out;
+}
+
+namespace {
+
+Tensor make_slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length) {
+  DimVector sizes(t.sizes()), strides(t.strides());
+  sizes[dim] = length;
+  return Tensor(TensorImpl::make_view(*t.impl(), std::move(sizes), std::move(strides),
+                                      t.impl()->offset() + start * t.strides()[dim]));
+}
+
+// out <- self rolled by shift along dim (both of one shape; out new).
+void roll_into(const Tensor& out, const Tensor& self, std::int64_t dim, std::int64_t shift) {
+  const std::int64_t n = self.sizes()[dim];
+  if (n == 0) return;
+  std::int64_t s = shift % n;
+  if (s < 0) s += n;
+  copy_cpu(make_slice(out, dim, s, n - s), make_slice(self, dim, 0, n - s));
+  if (s > 0) copy_cpu(make_slice(out, dim, 0, s), make_slice(self, dim, n - s, s));
+}
+
+}  // namespace
+
+Tensor roll_cpu(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
+  constexpr const char* op = "roll";
+  KAEL_CHECK(!shifts.empty(), op << ": `shifts` required");
+  if (dims.empty()) {
+    KAEL_CHECK(shifts.size() == 1, op << ": shifts and dimensions must align. shifts: " << shifts.size()
+                                      << ", dims:" << dims.size());
+    // Rolled as the flattened tensor (a contiguous copy), then given back its shape.
+    const std::int64_t n[] = {self.numel()};
+    Tensor src = alloc_cpu(self.sizes(), self.dtype());
+    copy_cpu(src, self);
+    Tensor flat = alloc_cpu(n, self.dtype());
+    roll_into(flat, Tensor(TensorImpl::make(src.impl()->storage_ptr(), self.dtype(), DimVector(n), DimVector{1}, 0)),
+              0, shifts[0]);
+    return Tensor(TensorImpl::make(flat.impl()->storage_ptr(), self.dtype(), DimVector(self.sizes()),
+                                   contiguous_strides(self.sizes()), 0));
+  }
+  KAEL_CHECK(shifts.size() == dims.size(), op << ": shifts and dimensions must align. shifts: " << shifts.size()
+                                              << ", dims:" << dims.size());
+  if (self.numel() == 0) return clone_cpu(self);  // PyTorch checks no dim of an empty tensor
+  KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << dims[0] << " but tensor has no dimensions");
+  DimVector wrapped;
+  for (const std::int64_t d : dims) wrapped.push_back(wrap_dim(op, d, self.dim()));
+  Tensor cur = self;
+  for (std::size_t i = 0; i < wrapped.size(); ++i) {
+    Tensor out = alloc_like_cpu(self);
+    roll_into(out, cur, wrapped[i], shifts[i]);
+    cur = out;
+  }
+  return cur;
+}
+
+// ------------------------------------------------------------------ tril / triu
+
+namespace {
+
+// Zeroes the elements of t (at least 2 dims) that tril (lower) or triu keeps out: column j of
+// row i is kept when j - i <= diagonal (tril) or j - i >= diagonal (triu).
+void zero_triangle(const Tensor& t, std::int64_t diagonal, bool lower) {
+  const std::int64_t nd = t.dim();
+  const std::int64_t rows = t.sizes()[nd - 2], cols = t.sizes()[nd - 1];
+  if (t.numel() == 0) return;
+  const std::int64_t rs = t.strides()[nd - 2], cs = t.strides()[nd - 1];
+  diagonal = std::clamp<std::int64_t>(diagonal, -rows - 1, cols + 1);  // no overflow below
+  const DimVector batch_shape(t.sizes().subspan(0, nd - 2));
+  const DimVector batch_strides(t.strides().subspan(0, nd - 2));
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto matrix = [&](char* base) {
+      T* m = reinterpret_cast<T*>(base);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        // tril zeroes columns (i + diagonal, cols); triu zeroes [0, i + diagonal)
+        std::int64_t lo, hi;
+        if (lower) {
+          lo = std::clamp<std::int64_t>(i + diagonal + 1, 0, cols);
+          hi = cols;
+        } else {
+          lo = 0;
+          hi = std::clamp<std::int64_t>(i + diagonal, 0, cols);
+        }
+        for (std::int64_t j = lo; j < hi; ++j) m[i * rs + j * cs] = T(0);
+      }
+    };
+    if (batch_shape.empty()) {
+      matrix(static_cast<char*>(t.data_ptr()));
+      return;
+    }
+    const OperandView v{static_cast<char*>(t.data_ptr()), batch_shape, batch_strides,
+                        static_cast<int>(t.element_size())};
+    const LoopGeometry<1> g = make_geometry<1>(batch_shape, {v});
+    run_loop<1>(g, [&](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
+      for (std::int64_t b = 0; b < n; ++b) matrix(ptrs[0] + b * s[0]);
+    });
+  });
+}
+
+void check_triangle(const char* op, const Tensor& self) {
+  KAEL_CHECK(self.dim() >= 2, op << ": input tensor must have at least 2 dimensions");
+}
+
+}  // namespace
+
+Tensor tril_cpu(const Tensor& self, std::int64_t diagonal) {
+  check_triangle("tril", self);
+  Tensor out = clone_cpu(self);
+  zero_triangle(out, diagonal, /*lower=*/true);
+  return out;
+}
+
+Tensor triu_cpu(const Tensor& self, std::int64_t diagonal) {
+  check_triangle("triu", self);
+  Tensor out = clone_cpu(self);
+  zero_triangle(out, diagonal, /*lower=*/false);
+  return out;
+}
+
+const Tensor& tril_cpu_(const Tensor& self, std::int64_t diagonal) {
+  check_triangle("tril_", self);
+  assert_no_internal_overlap("tril_", self);
+  self.bump_version();
+  zero_triangle(self, diagonal, /*lower=*/true);
+  return self;
+}
+
+const Tensor& triu_cpu_(const Tensor& self, std::int64_t diagonal) {
+  check_triangle("triu_", self);
+  assert_no_internal_overlap("triu_", self);
+  self.bump_version();
+  zero_triangle(self, diagonal, /*lower=*/false);
+  return self;
+}
+
+namespace {
+// The view of `length` elements of t along dim from start.
+Tensor slice_of(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length) {
+  DimVector sizes(t.sizes()), strides(t.strides());
+  sizes[dim] = length;
+  return Tensor(TensorImpl::make_view(*t.impl(), std::move(sizes), std::move(strides),
+                                      t.impl()->offset() + start * t.strides()[dim]));
+}
+}  // namespace
+
+// ------------------------------------------------------------------ cat
+
+Tensor cat_impl(std::span<const Tensor> tensors, std::int64_t dim) {
+  constexpr const char* op = "cat";
+  KAEL_CHECK_VALUE(!tensors.empty(), op << ": expected a non-empty list of Tensors");
+  // PyTorch's legacy rule: 1-d empty tensors take no part in the shape checks
+  auto skipped = [](const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; };
+  const Tensor* ref = nullptr;
+  ResultTypeState types;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    KAEL_CHECK(t.dim() > 0, op << ": zero-dimensional tensor (at position " << i << ") cannot be concatenated");
+    check_same_device(op, tensors[0].device(), t.device());
+    types.add_tensor(t.dtype(), false);
+    if (!ref && !skipped(t)) ref = &t;
+  }
+  const ScalarType dtype = types.result();
+  if (!ref) {
+    wrap_dim(op, dim, 1);
+    return alloc_cpu(tensors[0].sizes(), dtype);
+  }
+  const std::int64_t nd = ref->dim();
+  const std::int64_t d = wrap_dim(op, dim, nd);
+  DimVector shape(ref->sizes());
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (skipped(t)) continue;
+    KAEL_CHECK_VALUE(t.dim() == nd, op << ": Tensors must have same number of dimensions: got " << nd << " and "
+                                       << t.dim());
+    for (std::int64_t k = 0; k < nd; ++k)
+      KAEL_CHECK_VALUE(k == d || t.sizes()[k] == shape[k],
+                       op << ": Sizes of tensors must match except in dimension " << d << ". Expected size "
+                          << shape[k] << " but got size " << t.sizes()[k] << " for tensor number " << i
+                          << " in the list (dimension " << k << ")");
+    KAEL_CHECK_VALUE(!__builtin_add_overflow(total, t.sizes()[d], &total), op << ": the result is too large");
+  }
+  shape[d] = total;
+  Tensor out = alloc_cpu(shape, dtype);
+  std::int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (skipped(t)) continue;
+    const std::int64_t n = t.sizes()[d];
+    if (n > 0) copy_cpu(slice_of(out, d, offset, n), t);
+    offset += n;
+  }
+  return out;
+}
+
+Tensor cat_cpu(TensorList tensors, std::int64_t dim) { return cat_impl(tensors, dim); }
+
+}  // namespace kael::native
