@@ -24,9 +24,12 @@ def run_both(fn, tx, kx, atol=None, rtol=None):
         else:
             terr = None
     if terr is not None:
+        # torch's NotImplementedError for an unsupported dtype is a RuntimeError; kael raises
+        # RuntimeError for those (docs/decisions.md, Errors)
+        cls = RuntimeError if isinstance(terr, NotImplementedError) else type(terr)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with pytest.raises(type(terr)):
+            with pytest.raises(cls):
                 fn(kael, kx)
         return None
     with warnings.catch_warnings():
@@ -242,6 +245,13 @@ def test_norm_special_values():
 @pytest.mark.parametrize("shape,dim", [c for c in LIST_DIM_CASES if c[1] is not None], ids=str)
 @pytest.mark.parametrize("keepdim", [None, True])
 def test_logsumexp(dtype, shape, dim, keepdim):
+    if dtype in ("float16", "bfloat16"):
+        # kael computes in float32 and rounds once; torch rounds every step of its composite
+        # (amax, x - max, exp, sum, log) to the half dtype: its float32 result, rounded, is the oracle
+        p = make_pair(shape, dtype)
+        kres = kael.logsumexp(p.k, **dim_kw(dim, keepdim))
+        check(kres, torch.logsumexp(p.t.float(), **dim_kw(dim, keepdim)).to(p.t.dtype))
+        return
     both(lambda lib, x: lib.logsumexp(x, **dim_kw(dim, keepdim)), shape, dtype)
 
 
@@ -250,8 +260,9 @@ def test_logsumexp_special_values(dtype):
     rows = [[1.0, 2.0, 3.0], [INF, 1.0, 2.0], [-INF, -INF, -INF], [INF, -INF, 0.0], [math.nan, INF, 1.0],
             [INF, INF, 1.0], [-INF, 5.0, -INF], [80.0, 90.0, 100.0], [-100.0, -90.0, -200.0]]
     t = torch.tensor(rows, dtype=getattr(torch, dtype))
-    check(kael.logsumexp(to_kael(t), 1), torch.logsumexp(t, 1))
-    check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(t.T, 0))
+    oracle = t.float() if dtype in ("float16", "bfloat16") else t  # see test_logsumexp
+    check(kael.logsumexp(to_kael(t), 1), torch.logsumexp(oracle, 1).to(t.dtype))
+    check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(oracle.T, 0).to(t.dtype))
 
 
 @pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 1000, 40000, 100003])
@@ -299,7 +310,8 @@ def test_var_degrees_of_freedom_warning():
 def test_var_std_precision_with_a_large_mean():
     t = torch.randn(1000, dtype=torch.float64) + 1e6
     check(kael.var(to_kael(t)), torch.var(t))
-    check(kael.std(to_kael(t.float())), torch.std(t).float())
+    t32 = t.float()  # kael's float32 var adds in float64 (as torch's CPU kernel): the float64 oracle, rounded
+    check(kael.std(to_kael(t32)), torch.std(t32.double()).float())
 
 
 def test_var_rejects_unbiased_with_correction():
@@ -310,7 +322,7 @@ def test_var_rejects_unbiased_with_correction():
 # ------------------------------------------------------------------------------------- layouts
 
 REDUCERS = {
-    "prod": lambda lib, x, d: lib.prod(x, d if isinstance(d, int) else None),
+    "prod": lambda lib, x, d: lib.prod(x, d) if isinstance(d, int) else lib.prod(x),
     "amax": lambda lib, x, d: lib.amax(x, d if d is not None else ()),
     "amin": lambda lib, x, d: lib.amin(x, d if d is not None else ()),
     "argmax": lambda lib, x, d: lib.argmax(x, d if isinstance(d, int) else None),
@@ -349,7 +361,11 @@ def test_single_long_row_is_split_and_merged(name):
     t[123457] = 7.0  # the largest element in a middle chunk
     run_both(lambda lib, x: REDUCERS[name](lib, x, None), t, to_kael(t))
     t32 = (torch.rand(3, 100001) * 0.02 + 0.99)
-    run_both(lambda lib, x: REDUCERS[name](lib, x, 1), t32, to_kael(t32))
+    if name == "prod":
+        # kael multiplies float32 in float64 (as it sums, docs/decisions.md): the float64 oracle, rounded
+        check(kael.prod(to_kael(t32), 1), torch.prod(t32.double(), 1).float())
+    else:
+        run_both(lambda lib, x: REDUCERS[name](lib, x, 1), t32, to_kael(t32))
 
 
 # ------------------------------------------------------------------------------------- errors
@@ -380,7 +396,7 @@ def test_bad_dims_raise_like_torch(name, fn):
     with pytest.raises(type(te.value)) as ke:
         fn(kael, to_kael(t))
     msg = str(ke.value)
-    assert msg.startswith(name), msg
+    assert f"{name}: " in msg, msg
     if isinstance(te.value, IndexError):
         # torch: "Dimension out of range (expected to be in range of [-2, 1], but got 2)"
         fragment = str(te.value).split("Dimension ", 1)[1]
@@ -410,7 +426,7 @@ def test_empty_reductions_without_identity_raise(name, fn, shape, cls, fragment)
         fn(torch, t)
     with pytest.raises(cls, match=fragment) as ke:
         fn(kael, to_kael(t))
-    assert str(ke.value).startswith(name)
+    assert f"{name}: " in str(ke.value)
 
 
 DTYPE_ERRORS = [
@@ -432,7 +448,7 @@ def test_unsupported_dtypes_raise_like_torch(name, fn, dtype):
         fn(torch, t)
     with pytest.raises(type(te.value)) as ke:
         fn(kael, to_kael(t))
-    assert str(ke.value).startswith(name)
+    assert f"{name}: " in str(ke.value)
 
 
 # ------------------------------------------------------------------------------------- determinism

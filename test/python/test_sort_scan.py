@@ -72,7 +72,7 @@ def test_cumsum_cumprod_errors(name):
             getattr(torch, name)(t, dim)
         with pytest.raises(IndexError) as ke:
             getattr(kael, name)(to_kael(t), dim)
-        assert str(ke.value).startswith(name)
+        assert f"{name}: " in str(ke.value)
         assert str(te.value).split("Dimension ", 1)[1] in str(ke.value)
     with pytest.raises(TypeError):
         getattr(kael, name)(to_kael(t))  # dim is required, as in torch
@@ -110,8 +110,8 @@ def test_argsort(dtype, shape, dim, descending):
 @pytest.mark.parametrize("descending", [False, True])
 def test_argsort_nan_inf_and_signed_zeros(dtype, descending):
     t = torch.tensor([[1.0, math.nan, -INF, 0.0, -0.0, INF, math.nan, -2.0, 0.0, -0.0]], dtype=getattr(torch, dtype))
-    check(kael.argsort(to_kael(t), 1, descending), torch.argsort(t, 1, descending=descending, stable=True))
-    check(kael.argsort(to_kael(t.T), 0, descending), torch.argsort(t.T, 0, descending=descending, stable=True))
+    check(kael.argsort(to_kael(t), 1, descending), torch.argsort(t, dim=1, descending=descending, stable=True))
+    check(kael.argsort(to_kael(t.T), 0, descending), torch.argsort(t.T, dim=0, descending=descending, stable=True))
 
 
 @pytest.mark.parametrize("layout", [lay for lay in LAYOUTS if lay != "contig"])
@@ -125,11 +125,11 @@ def test_argsort_noncontiguous(layout, dim):
 
 def test_argsort_large_and_errors():
     t = torch.randint(0, 50, (40, 3000))
-    check(kael.argsort(to_kael(t), 1), torch.argsort(t, 1, stable=True))
-    check(kael.argsort(to_kael(t), 0, True), torch.argsort(t, 0, descending=True, stable=True))
+    check(kael.argsort(to_kael(t), 1), torch.argsort(t, dim=1, stable=True))
+    check(kael.argsort(to_kael(t), 0, True), torch.argsort(t, dim=0, descending=True, stable=True))
     with pytest.raises(IndexError) as ke:
         kael.argsort(to_kael(t), 2)
-    assert str(ke.value).startswith("argsort")
+    assert "argsort: " in str(ke.value)
 
 
 # ------------------------------------------------------------------------------------- determinism

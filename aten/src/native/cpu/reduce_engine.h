@@ -173,7 +173,8 @@ void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
   if (M < 32 && K > 2 * kRowChunk) {
     // Few long rows: chunks of rows, merged in order.
     const std::int64_t chunks = (K + kRowChunk - 1) / kRowChunk;
-    std::vector<Acc> partial(static_cast<std::size_t>(M * chunks));
+    // (not std::vector: Acc may be bool, whose packed bits threads cannot write concurrently)
+    const std::unique_ptr<Acc[]> partial = std::make_unique<Acc[]>(static_cast<std::size_t>(M * chunks));
     parallel_tasks(M * chunks, kRowChunk, [&](std::int64_t t) {
       const std::int64_t o = t / chunks, c = t % chunks;
       StridedWalk kept(p.kept_sizes, p.kept_strides);

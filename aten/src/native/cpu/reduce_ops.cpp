@@ -595,13 +595,13 @@ Tensor norm_cpu(const Tensor& self, double p, std::optional<IntArrayRef> dim, bo
   }
   ReduceDims dims = reduce_dims("norm", self, dim, keepdim);
   const bool infinite = std::isinf(p);
-  if (infinite && self.numel() == 0) {
-    const char* which = p > 0 ? "inf" : "-inf";
-    KAEL_CHECK(dim && !dim->empty(), "norm: cannot compute the " << which << " norm on an empty tensor because the "
+  if ((infinite || p < 0) && self.numel() == 0) {
+    // max |x| and the sums of |x|^p with p < 0 (sums of infinities for zeros) have no identity
+    KAEL_CHECK(dim && !dim->empty(), "norm: cannot compute the " << p << " norm on an empty tensor because the "
                                                                  << "operation does not have an identity");
     for (std::int64_t d = 0; d < self.dim(); ++d)
       KAEL_CHECK(!dims.reduced[d] || self.sizes()[d] != 0,
-                 "norm: cannot compute the " << which << " norm on the dimension " << d << " because this dimension "
+                 "norm: cannot compute the " << p << " norm on the dimension " << d << " because this dimension "
                                              << "is empty and the operation does not have an identity");
   }
   const ScalarType t = dtype.value_or(self.dtype());
