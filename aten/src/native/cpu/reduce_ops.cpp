@@ -8,6 +8,7 @@
 // float16/bfloat16, wrapping uint64 for integers.
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 
@@ -87,7 +88,38 @@ struct ProdOp {
 // The larger (Max) or smaller of two values, NaN winning: NaN propagates as in PyTorch.
 template <bool Max, typename C>
 bool replaces(C candidate, C current) {
-  return (Max ? candidate > current : candidate < current) || is_nan(candidate);
+  // `|`, not `||`: no branch, so the row loops vectorise
+  return (Max ? candidate > current : candidate < current) | is_nan(candidate);
+}
+
+// max (Max) or min of n >= 1 values, NaN propagating, 32 bytes of C at a time (the compiler's
+// vector extensions: the comparison and select compile to AVX2 instructions).
+template <bool Max, typename C>
+C extreme_vector(const C* x, std::int64_t n) {
+  constexpr int W = 32 / sizeof(C);
+  typedef C V __attribute__((vector_size(32)));
+  C r = x[0];
+  std::int64_t i = 0;
+  if (n >= W) {
+    V m;
+    std::memcpy(&m, x, sizeof m);
+    decltype(m != m) nan{};
+    for (; i + W <= n; i += W) {
+      V v;
+      std::memcpy(&v, x + i, sizeof v);
+      if constexpr (std::is_floating_point_v<C>) nan |= (v != v);
+      m = (Max ? v > m : v < m) ? v : m;
+    }
+    for (int j = 0; j < W; ++j) {
+      if (nan[j]) {
+        for (std::int64_t k = 0; k < n; ++k)
+          if (is_nan(x[k])) return x[k];  // the first NaN, as a scalar walk finds it
+      }
+      r = replaces<Max>(m[j], r) ? m[j] : r;
+    }
+  }
+  for (; i < n; ++i) r = replaces<Max>(x[i], r) ? x[i] : r;
+  return r;
 }
 
 template <typename T, bool Max>
@@ -96,21 +128,16 @@ struct ExtremeOp {
   T* out;
   C identity() const { return C(0); }  // unused: empty reductions are refused at set-up
   C run(const T* x, std::int64_t n, std::int64_t) const {
-    C lanes[kLanes];
-    for (C& l : lanes) l = static_cast<C>(x[0]);
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) {
-        const C v = static_cast<C>(x[i + j]);
-        lanes[j] = replaces<Max>(v, lanes[j]) ? v : lanes[j];
+    if constexpr (std::is_same_v<T, C> && !std::is_same_v<T, bool>) {
+      return extreme_vector<Max>(x, n);
+    } else {
+      C r = static_cast<C>(x[0]);
+      for (std::int64_t i = 1; i < n; ++i) {
+        const C v = static_cast<C>(x[i]);
+        r = replaces<Max>(v, r) ? v : r;
       }
-    C r = lanes[0];
-    for (int j = 1; j < kLanes; ++j) r = replaces<Max>(lanes[j], r) ? lanes[j] : r;
-    for (; i < n; ++i) {
-      const C v = static_cast<C>(x[i]);
-      r = replaces<Max>(v, r) ? v : r;
+      return r;
     }
-    return r;
   }
   void merge(C& a, const C& b) const { a = replaces<Max>(b, a) ? b : a; }
   void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
@@ -258,27 +285,45 @@ struct ExtremeAbsOp {
 // are below 2^-125 of the row's largest term, which is 1).
 constexpr std::int64_t kLseBlock = 256;
 
-// exp(x) for x <= 0 in float (Cephes' expf: a degree-6 polynomial on [-ln2/2, ln2/2] scaled by
-// 2^n), branch-free so loops over it vectorise. x above 0 is taken as 0; NaN gives NaN.
-inline float exp_nonpositive(float x) {
+// exp(x) for x <= 0, 8 floats at a time (Cephes' expf: a degree-6 polynomial on
+// [-ln2/2, ln2/2] scaled by 2^n), written with the compiler's vector extensions so it compiles
+// to straight AVX2 code; x above 0 is taken as 0, x below -87 gives 0, NaN gives NaN.
+using f32x8 = float __attribute__((vector_size(32)));
+using i32x8 = std::int32_t __attribute__((vector_size(32)));
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline f32x8 exp_nonpositive(f32x8 x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float xc = x > -87.0f ? (x < 0.0f ? x : 0.0f) : -87.0f;  // NaN -> -87
-  const float t = xc * kLog2e + kRound;
-  const std::int32_t n = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kRound);  // -126..0
-  const float nf = t - kRound;
-  const float r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
-  float p = 1.9875691500e-4f;
+  const f32x8 zero = f32x8{} + 0.0f, low = zero - 87.0f;
+  f32x8 xc = x < zero ? x : zero;
+  xc = xc > low ? xc : low;  // NaN -> -87
+  const f32x8 t = xc * kLog2e + kRound;
+  const i32x8 n = reinterpret_cast<i32x8>(t) - std::bit_cast<std::int32_t>(kRound);  // -126..0
+  const f32x8 nf = t - kRound;
+  const f32x8 r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
+  f32x8 p = zero + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((n + 127) << 23);
-  const float e = x < -87.0f ? 0.0f : y * scale;
-  return x != x ? x : e;
+  const f32x8 y = p * r * r + r + 1.0f;
+  const f32x8 e = y * reinterpret_cast<f32x8>((n + 127) << 23);
+  const f32x8 under = x < low ? zero : e;
+  return x != x ? x : under;
+}
+
+inline float exp_nonpositive(float x) {
+  f32x8 v{};
+  v[0] = x;
+  return exp_nonpositive(v)[0];
 }
 
 template <typename C>
@@ -309,27 +354,52 @@ void lse_merge(LseState<C>& a, const LseState<C>& b) {
   }
 }
 
-// The state of n values of C (one block).
+// The max of a block and whether it holds a NaN.
+template <typename C>
+C block_max(const C* x, std::int64_t n, bool& nan) {
+  C m = -std::numeric_limits<C>::infinity();
+  std::int64_t i = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    f32x8 mv = f32x8{} - std::numeric_limits<float>::infinity();
+    i32x8 nv{};
+    for (; i + 8 <= n; i += 8) {
+      const f32x8 v = load8(x + i);
+      nv |= (v != v);
+      mv = v > mv ? v : mv;
+    }
+    for (int j = 0; j < 8; ++j) {
+      nan |= nv[j] != 0;
+      m = mv[j] > m ? mv[j] : m;
+    }
+  }
+  for (; i < n; ++i) {
+    nan |= x[i] != x[i];
+    m = x[i] > m ? x[i] : m;
+  }
+  return m;
+}
+
+// sum of exp(x - m) over a block (x <= m), in C lanes then double.
+template <typename C>
+double block_sum_exp(const C* x, std::int64_t n, C m) {
+  double total = 0;
+  std::int64_t i = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    f32x8 acc{};
+    for (; i + 8 <= n; i += 8) acc += exp_nonpositive(load8(x + i) - m);
+    for (int j = 0; j < 8; ++j) total += static_cast<double>(acc[j]);
+  }
+  for (; i < n; ++i) total += static_cast<double>(exp_shifted<C>(x[i] - m));
+  return total;
+}
+
+// Adds a block of n values of C to the state.
 template <typename C>
 void lse_block(const C* x, std::int64_t n, LseState<C>& st) {
   constexpr C kInf = std::numeric_limits<C>::infinity();
   if (is_nan(st.m)) return;  // the result is NaN already
-  C lanes[kLanes];
-  unsigned char nan = 0;
-  for (C& l : lanes) l = -kInf;
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      const C v = x[i + j];
-      nan |= static_cast<unsigned char>(v != v);
-      lanes[j] = v > lanes[j] ? v : lanes[j];
-    }
-  C bm = -kInf;
-  for (const C& l : lanes) bm = l > bm ? l : bm;
-  for (; i < n; ++i) {
-    nan |= static_cast<unsigned char>(x[i] != x[i]);
-    bm = x[i] > bm ? x[i] : bm;
-  }
+  bool nan = false;
+  const C bm = block_max(x, n, nan);
   if (nan) {
     lse_merge(st, {std::numeric_limits<C>::quiet_NaN(), 1.0});
     return;
@@ -343,16 +413,7 @@ void lse_block(const C* x, std::int64_t n, LseState<C>& st) {
     st.s *= std::exp(static_cast<double>(st.m) - static_cast<double>(bm));  // 0 when st.m is -inf
     st.m = bm;
   }
-  const C m = st.m;
-  // C lanes (at most kLseBlock / kLanes terms each), then double.
-  C sums[kLanes] = {};
-  i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) sums[j] += exp_shifted<C>(x[i + j] - m);
-  double total = 0;
-  for (; i < n; ++i) total += static_cast<double>(exp_shifted<C>(x[i] - m));
-  for (const C& v : sums) total += static_cast<double>(v);
-  st.s += total;
+  st.s += block_sum_exp(x, n, st.m);
 }
 
 template <typename T>
