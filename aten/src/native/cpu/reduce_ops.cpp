@@ -100,22 +100,25 @@ C extreme_vector(const C* x, std::int64_t n) {
   typedef C V __attribute__((vector_size(32)));
   C r = x[0];
   std::int64_t i = 0;
-  if (n >= W) {
-    V m;
-    std::memcpy(&m, x, sizeof m);
-    decltype(m != m) nan{};
-    for (; i + W <= n; i += W) {
-      V v;
-      std::memcpy(&v, x + i, sizeof v);
-      if constexpr (std::is_floating_point_v<C>) nan |= (v != v);
-      m = (Max ? v > m : v < m) ? v : m;
-    }
+  if (n >= 4 * W) {
+    // four independent accumulators: the compare-and-select chain's latency, not its
+    // throughput, would bound one
+    V m[4];
+    for (int a = 0; a < 4; ++a) std::memcpy(&m[a], x, sizeof(V));
+    decltype(m[0] != m[0]) nan{};
+    for (; i + 4 * W <= n; i += 4 * W)
+      for (int a = 0; a < 4; ++a) {
+        V v;
+        std::memcpy(&v, x + i + a * W, sizeof v);
+        if constexpr (std::is_floating_point_v<C>) nan |= (v != v);
+        m[a] = (Max ? v > m[a] : v < m[a]) ? v : m[a];
+      }
     for (int j = 0; j < W; ++j) {
       if (nan[j]) {
         for (std::int64_t k = 0; k < n; ++k)
           if (is_nan(x[k])) return x[k];  // the first NaN, as a scalar walk finds it
       }
-      r = replaces<Max>(m[j], r) ? m[j] : r;
+      for (int a = 0; a < 4; ++a) r = replaces<Max>(m[a][j], r) ? m[a][j] : r;
     }
   }
   for (; i < n; ++i) r = replaces<Max>(x[i], r) ? x[i] : r;
@@ -360,16 +363,18 @@ C block_max(const C* x, std::int64_t n, bool& nan) {
   C m = -std::numeric_limits<C>::infinity();
   std::int64_t i = 0;
   if constexpr (std::is_same_v<C, float>) {
-    f32x8 mv = f32x8{} - std::numeric_limits<float>::infinity();
+    f32x8 mv[4];
+    for (f32x8& v : mv) v = f32x8{} - std::numeric_limits<float>::infinity();
     i32x8 nv{};
-    for (; i + 8 <= n; i += 8) {
-      const f32x8 v = load8(x + i);
-      nv |= (v != v);
-      mv = v > mv ? v : mv;
-    }
+    for (; i + 32 <= n; i += 32)
+      for (int a = 0; a < 4; ++a) {
+        const f32x8 v = load8(x + i + 8 * a);
+        nv |= (v != v);
+        mv[a] = v > mv[a] ? v : mv[a];
+      }
     for (int j = 0; j < 8; ++j) {
       nan |= nv[j] != 0;
-      m = mv[j] > m ? mv[j] : m;
+      for (const f32x8& v : mv) m = v[j] > m ? v[j] : m;
     }
   }
   for (; i < n; ++i) {
@@ -385,9 +390,13 @@ double block_sum_exp(const C* x, std::int64_t n, C m) {
   double total = 0;
   std::int64_t i = 0;
   if constexpr (std::is_same_v<C, float>) {
-    f32x8 acc{};
-    for (; i + 8 <= n; i += 8) acc += exp_nonpositive(load8(x + i) - m);
-    for (int j = 0; j < 8; ++j) total += static_cast<double>(acc[j]);
+    f32x8 acc[2] = {};
+    for (; i + 16 <= n; i += 16) {
+      acc[0] += exp_nonpositive(load8(x + i) - m);
+      acc[1] += exp_nonpositive(load8(x + i + 8) - m);
+    }
+    for (; i + 8 <= n; i += 8) acc[0] += exp_nonpositive(load8(x + i) - m);
+    for (int j = 0; j < 8; ++j) total += static_cast<double>(acc[0][j]) + static_cast<double>(acc[1][j]);
   }
   for (; i < n; ++i) total += static_cast<double>(exp_shifted<C>(x[i] - m));
   return total;
