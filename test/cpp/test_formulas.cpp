@@ -185,16 +185,16 @@ TEST(FormulaHelpers, ProdBackwardIsExactWithZeros) {
                                         std::vector<double>{0.0, 1.5, -2.0, 3.0, 0.25, 0.0}}) {
     expect_gradient(
         xs, [&](const Var& v) -> Var { return kael::prod(v, d1, false, std::nullopt); },
-        [&](const Var& g, const Var& x, const Var& r) { return formulas::prod_self(g, x, d1, false, std::nullopt, r); });
-    expect_gradient(
-        xs, [&](const Var& v) -> Var { return kael::prod(v, std::nullopt, false, std::nullopt); },
         [&](const Var& g, const Var& x, const Var& r) {
-          return formulas::prod_self(g, x, std::nullopt, false, std::nullopt, r);
+          return formulas::prod_dim_int_self(g, x, d1, false, std::nullopt, r);
         });
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return kael::prod(v, std::nullopt); },
+        [&](const Var& g, const Var& x, const Var& r) { return formulas::prod_self(g, x, std::nullopt, r); });
     expect_gradient(
         xs, [&](const Var& v) -> Var { return kael::prod(v, std::int64_t{0}, true, std::nullopt); },
         [&](const Var& g, const Var& x, const Var& r) {
-          return formulas::prod_self(g, x, std::int64_t{0}, true, std::nullopt, r);
+          return formulas::prod_dim_int_self(g, x, std::int64_t{0}, true, std::nullopt, r);
         });
   }
 }
@@ -249,17 +249,20 @@ TEST(FormulaHelpers, LogsumexpVarStdBackwardMatchFiniteDifferences) {
          {std::optional<kael::IntArrayRef>(), std::optional<kael::IntArrayRef>(kael::IntArrayRef(d0)),
           std::optional<kael::IntArrayRef>(kael::IntArrayRef(d1))}) {
       expect_gradient(
-          xs, [&](const Var& v) -> Var { return kael::var(v, dim, std::nullopt, false, c); },
-          [&](const Var& g, const Var& x, const Var& r) { return formulas::var_self(g, x, dim, std::nullopt, false, c, r); });
+          xs, [&](const Var& v) -> Var { return kael::var(v, dim, c, false); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::var_correction_self(g, x, dim, c, false, r); });
       expect_gradient(
-          xs, [&](const Var& v) -> Var { return kael::std(v, dim, std::nullopt, true, c); },
-          [&](const Var& g, const Var& x, const Var& r) { return formulas::std_self(g, x, dim, std::nullopt, true, c, r); });
+          xs, [&](const Var& v) -> Var { return kael::std(v, dim, c, true); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::std_correction_self(g, x, dim, c, true, r); });
     }
   }
   expect_gradient(
-      xs, [&](const Var& v) -> Var { return kael::var(v, std::nullopt, false, false, std::nullopt); },
+      xs, [&](const Var& v) -> Var { return kael::var(v, false); },
+      [&](const Var& g, const Var& x, const Var& r) { return formulas::var_self(g, x, false, r); });
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::std(v, kael::IntArrayRef(d1), true, true); },
       [&](const Var& g, const Var& x, const Var& r) {
-        return formulas::var_self(g, x, std::nullopt, false, false, std::nullopt, r);
+        return formulas::std_dim_self(g, x, kael::IntArrayRef(d1), true, true, r);
       });
 }
 

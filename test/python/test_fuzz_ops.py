@@ -136,6 +136,8 @@ def strategy_for(param, f):
         return st.one_of(int_lists(), *none)
     if base == "bool":
         return bools()
+    if base == "float":
+        return st.one_of(scalars(), *none)
     if base == "ScalarType":
         return dtypes(optional)
     if base == "Device":
@@ -293,6 +295,8 @@ def _normaliser(param, f):
     if base.startswith("int["):
         return norm_intlist
     if base == "Scalar":
+        return norm_scalar
+    if base == "float":
         return norm_scalar
     if base == "Tensor":
         return norm_number
@@ -582,6 +586,11 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
             # as in every other op (docs/decisions.md, Argument parsing)
             return "torch checks the number's range"
+        if (f.name == "logsumexp" and kerr is None and terr is not None
+                and "doesn't match the broadcast shape" in str(terr)):
+            # torch's logsumexp(x, dim=()) reduces every dim with keepdim=True and raises this
+            # with keepdim=False (a torch bug); kael reduces every dim either way (docs/decisions.md)
+            return "torch's logsumexp with dim=()"
         if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
                 and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
             return "torch's sub negates alpha"

@@ -130,8 +130,8 @@ Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& resul
   const Tensor zero = as_mask(kael::eq(self, Scalar(0)), t);   // 1 where self is 0
   const Tensor safe = kael::add(self, zero, Scalar(1));         // self with its zeros replaced by 1
   const Tensor zeros = kael::sum(zero, dims, true, std::nullopt);
-  Tensor others = dim ? kael::prod(safe, dim, true, std::nullopt)  // product of the non-zero elements
-                      : kael::reshape(kael::prod(safe, std::nullopt, false, std::nullopt), DimVector(self.dim(), 1));
+  Tensor others = dim ? kael::prod(safe, *dim, true, std::nullopt)  // product of the non-zero elements
+                      : kael::reshape(kael::prod(safe, std::nullopt), DimVector(self.dim(), 1));
   // No zero: product / self. One zero: that element gets the product of the others. More: 0.
   const Tensor none = as_mask(kael::eq(zeros, Scalar(0)), t);
   const Tensor one = as_mask(kael::eq(zeros, Scalar(1)), t);
@@ -179,9 +179,7 @@ Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& 
   return kael::mul(g, kael::exp(kael::sub(self, r, Scalar(1))));
 }
 
-Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim,
-                    std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction) {
-  const double c = correction ? correction->to_double() : (unbiased.value_or(true) ? 1.0 : 0.0);
+Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim, double c, bool keepdim) {
   const double n = reduced_count(self.sizes(), dim);
   const Tensor g = unsqueeze_reduced(grad, self.sizes(), dim, keepdim);
   const Tensor centred = kael::sub(self, kael::mean(self, dim, true, std::nullopt), Scalar(1));
@@ -189,12 +187,12 @@ Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArr
 }
 
 Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
-                    std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction) {
+                    double correction, bool keepdim) {
   const Tensor zero = as_mask(kael::eq(result, Scalar(0)), result.dtype());
   const Tensor safe = kael::add(result, zero, Scalar(1));
   const Tensor grad_var =
       kael::mul(kael::div(grad, kael::mul(safe, Scalar(2))), kael::sub(Scalar(1), zero, Scalar(1)));
-  return var_backward(grad_var, self, dim, unbiased, keepdim, correction);
+  return var_backward(grad_var, self, dim, correction, keepdim);
 }
 
 Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim) {
@@ -217,7 +215,7 @@ Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim
   const Tensor safe = kael::add(kael::mul(self, before), after, Scalar(1));   // x before z, 1 from z on
   const Tensor head =
       kael::mul(kael::div(reverse_cumsum(kael::mul(kael::mul(grad, result), before), dim), safe), before);
-  const Tensor prefix = kael::prod(safe, dim, true, std::nullopt);              // prod_{k < z} x_k
+  const Tensor prefix = kael::prod(safe, dim, true, std::nullopt);  // (the dim_int overload)              // prod_{k < z} x_k
   const Tensor tail_x = kael::add(kael::mul(kael::mul(self, after), kael::sub(Scalar(1), first, Scalar(1))),
                                   kael::add(before, first, Scalar(1)), Scalar(1));  // 1 up to z, x after
   const Tensor tail = kael::sum(kael::mul(kael::mul(after, grad), kael::cumprod(tail_x, dim, std::nullopt)), dims, true,

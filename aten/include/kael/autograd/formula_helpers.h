@@ -23,10 +23,10 @@ Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& re
 Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Tensor& result,
                      std::optional<IntArrayRef> dim, bool keepdim);
 Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef dim, bool keepdim);
-Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim,
-                    std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction);
+Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim, double correction,
+                    bool keepdim);
 Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
-                    std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction);
+                    double correction, bool keepdim);
 Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim);
 Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result);
 }  // namespace detail
@@ -82,15 +82,15 @@ inline Var logsumexp_backward(const Var& grad, const Var& self, const Var& resul
 }
 
 // The gradient of var: grad * 2 (self - mean) / (N - correction).
-inline Var var_backward(const Var& grad, const Var& self, std::optional<IntArrayRef> dim,
-                        std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction) {
-  return detail::var_backward(grad, self, dim, unbiased, keepdim, correction);
+inline Var var_backward(const Var& grad, const Var& self, std::optional<IntArrayRef> dim, double correction,
+                        bool keepdim) {
+  return detail::var_backward(grad, self, dim, correction, keepdim);
 }
 
 // The gradient of std: var's with grad / (2 std), 0 where std is 0.
 inline Var std_backward(const Var& grad, const Var& self, const Var& result, std::optional<IntArrayRef> dim,
-                        std::optional<bool> unbiased, bool keepdim, const std::optional<Scalar>& correction) {
-  return detail::std_backward(grad, self, result, dim, unbiased, keepdim, correction);
+                        double correction, bool keepdim) {
+  return detail::std_backward(grad, self, result, dim, correction, keepdim);
 }
 
 // The gradient of cumsum: the reversed cumulative sum of grad along dim.

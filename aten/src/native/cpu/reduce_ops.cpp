@@ -508,7 +508,7 @@ struct VarOp {
   }
   void write(std::int64_t o, const Moments& a) const {
     const double divisor = std::max(0.0, static_cast<double>(a.n) - correction);
-    const double var = a.m2 / divisor;
+    const double var = a.n == 0 ? std::numeric_limits<double>::quiet_NaN() : a.m2 / divisor;
     out[o] = convert<T>(take_sqrt ? std::sqrt(var) : var);
   }
 };
@@ -586,14 +586,10 @@ void visit_floating(ScalarType t, F&& f) {
   }
 }
 
-Tensor var_std(const char* op, const Tensor& self, std::optional<IntArrayRef> dim, std::optional<bool> unbiased,
-               bool keepdim, const std::optional<Scalar>& correction, bool take_sqrt) {
+Tensor var_std(const char* op, const Tensor& self, std::optional<IntArrayRef> dim, double c, bool keepdim,
+               bool take_sqrt) {
   KAEL_CHECK(is_floating(self.dtype()),
              op << ": std and var only support floating point and complex dtypes, got " << self.dtype());
-  KAEL_CHECK_TYPE(!(unbiased && correction),
-                  op << ": pass either unbiased or correction, not both (got unbiased=" << (*unbiased ? "True" : "False")
-                     << " and correction=" << correction->to_double() << ")");
-  const double c = correction ? correction->to_double() : (unbiased.value_or(true) ? 1.0 : 0.0);
   ReduceDims dims = reduce_dims(op, self, dim, keepdim);
   std::int64_t outputs = 1;
   for (std::int64_t size : dims.out_shape) outputs *= size;
@@ -613,7 +609,8 @@ Tensor var_std(const char* op, const Tensor& self, std::optional<IntArrayRef> di
 
 }  // namespace
 
-Tensor prod_cpu(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
+namespace {
+Tensor prod(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
   const ScalarType out_dtype = integer_upcast_dtype(self, dtype);
   ReduceSetup s = setup_reduction(self, reduce_dim("prod", self, dim, keepdim), out_dtype, out_dtype);
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
@@ -623,6 +620,13 @@ Tensor prod_cpu(const Tensor& self, std::optional<std::int64_t> dim, bool keepdi
     });
   });
   return s.out;
+}
+}  // namespace
+
+Tensor prod_cpu(const Tensor& self, std::optional<ScalarType> dtype) { return prod(self, std::nullopt, false, dtype); }
+
+Tensor prod_dim_cpu(const Tensor& self, std::int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return prod(self, dim, keepdim, dtype);
 }
 
 Tensor amax_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
@@ -711,14 +715,30 @@ Tensor logsumexp_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
   return s.out;
 }
 
-Tensor var_cpu(const Tensor& self, std::optional<IntArrayRef> dim, std::optional<bool> unbiased, bool keepdim,
-               const std::optional<Scalar>& correction) {
-  return var_std("var", self, dim, unbiased, keepdim, correction, false);
+Tensor var_cpu(const Tensor& self, bool unbiased) {
+  return var_std("var", self, std::nullopt, unbiased ? 1.0 : 0.0, false, false);
 }
 
-Tensor std_cpu(const Tensor& self, std::optional<IntArrayRef> dim, std::optional<bool> unbiased, bool keepdim,
-               const std::optional<Scalar>& correction) {
-  return var_std("std", self, dim, unbiased, keepdim, correction, true);
+Tensor var_dim_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  return var_std("var", self, dim, unbiased ? 1.0 : 0.0, keepdim, false);
+}
+
+Tensor var_correction_cpu(const Tensor& self, std::optional<IntArrayRef> dim, const std::optional<Scalar>& correction,
+                          bool keepdim) {
+  return var_std("var", self, dim, correction ? correction->to_double() : 1.0, keepdim, false);
+}
+
+Tensor std_cpu(const Tensor& self, bool unbiased) {
+  return var_std("std", self, std::nullopt, unbiased ? 1.0 : 0.0, false, true);
+}
+
+Tensor std_dim_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  return var_std("std", self, dim, unbiased ? 1.0 : 0.0, keepdim, true);
+}
+
+Tensor std_correction_cpu(const Tensor& self, std::optional<IntArrayRef> dim, const std::optional<Scalar>& correction,
+                          bool keepdim) {
+  return var_std("std", self, dim, correction ? correction->to_double() : 1.0, keepdim, true);
 }
 
 // Values and indices of the first maximum (minimum) along dim: the kernel of max.dim / min.dim.
