@@ -586,6 +586,10 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
             # as in every other op (docs/decisions.md, Argument parsing)
             return "torch checks the number's range"
+        if f.name == "argsort" and kerr is None and isinstance(terr, TypeError) and "stable" in str(terr):
+            # torch takes stable= only with dim and descending given by keyword (its
+            # argsort.stable overload); kael's one signature also takes them by position
+            return "torch's argsort.stable overload"
         if (f.name == "logsumexp" and kerr is None and terr is not None
                 and "doesn't match the broadcast shape" in str(terr)):
             # torch's logsumexp(x, dim=()) reduces every dim with keepdim=True and raises this
