@@ -244,7 +244,7 @@ TEST(FormulaHelpers, LogsumexpVarStdBackwardMatchFiniteDifferences) {
         return formulas::logsumexp_self(g, x, kael::IntArrayRef(d1), false, r);
       });
   for (const std::optional<kael::Scalar>& c : {std::optional<kael::Scalar>(), std::optional<kael::Scalar>(0),
-                                              std::optional<kael::Scalar>(2.5)}) {
+                                              std::optional<kael::Scalar>(0.5)}) {
     for (const std::optional<kael::IntArrayRef>& dim :
          {std::optional<kael::IntArrayRef>(), std::optional<kael::IntArrayRef>(kael::IntArrayRef(d0)),
           std::optional<kael::IntArrayRef>(kael::IntArrayRef(d1))}) {
