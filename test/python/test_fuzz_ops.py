@@ -136,8 +136,6 @@ def strategy_for(param, f):
         return st.one_of(int_lists(), *none)
     if base == "bool":
         return bools()
-    if base == "float":
-        return st.one_of(scalars(), *none)
     if base == "ScalarType":
         return dtypes(optional)
     if base == "Device":
@@ -295,8 +293,6 @@ def _normaliser(param, f):
     if base.startswith("int["):
         return norm_intlist
     if base == "Scalar":
-        return norm_scalar
-    if base == "float":
         return norm_scalar
     if base == "Tensor":
         return norm_number
