@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #define KAEL_FORMULA_HELPERS_VAR
@@ -153,3 +154,129 @@ TEST(Var, MethodsAndOperatorsCallTheRegistryOps) {
 }
 
 }  // namespace
+
+namespace {
+
+// x (flattened values) as a (2, 3) float64 tensor.
+Var mat23(const std::vector<double>& v) {
+  const std::int64_t s[] = {2, 3};
+  return kael::reshape(vec(v), s);
+}
+
+// Checks formula(grad, x, result) against central differences of f at x (a (2, 3) matrix).
+template <typename F, typename Formula>
+void expect_gradient(const std::vector<double>& xs, F f, Formula formula, double tol = 1e-5) {
+  const Var x = mat23(xs);
+  const Var result = f(x);
+  std::vector<double> gs;
+  for (std::int64_t i = 0; i < result.numel(); ++i) gs.push_back(0.5 + 0.25 * static_cast<double>(i));
+  Var g = vec(gs);
+  g = kael::reshape(g, result.sizes());
+  const auto flat = [&](const Var& v) { return f(mat23(values(v))); };
+  expect_near(values(formula(g, x, result)), numeric(flat, vec(xs), g), tol);
+}
+
+}  // namespace
+
+TEST(FormulaHelpers, ProdBackwardIsExactWithZeros) {
+  const std::int64_t d1 = 1;
+  for (const std::vector<double>& xs : {std::vector<double>{0.5, 1.5, -2.0, 3.0, 0.25, 1.25},
+                                        std::vector<double>{0.5, 0.0, -2.0, 0.0, 0.0, 1.25},
+                                        std::vector<double>{0.0, 1.5, -2.0, 3.0, 0.25, 0.0}}) {
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return kael::prod(v, d1, false, std::nullopt); },
+        [&](const Var& g, const Var& x, const Var& r) {
+          return formulas::prod_dim_int_self(g, x, d1, false, std::nullopt, r);
+        });
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return kael::prod(v, std::nullopt); },
+        [&](const Var& g, const Var& x, const Var& r) { return formulas::prod_self(g, x, std::nullopt, r); });
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return kael::prod(v, std::int64_t{0}, true, std::nullopt); },
+        [&](const Var& g, const Var& x, const Var& r) {
+          return formulas::prod_dim_int_self(g, x, std::int64_t{0}, true, std::nullopt, r);
+        });
+  }
+}
+
+TEST(FormulaHelpers, ExtremeBackwardSplitsTies) {
+  const std::vector<double> xs{0.5, 2.5, -2.0, 3.0, 0.25, 1.25};
+  const std::int64_t d1[] = {1};
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::amax(v, kael::IntArrayRef(d1), false); },
+      [&](const Var& g, const Var& x, const Var& r) { return formulas::amax_self(g, x, kael::IntArrayRef(d1), false, r); });
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::amin(v, kael::IntArrayRef(d1), true); },
+      [&](const Var& g, const Var& x, const Var& r) { return formulas::amin_self(g, x, kael::IntArrayRef(d1), true, r); });
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::max(v); },
+      [&](const Var& g, const Var& x, const Var& r) { return formulas::max_self(g, x, r); });
+  // two maxima share the gradient, as in torch
+  const Var tie = mat23({1.0, 3.0, 3.0, 0.0, 0.0, 0.0});
+  expect_near(values(formulas::max_self(kael::full({}, 2.0), tie, kael::max(tie))), {0, 1, 1, 0, 0, 0});
+}
+
+TEST(FormulaHelpers, NormBackwardMatchesFiniteDifferences) {
+  const std::vector<double> xs{0.5, 2.5, -2.0, 3.0, -0.25, 1.25};
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double p : {2.0, 1.0, 3.0, 0.5, -1.5, inf, -inf}) {
+    for (bool all : {false, true}) {
+      const std::int64_t d1[] = {1};
+      const std::optional<kael::IntArrayRef> dim = all ? std::nullopt : std::optional<kael::IntArrayRef>(d1);
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return kael::norm(v, p, dim, false, std::nullopt); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::norm_self(g, x, p, dim, false, std::nullopt, r); });
+    }
+  }
+  // the 2-norm of zeros has gradient 0, not NaN
+  const Var zeros = mat23({0, 0, 0, 0, 0, 0});
+  expect_near(values(formulas::norm_self(kael::full({}, 1.0), zeros, 2.0, std::nullopt, false, std::nullopt,
+                                         kael::norm(zeros, 2.0, std::nullopt, false, std::nullopt))),
+              {0, 0, 0, 0, 0, 0});
+}
+
+TEST(FormulaHelpers, LogsumexpVarStdBackwardMatchFiniteDifferences) {
+  const std::vector<double> xs{0.5, 2.5, -2.0, 3.0, -0.25, 1.25};
+  const std::int64_t d1[] = {1}, d0[] = {0};
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::logsumexp(v, kael::IntArrayRef(d1), false); },
+      [&](const Var& g, const Var& x, const Var& r) {
+        return formulas::logsumexp_self(g, x, kael::IntArrayRef(d1), false, r);
+      });
+  for (const std::optional<kael::Scalar>& c : {std::optional<kael::Scalar>(), std::optional<kael::Scalar>(0),
+                                              std::optional<kael::Scalar>(0.5)}) {
+    for (const std::optional<kael::IntArrayRef>& dim :
+         {std::optional<kael::IntArrayRef>(), std::optional<kael::IntArrayRef>(kael::IntArrayRef(d0)),
+          std::optional<kael::IntArrayRef>(kael::IntArrayRef(d1))}) {
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return kael::var(v, dim, c, false); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::var_correction_self(g, x, dim, c, false, r); });
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return kael::std(v, dim, c, true); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::std_correction_self(g, x, dim, c, true, r); });
+    }
+  }
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::var(v, false); },
+      [&](const Var& g, const Var& x, const Var& r) { return formulas::var_self(g, x, false, r); });
+  expect_gradient(
+      xs, [&](const Var& v) -> Var { return kael::std(v, kael::IntArrayRef(d1), true, true); },
+      [&](const Var& g, const Var& x, const Var& r) {
+        return formulas::std_dim_self(g, x, kael::IntArrayRef(d1), true, true, r);
+      });
+}
+
+TEST(FormulaHelpers, CumsumCumprodBackwardMatchFiniteDifferences) {
+  for (const std::vector<double>& xs : {std::vector<double>{0.5, 2.5, -2.0, 3.0, -0.25, 1.25},
+                                        std::vector<double>{0.5, 0.0, -2.0, 0.0, 0.0, 1.25},
+                                        std::vector<double>{0.0, 1.5, 0.0, 3.0, 2.0, 0.0}}) {
+    for (std::int64_t dim : {0, 1, -1}) {
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return kael::cumsum(v, dim, std::nullopt); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::cumsum_self(g, x, dim, std::nullopt, r); });
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return kael::cumprod(v, dim, std::nullopt); },
+          [&](const Var& g, const Var& x, const Var& r) { return formulas::cumprod_self(g, x, dim, std::nullopt, r); });
+    }
+  }
+}

@@ -649,6 +649,15 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False):
             # torch's tril_/triu_ write into an expanded self without its overlap check, where
             # every other in-place op of kael and torch raises (docs/decisions.md)
             return "tril_/triu_ into an expanded self"
+        if f.name == "argsort" and kerr is None and isinstance(terr, TypeError) and "stable" in str(terr):
+            # torch takes stable= only with dim and descending given by keyword (its
+            # argsort.stable overload); kael's one signature also takes them by position
+            return "torch's argsort.stable overload"
+        if (f.name == "logsumexp" and kerr is None and terr is not None
+                and "doesn't match the broadcast shape" in str(terr)):
+            # torch's logsumexp(x, dim=()) reduces every dim with keepdim=True and raises this
+            # with keepdim=False (a torch bug); kael reduces every dim either way (docs/decisions.md)
+            return "torch's logsumexp with dim=()"
         if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
                 and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
             return "torch's sub negates alpha"

@@ -1,6 +1,7 @@
 #include "kael/autograd/formula_helpers.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kael/core/error.h"
 #include "kael/ops/copy_.h"
@@ -13,11 +14,29 @@
 #include "kael/ops/scatter_add.h"
 #include "kael/ops/zeros.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/abs.h"
+#include "kael/ops/add.h"
+#include "kael/ops/cumprod.h"
+#include "kael/ops/cumsum.h"
+#include "kael/ops/div.h"
+#include "kael/ops/eq.h"
+#include "kael/ops/exp.h"
 #include "kael/ops/expand.h"
+#include "kael/ops/isnan.h"
+#include "kael/ops/logical_and.h"
+#include "kael/ops/logical_or.h"
+#include "kael/ops/mean.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/ne.h"
+#include "kael/ops/pow.h"
+#include "kael/ops/prod.h"
 #include "kael/ops/reshape.h"
+#include "kael/ops/sgn.h"
+#include "kael/ops/sub.h"
 #include "kael/ops/sum.h"
+#include "kael/ops/to.h"
 #include "kael/ops/unsqueeze.h"
+#include "kael/ops/zeros_like.h"
 
 namespace kael::autograd::detail {
 
@@ -34,6 +53,32 @@ DimVector reduced_dims(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
   for (std::int64_t d : *dim) dims.push_back(wrap_dim("sum_backward", d, std::max<std::int64_t>(nd, 1)));
   std::sort(dims.begin(), dims.end());
   return dims;
+}
+
+// grad of a reduction with its reduced dims restored as size 1 (when keepdim was false), so it
+// broadcasts against the input.
+Tensor unsqueeze_reduced(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
+  if (keepdim || sizes.empty()) return grad;
+  if (!dim || dim->empty()) return kael::reshape(grad, DimVector(sizes.size(), 1));
+  Tensor g = grad;
+  for (std::int64_t d : reduced_dims(sizes, dim)) g = kael::unsqueeze(g, d);
+  return g;
+}
+
+// The number of elements each output of a reduction over dim reduces.
+double reduced_count(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
+  double count = 1;
+  for (std::int64_t d : reduced_dims(sizes, dim)) count *= static_cast<double>(sizes[d]);
+  return count;
+}
+
+// A bool tensor as 0/1 of dtype.
+Tensor as_mask(const Tensor& b, ScalarType dtype) { return kael::to(b, dtype, false); }
+
+// sum_{j >= i} v_j along dim.
+Tensor reverse_cumsum(const Tensor& v, std::int64_t dim) {
+  const std::int64_t d[] = {dim};
+  return kael::sub(kael::add(kael::sum(v, IntArrayRef(d), true, std::nullopt), v), kael::cumsum(v, dim, std::nullopt));
 }
 
 }  // namespace
@@ -132,6 +177,111 @@ Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tens
   const std::int64_t numel[] = {checked_numel("masked_select_backward", shape)};
   const Tensor placed = kael::index_add(kael::zeros(numel, grad.dtype(), grad.device()), 0, where, grad);
   return sum_to_size(kael::reshape(placed, shape), self.sizes());
+Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<std::int64_t> dim,
+                     bool keepdim) {
+  const ScalarType t = grad.dtype();
+  std::int64_t d[1] = {0};
+  std::optional<IntArrayRef> dims;
+  if (dim) {
+    d[0] = *dim;
+    dims = IntArrayRef(d);
+  }
+  const Tensor g = unsqueeze_reduced(grad, self.sizes(), dims, keepdim);
+  (void)result;  // recomputed below without the zeros
+  const Tensor zero = as_mask(kael::eq(self, Scalar(0)), t);   // 1 where self is 0
+  const Tensor safe = kael::add(self, zero, Scalar(1));         // self with its zeros replaced by 1
+  const Tensor zeros = kael::sum(zero, dims, true, std::nullopt);
+  Tensor others = dim ? kael::prod(safe, *dim, true, std::nullopt)  // product of the non-zero elements
+                      : kael::reshape(kael::prod(safe, std::nullopt), DimVector(self.dim(), 1));
+  // No zero: product / self. One zero: that element gets the product of the others. More: 0.
+  const Tensor none = as_mask(kael::eq(zeros, Scalar(0)), t);
+  const Tensor one = as_mask(kael::eq(zeros, Scalar(1)), t);
+  const Tensor factor =
+      kael::add(kael::div(kael::mul(none, others), safe), kael::mul(kael::mul(one, zero), others), Scalar(1));
+  return kael::mul(g, factor);
+}
+
+Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
+                        bool keepdim) {
+  const Tensor g = unsqueeze_reduced(grad, self.sizes(), dim, keepdim);
+  const Tensor r = unsqueeze_reduced(result, self.sizes(), dim, keepdim);
+  const Tensor hit = as_mask(kael::logical_or(kael::eq(self, r), kael::logical_and(kael::isnan(self), kael::isnan(r))),
+                             grad.dtype());
+  const Tensor count = kael::sum(hit, dim, true, std::nullopt);
+  return kael::mul(kael::div(hit, count), g);
+}
+
+Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Tensor& result,
+                     std::optional<IntArrayRef> dim, bool keepdim) {
+  const ScalarType t = grad.dtype();
+  const Tensor g = unsqueeze_reduced(grad, self.sizes(), dim, keepdim);
+  const Tensor r = unsqueeze_reduced(result, self.sizes(), dim, keepdim);
+  if (p == 0) return kael::zeros_like(self, std::nullopt, std::nullopt);
+  if (p == 1) return kael::mul(kael::sgn(self), g);
+  if (std::isinf(p)) {
+    const Tensor hit = as_mask(kael::eq(kael::abs(self), r), t);
+    const Tensor count = kael::sum(hit, dim, true, std::nullopt);
+    return kael::mul(kael::mul(kael::sgn(self), kael::div(hit, count)), g);
+  }
+  // grad * sgn(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and, for p < 1, where x is 0).
+  const Tensor r_zero = as_mask(kael::eq(r, Scalar(0)), t);
+  const Tensor scale =
+      kael::mul(kael::div(g, kael::pow(kael::add(r, r_zero, Scalar(1)), Scalar(p - 1))), kael::sub(Scalar(1), r_zero, Scalar(1)));
+  if (p == 2) return kael::mul(self, scale);
+  const Tensor x_zero = as_mask(kael::eq(self, Scalar(0)), t);
+  const Tensor power = kael::mul(kael::pow(kael::add(kael::abs(self), x_zero, Scalar(1)), Scalar(p - 1)),
+                                 kael::sub(Scalar(1), x_zero, Scalar(1)));
+  return kael::mul(kael::mul(kael::sgn(self), power), scale);
+}
+
+Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef dim, bool keepdim) {
+  const Tensor g = unsqueeze_reduced(grad, self.sizes(), dim, keepdim);
+  const Tensor r = unsqueeze_reduced(result, self.sizes(), dim, keepdim);
+  return kael::mul(g, kael::exp(kael::sub(self, r, Scalar(1))));
+}
+
+Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim, double c, bool keepdim) {
+  const double n = reduced_count(self.sizes(), dim);
+  const Tensor g = unsqueeze_reduced(grad, self.sizes(), dim, keepdim);
+  const Tensor centred = kael::sub(self, kael::mean(self, dim, true, std::nullopt), Scalar(1));
+  return kael::mul(kael::mul(g, centred), Scalar(2.0 / std::max(0.0, n - c)));
+}
+
+Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
+                    double correction, bool keepdim) {
+  const Tensor zero = as_mask(kael::eq(result, Scalar(0)), result.dtype());
+  const Tensor safe = kael::add(result, zero, Scalar(1));
+  const Tensor grad_var =
+      kael::mul(kael::div(grad, kael::mul(safe, Scalar(2))), kael::sub(Scalar(1), zero, Scalar(1)));
+  return var_backward(grad_var, self, dim, correction, keepdim);
+}
+
+Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim) {
+  (void)self;
+  return reverse_cumsum(grad, dim);
+}
+
+Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result) {
+  // Along dim, with z the first zero of a line: an element before z gets
+  // sum_{i <= j < z} grad_j result_j / x_i; z itself gets prod_{k < z} x_k * sum_{j >= z} grad_j
+  // prod_{z < k <= j} x_k; elements after z get 0.
+  const ScalarType t = grad.dtype();
+  const std::int64_t d[] = {dim};
+  const IntArrayRef dims(d);
+  const Tensor zero = as_mask(kael::eq(self, Scalar(0)), t);
+  const Tensor zeros_so_far = kael::cumsum(zero, dim, std::nullopt);
+  const Tensor before = as_mask(kael::eq(zeros_so_far, Scalar(0)), t);        // strictly before z
+  const Tensor first = kael::mul(zero, as_mask(kael::eq(zeros_so_far, Scalar(1)), t));  // z
+  const Tensor after = kael::sub(Scalar(1), before, Scalar(1));               // z and later
+  const Tensor safe = kael::add(kael::mul(self, before), after, Scalar(1));   // x before z, 1 from z on
+  const Tensor head =
+      kael::mul(kael::div(reverse_cumsum(kael::mul(kael::mul(grad, result), before), dim), safe), before);
+  const Tensor prefix = kael::prod(safe, dim, true, std::nullopt);  // (the dim_int overload)              // prod_{k < z} x_k
+  const Tensor tail_x = kael::add(kael::mul(kael::mul(self, after), kael::sub(Scalar(1), first, Scalar(1))),
+                                  kael::add(before, first, Scalar(1)), Scalar(1));  // 1 up to z, x after
+  const Tensor tail = kael::sum(kael::mul(kael::mul(after, grad), kael::cumprod(tail_x, dim, std::nullopt)), dims, true,
+                                std::nullopt);
+  return kael::add(head, kael::mul(first, kael::mul(prefix, tail)), Scalar(1));
 }
 
 }  // namespace kael::autograd::detail

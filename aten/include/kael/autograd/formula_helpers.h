@@ -36,6 +36,19 @@ Tensor gather_backward(const Tensor& grad, const Tensor& self, std::int64_t dim,
 Tensor index_add_source_backward(const Tensor& grad, std::int64_t dim, const Tensor& index, const Tensor& source,
                                  const Scalar& alpha);
 Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tensor& mask);
+Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<std::int64_t> dim,
+                     bool keepdim);
+Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
+                        bool keepdim);
+Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Tensor& result,
+                     std::optional<IntArrayRef> dim, bool keepdim);
+Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef dim, bool keepdim);
+Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dim, double correction,
+                    bool keepdim);
+Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
+                    double correction, bool keepdim);
+Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim);
+Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -139,6 +152,51 @@ inline Var index_add_source_backward(const Var& grad, std::int64_t dim, const Va
 // the input's sizes.
 inline Var masked_select_backward(const Var& grad, const Var& self, const Var& mask) {
   return detail::masked_select_backward(grad, self, mask);
+// The gradient of prod over dim (every dim when None): grad * (product of the other elements),
+// exact when the input holds zeros (one zero: only it gets a gradient; two or more: none).
+inline Var prod_backward(const Var& grad, const Var& self, const Var& result, std::optional<std::int64_t> dim,
+                         bool keepdim) {
+  return detail::prod_backward(grad, self, result, dim, keepdim);
+}
+
+// The gradient of amax/amin/max/min: grad shared evenly among the elements equal to the result
+// (NaN matching NaN), as PyTorch's.
+inline Var extreme_backward(const Var& grad, const Var& self, const Var& result, std::optional<IntArrayRef> dim,
+                            bool keepdim) {
+  return detail::extreme_backward(grad, self, result, dim, keepdim);
+}
+
+// The gradient of the vector p-norm (0 where the norm is 0).
+inline Var norm_backward(const Var& grad, const Var& self, double p, const Var& result,
+                         std::optional<IntArrayRef> dim, bool keepdim) {
+  return detail::norm_backward(grad, self, p, result, dim, keepdim);
+}
+
+// The gradient of logsumexp: grad * exp(self - result).
+inline Var logsumexp_backward(const Var& grad, const Var& self, const Var& result, IntArrayRef dim, bool keepdim) {
+  return detail::logsumexp_backward(grad, self, result, dim, keepdim);
+}
+
+// The gradient of var: grad * 2 (self - mean) / (N - correction).
+inline Var var_backward(const Var& grad, const Var& self, std::optional<IntArrayRef> dim, double correction,
+                        bool keepdim) {
+  return detail::var_backward(grad, self, dim, correction, keepdim);
+}
+
+// The gradient of std: var's with grad / (2 std), 0 where std is 0.
+inline Var std_backward(const Var& grad, const Var& self, const Var& result, std::optional<IntArrayRef> dim,
+                        double correction, bool keepdim) {
+  return detail::std_backward(grad, self, result, dim, correction, keepdim);
+}
+
+// The gradient of cumsum: the reversed cumulative sum of grad along dim.
+inline Var cumsum_backward(const Var& grad, const Var& self, std::int64_t dim) {
+  return detail::cumsum_backward(grad, self, dim);
+}
+
+// The gradient of cumprod, exact when the input holds zeros.
+inline Var cumprod_backward(const Var& grad, const Var& self, std::int64_t dim, const Var& result) {
+  return detail::cumprod_backward(grad, self, dim, result);
 }
 
 }  // namespace kael::autograd

@@ -1,0 +1,247 @@
+#pragma once
+// The CPU loop of reductions over dims (prod, amax, all, norm, logsumexp, var, argmax, max.dim)
+// and of ops along one dim (cumsum, sort, topk). See Note [Reduction rows].
+//
+// Note [Reduction rows]
+// x: any shape and strides (broadcast strides of 0 included). A reduction maps each combination
+// of the kept dims (one output, numbered in row-major order of the kept dims: the order of a
+// fresh contiguous output) to its "row": the K elements that differ only in the reduced dims,
+// in row-major order of those dims. That order is the index argmax reports (for dim=None, the
+// index into the flattened input). An op supplies
+//   Acc  identity()                          the reduction of no elements
+//   Acc  run(const T* x, int64 n, int64 k0)  the reduction of n contiguous row elements, the
+//                                            first of which is element k0 of its row (n >= 1)
+//   void merge(Acc& a, const Acc& b)         a, then b: b's elements follow a's in the row
+//   void write(int64 o, const Acc& a)        stores output o
+// Rows whose elements are not contiguous in memory are gathered into a buffer, at most
+// kRowChunk elements at a time, before `run`.
+//
+// Work is cut into tasks whose boundaries depend only on the shape, never on the thread count:
+// ranges of whole rows of about kRowChunk elements, or, when a few rows are long, chunks of
+// kRowChunk elements of one row whose partial results are merged in row order afterwards. So a
+// result is the same bits with 1 thread or many. Tasks run through run_loop (loops.h), which
+// owns the threading.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kael/core/tensor.h"
+#include "kael/native/loops.h"
+
+namespace kael::native {
+
+inline constexpr std::int64_t kRowChunk = 16384;
+
+// A multi-index over dims in row-major order (the last dim moves fastest) that tracks its offset
+// in elements.
+struct StridedWalk {
+  const DimVector* sizes = nullptr;
+  const DimVector* strides = nullptr;
+  DimVector index;
+  std::int64_t offset = 0;
+
+  StridedWalk(const DimVector& sizes_, const DimVector& strides_) : sizes(&sizes_), strides(&strides_) {}
+  // Moves to the element of row-major position `linear`.
+  void seek(std::int64_t linear) {
+    const int nd = static_cast<int>(sizes->size());
+    index.assign(nd, 0);
+    offset = 0;
+    for (int d = nd - 1; d >= 0; --d) {
+      const std::int64_t s = (*sizes)[d];
+      index[d] = linear % s;
+      linear /= s;
+      offset += index[d] * (*strides)[d];
+    }
+  }
+  void next() {
+    for (int d = static_cast<int>(sizes->size()) - 1; d >= 0; --d) {
+      offset += (*strides)[d];
+      if (++index[d] < (*sizes)[d]) return;
+      offset -= index[d] * (*strides)[d];
+      index[d] = 0;
+    }
+  }
+};
+
+// The rows of a reduction (Note [Reduction rows]): strides are x's, in elements.
+struct RowPlan {
+  std::int64_t outputs = 1;  // M
+  std::int64_t length = 1;   // K, elements per row
+  DimVector kept_sizes, kept_strides;  // kept dims, row-major, merged where contiguous
+  DimVector red_sizes, red_strides;    // reduced dims, row-major, merged where contiguous
+  bool contiguous = true;              // each row is contiguous in memory
+};
+
+// Drops size-1 dims and merges neighbours that are contiguous with each other (row-major).
+inline void coalesce_dims(DimVector& sizes, DimVector& strides) {
+  DimVector s, t;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    if (!s.empty() && t.back() == strides[i] * sizes[i]) {
+      s.back() *= sizes[i];
+      t.back() = strides[i];
+      continue;
+    }
+    s.push_back(sizes[i]);
+    t.push_back(strides[i]);
+  }
+  sizes = s;
+  strides = t;
+}
+
+inline RowPlan make_row_plan(const Tensor& x, const std::vector<bool>& reduced) {
+  RowPlan p;
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    const std::int64_t size = x.sizes()[d], stride = x.strides()[d];
+    if (reduced[d]) {
+      p.length *= size;
+      p.red_sizes.push_back(size);
+      p.red_strides.push_back(stride);
+    } else {
+      p.outputs *= size;
+      p.kept_sizes.push_back(size);
+      p.kept_strides.push_back(stride);
+    }
+  }
+  coalesce_dims(p.kept_sizes, p.kept_strides);
+  coalesce_dims(p.red_sizes, p.red_strides);
+  p.contiguous = p.red_sizes.empty() || (p.red_sizes.size() == 1 && p.red_strides[0] == 1);
+  return p;
+}
+
+// Runs task(i) for every i in [0, n); the tasks go to several threads when n * work (the
+// elements a task touches) reaches the loop engine's grain. Expressed as a run_loop over n rows
+// of `work` elements of a buffer of n bytes (the row's address is its task number), so that the
+// loop engine alone decides about threads.
+template <typename F>
+void parallel_tasks(std::int64_t n, std::int64_t work, F&& task) {
+  if (n <= 0) return;
+  work = std::max<std::int64_t>(work, 1);
+  if (n == 1 || n * work < kParallelGrain) {
+    for (std::int64_t i = 0; i < n; ++i) task(i);
+    return;
+  }
+  std::vector<char> ids(static_cast<std::size_t>(n));
+  char* const base = ids.data();
+  LoopGeometry<1> g;
+  g.shape = {work, n};
+  g.strides[0] = {0, 1};
+  g.data = {base};
+  g.numel = work * n;
+  run_loop<1>(g, [&](char* const* ptrs, const std::int64_t*, std::int64_t) { task(ptrs[0] - base); });
+}
+
+// Reduces the rows of x (element type T) with op (Note [Reduction rows]).
+template <typename T, typename Op>
+void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
+  using Acc = decltype(op.identity());
+  const std::int64_t M = p.outputs, K = p.length;
+  if (M == 0) return;
+  if (K == 0) {
+    for (std::int64_t o = 0; o < M; ++o) op.write(o, op.identity());
+    return;
+  }
+  const T* const base = x.data<T>();
+  // The reduction of row elements [k0, k0 + n) of the row that starts at base + row.
+  // A gather buffer per task (std::unique_ptr<T[]>, not std::vector: T may be bool).
+  struct Buffer {
+    std::unique_ptr<T[]> data;
+    T* get(std::int64_t n) {
+      if (!data) data = std::make_unique<T[]>(static_cast<std::size_t>(std::min(n, kRowChunk)));
+      return data.get();
+    }
+  };
+  auto segment = [&](std::int64_t row, std::int64_t k0, std::int64_t n, Buffer& buffer) -> Acc {
+    if (p.contiguous) return op.run(base + row + k0, n, k0);
+    T* const buf = buffer.get(K);
+    StridedWalk w(p.red_sizes, p.red_strides);
+    w.seek(k0);
+    Acc acc{};
+    for (std::int64_t s = 0; s < n; s += kRowChunk) {
+      const std::int64_t m = std::min(kRowChunk, n - s);
+      for (std::int64_t i = 0; i < m; ++i, w.next()) buf[i] = base[row + w.offset];
+      const Acc a = op.run(buf, m, k0 + s);
+      if (s == 0) {
+        acc = a;
+      } else {
+        op.merge(acc, a);
+      }
+    }
+    return acc;
+  };
+  if (M < 32 && K > 2 * kRowChunk) {
+    // Few long rows: chunks of rows, merged in order.
+    const std::int64_t chunks = (K + kRowChunk - 1) / kRowChunk;
+    // (not std::vector: Acc may be bool, whose packed bits threads cannot write concurrently)
+    const std::unique_ptr<Acc[]> partial = std::make_unique<Acc[]>(static_cast<std::size_t>(M * chunks));
+    parallel_tasks(M * chunks, kRowChunk, [&](std::int64_t t) {
+      const std::int64_t o = t / chunks, c = t % chunks;
+      StridedWalk kept(p.kept_sizes, p.kept_strides);
+      kept.seek(o);
+      Buffer buf;
+      const std::int64_t k0 = c * kRowChunk;
+      partial[t] = segment(kept.offset, k0, std::min(kRowChunk, K - k0), buf);
+    });
+    for (std::int64_t o = 0; o < M; ++o) {
+      Acc acc = partial[o * chunks];
+      for (std::int64_t c = 1; c < chunks; ++c) op.merge(acc, partial[o * chunks + c]);
+      op.write(o, acc);
+    }
+    return;
+  }
+  const std::int64_t rows_per_task = std::max<std::int64_t>(1, kRowChunk / K);
+  const std::int64_t tasks = (M + rows_per_task - 1) / rows_per_task;
+  parallel_tasks(tasks, rows_per_task * K, [&](std::int64_t t) {
+    const std::int64_t begin = t * rows_per_task, end = std::min(M, begin + rows_per_task);
+    StridedWalk kept(p.kept_sizes, p.kept_strides);
+    kept.seek(begin);
+    Buffer buf;
+    for (std::int64_t o = begin; o < end; ++o, kept.next()) op.write(o, segment(kept.offset, 0, K, buf));
+  });
+}
+
+// The lines of an op along one dim of x (cumsum, sort, topk): one line per combination of the
+// other dims, in row-major order (the order of a fresh contiguous output). Strides in elements.
+struct LinePlan {
+  std::int64_t lines = 1;
+  std::int64_t length = 1;  // x's size along dim (1 for a 0-d x)
+  std::int64_t stride = 0;  // x's stride along dim
+  DimVector other_sizes, other_strides;  // x's other dims, merged where contiguous
+};
+
+inline LinePlan make_line_plan(const Tensor& x, std::int64_t dim) {
+  LinePlan p;
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    if (d == dim) {
+      p.length = x.sizes()[d];
+      p.stride = x.strides()[d];
+      continue;
+    }
+    p.lines *= x.sizes()[d];
+    p.other_sizes.push_back(x.sizes()[d]);
+    p.other_strides.push_back(x.strides()[d]);
+  }
+  coalesce_dims(p.other_sizes, p.other_strides);
+  return p;
+}
+
+// Calls line(i, a_offset, b_offset) for every line i of two tensors of the same line structure
+// (an input and its output: offsets of line i's first element in each), spread over threads in
+// tasks of about kRowChunk elements (cost: elements touched per line).
+template <typename F>
+void for_each_line(const LinePlan& a, const LinePlan& b, std::int64_t cost, F&& line) {
+  if (a.lines == 0) return;
+  cost = std::max<std::int64_t>(cost, 1);
+  const std::int64_t per_task = std::max<std::int64_t>(1, kRowChunk / cost);
+  const std::int64_t tasks = (a.lines + per_task - 1) / per_task;
+  parallel_tasks(tasks, per_task * cost, [&](std::int64_t t) {
+    const std::int64_t begin = t * per_task, end = std::min(a.lines, begin + per_task);
+    StridedWalk wa(a.other_sizes, a.other_strides), wb(b.other_sizes, b.other_strides);
+    wa.seek(begin);
+    wb.seek(begin);
+    for (std::int64_t i = begin; i < end; ++i, wa.next(), wb.next()) line(i, wa.offset, wb.offset);
+  });
+}
+
+}  // namespace kael::native

@@ -1,0 +1,766 @@
+// Reductions over dims on the CPU: prod, amax/amin (and max/min of everything), all/any, norm,
+// logsumexp, var/std, argmax/argmin and max/min along a dim (values and indices).
+//
+// x: any shape and strides; out: x's shape with the reduced dims removed (or kept as 1),
+// contiguous. Each kernel supplies the per-row operations of Note [Reduction rows]
+// (reduce_engine.h), which owns the walk, the threading and its determinism. Accumulators:
+// double for float32/float64 (as sum's, docs/decisions.md "float32 sums"), float for
+// float16/bfloat16, wrapping uint64 for integers.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+
+#include "kael/core/concurrency.h"
+#include "kael/core/convert.h"
+#include "kael/core/error.h"
+#include "kael/core/warning.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/native/reduce.h"
+#include "reduce_engine.h"
+
+namespace kael::native {
+
+namespace {
+
+constexpr int kLanes = 8;  // independent accumulators, so the compiler vectorises the row loops
+
+template <typename C>
+bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// The accumulator of sums and products of T (see the file comment).
+template <typename T>
+using sum_acc_t = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double>, double,
+                                     std::conditional_t<is_reduced_floating_v<T>, float, std::uint64_t>>;
+
+template <typename Acc, typename T>
+Acc to_acc(T v) {
+  if constexpr (std::is_same_v<Acc, std::uint64_t>) {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(v));  // two's complement: products wrap
+  } else {
+    return static_cast<Acc>(static_cast<opmath_t<T>>(v));
+  }
+}
+
+// Runs the loop of a set-up reduction on the call's own input (Note [Concurrency] in
+// kael/core/concurrency.h); the outputs are new, no other thread sees them yet.
+template <typename F>
+void run_reduction(ReduceSetup& s, F&& loop) {
+  UnlockedSection section;
+  if (section.active()) s.input = section.own(s.input);
+  section.unlock();
+  const RowPlan plan = make_row_plan(s.input, s.dims.reduced);
+  loop(s.input, plan);
+}
+
+// ---------------------------------------------------------------------------------- prod
+
+template <typename T>
+struct ProdOp {
+  using Acc = sum_acc_t<T>;
+  T* out;
+  Acc identity() const { return Acc(1); }
+  Acc run(const T* x, std::int64_t n, std::int64_t) const {
+    Acc lanes[kLanes];
+    for (Acc& l : lanes) l = Acc(1);
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] *= to_acc<Acc>(x[i + j]);
+    Acc r = Acc(1);
+    for (; i < n; ++i) r *= to_acc<Acc>(x[i]);
+    for (const Acc& l : lanes) r *= l;
+    return r;
+  }
+  void merge(Acc& a, const Acc& b) const { a *= b; }
+  void write(std::int64_t o, const Acc& a) const { out[o] = convert<T>(a); }
+};
+
+// ---------------------------------------------------------------------------------- amax, amin
+
+// The larger (Max) or smaller of two values, NaN winning: NaN propagates as in PyTorch.
+template <bool Max, typename C>
+bool replaces(C candidate, C current) {
+  // `|`, not `||`: no branch, so the row loops vectorise
+  return (Max ? candidate > current : candidate < current) | is_nan(candidate);
+}
+
+// max (Max) or min of n >= 1 values, NaN propagating, 32 bytes of C at a time (the compiler's
+// vector extensions: the comparison and select compile to AVX2 instructions).
+template <bool Max, typename C>
+C extreme_vector(const C* x, std::int64_t n) {
+  constexpr int W = 32 / sizeof(C);
+  typedef C V __attribute__((vector_size(32)));
+  C r = x[0];
+  std::int64_t i = 0;
+  if (n >= 4 * W) {
+    // four independent accumulators: the compare-and-select chain's latency, not its
+    // throughput, would bound one
+    V m[4];
+    for (int a = 0; a < 4; ++a) std::memcpy(&m[a], x, sizeof(V));
+    decltype(m[0] != m[0]) nan{};
+    for (; i + 4 * W <= n; i += 4 * W)
+      for (int a = 0; a < 4; ++a) {
+        V v;
+        std::memcpy(&v, x + i + a * W, sizeof v);
+        if constexpr (std::is_floating_point_v<C>) nan |= (v != v);
+        m[a] = (Max ? v > m[a] : v < m[a]) ? v : m[a];
+      }
+    for (int j = 0; j < W; ++j) {
+      if (nan[j]) {
+        for (std::int64_t k = 0; k < n; ++k)
+          if (is_nan(x[k])) return x[k];  // the first NaN, as a scalar walk finds it
+      }
+      for (int a = 0; a < 4; ++a) r = replaces<Max>(m[a][j], r) ? m[a][j] : r;
+    }
+  }
+  for (; i < n; ++i) r = replaces<Max>(x[i], r) ? x[i] : r;
+  return r;
+}
+
+template <typename T, bool Max>
+struct ExtremeOp {
+  using C = opmath_t<T>;
+  T* out;
+  C identity() const { return C(0); }  // unused: empty reductions are refused at set-up
+  C run(const T* x, std::int64_t n, std::int64_t) const {
+    if constexpr (std::is_same_v<T, C> && !std::is_same_v<T, bool>) {
+      return extreme_vector<Max>(x, n);
+    } else {
+      C r = static_cast<C>(x[0]);
+      for (std::int64_t i = 1; i < n; ++i) {
+        const C v = static_cast<C>(x[i]);
+        r = replaces<Max>(v, r) ? v : r;
+      }
+      return r;
+    }
+  }
+  void merge(C& a, const C& b) const { a = replaces<Max>(b, a) ? b : a; }
+  void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
+};
+
+// ---------------------------------------------------------------------------------- all, any
+
+template <typename T>
+bool truth(T v) {
+  return static_cast<opmath_t<T>>(v) != opmath_t<T>(0);  // NaN is true
+}
+
+template <typename T, typename O, bool All>
+struct LogicalOp {
+  O* out;
+  bool identity() const { return All; }
+  bool run(const T* x, std::int64_t n, std::int64_t) const {
+    unsigned char r = All ? 1 : 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if constexpr (All) {
+        r &= static_cast<unsigned char>(truth(x[i]));
+      } else {
+        r |= static_cast<unsigned char>(truth(x[i]));
+      }
+    }
+    return r != 0;
+  }
+  void merge(bool& a, const bool& b) const { a = All ? (a && b) : (a || b); }
+  void write(std::int64_t o, const bool& a) const { out[o] = static_cast<O>(a); }
+};
+
+// ---------------------------------------------------------------------------------- argmax, max.dim
+
+template <typename C>
+struct ValueIndex {
+  C value;
+  std::int64_t index;
+};
+
+// The first maximum (or minimum); the first NaN wins over every number.
+template <typename T, bool Max>
+struct ArgOp {
+  using C = opmath_t<T>;
+  T* values;  // null for argmax/argmin
+  std::int64_t* indices;
+  static bool better(C candidate, C best) {
+    return (Max ? candidate > best : candidate < best) || (is_nan(candidate) && !is_nan(best));
+  }
+  ValueIndex<C> identity() const { return {C(0), 0}; }  // unused: refused at set-up
+  ValueIndex<C> run(const T* x, std::int64_t n, std::int64_t k0) const {
+    C best = static_cast<C>(x[0]);
+    std::int64_t at = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+      const C v = static_cast<C>(x[i]);
+      if (better(v, best)) {
+        best = v;
+        at = i;
+      }
+    }
+    return {best, k0 + at};
+  }
+  void merge(ValueIndex<C>& a, const ValueIndex<C>& b) const {
+    if (better(b.value, a.value)) a = b;
+  }
+  void write(std::int64_t o, const ValueIndex<C>& a) const {
+    if (values) values[o] = convert<T>(a.value);
+    indices[o] = a.index;
+  }
+};
+
+// ---------------------------------------------------------------------------------- norm
+
+enum class NormKind { Count, Abs, Square, Power };
+
+// Sums f(|x|) over the row and finishes: count of non-zeros (p = 0), sum |x| (1), sqrt of the sum
+// of squares (2), (sum |x|^p)^(1/p) otherwise.
+template <typename T, NormKind Kind>
+struct SumNormOp {
+  using Acc = sum_acc_t<T>;
+  T* out;
+  double p;
+  Acc identity() const { return Acc(0); }
+  Acc term(T v) const {
+    const Acc a = static_cast<Acc>(static_cast<opmath_t<T>>(v));
+    if constexpr (Kind == NormKind::Count) {
+      return a != Acc(0) ? Acc(1) : Acc(0);  // NaN counts
+    } else if constexpr (Kind == NormKind::Abs) {
+      return std::abs(a);
+    } else if constexpr (Kind == NormKind::Square) {
+      return a * a;
+    } else {
+      return static_cast<Acc>(std::pow(std::abs(static_cast<double>(a)), p));
+    }
+  }
+  Acc run(const T* x, std::int64_t n, std::int64_t) const {
+    Acc lanes[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] += term(x[i + j]);
+    Acc r = 0;
+    for (; i < n; ++i) r += term(x[i]);
+    for (const Acc& l : lanes) r += l;
+    return r;
+  }
+  void merge(Acc& a, const Acc& b) const { a += b; }
+  void write(std::int64_t o, const Acc& a) const {
+    if constexpr (Kind == NormKind::Square) {
+      out[o] = convert<T>(std::sqrt(a));
+    } else if constexpr (Kind == NormKind::Power) {
+      out[o] = convert<T>(static_cast<Acc>(std::pow(static_cast<double>(a), 1.0 / p)));
+    } else {
+      out[o] = convert<T>(a);
+    }
+  }
+};
+
+// max |x| (p = inf) or min |x| (p = -inf), NaN propagating.
+template <typename T, bool Max>
+struct ExtremeAbsOp {
+  using C = opmath_t<T>;
+  T* out;
+  C identity() const { return C(0); }  // unused: refused at set-up
+  C run(const T* x, std::int64_t n, std::int64_t) const {
+    C r = std::abs(static_cast<C>(x[0]));
+    for (std::int64_t i = 1; i < n; ++i) {
+      const C v = std::abs(static_cast<C>(x[i]));
+      r = replaces<Max>(v, r) ? v : r;
+    }
+    return r;
+  }
+  void merge(C& a, const C& b) const { a = replaces<Max>(b, a) ? b : a; }
+  void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
+};
+
+// ---------------------------------------------------------------------------------- logsumexp
+
+// Note [logsumexp in one pass]
+// PyTorch computes log(sum(exp(x - m))) + m with m = max(x) (m taken as 0 when infinite) in four
+// passes over memory (amax, subtract, exp, sum). Here each row is read once: blocks of
+// kLseBlock elements (in L1) are scanned for their max, then summed as exp(x - M) with M the
+// running max of the row so far; when a block raises M, the sum so far is rescaled by
+// exp(M_old - M_new) once. The state (m, s) stands for sum(exp(x)) = s * exp(m); NaN anywhere
+// makes the result NaN and +inf (without NaN) makes it +inf, as in PyTorch. Terms are added in
+// double; float exp uses exp_nonpositive (at most 2 ulp from exp on (-87, 0], 0 below: such terms
+// are below 2^-125 of the row's largest term, which is 1).
+constexpr std::int64_t kLseBlock = 256;
+
+// exp(x) for x <= 0, 8 floats at a time (Cephes' expf: a degree-6 polynomial on
+// [-ln2/2, ln2/2] scaled by 2^n), written with the compiler's vector extensions so it compiles
+// to straight AVX2 code; x above 0 is taken as 0, x below -87 gives 0, NaN gives NaN.
+using f32x8 = float __attribute__((vector_size(32)));
+using i32x8 = std::int32_t __attribute__((vector_size(32)));
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline f32x8 exp_nonpositive(f32x8 x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const f32x8 zero = f32x8{} + 0.0f, low = zero - 87.0f;
+  f32x8 xc = x < zero ? x : zero;
+  xc = xc > low ? xc : low;  // NaN -> -87
+  const f32x8 t = xc * kLog2e + kRound;
+  const i32x8 n = reinterpret_cast<i32x8>(t) - std::bit_cast<std::int32_t>(kRound);  // -126..0
+  const f32x8 nf = t - kRound;
+  const f32x8 r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
+  f32x8 p = zero + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const f32x8 y = p * r * r + r + 1.0f;
+  const f32x8 e = y * reinterpret_cast<f32x8>((n + 127) << 23);
+  const f32x8 under = x < low ? zero : e;
+  return x != x ? x : under;
+}
+
+inline float exp_nonpositive(float x) {
+  f32x8 v{};
+  v[0] = x;
+  return exp_nonpositive(v)[0];
+}
+
+template <typename C>
+C exp_shifted(C v) {
+  if constexpr (std::is_same_v<C, float>) {
+    return exp_nonpositive(v);
+  } else {
+    return std::exp(v);
+  }
+}
+
+template <typename C>
+struct LseState {
+  C m;       // max so far (-inf: no term yet; NaN or +inf: the result)
+  double s;  // sum of exp(x - m)
+};
+
+template <typename C>
+void lse_merge(LseState<C>& a, const LseState<C>& b) {
+  if (is_nan(a.m) || is_nan(b.m)) {
+    a = {std::numeric_limits<C>::quiet_NaN(), 1.0};
+  } else if (a.m == std::numeric_limits<C>::infinity() || b.m == std::numeric_limits<C>::infinity()) {
+    a = {std::numeric_limits<C>::infinity(), 1.0};
+  } else if (b.m > a.m) {
+    a = {b.m, a.s * std::exp(static_cast<double>(a.m) - static_cast<double>(b.m)) + b.s};
+  } else if (b.m != -std::numeric_limits<C>::infinity()) {
+    a.s += b.s * std::exp(static_cast<double>(b.m) - static_cast<double>(a.m));
+  }
+}
+
+// The max of a block and whether it holds a NaN.
+template <typename C>
+C block_max(const C* x, std::int64_t n, bool& nan) {
+  C m = -std::numeric_limits<C>::infinity();
+  std::int64_t i = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    f32x8 mv[4];
+    for (f32x8& v : mv) v = f32x8{} - std::numeric_limits<float>::infinity();
+    i32x8 nv{};
+    for (; i + 32 <= n; i += 32)
+      for (int a = 0; a < 4; ++a) {
+        const f32x8 v = load8(x + i + 8 * a);
+        nv |= (v != v);
+        mv[a] = v > mv[a] ? v : mv[a];
+      }
+    for (int j = 0; j < 8; ++j) {
+      nan |= nv[j] != 0;
+      for (const f32x8& v : mv) m = v[j] > m ? v[j] : m;
+    }
+  }
+  for (; i < n; ++i) {
+    nan |= x[i] != x[i];
+    m = x[i] > m ? x[i] : m;
+  }
+  return m;
+}
+
+// sum of exp(x - m) over a block (x <= m), in C lanes then double.
+template <typename C>
+double block_sum_exp(const C* x, std::int64_t n, C m) {
+  double total = 0;
+  std::int64_t i = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    f32x8 acc[2] = {};
+    for (; i + 16 <= n; i += 16) {
+      acc[0] += exp_nonpositive(load8(x + i) - m);
+      acc[1] += exp_nonpositive(load8(x + i + 8) - m);
+    }
+    for (; i + 8 <= n; i += 8) acc[0] += exp_nonpositive(load8(x + i) - m);
+    for (int j = 0; j < 8; ++j) total += static_cast<double>(acc[0][j]) + static_cast<double>(acc[1][j]);
+  }
+  for (; i < n; ++i) total += static_cast<double>(exp_shifted<C>(x[i] - m));
+  return total;
+}
+
+// Adds a block of n values of C to the state.
+template <typename C>
+void lse_block(const C* x, std::int64_t n, LseState<C>& st) {
+  constexpr C kInf = std::numeric_limits<C>::infinity();
+  if (is_nan(st.m)) return;  // the result is NaN already
+  bool nan = false;
+  const C bm = block_max(x, n, nan);
+  if (nan) {
+    lse_merge(st, {std::numeric_limits<C>::quiet_NaN(), 1.0});
+    return;
+  }
+  if (bm == kInf || st.m == kInf) {
+    lse_merge(st, {kInf, 1.0});
+    return;
+  }
+  if (bm == -kInf) return;  // every term is 0
+  if (bm > st.m) {
+    st.s *= std::exp(static_cast<double>(st.m) - static_cast<double>(bm));  // 0 when st.m is -inf
+    st.m = bm;
+  }
+  st.s += block_sum_exp(x, n, st.m);
+}
+
+template <typename T>
+struct LogSumExpOp {
+  using C = opmath_t<T>;  // float for float16/bfloat16
+  T* out;
+  LseState<C> identity() const { return {-std::numeric_limits<C>::infinity(), 0.0}; }
+  LseState<C> run(const T* x, std::int64_t n, std::int64_t) const {
+    LseState<C> st = identity();
+    C buf[kLseBlock];
+    for (std::int64_t b = 0; b < n; b += kLseBlock) {
+      const std::int64_t len = std::min(kLseBlock, n - b);
+      if constexpr (std::is_same_v<T, C>) {
+        lse_block<C>(x + b, len, st);
+      } else {
+        for (std::int64_t i = 0; i < len; ++i) buf[i] = static_cast<C>(x[b + i]);
+        lse_block<C>(buf, len, st);
+      }
+    }
+    return st;
+  }
+  void merge(LseState<C>& a, const LseState<C>& b) const { lse_merge(a, b); }
+  void write(std::int64_t o, const LseState<C>& a) const {
+    if (is_nan(a.m) || a.m == std::numeric_limits<C>::infinity() || a.m == -std::numeric_limits<C>::infinity()) {
+      out[o] = convert<T>(a.m);
+    } else {
+      out[o] = convert<T>(static_cast<double>(a.m) + std::log(a.s));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------- var, std
+
+struct Moments {
+  std::int64_t n;
+  double mean;
+  double m2;  // sum of squared deviations from mean
+};
+
+// Two passes over each contiguous run (mean, then squared deviations), in double; runs merge
+// with Chan et al.'s formula.
+template <typename T>
+struct VarOp {
+  T* out;
+  double correction;
+  bool take_sqrt;
+  Moments identity() const { return {0, 0.0, 0.0}; }
+  Moments run(const T* x, std::int64_t n, std::int64_t) const {
+    double lanes[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] += static_cast<double>(static_cast<opmath_t<T>>(x[i + j]));
+    double sum = 0;
+    for (; i < n; ++i) sum += static_cast<double>(static_cast<opmath_t<T>>(x[i]));
+    for (double l : lanes) sum += l;
+    const double mean = sum / static_cast<double>(n);
+    double sq[kLanes] = {};
+    i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) {
+        const double d = static_cast<double>(static_cast<opmath_t<T>>(x[i + j])) - mean;
+        sq[j] += d * d;
+      }
+    double m2 = 0;
+    for (; i < n; ++i) {
+      const double d = static_cast<double>(static_cast<opmath_t<T>>(x[i])) - mean;
+      m2 += d * d;
+    }
+    for (double l : sq) m2 += l;
+    return {n, mean, m2};
+  }
+  void merge(Moments& a, const Moments& b) const {
+    if (b.n == 0) return;
+    if (a.n == 0) {
+      a = b;
+      return;
+    }
+    const double na = static_cast<double>(a.n), nb = static_cast<double>(b.n), n = na + nb;
+    const double delta = b.mean - a.mean;
+    a.mean += delta * nb / n;
+    a.m2 += b.m2 + delta * delta * na * nb / n;
+    a.n += b.n;
+  }
+  void write(std::int64_t o, const Moments& a) const {
+    const double divisor = std::max(0.0, static_cast<double>(a.n) - correction);
+    const double var = a.n == 0 ? std::numeric_limits<double>::quiet_NaN() : a.m2 / divisor;
+    out[o] = convert<T>(take_sqrt ? std::sqrt(var) : var);
+  }
+};
+
+// ---------------------------------------------------------------------------------- helpers
+
+// amax/amin/max/min: dims, the empty check, the loop.
+Tensor extreme(const char* op, const Tensor& self, ReduceDims dims, bool dim_given, bool max) {
+  check_nonempty_reduction(op, self, dims, dim_given, NoDimError::Runtime);
+  ReduceSetup s = setup_reduction(self, std::move(dims), self.dtype(), self.dtype());
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (max) {
+        reduce_rows<T>(x, p, ExtremeOp<T, true>{s.out.data<T>()});
+      } else {
+        reduce_rows<T>(x, p, ExtremeOp<T, false>{s.out.data<T>()});
+      }
+    });
+  });
+  return s.out;
+}
+
+Tensor arg_extreme(const char* op, const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, bool max) {
+  KAEL_CHECK(self.dtype() != ScalarType::Bool, op << ": does not support bool input");
+  ReduceDims dims = reduce_dim(op, self, dim, keepdim);
+  check_nonempty_reduction(op, self, dims, dim.has_value(), NoDimError::Index);
+  ReduceSetup s = setup_reduction(self, std::move(dims), self.dtype(), ScalarType::Int64);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::int64_t* idx = s.out.data<std::int64_t>();
+      if (max) {
+        reduce_rows<T>(x, p, ArgOp<T, true>{nullptr, idx});
+      } else {
+        reduce_rows<T>(x, p, ArgOp<T, false>{nullptr, idx});
+      }
+    });
+  });
+  return s.out;
+}
+
+Tensor logical(const char* op, const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, bool all) {
+  ReduceDims dims = dim && dim->empty() ? reduce_no_dims(self) : reduce_dims(op, self, dim, keepdim);
+  const ScalarType out_dtype = self.dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  ReduceSetup s = setup_reduction(self, std::move(dims), self.dtype(), out_dtype);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using O = std::conditional_t<std::is_same_v<T, std::uint8_t>, std::uint8_t, bool>;
+      if (all) {
+        reduce_rows<T>(x, p, LogicalOp<T, O, true>{s.out.data<O>()});
+      } else {
+        reduce_rows<T>(x, p, LogicalOp<T, O, false>{s.out.data<O>()});
+      }
+    });
+  });
+  return s.out;
+}
+
+// Visits the floating dtypes only (the others are refused before).
+template <typename F>
+void visit_floating(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Float32:
+      return f(TypeTag<float>{});
+    case ScalarType::Float64:
+      return f(TypeTag<double>{});
+    case ScalarType::Float16:
+      return f(TypeTag<Half>{});
+    case ScalarType::BFloat16:
+      return f(TypeTag<BFloat16>{});
+    default:
+      KAEL_INTERNAL_ASSERT(false);
+  }
+}
+
+Tensor var_std(const char* op, const Tensor& self, std::optional<IntArrayRef> dim, double c, bool keepdim,
+               bool take_sqrt) {
+  KAEL_CHECK(is_floating(self.dtype()),
+             op << ": std and var only support floating point and complex dtypes, got " << self.dtype());
+  ReduceDims dims = reduce_dims(op, self, dim, keepdim);
+  std::int64_t outputs = 1;
+  for (std::int64_t size : dims.out_shape) outputs *= size;
+  if (static_cast<double>(self.numel() / std::max<std::int64_t>(outputs, 1)) - c <= 0)
+    warn(WarningKind::User, std::string(op) +
+                                ": degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                                "factor (input numel divided by output numel).");
+  ReduceSetup s = setup_reduction(self, std::move(dims), self.dtype(), self.dtype());
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_floating(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduce_rows<T>(x, p, VarOp<T>{s.out.data<T>(), c, take_sqrt});
+    });
+  });
+  return s.out;
+}
+
+}  // namespace
+
+namespace {
+Tensor prod(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  const ScalarType out_dtype = integer_upcast_dtype(self, dtype);
+  ReduceSetup s = setup_reduction(self, reduce_dim("prod", self, dim, keepdim), out_dtype, out_dtype);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduce_rows<T>(x, p, ProdOp<T>{s.out.data<T>()});
+    });
+  });
+  return s.out;
+}
+}  // namespace
+
+Tensor prod_cpu(const Tensor& self, std::optional<ScalarType> dtype) { return prod(self, std::nullopt, false, dtype); }
+
+Tensor prod_dim_cpu(const Tensor& self, std::int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return prod(self, dim, keepdim, dtype);
+}
+
+Tensor amax_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  return extreme("amax", self, reduce_dims("amax", self, dim, keepdim), !dim.empty(), true);
+}
+
+Tensor amin_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  return extreme("amin", self, reduce_dims("amin", self, dim, keepdim), !dim.empty(), false);
+}
+
+Tensor max_cpu(const Tensor& self) { return extreme("max", self, reduce_dims("max", self, std::nullopt, false), false, true); }
+
+Tensor min_cpu(const Tensor& self) { return extreme("min", self, reduce_dims("min", self, std::nullopt, false), false, false); }
+
+Tensor argmax_cpu(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim) {
+  return arg_extreme("argmax", self, dim, keepdim, true);
+}
+
+Tensor argmin_cpu(const Tensor& self, std::optional<std::int64_t> dim, bool keepdim) {
+  return arg_extreme("argmin", self, dim, keepdim, false);
+}
+
+Tensor all_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
+  return logical("all", self, dim, keepdim, true);
+}
+
+Tensor any_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
+  return logical("any", self, dim, keepdim, false);
+}
+
+Tensor norm_cpu(const Tensor& self, double p, std::optional<IntArrayRef> dim, bool keepdim,
+                std::optional<ScalarType> dtype) {
+  KAEL_CHECK(is_floating(self.dtype()),
+             "norm: Expected a floating point or complex tensor as input. Got " << self.dtype());
+  if (dtype) {
+    KAEL_CHECK(is_floating(*dtype), "norm: dtype should be floating point or complex. Got " << *dtype);
+    KAEL_CHECK(promote_types(self.dtype(), *dtype) == *dtype,
+               "norm: the dtype of the input (" << self.dtype() << ") should be convertible without narrowing to "
+                                                << "the specified dtype (" << *dtype << ")");
+  }
+  ReduceDims dims = reduce_dims("norm", self, dim, keepdim);
+  const bool infinite = std::isinf(p);
+  if ((infinite || p < 0) && self.numel() == 0) {
+    // max |x| and the sums of |x|^p with p < 0 (sums of infinities for zeros) have no identity
+    KAEL_CHECK(dim && !dim->empty(), "norm: cannot compute the " << p << " norm on an empty tensor because the "
+                                                                 << "operation does not have an identity");
+    for (std::int64_t d = 0; d < self.dim(); ++d)
+      KAEL_CHECK(!dims.reduced[d] || self.sizes()[d] != 0,
+                 "norm: cannot compute the " << p << " norm on the dimension " << d << " because this dimension "
+                                             << "is empty and the operation does not have an identity");
+  }
+  const ScalarType t = dtype.value_or(self.dtype());
+  ReduceSetup s = setup_reduction(self, std::move(dims), t, t);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& plan) {
+    visit_floating(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* out = s.out.data<T>();
+      if (infinite && p > 0) {
+        reduce_rows<T>(x, plan, ExtremeAbsOp<T, true>{out});
+      } else if (infinite) {
+        reduce_rows<T>(x, plan, ExtremeAbsOp<T, false>{out});
+      } else if (p == 0) {
+        reduce_rows<T>(x, plan, SumNormOp<T, NormKind::Count>{out, p});
+      } else if (p == 1) {
+        reduce_rows<T>(x, plan, SumNormOp<T, NormKind::Abs>{out, p});
+      } else if (p == 2) {
+        reduce_rows<T>(x, plan, SumNormOp<T, NormKind::Square>{out, p});
+      } else {
+        reduce_rows<T>(x, plan, SumNormOp<T, NormKind::Power>{out, p});
+      }
+    });
+  });
+  return s.out;
+}
+
+Tensor logsumexp_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  // Integral and bool inputs compute in the default floating dtype, as in PyTorch.
+  const ScalarType t = is_floating(self.dtype()) ? self.dtype() : ScalarType::Float32;
+  ReduceSetup s = setup_reduction(self, reduce_dims("logsumexp", self, dim, keepdim), t, t);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_floating(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduce_rows<T>(x, p, LogSumExpOp<T>{s.out.data<T>()});
+    });
+  });
+  return s.out;
+}
+
+Tensor var_cpu(const Tensor& self, bool unbiased) {
+  return var_std("var", self, std::nullopt, unbiased ? 1.0 : 0.0, false, false);
+}
+
+Tensor var_dim_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  return var_std("var", self, dim, unbiased ? 1.0 : 0.0, keepdim, false);
+}
+
+Tensor var_correction_cpu(const Tensor& self, std::optional<IntArrayRef> dim, const std::optional<Scalar>& correction,
+                          bool keepdim) {
+  return var_std("var", self, dim, correction ? correction->to_double() : 1.0, keepdim, false);
+}
+
+Tensor std_cpu(const Tensor& self, bool unbiased) {
+  return var_std("std", self, std::nullopt, unbiased ? 1.0 : 0.0, false, true);
+}
+
+Tensor std_dim_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  return var_std("std", self, dim, unbiased ? 1.0 : 0.0, keepdim, true);
+}
+
+Tensor std_correction_cpu(const Tensor& self, std::optional<IntArrayRef> dim, const std::optional<Scalar>& correction,
+                          bool keepdim) {
+  return var_std("std", self, dim, correction ? correction->to_double() : 1.0, keepdim, true);
+}
+
+// Values and indices of the first maximum (minimum) along dim: the kernel of max.dim / min.dim.
+std::tuple<Tensor, Tensor> max_min_dim_cpu(const char* op, const Tensor& self, std::int64_t dim, bool keepdim,
+                                           bool max) {
+  const std::int64_t d[] = {dim};
+  ReduceDims dims = reduce_dims(op, self, IntArrayRef(d), keepdim);
+  check_nonempty_reduction(op, self, dims, true, NoDimError::Index);
+  ReduceSetup s = setup_reduction(self, std::move(dims), self.dtype(), self.dtype(), /*with_indices=*/true);
+  run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* values = s.out.data<T>();
+      std::int64_t* idx = s.indices.data<std::int64_t>();
+      if (max) {
+        reduce_rows<T>(x, p, ArgOp<T, true>{values, idx});
+      } else {
+        reduce_rows<T>(x, p, ArgOp<T, false>{values, idx});
+      }
+    });
+  });
+  return {s.out, s.indices};
+}
+
+}  // namespace kael::native

@@ -1,0 +1,468 @@
+"""Reductions beyond sum/mean: prod, max/min, amax/amin, argmax/argmin, all/any, norm,
+logsumexp, var/std -- against PyTorch over shapes, dims, keepdim, dtypes, layouts, NaN, ties,
+empty and 0-d inputs, errors, and determinism across thread counts."""
+import math
+import warnings
+
+import pytest
+import torch
+
+import kael
+from helpers import (DTYPE_NAMES, FLOAT_NAMES, LAYOUTS, check, make_pair, rand_torch, to_kael)
+
+INF = math.inf
+
+
+def run_both(fn, tx, kx, atol=None, rtol=None):
+    """fn(lib, x) on torch and kael: equal results, or the same exception class."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tres = fn(torch, tx)
+        except Exception as e:  # noqa: BLE001 -- torch's class is the oracle
+            terr = e
+        else:
+            terr = None
+    if terr is not None:
+        # torch's NotImplementedError for an unsupported dtype is a RuntimeError; kael raises
+        # RuntimeError for those (docs/decisions.md, Errors)
+        cls = RuntimeError if isinstance(terr, NotImplementedError) else type(terr)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(cls):
+                fn(kael, kx)
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kres = fn(kael, kx)
+    if isinstance(tres, tuple):
+        assert len(kres) == len(tres)
+        for a, b in zip(kres, tres):
+            check(a, b, atol=atol, rtol=rtol)
+    else:
+        check(kres, tres, atol=atol, rtol=rtol)
+    return kres
+
+
+def both(fn, shape, dtype, layout="contig", domain="any", atol=None, rtol=None):
+    p = make_pair(shape, dtype, layout, domain)
+    return run_both(fn, p.t, p.k, atol=atol, rtol=rtol)
+
+
+def dim_kw(dim, keepdim):
+    kw = {}
+    if dim is not None:
+        kw["dim"] = dim
+    if keepdim is not None:
+        kw["keepdim"] = keepdim
+    return kw
+
+
+# (shape, dim) with dim an int or None: the ops whose dim is one int (prod, argmax, argmin).
+INT_DIM_CASES = [
+    ((), None), ((), 0), ((), -1),
+    ((7,), None), ((7,), 0), ((7,), -1),
+    ((3, 5), None), ((3, 5), 0), ((3, 5), 1), ((3, 5), -2),
+    ((2, 3, 4), 1), ((2, 3, 4), -1), ((2, 1, 3, 2), 2), ((4, 1), 1),
+    ((0,), 0), ((0, 3), 0), ((0, 3), 1), ((3, 0), 0), ((3, 0), None), ((0,), None),
+]
+
+# (shape, dim) with dim a tuple, an int or None: amax, amin, all, any, norm, var, std.
+LIST_DIM_CASES = [
+    ((), None), ((), 0), ((), (0,)), ((), (-1,)),
+    ((6,), None), ((6,), 0), ((6,), (-1,)),
+    ((3, 4), None), ((3, 4), 0), ((3, 4), (1,)), ((3, 4), (0, 1)), ((3, 4), (-1, -2)), ((3, 4), [1, 0]),
+    ((2, 3, 4), (0, 2)), ((2, 3, 4), (-1, 0)), ((2, 3, 4), 1), ((2, 1, 3, 2), (1, 3)), ((2, 3, 4), (0, 1, 2)),
+    ((0,), None), ((0,), 0), ((0, 3), 0), ((0, 3), 1), ((3, 0), (0,)), ((3, 0), (1,)), ((2, 0, 3), (0, 2)),
+]
+
+
+# ------------------------------------------------------------------------------------- prod
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", INT_DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_prod(dtype, shape, dim, keepdim):
+    if dim is None and keepdim is not None:
+        pytest.skip("torch.prod takes keepdim only with a dim")
+    # small magnitudes so float products stay representable; integers wrap as in torch
+    both(lambda lib, x: lib.prod(x, **dim_kw(dim, keepdim)), shape, dtype, domain="small")
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_prod_method_and_dtype_keyword(dtype):
+    both(lambda lib, x: x.prod(), (3, 4), dtype, domain="small")
+    both(lambda lib, x: x.prod(1, True), (3, 4), dtype, domain="small")
+    for out in ["int32", "int64", "float32", "float64", "float16"]:
+        both(lambda lib, x: lib.prod(x, dtype=getattr(lib, out)), (3, 4), dtype, domain="small")
+        both(lambda lib, x: lib.prod(x, 0, dtype=getattr(lib, out)), (3, 4), dtype, domain="small")
+
+
+def test_prod_integers_wrap_and_promote():
+    t = torch.tensor([2**40, 2**30, 3, -5], dtype=torch.int64)
+    check(kael.prod(to_kael(t)), torch.prod(t))
+    t = torch.tensor([100, 100, 100], dtype=torch.int8)
+    check(kael.prod(to_kael(t)), torch.prod(t))
+    check(kael.prod(to_kael(t), dtype=kael.int8), torch.prod(t, dtype=torch.int8))
+    t = torch.tensor([[True, False], [True, True]])
+    check(kael.prod(to_kael(t), 1), torch.prod(t, 1))
+
+
+def test_prod_with_zeros_and_specials():
+    t = torch.tensor([[1.5, 0.0, -2.0], [INF, 2.0, -0.0], [math.nan, 1.0, 2.0], [INF, 0.0, 1.0]])
+    for dim in [0, 1]:
+        check(kael.prod(to_kael(t), dim), torch.prod(t, dim))
+    check(kael.prod(to_kael(t)), torch.prod(t))
+
+
+# ------------------------------------------------------------------------------------- max/min/amax/amin
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", LIST_DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_amax_amin(name, dtype, shape, dim, keepdim):
+    both(lambda lib, x: getattr(lib, name)(x, **dim_kw(dim, keepdim)), shape, dtype)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (3, 4), (2, 3, 5), (0,), (2, 0)], ids=str)
+def test_max_min_of_everything(name, dtype, shape):
+    both(lambda lib, x: getattr(lib, name)(x), shape, dtype)
+    both(lambda lib, x: getattr(x, name)(), shape, dtype)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "amax", "amin"])
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_extremes_propagate_nan(name, dtype):
+    t = rand_torch((4, 9), dtype)
+    t[1, 3] = math.nan
+    t[2, 0] = INF
+    t[3, 5] = -INF
+    t[3, 7] = math.nan
+    k = to_kael(t)
+    fn = getattr(torch, name)
+    check(getattr(kael, name)(k), fn(t))
+    if name in ("amax", "amin"):
+        for dim in [0, 1, (0, 1)]:
+            check(getattr(kael, name)(k, dim), fn(t, dim))
+
+
+def test_amax_zero_and_negative_zero():
+    t = torch.tensor([0.0, -0.0, -1.0])
+    check(kael.amax(to_kael(t)), torch.amax(t))
+    check(kael.amin(to_kael(-t)), torch.amin(-t))
+
+
+# ------------------------------------------------------------------------------------- argmax/argmin
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", INT_DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_argmax_argmin(name, dtype, shape, dim, keepdim):
+    # "small" draws integers from 0..3 (and floats from a few values below): many ties
+    both(lambda lib, x: getattr(lib, name)(x, **dim_kw(dim, keepdim)), shape, dtype, domain="small")
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint8", "float32", "float16", "bfloat16"])
+def test_argmax_ties_pick_the_first(name, dtype):
+    t = torch.randint(0, 3, (6, 40)).to(getattr(torch, dtype))
+    k = to_kael(t)
+    for dim in [None, 0, 1, -1]:
+        check(getattr(kael, name)(k, dim), getattr(torch, name)(t, dim))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_argmax_picks_nan(name, dtype):
+    t = rand_torch((5, 12), dtype)
+    t[1, 4] = math.nan
+    t[1, 9] = math.nan
+    t[3, 0] = INF
+    t[4, 11] = -INF
+    k = to_kael(t)
+    for dim in [None, 0, 1]:
+        check(getattr(kael, name)(k, dim), getattr(torch, name)(t, dim))
+
+
+# ------------------------------------------------------------------------------------- all/any
+
+@pytest.mark.parametrize("name", ["all", "any"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", LIST_DIM_CASES + [((3, 4), ()), ((), ())], ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_all_any(name, dtype, shape, dim, keepdim):
+    both(lambda lib, x: getattr(lib, name)(x, **dim_kw(dim, keepdim)), shape, dtype, domain="small")
+
+
+@pytest.mark.parametrize("name", ["all", "any"])
+def test_all_any_special_values(name):
+    t = torch.tensor([[math.nan, 0.0], [-0.0, 0.0], [INF, 1.0], [1e-45, 2.0]])
+    for dim in [None, 0, 1]:
+        check(getattr(kael, name)(to_kael(t), dim), getattr(torch, name)(t, dim))
+
+
+# ------------------------------------------------------------------------------------- norm
+
+NORM_PS = [2, 1, INF, -INF, 0, 3.5, 0.5, -1.5]
+
+
+@pytest.mark.parametrize("p", NORM_PS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", LIST_DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_norm(p, dtype, shape, dim, keepdim):
+    both(lambda lib, x: lib.norm(x, p, **dim_kw(dim, keepdim)), shape, dtype)
+
+
+def test_norm_default_p_and_method():
+    both(lambda lib, x: lib.norm(x), (3, 5), "float32")
+    both(lambda lib, x: x.norm(), (3, 5), "float64")
+    both(lambda lib, x: x.norm(1, 0, True), (3, 5), "float32")
+    both(lambda lib, x: lib.norm(x, p=INF, dim=(0, 1)), (3, 5), "float32")
+
+
+@pytest.mark.parametrize("src", FLOAT_NAMES)
+@pytest.mark.parametrize("dst", DTYPE_NAMES)
+def test_norm_dtype_keyword(src, dst):
+    both(lambda lib, x: lib.norm(x, 2, dtype=getattr(lib, dst)), (3, 4), src)
+    both(lambda lib, x: lib.norm(x, 1, 0, dtype=getattr(lib, dst)), (3, 4), src)
+
+
+def test_norm_special_values():
+    t = torch.tensor([[math.nan, 1.0, 2.0], [INF, -3.0, 0.0], [-INF, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    for p in NORM_PS:
+        for dim in [0, 1]:
+            check(kael.norm(to_kael(t), p, dim), torch.norm(t, p, dim))
+
+
+# ------------------------------------------------------------------------------------- logsumexp
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", [c for c in LIST_DIM_CASES if c[1] is not None], ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_logsumexp(dtype, shape, dim, keepdim):
+    if dtype in ("float16", "bfloat16"):
+        # kael computes in float32 and rounds once; torch rounds every step of its composite
+        # (amax, x - max, exp, sum, log) to the half dtype: its float32 result, rounded, is the oracle
+        p = make_pair(shape, dtype)
+        kres = kael.logsumexp(p.k, **dim_kw(dim, keepdim))
+        check(kres, torch.logsumexp(p.t.float(), **dim_kw(dim, keepdim)).to(p.t.dtype))
+        return
+    both(lambda lib, x: lib.logsumexp(x, **dim_kw(dim, keepdim)), shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_logsumexp_special_values(dtype):
+    rows = [[1.0, 2.0, 3.0], [INF, 1.0, 2.0], [-INF, -INF, -INF], [INF, -INF, 0.0], [math.nan, INF, 1.0],
+            [INF, INF, 1.0], [-INF, 5.0, -INF], [80.0, 90.0, 100.0], [-100.0, -90.0, -200.0]]
+    t = torch.tensor(rows, dtype=getattr(torch, dtype))
+    oracle = t.float() if dtype in ("float16", "bfloat16") else t  # see test_logsumexp
+    check(kael.logsumexp(to_kael(t), 1), torch.logsumexp(oracle, 1).to(t.dtype))
+    check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(oracle.T, 0).to(t.dtype))
+
+
+@pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 1000, 40000, 100003])
+def test_logsumexp_long_rows(n):
+    # across block and chunk boundaries; the largest element first, last and in the middle
+    for where in [0, n // 2, n - 1]:
+        t = torch.randn(n) * 10
+        t[where] = 60.0
+        check(kael.logsumexp(to_kael(t), 0), torch.logsumexp(t, 0))
+    t = torch.randn(3, n, dtype=torch.float64) * 30
+    check(kael.logsumexp(to_kael(t), 1), torch.logsumexp(t, 1))
+    check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(t.T, 0))
+
+
+# ------------------------------------------------------------------------------------- var/std
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("shape,dim", LIST_DIM_CASES, ids=str)
+@pytest.mark.parametrize("keepdim", [None, True])
+def test_var_std(name, dtype, shape, dim, keepdim):
+    both(lambda lib, x: getattr(lib, name)(x, **dim_kw(dim, keepdim)), shape, dtype)
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_var_std_correction_and_unbiased(name, dtype):
+    for kw in [dict(correction=0), dict(correction=2), dict(correction=1.5), dict(correction=5),
+               dict(unbiased=False), dict(unbiased=True)]:
+        both(lambda lib, x: getattr(lib, name)(x, **kw), (3, 4), dtype)
+        both(lambda lib, x: getattr(lib, name)(x, 1, keepdim=True, **kw), (3, 4), dtype)
+    both(lambda lib, x: getattr(lib, name)(x, 1, False, True), (3, 4), dtype)   # (dim, unbiased, keepdim)
+    both(lambda lib, x: getattr(x, name)(dim=(0, 1), correction=0), (3, 4), dtype)
+
+
+def test_var_degrees_of_freedom_warning():
+    x = kael.ones(1)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        r = kael.var(x)
+    assert math.isnan(r.item())
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        kael.std(kael.ones(3, 2), 0, correction=3)
+
+
+def test_var_std_precision_with_a_large_mean():
+    t = torch.randn(1000, dtype=torch.float64) + 1e6
+    check(kael.var(to_kael(t)), torch.var(t))
+    t32 = t.float()  # kael's float32 var adds in float64 (as torch's CPU kernel): the float64 oracle, rounded
+    check(kael.std(to_kael(t32)), torch.std(t32.double()).float())
+
+
+def test_var_rejects_unbiased_with_correction():
+    with pytest.raises(TypeError, match="var"):
+        kael.var(kael.ones(3), 0, True, correction=1)
+
+
+# ------------------------------------------------------------------------------------- layouts
+
+REDUCERS = {
+    "prod": lambda lib, x, d: lib.prod(x, d) if isinstance(d, int) else lib.prod(x),
+    "amax": lambda lib, x, d: lib.amax(x, d if d is not None else ()),
+    "amin": lambda lib, x, d: lib.amin(x, d if d is not None else ()),
+    "argmax": lambda lib, x, d: lib.argmax(x, d if isinstance(d, int) else None),
+    "argmin": lambda lib, x, d: lib.argmin(x, d if isinstance(d, int) else None),
+    "all": lambda lib, x, d: lib.all(x, d),
+    "any": lambda lib, x, d: lib.any(x, d),
+    "norm": lambda lib, x, d: lib.norm(x, 2, d),
+    "norm_inf": lambda lib, x, d: lib.norm(x, INF, d),
+    "logsumexp": lambda lib, x, d: lib.logsumexp(x, d if d is not None else (0,)),
+    "var": lambda lib, x, d: lib.var(x, d),
+    "std": lambda lib, x, d: lib.std(x, d, correction=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCERS))
+@pytest.mark.parametrize("layout", [lay for lay in LAYOUTS if lay != "contig"])
+@pytest.mark.parametrize("shape", [(4, 6), (3, 4, 5)], ids=str)
+@pytest.mark.parametrize("dim", [None, 0, -1, (0, 1)], ids=str)
+def test_noncontiguous_inputs(name, layout, shape, dim):
+    both(lambda lib, x: REDUCERS[name](lib, x, dim), shape, "float32", layout)
+    both(lambda lib, x: REDUCERS[name](lib, x, dim), shape, "float64", layout)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCERS))
+@pytest.mark.parametrize("dim", [None, 0, 1, 2, (0, 2), (1, 2)], ids=str)
+def test_large_inputs_above_the_threading_grain(name, dim):
+    # rows longer than a chunk (split and merged), many short rows, strided rows
+    shape = (3, 300, 150) if dim != 1 else (50, 700, 3)
+    both(lambda lib, x: REDUCERS[name](lib, x, dim), shape, "float32", domain="small")
+    both(lambda lib, x: REDUCERS[name](lib, x, dim), (shape[2], shape[1], shape[0]), "float64", "T", domain="small")
+
+
+@pytest.mark.parametrize("name", ["prod", "amax", "argmax", "all", "norm", "logsumexp", "var"])
+def test_single_long_row_is_split_and_merged(name):
+    t = rand_torch((200003,), "float64", "small")
+    t[123457] = 7.0  # the largest element in a middle chunk
+    run_both(lambda lib, x: REDUCERS[name](lib, x, None), t, to_kael(t))
+    t32 = (torch.rand(3, 100001) * 0.02 + 0.99)
+    if name == "prod":
+        # kael multiplies float32 in float64 (as it sums, docs/decisions.md): the float64 oracle, rounded
+        check(kael.prod(to_kael(t32), 1), torch.prod(t32.double(), 1).float())
+    else:
+        run_both(lambda lib, x: REDUCERS[name](lib, x, 1), t32, to_kael(t32))
+
+
+# ------------------------------------------------------------------------------------- errors
+
+ERROR_CALLS = [
+    ("prod", lambda lib, x: lib.prod(x, 2)),
+    ("prod", lambda lib, x: lib.prod(x, -3)),
+    ("amax", lambda lib, x: lib.amax(x, 5)),
+    ("amax", lambda lib, x: lib.amax(x, (0, -2))),
+    ("amin", lambda lib, x: lib.amin(x, (1, 2))),
+    ("argmax", lambda lib, x: lib.argmax(x, 2)),
+    ("argmin", lambda lib, x: lib.argmin(x, -3)),
+    ("all", lambda lib, x: lib.all(x, 2)),
+    ("any", lambda lib, x: lib.any(x, (0, 0))),
+    ("norm", lambda lib, x: lib.norm(x, 2, 3)),
+    ("logsumexp", lambda lib, x: lib.logsumexp(x, 2)),
+    ("logsumexp", lambda lib, x: lib.logsumexp(x, (1, -1))),
+    ("var", lambda lib, x: lib.var(x, 2)),
+    ("std", lambda lib, x: lib.std(x, (0, 7))),
+]
+
+
+@pytest.mark.parametrize("name,fn", ERROR_CALLS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(ERROR_CALLS)])
+def test_bad_dims_raise_like_torch(name, fn):
+    t = torch.randn(2, 3)
+    with pytest.raises(Exception) as te:
+        fn(torch, t)
+    with pytest.raises(type(te.value)) as ke:
+        fn(kael, to_kael(t))
+    msg = str(ke.value)
+    assert f"{name}: " in msg, msg
+    if isinstance(te.value, IndexError):
+        # torch: "Dimension out of range (expected to be in range of [-2, 1], but got 2)"
+        fragment = str(te.value).split("Dimension ", 1)[1]
+        assert fragment in msg, (msg, str(te.value))
+    else:
+        assert "appears multiple times in the list of dims" in msg
+
+
+EMPTY_ERRORS = [
+    ("max", lambda lib, x: lib.max(x), (0, 3), RuntimeError, "Expected reduction dim to be specified"),
+    ("min", lambda lib, x: lib.min(x), (0,), RuntimeError, "Expected reduction dim to be specified"),
+    ("amax", lambda lib, x: lib.amax(x), (2, 0), RuntimeError, "Expected reduction dim to be specified"),
+    ("amax", lambda lib, x: lib.amax(x, 0), (0, 3), IndexError, "Expected reduction dim 0 to have non-zero size"),
+    ("amin", lambda lib, x: lib.amin(x, (0, 1)), (3, 0), IndexError, "Expected reduction dim 1 to have non-zero"),
+    ("argmax", lambda lib, x: lib.argmax(x), (0,), IndexError, "Expected reduction dim to be specified"),
+    ("argmin", lambda lib, x: lib.argmin(x, 1), (2, 0), IndexError, "Expected reduction dim 1 to have non-zero"),
+    ("norm", lambda lib, x: lib.norm(x, INF), (0,), RuntimeError, "does not have an identity"),
+    ("norm", lambda lib, x: lib.norm(x, -INF, 0), (0, 3), RuntimeError, "does not have an identity"),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape,cls,fragment", EMPTY_ERRORS,
+                         ids=[f"{e[0]}-{i}" for i, e in enumerate(EMPTY_ERRORS)])
+def test_empty_reductions_without_identity_raise(name, fn, shape, cls, fragment):
+    t = torch.empty(shape)
+    with pytest.raises(cls, match=fragment):
+        fn(torch, t)
+    with pytest.raises(cls, match=fragment) as ke:
+        fn(kael, to_kael(t))
+    assert f"{name}: " in str(ke.value)
+
+
+DTYPE_ERRORS = [
+    ("argmax", lambda lib, x: lib.argmax(x), "bool"),
+    ("argmin", lambda lib, x: lib.argmin(x, 0), "bool"),
+    ("norm", lambda lib, x: lib.norm(x), "int64"),
+    ("norm", lambda lib, x: lib.norm(x, 1, 0), "bool"),
+    ("var", lambda lib, x: lib.var(x), "int32"),
+    ("std", lambda lib, x: lib.std(x, 0), "uint8"),
+    ("norm", lambda lib, x: lib.norm(x, 2, dtype=lib.int64), "float32"),
+    ("norm", lambda lib, x: lib.norm(x, 2, dtype=lib.float32), "float64"),
+]
+
+
+@pytest.mark.parametrize("name,fn,dtype", DTYPE_ERRORS, ids=[f"{e[0]}-{i}" for i, e in enumerate(DTYPE_ERRORS)])
+def test_unsupported_dtypes_raise_like_torch(name, fn, dtype):
+    t = rand_torch((3, 4), dtype)
+    with pytest.raises(Exception) as te:
+        fn(torch, t)
+    with pytest.raises(type(te.value)) as ke:
+        fn(kael, to_kael(t))
+    assert f"{name}: " in str(ke.value)
+
+
+# ------------------------------------------------------------------------------------- determinism
+
+@pytest.mark.parametrize("name", sorted(REDUCERS))
+def test_same_bits_with_one_and_two_threads(name):
+    before = kael.get_num_threads()
+    t = torch.randn(3, 70000, dtype=torch.float32) * 0.01 + 1.0
+    k = to_kael(t)
+    results = []
+    try:
+        for n in [1, 2]:
+            kael.set_num_threads(n)
+            results.append([REDUCERS[name](kael, k, d).tolist() for d in [None, 0, 1]])
+    finally:
+        kael.set_num_threads(before)
+    assert results[0] == results[1]

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Throughput of reductions and scans, kael against PyTorch, side by side.
+
+    .venv/bin/python tools/bench/reductions.py                 # 1 and 2 threads, 16M float32
+    .venv/bin/python tools/bench/reductions.py --threads 1 --repeat 21 --cases logsumexp
+
+Each case runs once per repeat in each library, the libraries alternating (their order
+rotates every repeat) so machine noise hits both alike; the figure is the median time per
+call and the GB/s it implies (bytes of input read once). The ratio is kael's throughput over
+torch's (above 1: kael is faster).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import kael
+
+N = 1 << 24  # 16M elements
+
+CASES = {
+    # name: (function of (lib, x), input shape)
+    "logsumexp": (lambda lib, x: lib.logsumexp(x, 0), (N,)),
+    "logsumexp_rows": (lambda lib, x: lib.logsumexp(x, 1), (N // 1024, 1024)),
+    "logsumexp_cols": (lambda lib, x: lib.logsumexp(x, 0), (1024, N // 1024)),
+    "sum": (lambda lib, x: lib.sum(x), (N,)),
+    "amax": (lambda lib, x: lib.amax(x), (N,)),
+    "prod": (lambda lib, x: lib.prod(x), (N,)),
+    "argmax": (lambda lib, x: lib.argmax(x), (N,)),
+    "norm": (lambda lib, x: lib.norm(x), (N,)),
+    "var": (lambda lib, x: lib.var(x), (N,)),
+    "all": (lambda lib, x: lib.all(x), (N,)),
+    "cumsum": (lambda lib, x: lib.cumsum(x, 1), (N // 1024, 1024)),
+    "argsort_rows": (lambda lib, x: lib.argsort(x, 1), (N // 1024 // 4, 1024)),
+}
+
+
+def measure(case, threads, repeat):
+    fn, shape = CASES[case]
+    t = torch.rand(shape) * 2 - 1 + 1.0 / 16  # values near 1 in magnitude: products stay finite
+    if case == "prod":
+        t = 1 + (torch.rand(shape) - 0.5) * 1e-6
+    k = kael.tensor(t.numpy())
+    torch.set_num_threads(threads)
+    kael.set_num_threads(threads)
+    libs = [("torch", torch, t), ("kael", kael, k)]
+    times = {name: [] for name, _, _ in libs}
+    for _, lib, x in libs:  # warm-up
+        fn(lib, x)
+    for r in range(repeat):
+        order = libs if r % 2 == 0 else libs[::-1]
+        for name, lib, x in order:
+            start = time.perf_counter()
+            fn(lib, x)
+            times[name].append(time.perf_counter() - start)
+    med = {name: statistics.median(v) for name, v in times.items()}
+    gbs = {name: t.numel() * t.element_size() / s / 1e9 for name, s in med.items()}
+    return med, gbs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--repeat", type=int, default=11)
+    ap.add_argument("--cases", nargs="+", default=list(CASES))
+    args = ap.parse_args()
+    print(f"| case | threads | torch ms | kael ms | torch GB/s | kael GB/s | kael/torch |")
+    print(f"|---|---|---|---|---|---|---|")
+    for case in args.cases:
+        for threads in args.threads:
+            med, gbs = measure(case, threads, args.repeat)
+            print(f"| {case} | {threads} | {med['torch'] * 1e3:.2f} | {med['kael'] * 1e3:.2f} | "
+                  f"{gbs['torch']:.1f} | {gbs['kael']:.1f} | {med['torch'] / med['kael']:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
