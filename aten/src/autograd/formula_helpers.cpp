@@ -177,6 +177,8 @@ Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tens
   const std::int64_t numel[] = {checked_numel("masked_select_backward", shape)};
   const Tensor placed = kael::index_add(kael::zeros(numel, grad.dtype(), grad.device()), 0, where, grad);
   return sum_to_size(kael::reshape(placed, shape), self.sizes());
+}
+
 Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<std::int64_t> dim,
                      bool keepdim) {
   const ScalarType t = grad.dtype();

@@ -116,6 +116,8 @@ inline Var sdpa_backward_key(const Var& grad, const Var& query, const Var& key, 
 inline Var sdpa_backward_value(const Var& grad, const Var& query, const Var& key, const Var& value,
                                const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
   return detail::sdpa_backward(2, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+}
+
 // The gradient of repeat: grad viewed as [r0, s0, r1, s1, ...] summed over the repeat dims.
 inline Var repeat_backward(const Var& grad, IntArrayRef repeats, IntArrayRef sizes) {
   return detail::repeat_backward(grad, repeats, sizes);
@@ -152,6 +154,8 @@ inline Var index_add_source_backward(const Var& grad, std::int64_t dim, const Va
 // the input's sizes.
 inline Var masked_select_backward(const Var& grad, const Var& self, const Var& mask) {
   return detail::masked_select_backward(grad, self, mask);
+}
+
 // The gradient of prod over dim (every dim when None): grad * (product of the other elements),
 // exact when the input holds zeros (one zero: only it gets a gradient; two or more: none).
 inline Var prod_backward(const Var& grad, const Var& self, const Var& result, std::optional<std::int64_t> dim,
