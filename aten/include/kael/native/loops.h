@@ -9,8 +9,6 @@
 // Contiguous operands of one shape collapse to a single dim: the inner loop is then a plain
 // indexed loop the compiler vectorises. Strides here are in bytes.
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -21,7 +19,9 @@
 
 namespace kael::native {
 
-// Below this many elements a loop runs on the calling thread.
+// Up to this many elements a loop runs on the calling thread; above, it splits into at most one
+// chunk per kParallelGrain elements, one chunk per thread (parallel_for's grain, Note [Thread
+// pool] in kael/runtime/threads.h).
 inline constexpr std::int64_t kParallelGrain = 32768;
 
 struct OperandView {
@@ -86,8 +86,8 @@ LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N
 // contiguous inputs give a contiguous output, transposed inputs a transposed one).
 DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count);
 
-// Runs inner(ptrs, inner_strides, n) over every row of the geometry, rows split among
-// threads when the loop is large. ptrs/inner_strides have N entries.
+// Runs inner(ptrs, inner_strides, n) over every row of the geometry, rows (or the one row) split
+// among the pool's threads when the loop is large. ptrs/inner_strides have N entries.
 template <int N, typename Inner>
 void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
   if (g.numel == 0) return;
@@ -116,28 +116,18 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
       }
     }
   };
-  const int threads = parallel && g.numel >= kParallelGrain ? intra_op_threads() : 1;
-  if (threads <= 1) {
+  if (!parallel || g.numel <= kParallelGrain) {
     walk(0, rows);
   } else if (rows == 1) {
     // One long row: split it.
-#pragma omp parallel num_threads(threads)
-    {
-      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const std::int64_t begin = n0 * t / nt, end = n0 * (t + 1) / nt;
-      if (end > begin) {
-        std::array<char*, N> ptr = g.data;
-        for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
-        inner(ptr.data(), s0.data(), end - begin);
-      }
-    }
+    parallel_for(0, n0, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+      std::array<char*, N> ptr = g.data;
+      for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
+      inner(ptr.data(), s0.data(), end - begin);
+    });
   } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const std::int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
-      if (end > begin) walk(begin, end);
-    }
+    // Whole rows per chunk.
+    parallel_for(0, rows, (kParallelGrain + n0 - 1) / n0, walk);
   }
 }
 

@@ -6,6 +6,7 @@
 // wrapping int64 (uint64 arithmetic) for integral ones, into a
 // contiguous buffer of the output's size that the loop engine walks with stride 0 along the
 // reduced dims (see Note [Loop geometry]); the walk follows x's memory order.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -37,17 +38,23 @@ Acc sum_contiguous(const T* x, std::int64_t n) {
   return lanes[0] + tail;
 }
 
+// Note [Deterministic sums]
+// A contiguous sum is cut into blocks of kSumBlock elements at fixed offsets; each block is
+// summed on its own and the block sums are added in order. Which thread sums a block changes
+// nothing, so the result is the same bits for every thread count (and whether the pool was busy).
+constexpr std::int64_t kSumBlock = kParallelGrain;
+
 template <typename Acc, typename T>
 Acc sum_all_contiguous(const T* x, std::int64_t n) {
-  const int threads = n >= kParallelGrain ? intra_op_threads() : 1;
-  if (threads <= 1) return sum_contiguous<Acc>(x, n);
-  std::vector<Acc> partial(threads, Acc(0));
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t begin = n * t / nt, end = n * (t + 1) / nt;
-    partial[t] = sum_contiguous<Acc>(x + begin, end - begin);
-  }
+  if (n <= kSumBlock) return sum_contiguous<Acc>(x, n);
+  const std::int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<Acc> partial(static_cast<std::size_t>(blocks), Acc(0));
+  parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      const std::int64_t first = b * kSumBlock;
+      partial[static_cast<std::size_t>(b)] = sum_contiguous<Acc>(x + first, std::min(kSumBlock, n - first));
+    }
+  });
   Acc total = 0;
   for (Acc p : partial) total += p;
   return total;
