@@ -134,16 +134,24 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
 // compiler vectorises it.
+// Always inlined: the tiny-tensor path calls it directly and parallel_for's chunk lambda calls it
+// too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
+#ifdef __CUDACC__
+#define KAEL_INNER_INLINE
+#else
+#define KAEL_INNER_INLINE [[gnu::always_inline]]
+#endif
 template <typename Out, typename T, int K, typename F>
 struct PointwiseInner {
   F f;
-  void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
+  KAEL_INNER_INLINE void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
     call(ptrs, strides, n, std::make_index_sequence<K>{});
   }
 
  private:
   template <std::size_t... I>
-  void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n, std::index_sequence<I...>) const {
+  KAEL_INNER_INLINE void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n,
+                              std::index_sequence<I...>) const {
     const bool contiguous = strides[0] == sizeof(Out) && ((strides[I + 1] == sizeof(T)) && ...);
     if (contiguous) {
       Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
