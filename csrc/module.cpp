@@ -19,6 +19,7 @@ namespace kael::python {
 void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
+void append_parallel_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
@@ -217,6 +218,7 @@ PyMODINIT_FUNC PyInit__C() {
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
     append_owner_functions(functions);
+    append_parallel_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});

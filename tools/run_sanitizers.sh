@@ -16,22 +16,25 @@ dnnl_dir="$PWD/.venv/lib/cmake/dnnl"  # from onednn-devel-cpu-gomp (requirements
 
 if [ "${1:-}" = "--tsan" ]; then
   # ThreadSanitizer: core, GoogleTest and kael._C built with -fsanitize=thread in build/tsan;
-  # runs the GoogleTest thread tests, then test_concurrency.py and test_threads.py with libtsan
-  # preloaded into Python. kael's loops run with one OpenMP thread (KAEL_NUM_THREADS=1 below):
-  # libgomp is not instrumented and synchronises its team through futexes TSan cannot see; the
-  # threads under test are Python's and the tests' own, which TSan sees through pthreads (the
-  # GIL included). test_threads.py sets its own counts to check OpenMP teams; reports with a
-  # libgomp team thread on one side are suppressed (tools/tsan.supp says why). The stress test
-  # runs race-free (KAEL_STRESS_RACE_FREE=1: no element is read by one thread while another
-  # writes it), so that any report is a race in kael, not one the test makes on purpose.
+  # runs the GoogleTest thread tests (the thread pool's included), then test_concurrency.py and
+  # test_threads.py with libtsan preloaded into Python. kael's loops run on kael's own thread
+  # pool with 2 threads (KAEL_NUM_THREADS=2 below): its std::threads, mutexes and condition
+  # variables are pthreads, which TSan sees, so the pool and the loops it runs are checked.
+  # oneDNN's matmul runs on GNU OpenMP with the same count; libgomp is not instrumented and
+  # synchronises its team through futexes TSan cannot see: reports with a libgomp team thread on
+  # one side are suppressed (tools/tsan.supp says why). die_after_fork=0: the fork tests start the
+  # pool's threads again in a child forked from a process with threads, which TSan refuses by
+  # default. The stress test runs race-free (KAEL_STRESS_RACE_FREE=1: no element is read by one
+  # thread while another writes it), so that any report is a race in kael, not one the test
+  # makes on purpose.
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_TSAN=ON \
     -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
   cmake --build build/tsan --target kael_cpp_tests _C -j "${KAEL_JOBS:-$(nproc)}"
-  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$PWD/tools/tsan.supp}"
-  export KAEL_NUM_THREADS=1 OMP_NUM_THREADS=1 KAEL_STRESS_RACE_FREE=1 KAEL_TEST_TIMEOUT_FACTOR=5
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:die_after_fork=0:suppressions=$PWD/tools/tsan.supp}"
+  export KAEL_NUM_THREADS=2 KAEL_STRESS_RACE_FREE=1 KAEL_TEST_TIMEOUT_FACTOR=5
   # setarch -R: TSan's shadow memory needs the address layout of a non-randomised process.
   setarch "$(uname -m)" -R build/tsan/kael_cpp_tests \
-    --gtest_filter='Concurrency.*:Allocator.*Thread*:SelectKey.*Thread*'
+    --gtest_filter='Concurrency.*:Allocator.*Thread*:SelectKey.*Thread*:ThreadPool.*:RunLoop.*'
   pkg=build/tsan/python-package
   rm -rf "$pkg" && mkdir -p "$pkg/kael"
   cp -r kael/*.py kael/utils "$pkg/kael/"

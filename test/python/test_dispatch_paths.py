@@ -179,6 +179,7 @@ MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 MODULE_BORROWING = {"frombuffer", "_native_ref", "_drop_native_ref"}
 MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_threads", "cuda_is_available",
                 "_registered_ops", "_trace_dispatch", "Tensor", "dtype",
+                "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_parallel_for_test",
                 "promote_types", "result_type", "can_cast",  # dtype queries
                 "return_types"}  # the module of named tuple types (no callable)
 MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases

@@ -600,7 +600,7 @@ def test_runtime_controls(name, arg):
     or a result, never a crash; set_num_threads is restored."""
     record_case("runtime", (name, arg))
     if name == "set_num_threads":
-        # Valid counts above a handful would start that many OpenMP threads: not the point here.
+        # Valid counts above a handful would start that many pool threads: not the point here.
         assume(not (arg[0] == "lit" and isinstance(arg[1], int) and arg[1] > 4))
     before = kael.get_num_threads()
     try:

@@ -671,7 +671,7 @@ def layout_cases(f, dtype):
 def _threads():
     """torch computes on one thread: its results do not depend on the count, and its copies above
     the grain wait for their threads, slowly on a busy machine. kael's calls run on
-    KAEL_THREADS (see _kael_call). The two share the OpenMP runtime."""
+    KAEL_THREADS (see _kael_call), on kael's own thread pool."""
     kael_before, torch_before = kael.get_num_threads(), torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -1,48 +1,67 @@
-"""kael.set_num_threads and KAEL_NUM_THREADS are process-wide (Note [Process-wide thread count]):
-every thread, Python threads created later included, runs kael's parallel loops and oneDNN's
-matmul with the set count. Each case runs in a fresh interpreter, and counts the OS threads the
-OpenMP team of one Python thread adds (GNU OpenMP keeps a team's threads while the thread that
-started it lives)."""
+"""kael's thread count and thread pool (Note [Thread pool], Note [Process-wide thread count] and
+Note [Threads after fork] in kael/runtime/threads.h).
+
+kael.set_num_threads and KAEL_NUM_THREADS are process-wide: every thread, Python threads created
+later included, runs kael's parallel loops on kael's pool with the set count, and oneDNN's
+matmul with an OpenMP team of that size. Each case runs in a fresh interpreter. The threads that
+run a loop are observed through the pool's trace (kael._C._parallel_trace_start/stop: the OS
+thread ids that ran chunks of the pool's regions); OpenMP teams through the OS threads that one
+Python thread's first team adds (GNU OpenMP keeps a team's threads while the thread that started
+it lives)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+import kael
+
 PRELUDE = r"""
 import json, os, threading, time
 import kael
 
+A = kael.ones(256, 256)       # matmul's operand, made before anything is measured
+C = kael._C
+
 def os_threads():
     return len(os.listdir("/proc/self/task"))
 
-BASE = os_threads()
+BASE = os_threads() - C._pool_workers()
 
 def settle():
     # the OpenMP threads of Python threads that have ended exit asynchronously: wait for them
     deadline = time.monotonic() + 10
-    while os_threads() > BASE + threading.active_count() - 1 and time.monotonic() < deadline:
+    while os_threads() > BASE + threading.active_count() - 1 + C._pool_workers() and time.monotonic() < deadline:
         time.sleep(0.01)
 
 def team_size(work):
     # OS threads a parallel region started by the calling thread adds, plus the thread itself
-    # (for a thread that has not run a parallel region before)
+    # (for a thread that has not run an OpenMP region before): oneDNN's team
     settle()
-    before = os_threads()
+    before = os_threads() - C._pool_workers()
     work()
-    return os_threads() - before + 1
+    return os_threads() - C._pool_workers() - before + 1
+
+def pool_threads(work):
+    # the most threads that ran chunks of one of work's parallel regions on kael's pool
+    C._parallel_trace_start()
+    work()
+    return C._parallel_trace_stop()["max_region_threads"]
 
 def loop():
-    x = kael.ones(1 << 20)   # far above the grain: a parallel pointwise loop
+    x = kael.ones(1 << 20)   # far above the grain: a parallel fill and a parallel pointwise loop
     kael.add(x, x)
 
 def reduction():
     kael.ones(1 << 20).sum()
 
 def matmul():
-    a = kael.ones(256, 256)
-    a @ a                     # oneDNN, which takes OpenMP's count of the calling thread
+    A @ A                     # oneDNN, which takes OpenMP's count of the calling thread
+
+def measure(work):
+    return team_size(work) if work is matmul else pool_threads(work)
 
 def in_new_thread(f):
     out = {}
@@ -67,7 +86,7 @@ def run(body, env=None):
 
 
 def target_count():
-    # a count no thread would use by default (OpenMP's default is the number of cores)
+    # a count no thread would use by default (the default is the number of cores)
     return len(os.sched_getaffinity(0)) + 2
 
 
@@ -76,7 +95,7 @@ def test_set_num_threads_holds_in_python_threads_created_later(work):
     n = target_count()
     out = run(f"""
 kael.set_num_threads({n})
-print(json.dumps({{"get": in_new_thread(kael.get_num_threads), "team": in_new_thread(lambda: team_size({work}))}}))
+print(json.dumps({{"get": in_new_thread(kael.get_num_threads), "team": in_new_thread(lambda: measure({work}))}}))
 """)
     assert out == {"get": n, "team": n}
 
@@ -86,7 +105,7 @@ def test_set_num_threads_in_one_thread_holds_in_the_others(work):
     n = target_count()
     out = run(f"""
 in_new_thread(lambda: kael.set_num_threads({n}))
-print(json.dumps({{"get": kael.get_num_threads(), "team": team_size({work})}}))
+print(json.dumps({{"get": kael.get_num_threads(), "team": measure({work})}}))
 """)
     assert out == {"get": n, "team": n}
 
@@ -97,7 +116,7 @@ def test_environment_variable_holds_in_every_thread(work):
     out = run(f"""
 first = in_new_thread(kael.get_num_threads)       # the first thread to ask is not the main one
 print(json.dumps({{"first": first, "main": kael.get_num_threads(),
-                   "team": in_new_thread(lambda: team_size({work})), "main_team": team_size({work})}}))
+                   "team": in_new_thread(lambda: measure({work})), "main_team": measure({work})}}))
 """, env={"KAEL_NUM_THREADS": str(n)})
     assert out == {"first": n, "main": n, "team": n, "main_team": n}
 
@@ -106,6 +125,7 @@ def test_changing_the_count_reaches_threads_that_already_ran():
     # oneDNN reads the count from the calling thread's OpenMP setting, which kael updates when the
     # process-wide value changed since that thread last ran an op. The thread's team grows from
     # OpenMP's default to n: its size is the first team's plus the threads the second one adds.
+    # kael's own loops read the count at every region.
     n = target_count()
     out = run(f"""
 import queue
@@ -115,28 +135,238 @@ def worker():
         done.put(job())
 t = threading.Thread(target=worker)
 t.start()
-todo.put(lambda: team_size(matmul))
-first = done.get()
+todo.put(lambda: (team_size(matmul), pool_threads(loop)))
+first, first_loop = done.get()
 kael.set_num_threads({n})
-todo.put(lambda: (kael.get_num_threads(), team_size(matmul) - 1))
-get, added = done.get()
+todo.put(lambda: (kael.get_num_threads(), team_size(matmul) - 1, pool_threads(loop)))
+get, added, loop_threads = done.get()
 todo.put(None)
 t.join()
-print(json.dumps({{"first": first, "get": get, "team": first + added}}))
+print(json.dumps({{"first": first, "first_loop": first_loop, "get": get, "team": first + added, "loop": loop_threads}}))
 """)
-    assert out["first"] == len(os.sched_getaffinity(0))
-    assert out["get"] == n and out["team"] == n
+    cores = len(os.sched_getaffinity(0))
+    assert out["first"] == cores and out["first_loop"] == cores
+    assert out["get"] == n and out["team"] == n and out["loop"] == n
 
 
-def test_invalid_environment_variable_raises_on_get_but_set_still_works():
+@pytest.mark.parametrize("value", ["lots", "0", "1025", "-2", "2.5", " 2", "2 ", "0x4", "99999999999999999999"])
+def test_invalid_environment_variable_raises_on_get_but_set_still_works(value):
     out = run("""
 try:
     kael.get_num_threads()
     error = None
 except ValueError as e:
     error = str(e)
+loop_threads = pool_threads(loop)    # kernels run with the default count meanwhile
 kael.set_num_threads(2)
-print(json.dumps({"error": error, "after": kael.get_num_threads(), "sum": kael.ones(1 << 20).sum().item()}))
-""", env={"KAEL_NUM_THREADS": "lots"})
-    assert "KAEL_NUM_THREADS: expected an integer in 1..1024, got 'lots'" in out["error"]
+print(json.dumps({"error": error, "after": kael.get_num_threads(), "sum": kael.ones(1 << 20).sum().item(),
+                  "loop": loop_threads}))
+""", env={"KAEL_NUM_THREADS": value})
+    assert f"KAEL_NUM_THREADS: expected an integer in 1..1024, got '{value}'" in out["error"]
     assert out["after"] == 2 and out["sum"] == float(1 << 20)
+    assert out["loop"] == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("n", [0, -1, 1025, 2**40])
+def test_set_num_threads_outside_1_to_1024_raises_value_error_naming_the_value(n):
+    before = kael.get_num_threads()
+    with pytest.raises(ValueError, match=rf"set_num_threads: expected 1\.\.1024, got {n}\b"):
+        kael.set_num_threads(n)
+    assert kael.get_num_threads() == before
+
+
+def test_pool_workers_follow_the_count():
+    # The pool keeps count - 1 workers (the calling thread is the count's last one): started on the
+    # first region that needs them, stopped (and joined) when the count shrinks.
+    out = run("""
+seen = []
+for n in (4, 2, 3, 1, 2):
+    kael.set_num_threads(n)
+    threads = pool_threads(loop)
+    seen.append([n, threads, C._pool_workers(), os_threads() - BASE])
+print(json.dumps(seen))
+""")
+    for n, threads, workers, extra in out[:3]:
+        assert threads == n and workers == n - 1 and extra == n - 1
+    # one thread: nothing reaches the pool (its workers stay until a region needs fewer)
+    assert out[3][:2] == [1, 0]
+    assert out[4] == [2, 2, 1, 1]
+
+
+def test_small_tensors_never_touch_the_pool():
+    # Up to the grain (kParallelGrain elements in kael/native/loops.h) every op runs on the
+    # calling thread; above it, the same ops run on the pool.
+    out = run("""
+kael.set_num_threads(4)
+def ops(n):
+    x = kael.ones(n)
+    y = kael.exp(x + x) * 2
+    y.sum(); y.mean(); y.clone(); y.fill_(3.0); x.copy_(y)
+    kael.ones(n // 8, 8).sum(dim=0)
+C._parallel_trace_start()
+ops(32768)
+small = C._parallel_trace_stop()
+C._parallel_trace_start()
+ops(1 << 20)
+large = C._parallel_trace_stop()
+print(json.dumps({"small": small, "large": large}))
+""")
+    assert out["small"] == {"regions": 0, "threads": 0, "max_region_threads": 0}
+    assert out["large"]["regions"] >= 8 and out["large"]["max_region_threads"] == 4
+
+
+def test_parallel_for_chunks_cover_the_range():
+    before = kael.get_num_threads()
+    try:
+        for n_threads in (1, 2, 3):
+            kael.set_num_threads(n_threads)
+            assert kael._C._parallel_for_test(1000, 1000) == [(0, 1000)]      # at most the grain: inline
+            assert kael._C._parallel_for_test(0, 1) == []
+            chunks = kael._C._parallel_for_test(1000, 10)
+            assert len(chunks) == n_threads
+            assert chunks[0][0] == 0 and chunks[-1][1] == 1000
+            assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+            assert kael._C._parallel_for_test(15, 10) == ([(0, 15)] if n_threads == 1 else [(0, 8), (8, 15)])
+    finally:
+        kael.set_num_threads(before)
+
+
+@pytest.mark.parametrize("fail_at", [0, 499, 500, 999], ids=lambda f: f"element{f}")
+def test_exceptions_inside_parallel_regions_reach_the_caller(fail_at):
+    # With 2 threads, elements 0..499 run on the calling thread and 500..999 on a pool worker: an
+    # exception thrown on either is raised as the Python exception of its class, and the process
+    # goes on (before the pool, an exception leaving an OpenMP region terminated the process).
+    before = kael.get_num_threads()
+    kael.set_num_threads(2)
+    try:
+        half = re.escape("[0, 500)" if fail_at < 500 else "[500, 1000)")
+        with pytest.raises(ValueError, match=rf"_parallel_for_test: element {fail_at} failed in the chunk {half}"):
+            kael._C._parallel_for_test(1000, 100, (fail_at,))
+        # Both chunks fail: the first exception wins, the other is dropped.
+        with pytest.raises(ValueError, match=r"_parallel_for_test: element (0|999) failed"):
+            kael._C._parallel_for_test(1000, 100, (0, 999))
+        assert kael._C._parallel_for_test(1000, 100) == [(0, 500), (500, 1000)]  # the pool still works
+        x = kael.ones(1 << 20)
+        assert (x + x).sum().item() == 2.0 * (1 << 20)
+    finally:
+        kael.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sums_do_not_depend_on_the_thread_count(dtype):
+    # Note [Deterministic sums] (kael/native/cpu/reduce.cpp): blocks at fixed offsets, added in
+    # order, so every thread count gives the same bits.
+    import numpy as np
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal(1 << 22).astype(dtype) * rng.uniform(0.1, 1e4, 1 << 22).astype(dtype)
+    x = kael.tensor(data)
+    before = kael.get_num_threads()
+    results = {}
+    try:
+        for n in (1, 2, 3, 4):
+            kael.set_num_threads(n)
+            results[n] = (x.sum().item().hex(), x.mean().item().hex(), x[1:].sum().item().hex(),
+                          [v.hex() for v in x.reshape(2048, 2048).sum(dim=1).tolist()],
+                          [v.hex() for v in x.reshape(2048, 2048).T.sum(dim=0).tolist()])
+    finally:
+        kael.set_num_threads(before)
+    assert all(results[n] == results[1] for n in results)
+    assert abs(float.fromhex(results[1][0]) - data.astype("float64").sum()) <= 1e-6 * np.abs(data).sum()
+
+
+# ---------------------------------------------------------------- fork
+
+FORK_PRELUDE = """
+import multiprocessing as mp
+ctx = mp.get_context("fork")
+TIMEOUT = 60 * float(os.environ.get("KAEL_TEST_TIMEOUT_FACTOR", "1"))
+
+def child_main(conn, set_threads):
+    try:
+        if set_threads:
+            kael.set_num_threads(set_threads)
+        workers_at_start = C._pool_workers()     # the parent's workers do not exist here
+        x = kael.arange(1 << 22, dtype=kael.float32) / float(1 << 22)
+        C._parallel_trace_start()
+        y = kael.exp(x + x)
+        total = y.sum().item()
+        trace = C._parallel_trace_stop()
+        m = A @ A                                # oneDNN, on one OpenMP thread in a forked child
+        conn.send({"get": kael.get_num_threads(), "workers_at_start": workers_at_start, "trace": trace,
+                   "workers": C._pool_workers(), "total": total,
+                   "first": y[:3].tolist(), "last": y[-1].item(),
+                   "matmul": [m.sum().item(), m[17, 5].item()]})
+    except BaseException as e:
+        conn.send({"error": repr(e)})
+
+def fork_and_check(set_threads, target=child_main):
+    # runs target(conn, set_threads) in a child made by fork(); returns what it sent
+    parent_conn, child_conn = ctx.Pipe()
+    p = ctx.Process(target=target, args=(child_conn, set_threads))
+    p.start()
+    got = parent_conn.recv() if parent_conn.poll(TIMEOUT) else {"error": "the child hung"}
+    p.join(TIMEOUT)
+    if p.is_alive():
+        p.kill()
+        p.join()
+    got["exitcode"] = p.exitcode
+    return got
+"""
+
+
+def check_child(child):
+    assert "error" not in child, child["error"]
+    assert child["exitcode"] == 0
+    assert child["get"] == 2 and child["workers_at_start"] == 0
+    assert child["trace"]["threads"] == 2 and child["trace"]["max_region_threads"] == 2
+    assert child["workers"] == 1
+    assert child["matmul"] == [256.0 ** 3, 256.0]
+
+
+@pytest.mark.parametrize("parent_threads, child_threads", [(4, 2), (2, 0), (1, 2)],
+                         ids=["child-sets-2", "child-keeps-2", "parent-1-child-2"])
+def test_forked_child_computes_in_parallel(parent_threads, child_threads):
+    # The parent ran parallel loops (its pool has workers) and oneDNN (its OpenMP team exists);
+    # the child computes on two threads of a new pool (the parent's count, or the one it sets),
+    # and matmul on one OpenMP thread.
+    out = run(FORK_PRELUDE + f"""
+kael.set_num_threads({parent_threads})
+loop(); matmul(); reduction()
+parent = {{"workers": C._pool_workers(), "loop": pool_threads(loop)}}
+child = fork_and_check({child_threads})
+x = kael.arange(1 << 22, dtype=kael.float32) / float(1 << 22)   # the parent computes as before
+expected = kael.exp(x + x)
+print(json.dumps({{"parent": parent, "child": child, "expected_total": expected.sum().item(),
+                   "expected_first": expected[:3].tolist(), "expected_last": expected[-1].item(),
+                   "parent_after": pool_threads(loop)}}))
+""")
+    check_child(out["child"])
+    threads = parent_threads if parent_threads > 1 else 0  # one thread never reaches the pool
+    assert out["parent"]["loop"] == threads
+    if parent_threads > 1:
+        assert out["parent"]["workers"] == parent_threads - 1
+    # the same values as the parent's (sums: the same bits with any thread count)
+    child = out["child"]
+    assert child["total"] == out["expected_total"]
+    assert child["first"] == out["expected_first"] and child["last"] == out["expected_last"]
+    assert out["parent_after"] == threads
+
+
+def test_grandchild_computes_in_parallel():
+    # A forked child's pool restarts again in the child's own forked child.
+    out = run(FORK_PRELUDE + """
+kael.set_num_threads(2)
+loop(); matmul()
+
+def middle(conn, _):
+    try:
+        loop()
+        conn.send(fork_and_check(2))
+    except BaseException as e:
+        conn.send({"error": repr(e)})
+
+got = fork_and_check(0, target=middle)
+print(json.dumps(got))
+""")
+    assert out["exitcode"] == 0
+    check_child(out)

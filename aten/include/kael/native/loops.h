@@ -9,8 +9,6 @@
 // Contiguous operands of one shape collapse to a single dim: the inner loop is then a plain
 // indexed loop the compiler vectorises. Strides here are in bytes.
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -21,7 +19,9 @@
 
 namespace kael::native {
 
-// Below this many elements a loop runs on the calling thread.
+// Up to this many elements a loop runs on the calling thread; above, it splits into at most one
+// chunk per kParallelGrain elements, one chunk per thread (parallel_for's grain, Note [Thread
+// pool] in kael/runtime/threads.h).
 inline constexpr std::int64_t kParallelGrain = 32768;
 
 struct OperandView {
@@ -86,8 +86,8 @@ LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N
 // contiguous inputs give a contiguous output, transposed inputs a transposed one).
 DimVector output_strides_like(IntArrayRef shape, const OperandView* inputs, int count);
 
-// Runs inner(ptrs, inner_strides, n) over every row of the geometry, rows split among
-// threads when the loop is large. ptrs/inner_strides have N entries.
+// Runs inner(ptrs, inner_strides, n) over every row of the geometry, rows (or the one row) split
+// among the pool's threads when the loop is large. ptrs/inner_strides have N entries.
 template <int N, typename Inner>
 void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
   if (g.numel == 0) return;
@@ -116,44 +116,42 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
       }
     }
   };
-  const int threads = parallel && g.numel >= kParallelGrain ? intra_op_threads() : 1;
-  if (threads <= 1) {
+  if (!parallel || g.numel <= kParallelGrain) {
     walk(0, rows);
   } else if (rows == 1) {
     // One long row: split it.
-#pragma omp parallel num_threads(threads)
-    {
-      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const std::int64_t begin = n0 * t / nt, end = n0 * (t + 1) / nt;
-      if (end > begin) {
-        std::array<char*, N> ptr = g.data;
-        for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
-        inner(ptr.data(), s0.data(), end - begin);
-      }
-    }
+    parallel_for(0, n0, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+      std::array<char*, N> ptr = g.data;
+      for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
+      inner(ptr.data(), s0.data(), end - begin);
+    });
   } else {
-#pragma omp parallel num_threads(threads)
-    {
-      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const std::int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
-      if (end > begin) walk(begin, end);
-    }
+    // Whole rows per chunk.
+    parallel_for(0, rows, (kParallelGrain + n0 - 1) / n0, walk);
   }
 }
 
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
 // compiler vectorises it.
+// Always inlined: the tiny-tensor path calls it directly and parallel_for's chunk lambda calls it
+// too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
+#ifdef __CUDACC__
+#define KAEL_INNER_INLINE
+#else
+#define KAEL_INNER_INLINE [[gnu::always_inline]]
+#endif
 template <typename Out, typename T, int K, typename F>
 struct PointwiseInner {
   F f;
-  void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
+  KAEL_INNER_INLINE void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
     call(ptrs, strides, n, std::make_index_sequence<K>{});
   }
 
  private:
   template <std::size_t... I>
-  void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n, std::index_sequence<I...>) const {
+  KAEL_INNER_INLINE void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n,
+                              std::index_sequence<I...>) const {
     const bool contiguous = strides[0] == sizeof(Out) && ((strides[I + 1] == sizeof(T)) && ...);
     if (contiguous) {
       Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);

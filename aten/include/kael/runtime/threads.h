@@ -1,13 +1,45 @@
 #pragma once
-// The intra-op thread count shared by kael's loops and oneDNN (both run on OpenMP).
-// The default comes from KAEL_NUM_THREADS, else the number of cores.
+// kael's intra-op parallelism: one thread count, kael's own thread pool for kael's loops, and the
+// OpenMP setting oneDNN runs with. The default count comes from KAEL_NUM_THREADS, else OpenMP's
+// default (OMP_NUM_THREADS, else the number of cores this process may run on).
+//
+// Note [Thread pool]
+// kael's kernels parallelise with parallel_for(begin, end, grain, f), which runs f(b, e) over
+// disjoint subranges covering [begin, end):
+//   - a range of at most `grain` elements runs on the calling thread, without touching the pool
+//     (one comparison: small tensors pay nothing); so do calls nested inside a parallel region
+//     and calls made while another thread's region occupies the pool;
+//   - otherwise the range splits into min(threads, ceil(n / grain)) chunks of equal size
+//     (static: chunk 0 runs on the calling thread, chunk i on worker i). Workers are
+//     std::threads, started on the first region that needs them and stopped when the count
+//     shrinks; the calling thread waits for its workers' chunks before parallel_for returns;
+//   - an exception thrown by a chunk does not terminate the process: the first one is kept,
+//     chunks that have not started yet are skipped, and it is rethrown on the calling thread
+//     once every chunk has finished.
+// Workers run kernels' inner loops only: they never touch Python objects, never take the GIL
+// and never call back into Python (Note [Concurrency] in kael/core/concurrency.h). What a chunk
+// computes must not depend on how many chunks there are where the result is to be
+// deterministic (sums add fixed blocks in a fixed order: kael/native/cpu/reduce.cpp).
 //
 // Note [Process-wide thread count]
-// OpenMP keeps its thread count per OS thread: omp_set_num_threads changes only the calling
-// thread, and every thread created later starts from OpenMP's default. kael's setting is one
-// process-wide value instead: kael's parallel loops pass it to each parallel region, and code
-// that lets OpenMP pick the count itself (oneDNN) first calls sync_openmp_threads(), which
-// applies it to the calling thread when that thread has not seen the current value yet.
+// kael's count is one process-wide value: every thread, including threads created later, runs
+// kael's loops with it. oneDNN runs on GNU OpenMP, which keeps its count per OS thread
+// (omp_set_num_threads changes only the caller's, and threads created later start from OpenMP's
+// default): set_num_threads applies it to the calling thread, and code that calls oneDNN first
+// calls sync_openmp_threads(), which applies it to the calling thread when that thread has not
+// seen the current value yet.
+//
+// Note [Threads after fork]
+// A child forked from a process whose threads ran keeps kael's count and its parallel loops: the
+// pool's threads do not exist in the child, so a pthread_atfork child handler drops the parent's
+// pool (without touching its threads or locks) and the child starts new workers on its first
+// parallel region. The prepare handler holds the pool's lock across fork(), so no region is half
+// way through when the child's copy of memory is made. GNU OpenMP cannot restart its threads in
+// such a child (its first parallel region would wait forever for threads that no longer exist),
+// so oneDNN runs on one thread in a forked child (openmp_threads() is 1 there); kael's own loops
+// run on the pool with the full count.
+
+#include <cstdint>
 
 namespace kael {
 
@@ -20,8 +52,47 @@ int get_num_threads();
 // The process-wide count for a parallel region (never raises: an invalid KAEL_NUM_THREADS,
 // which get_num_threads reports, counts as unset here).
 int intra_op_threads() noexcept;
-// Applies intra_op_threads() to the calling thread's OpenMP setting if it differs from the
-// value last applied there.
+// The count oneDNN (OpenMP) runs with: intra_op_threads(), or 1 in a forked child (Note
+// [Threads after fork]).
+int openmp_threads() noexcept;
+// Applies openmp_threads() to the calling thread's OpenMP setting if it differs from the value
+// last applied there.
 void sync_openmp_threads() noexcept;
+
+// Whether the calling thread is running a chunk of a parallel region (a pool worker, or the
+// thread that started the region while it runs its own chunk).
+bool in_parallel_region() noexcept;
+
+namespace detail {
+using ChunkFn = void (*)(const void* context, std::int64_t begin, std::int64_t end);
+// The pool's side of parallel_for, for ranges longer than grain.
+void parallel_run(std::int64_t begin, std::int64_t end, std::int64_t grain, ChunkFn fn, const void* context);
+}  // namespace detail
+
+// Runs f(b, e) over subranges covering [begin, end) (Note [Thread pool]); f must be callable
+// concurrently on disjoint subranges. Exceptions from f reach the caller.
+template <typename F>
+inline void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, const F& f) {
+  if (begin >= end) return;
+  if (end - begin <= grain) {
+    f(begin, end);
+    return;
+  }
+  detail::parallel_run(
+      begin, end, grain,
+      [](const void* context, std::int64_t b, std::int64_t e) { (*static_cast<const F*>(context))(b, e); }, &f);
+}
+
+// For tests (kael._C._parallel_trace): while enabled, every pool region records the OS thread ids
+// that ran its chunks.
+struct ParallelTrace {
+  std::int64_t regions = 0;             // regions that ran on the pool
+  std::int64_t threads = 0;             // distinct OS threads that ran a chunk of one of them
+  std::int64_t max_region_threads = 0;  // the most distinct threads that ran chunks of one region
+};
+void parallel_trace_start();
+ParallelTrace parallel_trace_stop();
+// Live worker threads of the pool (the threads a region adds to the calling one).
+int pool_workers() noexcept;
 
 }  // namespace kael

@@ -5,6 +5,8 @@
 //
 // a: (..., n, k), b: (..., k, m) -> out: (broadcast(...), n, m). A 1-d a is (1, k) and a 1-d b
 // is (k, 1), with that dim removed from the result (NumPy semantics).
+#include <pthread.h>
+
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -79,6 +81,15 @@ PrimitiveCache& cache() {
   return *c;
 }
 
+// A thread creating a primitive holds the mutex (and oneDNN's own cache lock) for milliseconds; a
+// fork() at that moment would leave the child's copy locked forever. The mutex is held across
+// fork(), so the child starts with it free (Note [Threads after fork] in kael/runtime/threads.h).
+struct CacheForkHandlers {
+  CacheForkHandlers() {
+    pthread_atfork([] { cache().mutex.lock(); }, [] { cache().mutex.unlock(); }, [] { cache().mutex.unlock(); });
+  }
+} cache_fork_handlers;
+
 dnnl::engine& engine() {
   static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *e;
@@ -129,12 +140,13 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
   const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
   // oneDNN takes its thread count from the calling thread's OpenMP setting, and a primitive
-  // may size its work for the count it was created with (Note [Process-wide thread count]).
+  // may size its work for the count it was created with (Note [Process-wide thread count]; one
+  // thread in a forked child, Note [Threads after fork]).
   sync_openmp_threads();
   std::vector<std::int64_t> key;
   key.reserve(4 * a.dim() + 3);
   key.push_back(static_cast<std::int64_t>(out.dtype()));
-  key.push_back(intra_op_threads());
+  key.push_back(openmp_threads());
   key.push_back(a.dim());
   for (std::int64_t i = 0; i < a.dim(); ++i) {
     key.push_back(a.sizes()[i]);
@@ -178,33 +190,36 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const T* B = b.data<T>();
   T* C = out.data<T>();
   const DimVector a_strides = contiguous_strides(a.sizes()), b_strides = contiguous_strides(b.sizes());
-#pragma omp parallel for num_threads(intra_op_threads()) if (batches * n * m * k > (1 << 18))
-  for (std::int64_t batch = 0; batch < batches; ++batch) {
-    // batch offsets with broadcasting: size-1 batch dims repeat
-    std::int64_t rem = batch, a_off = 0, b_off = 0;
-    for (std::int64_t d = nd - 3; d >= 0; --d) {
-      const std::int64_t idx = rem % out.sizes()[d];
-      rem /= out.sizes()[d];
-      if (a.sizes()[d] != 1) a_off += idx * a_strides[d];
-      if (b.sizes()[d] != 1) b_off += idx * b_strides[d];
-    }
-    const T* Ab = A + a_off;
-    const T* Bb = B + b_off;
-    T* Cb = C + batch * n * m;
-    for (std::int64_t i = 0; i < n * m; ++i) Cb[i] = T(0);
-    constexpr std::int64_t kBlock = 64;
-    for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
-      const std::int64_t k1 = std::min(k, k0 + kBlock);
-      for (std::int64_t i = 0; i < n; ++i) {
-        T* __restrict c = Cb + i * m;
-        for (std::int64_t p = k0; p < k1; ++p) {
-          const W av = Ab[i * k + p];
-          const T* __restrict bp = Bb + p * m;
-          for (std::int64_t j = 0; j < m; ++j) c[j] = static_cast<T>(W(c[j]) + av * W(bp[j]));
+  // Batches split among the pool's threads when the whole product is large.
+  const std::int64_t grain = batches * n * m * k > (1 << 18) ? 1 : batches;
+  parallel_for(0, batches, grain, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t batch = first; batch < last; ++batch) {
+      // batch offsets with broadcasting: size-1 batch dims repeat
+      std::int64_t rem = batch, a_off = 0, b_off = 0;
+      for (std::int64_t d = nd - 3; d >= 0; --d) {
+        const std::int64_t idx = rem % out.sizes()[d];
+        rem /= out.sizes()[d];
+        if (a.sizes()[d] != 1) a_off += idx * a_strides[d];
+        if (b.sizes()[d] != 1) b_off += idx * b_strides[d];
+      }
+      const T* Ab = A + a_off;
+      const T* Bb = B + b_off;
+      T* Cb = C + batch * n * m;
+      for (std::int64_t i = 0; i < n * m; ++i) Cb[i] = T(0);
+      constexpr std::int64_t kBlock = 64;
+      for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
+        const std::int64_t k1 = std::min(k, k0 + kBlock);
+        for (std::int64_t i = 0; i < n; ++i) {
+          T* __restrict c = Cb + i * m;
+          for (std::int64_t p = k0; p < k1; ++p) {
+            const W av = Ab[i * k + p];
+            const T* __restrict bp = Bb + p * m;
+            for (std::int64_t j = 0; j < m; ++j) c[j] = static_cast<T>(W(c[j]) + av * W(bp[j]));
+          }
         }
       }
     }
-  }
+  });
 }
 
 // out <- a @ b for a, b, out of one dtype other than bool and the half types.

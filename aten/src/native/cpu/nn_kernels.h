@@ -2,7 +2,6 @@
 // Pieces the neural-network kernels share (nn_ops.cpp, attention.cpp): splitting a range of
 // independent tasks among the intra-op threads, and an exp the compiler vectorises.
 
-#include <omp.h>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -20,35 +19,15 @@
 
 namespace kael::native::nn {
 
-// Runs f(begin, end) over [0, n) split into one contiguous range per thread. `cost` is the
-// work of one task in elements: below kParallelGrain in all the call stays on the calling
-// thread. An exception thrown by f on any thread is rethrown here, on the caller's.
+// Runs f(begin, end) over [0, n) split into contiguous ranges on kael's thread pool. `cost` is
+// the work of one task in elements: below kParallelGrain in all the call stays on the calling
+// thread. An exception thrown by f on any thread is rethrown here, on the caller's (the pool's
+// rule, Note [Thread pool]).
 template <typename F>
 void parallel_for(std::int64_t n, std::int64_t cost, F&& f) {
   if (n <= 0) return;
-  const std::int64_t work = n * std::max<std::int64_t>(cost, 1);
-  const int threads =
-      work >= kParallelGrain && n > 1 ? static_cast<int>(std::min<std::int64_t>(intra_op_threads(), n)) : 1;
-  if (threads <= 1) {
-    f(std::int64_t{0}, n);
-    return;
-  }
-  std::exception_ptr error;
-  std::mutex error_mutex;
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t begin = n * t / nt, end = n * (t + 1) / nt;
-    if (end > begin) {
-      try {
-        f(begin, end);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(cost, 1));
+  kael::parallel_for(0, n, grain, [&f](std::int64_t begin, std::int64_t end) { f(begin, end); });
 }
 
 // exp(x) for float in straight-line code the compiler turns into vector instructions inside a

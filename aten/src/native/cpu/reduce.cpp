@@ -39,41 +39,21 @@ Acc sum_contiguous(const T* x, std::int64_t n) {
 }
 
 // Note [Deterministic sums]
-// A contiguous full reduction is split into chunks of kSumChunk elements, whatever the thread
-// count: each chunk is summed by sum_contiguous (the same lanes and order on any thread), the
-// chunks possibly in parallel, and the chunk sums are then added in chunk order. So the result
-// is the same bits with 1 thread or 64, and threads only decide who computes which chunk.
-// The chunks are large enough that the final pass over their sums costs nothing (256 of them
-// for 16M elements) and small enough that 2 threads share out even a 1M-element sum.
-inline constexpr std::int64_t kSumChunk = std::int64_t(1) << 16;
-
-// Runs body(begin, end) over the index range [0, count), split into contiguous parts among
-// the intra-op threads when `parallel`; which thread runs an index must not change any result.
-// This is a parallel-for over chunk indices: any parallel_for(begin, end, grain, body) of a
-// thread pool can take its place.
-template <typename F>
-void for_each_chunk(std::int64_t count, bool parallel, const F& body) {
-  const int threads = parallel ? static_cast<int>(std::min<std::int64_t>(intra_op_threads(), count)) : 1;
-  if (threads <= 1) {
-    body(std::int64_t(0), count);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t begin = count * t / nt, end = count * (t + 1) / nt;
-    if (end > begin) body(begin, end);
-  }
-}
+// A contiguous sum is cut into blocks of kSumBlock elements at fixed offsets; each block is
+// summed on its own and the block sums are added in order. Which thread sums a block changes
+// nothing, so the result is the same bits for every thread count (and whether the pool was busy).
+constexpr std::int64_t kSumBlock = kParallelGrain;
 
 template <typename Acc, typename T>
 Acc sum_all_contiguous(const T* x, std::int64_t n) {
-  const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  if (chunks <= 1) return sum_contiguous<Acc>(x, n);
-  std::vector<Acc> partial(static_cast<std::size_t>(chunks));
-  for_each_chunk(chunks, n >= kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t c = begin; c < end; ++c)
-      partial[c] = sum_contiguous<Acc>(x + c * kSumChunk, std::min(kSumChunk, n - c * kSumChunk));
+  if (n <= kSumBlock) return sum_contiguous<Acc>(x, n);
+  const std::int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<Acc> partial(static_cast<std::size_t>(blocks), Acc(0));
+  parallel_for(0, blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      const std::int64_t first = b * kSumBlock;
+      partial[static_cast<std::size_t>(b)] = sum_contiguous<Acc>(x + first, std::min(kSumBlock, n - first));
+    }
   });
   Acc total = 0;
   for (Acc p : partial) total += p;

@@ -1,0 +1,105 @@
+// Test hooks of kael's thread pool (Note [Thread pool] in kael/runtime/threads.h):
+//   _parallel_trace_start() / _parallel_trace_stop() -> {"regions", "threads", "max_region_threads"}:
+//       which OS threads ran chunks of the pool's regions in between (kernels' real loops);
+//   _pool_workers() -> the pool's live worker threads;
+//   _parallel_for_test(n, grain, fail_at=(), /) -> the (begin, end) chunks parallel_for ran over
+//       range(n), raising ValueError from inside the chunks that hold an element of fail_at.
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "arg_parsing.h"
+#include "kael/core/error.h"
+#include "kael/runtime/threads.h"
+#include "tensor_object.h"
+
+namespace kael::python {
+
+namespace {
+
+PyObject* py_parallel_trace_start(PyObject*, PyObject*) {
+  parallel_trace_start();
+  Py_RETURN_NONE;
+}
+
+PyObject* py_parallel_trace_stop(PyObject*, PyObject*) {
+  const ParallelTrace t = parallel_trace_stop();
+  return Py_BuildValue("{s:L,s:L,s:L}", "regions", static_cast<long long>(t.regions), "threads",
+                       static_cast<long long>(t.threads), "max_region_threads",
+                       static_cast<long long>(t.max_region_threads));
+}
+
+PyObject* py_pool_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool_workers()); }
+
+PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
+  long long n = 0, grain = 0;
+  PyObject* fail_obj = nullptr;
+  if (!PyArg_ParseTuple(args, "LL|O:_parallel_for_test", &n, &grain, &fail_obj)) return nullptr;
+  std::vector<std::int64_t> fail_at;
+  if (fail_obj != nullptr) {
+    PyObject* seq = PySequence_Fast(fail_obj, "_parallel_for_test: fail_at must be a sequence of ints");
+    if (seq == nullptr) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+      const long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+      if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(seq);
+        return nullptr;
+      }
+      fail_at.push_back(v);
+    }
+    Py_DECREF(seq);
+  }
+  std::mutex mutex;
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+  try {
+    GilRelease release(true);  // the chunks run on the pool: no Python object is touched there
+    parallel_for(0, n, grain, [&](std::int64_t begin, std::int64_t end) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        chunks.emplace_back(begin, end);
+      }
+      for (std::int64_t f : fail_at)
+        KAEL_CHECK_VALUE(f < begin || f >= end, "_parallel_for_test: element " << f << " failed in the chunk ["
+                                                                               << begin << ", " << end << ")");
+    });
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+  std::sort(chunks.begin(), chunks.end());
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(chunks.size()));
+  if (out == nullptr) return nullptr;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    PyObject* item = Py_BuildValue("(LL)", static_cast<long long>(chunks[i].first),
+                                   static_cast<long long>(chunks[i].second));
+    if (item == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
+  }
+  return out;
+}
+
+}  // namespace
+
+void append_parallel_functions(std::vector<PyMethodDef>& out) {
+  out.push_back({"_parallel_trace_start", py_parallel_trace_start, METH_NOARGS,
+                 "_parallel_trace_start()\n--\n\nStarts recording which threads run chunks of the thread pool's "
+                 "parallel regions (tests)."});
+  out.push_back({"_parallel_trace_stop", py_parallel_trace_stop, METH_NOARGS,
+                 "_parallel_trace_stop()\n--\n\nStops recording; returns the number of regions that ran on the "
+                 "pool, of distinct threads that ran their chunks, and the most threads one region used."});
+  out.push_back({"_pool_workers", py_pool_workers, METH_NOARGS,
+                 "_pool_workers()\n--\n\nThe thread pool's live worker threads."});
+  out.push_back({"_parallel_for_test", py_parallel_for_test, METH_VARARGS,
+                 "_parallel_for_test(n, grain, fail_at=(), /)\n--\n\nRuns parallel_for over range(n) with the "
+                 "grain; returns the (begin, end) chunks it ran, or raises ValueError from the chunks holding an "
+                 "element of fail_at (tests)."});
+}
+
+}  // namespace kael::python
