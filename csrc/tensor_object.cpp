@@ -502,6 +502,15 @@ PyObject* get_T(PyObject* self, void*) {
   });
 }
 PyObject* get_mT(PyObject* self, void*) {
+  // PyTorch 2.x: the identity on a 0-d tensor (the same object), with its deprecation warning
+  if (tensor_of(self).dim() == 0) {
+    if (PyErr_WarnEx(PyExc_UserWarning,
+                     "mT: Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                     1) < 0)
+      return nullptr;
+    Py_INCREF(self);
+    return self;
+  }
   return call_op(false, [&]() -> Tensor {
     const Tensor& t = tensor_of(self);
     KAEL_CHECK(t.dim() >= 2, "mT: tensor.mT is only supported on matrices or batches of matrices. Got "
