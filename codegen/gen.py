@@ -83,10 +83,24 @@ class Writer:
 
 # ---------------------------------------------------------------------------- C++ types
 
+# (op name, parameter name) of the parameters some overload of the op takes as a Tensor; set by
+# generate() from the whole registry.
+_TENSOR_PARAMS: set[tuple[str, str]] = set()
+
+
+def overload_order(f: NativeFunction) -> int:
+    """Overloads are tried in this order: those taking a Tensor where a sibling takes a Scalar
+    first, as PyTorch's parser does (a 0-d tensor then matches the Tensor overload)."""
+    return sum(1 for p in f.schema.params if p.type.base == "Scalar" and (f.name, p.name) in _TENSOR_PARAMS)
+
+
 def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
-    """The type model entry of a parameter (Tensor inputs of two-input pointwise ops are Operands)."""
+    """The type model entry of a parameter (Tensor inputs of two-input pointwise ops are Operands;
+    a Scalar that another overload takes as a Tensor also takes a 0-d tensor)."""
     if p.type.base == "Tensor" and f.operand_inputs:
         return types.OPERAND
+    if p.type.base == "Scalar" and (f.name, p.name) in _TENSOR_PARAMS:
+        return types.SCALAR_OR_0D_TENSOR
     return p.type.arg_type
 
 
@@ -487,6 +501,11 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     by_name: dict[str, list[NativeFunction]] = {}
     for f in functions:
         by_name.setdefault(f.name, []).append(f)
+    _TENSOR_PARAMS.clear()
+    _TENSOR_PARAMS.update((f.name, p.name) for group in by_name.values() if len(group) > 1
+                          for f in group for p in f.schema.params if p.type.base == "Tensor")
+    for group in by_name.values():
+        group.sort(key=overload_order)
     names = sorted(by_name)
     common = dict(
         enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,

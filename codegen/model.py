@@ -225,6 +225,8 @@ class NativeFunction:
     derivatives: tuple[tuple[str, str], ...]
     doc: str
     check: str | None = None  # hand-written argument check run before a pointwise kernel
+    # a one-element second input is read in float32 for float16/bfloat16 (see codegen/README.md)
+    opmath_other_scalar: bool = False
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -295,6 +297,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     derivatives_raw = _pop(entry, "derivatives", {})
     doc = _pop(entry, "doc")
     check = _pop(entry, "check")
+    opmath_other_scalar = _pop(entry, "opmath_other_scalar", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -369,6 +372,11 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         if not isinstance(check, str) or not _IDENT.match(check):
             raise CodegenError("'check' must be a C++ function name")
 
+    if not isinstance(opmath_other_scalar, bool):
+        raise CodegenError("'opmath_other_scalar' must be true or false")
+    if opmath_other_scalar and (pointwise is None or len(schema.tensor_params) != 2):
+        raise CodegenError("'opmath_other_scalar' applies to pointwise ops of two tensor inputs only")
+
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
     names = {p.name for p in schema.params}
@@ -384,6 +392,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
+        opmath_other_scalar=opmath_other_scalar,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 

@@ -75,6 +75,11 @@ TYPES: dict[str, ArgType] = {t.name: t for t in (
 
 # Types whose boxed and parsed form is the ABI (view) type over a buffer the caller owns.
 VIEW_TYPES = ("int[]", "Tensor[]", "str")
+# A Scalar parameter in whose place another overload of the op takes a Tensor (clamp's min and
+# max) also takes a 0-d tensor, as in PyTorch, whose parser tries the Tensor overload first.
+SCALAR_OR_0D_TENSOR = ArgType("Scalar", "Scalar", "const Scalar&", "Scalar", "conv_scalar_or_0d_tensor",
+                              TYPES["Scalar"].default_pattern, _scalar_default, "Number | Tensor",
+                              "a Python `bool`, `int` or `float`, or a 0-d `kael.Tensor`")
 
 # A Tensor input of a pointwise op of two tensor inputs also takes a number: kael::Operand.
 OPERAND = ArgType("Operand", "Operand", "const Operand&", "Operand", "conv_operand", None, str, "Tensor | Number",

@@ -144,6 +144,19 @@ Match conv_scalar(PyObject* o, Scalar& out) {
   return Match::No;
 }
 
+Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out) {
+  if (!is_tensor(o)) return conv_scalar(o, out);
+  const Tensor& t = tensor_of(o);
+  if (t.dim() != 0) return Match::No;
+  try {
+    out = t.item();
+  } catch (...) {
+    translate_exception();
+    return Match::Error;
+  }
+  return Match::Yes;
+}
+
 Match conv_operand(PyObject* o, Operand& out) {
   if (is_tensor(o)) {
     out.borrow(tensor_of(o));  // the caller's arguments keep the tensor alive for the call

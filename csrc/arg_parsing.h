@@ -63,6 +63,11 @@ Match conv_numpy_scalar(PyObject* o, Scalar& out);
 Match conv_tensor(PyObject* o, const Tensor*& out);
 Match conv_operand(PyObject* o, Operand& out);
 Match conv_scalar(PyObject* o, Scalar& out);
+// A Scalar parameter in whose place another overload of the op takes a Tensor (clamp's min and
+// max): also a 0-d tensor, read as the number it holds, as PyTorch's parser does. Codegen tries
+// the Tensor overload first, so this is reached only when the other bounds do not fit it
+// (clamp(t, 1, kael.tensor(2.))).
+Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out);
 Match conv_int(PyObject* o, std::int64_t& out);
 Match conv_float(PyObject* o, double& out);
 Match conv_bool(PyObject* o, bool& out);

@@ -372,18 +372,23 @@ double leaf_double(PyObject* o) {
 }
 
 // Stores one element as T. As PyTorch: NaN or out of range for an integer dtype raises
-// ([-max, max] for unsigned ones); floats round (1e39 -> inf).
+// ([-max, max] for unsigned ones); floats round (1e39 -> inf). Elements are read as PyTorch's
+// store_scalar reads them: integer and bool dtypes take a float (or float subclass, such as
+// numpy.float64) by value and anything else through __index__ (a float 0-d tensor, numpy.float32
+// or an object with __float__ alone is a TypeError there), floating dtypes through __float__
+// (Python's PyFloat_AsDouble, which falls back to __index__).
 template <typename T>
 void store(PyObject* o, T* out) {
+  constexpr bool integral = std::is_integral_v<T>;  // bool included
   auto from_int = [&](std::int64_t v) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (integral) {
       *out = Scalar(v).checked_to<T>("tensor");
     } else {
       *out = Scalar(v).to<T>();
     }
   };
   auto from_double = [&](double v) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (integral) {
       *out = Scalar(v).checked_to<T>("tensor");
     } else {
       *out = Scalar(v).to<T>();
@@ -397,31 +402,62 @@ void store(PyObject* o, T* out) {
     from_int(leaf_int64(o));
   } else if (is_numpy_scalar(o)) {
     const ScalarType t = leaf_dtype(o);  // raises for complex and unsupported NumPy types
-    if (t == ScalarType::Bool && (std::is_same_v<T, bool> || !std::is_integral_v<T>)) {
+    if (t == ScalarType::Bool && (std::is_same_v<T, bool> || !integral)) {
       const int truth = PyObject_IsTrue(o);
       if (truth < 0) throw PythonError();
       *out = static_cast<T>(truth != 0);
-    } else if (is_floating(t)) {
+    } else if (is_floating(t) && (!integral || PyFloat_Check(o))) {
       from_double(leaf_double(o));
     } else {
-      from_int(leaf_int64(o));  // as PyTorch: numpy.bool_ is no integer (TypeError from its __index__)
+      // as PyTorch: numpy.bool_, numpy.float16 and numpy.float32 are no integers (TypeError
+      // from __index__)
+      from_int(leaf_int64(o));
     }
   } else if (PyFloat_Check(o)) {
     from_double(PyFloat_AS_DOUBLE(o));
   } else if (is_tensor(o)) {
     const Tensor& t = tensor_of(o);
     KAEL_CHECK_VALUE(t.numel() == 1 && t.dim() == 0, "tensor: only 0-d tensors can be elements of a nested sequence");
-    *out = t.item().to<T>();
+    if constexpr (integral) {
+      // PyTorch reads it through Tensor.__index__
+      KAEL_CHECK_TYPE(!is_floating(t.dtype()), "tensor: only integer tensors of a single element can be converted to "
+                                               "an index, got a 0-d "
+                                                   << t.dtype() << " tensor for dtype " << ScalarTypeOf<T>::value);
+      from_int(t.item().to<std::int64_t>());
+    } else {
+      from_double(t.item().to<double>());
+    }
   } else {
     KAEL_CHECK_TYPE(!PyComplex_Check(o), "tensor: complex numbers are not supported (kael has no complex dtype), got "
                                              << Py_TYPE(o)->tp_name);
     KAEL_CHECK_TYPE(!PySequence_Check(o), "tensor: could not convert " << Py_TYPE(o)->tp_name << " to a number");
-    if (PyIndex_Check(o)) {
-      from_int(leaf_int64(o));
+    if constexpr (integral) {
+      from_int(leaf_int64(o));  // __index__, or a TypeError from Python
     } else {
-      from_double(leaf_double(o));  // __float__, or a TypeError from Python
+      from_double(leaf_double(o));  // __float__, then __index__, or a TypeError from Python
     }
   }
+}
+
+// PyTorch reads a buffer that is not a NumPy array (array.array, memoryview, bytearray, ctypes)
+// as a sequence of Python numbers, so a value an integer dtype cannot hold raises as it does in
+// a list (bytearray(b"\xc8") as int8). `t` holds the buffer's values in their own dtype.
+void check_buffer_values(const Tensor& t, ScalarType want) {
+  if (!is_integral(want, /*include_bool=*/false) || t.dtype() == want) return;
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<S, bool>) {  // 0 and 1 fit every dtype
+      const S* p = t.data<S>();
+      const std::int64_t n = t.numel();
+      for (std::int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_integral_v<S>) {
+          check_convertible("tensor", Scalar(static_cast<std::int64_t>(p[i])), want);
+        } else {
+          check_convertible("tensor", Scalar(static_cast<double>(p[i])), want);
+        }
+      }
+    }
+  });
 }
 
 Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
@@ -432,7 +468,10 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
     Tensor t = kael::clone(tensor_of(data));
     return dtype ? kael::to(t, *dtype) : t;
   }
-  if (!is_sequence(data) && PyObject_CheckBuffer(data) && !PyBytes_Check(data)) {
+  // A NumPy scalar converted to another dtype is a number, checked as a list element is
+  // (PyTorch: np.int64(70000) as int16 raises); NumPy arrays convert as `to` does.
+  if (!is_sequence(data) && PyObject_CheckBuffer(data) && !PyBytes_Check(data) &&
+      !(dtype && is_numpy_scalar(data))) {
     const bool numpy = is_numpy(data);
     Tensor t = from_buffer(data, numpy);
     // NumPy arrays keep their dtype; PyTorch reads other buffers (ctypes arrays, array.array,
@@ -441,6 +480,7 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
                             : numpy       ? t.dtype()
                             : t.numel()   ? python_kind(t.dtype())
                                           : kDefaultFloat;
+    if (!numpy) check_buffer_values(t, want);
     return want == t.dtype() ? t : kael::to(t, want);
   }
   const DimVector shape = infer_shape(data);

@@ -360,12 +360,9 @@ PyObject* nb_int(PyObject* s) {
     KAEL_CHECK(t.numel() == 1, "int: only one element tensors can be converted to Python scalars");
     const Scalar v = t.item();
     if (!v.is_floating()) return PyLong_FromLongLong(v.to<std::int64_t>());
-    const double d = v.to<double>();
-    KAEL_CHECK_VALUE(std::isfinite(d), "int: cannot convert " << d << " to an integer");
-    // [-2^63, 2^63): the int64 range, checked before the conversion.
-    KAEL_CHECK_VALUE(d >= -9223372036854775808.0 && d < 9223372036854775808.0,
-                     "int: value " << d << " is outside the int64 range");
-    return PyLong_FromLongLong(static_cast<long long>(d));
+    // As PyTorch: Python's int(float), exact at any size (int(tensor(3.4e38)) is a 39-digit int);
+    // ValueError for NaN, OverflowError for an infinity
+    return PyLong_FromDouble(v.to<double>());
   });
 }
 
@@ -502,6 +499,15 @@ PyObject* get_T(PyObject* self, void*) {
   });
 }
 PyObject* get_mT(PyObject* self, void*) {
+  // PyTorch 2.x: the identity on a 0-d tensor (the same object), with its deprecation warning
+  if (tensor_of(self).dim() == 0) {
+    if (PyErr_WarnEx(PyExc_UserWarning,
+                     "mT: Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                     1) < 0)
+      return nullptr;
+    Py_INCREF(self);
+    return self;
+  }
   return call_op(false, [&]() -> Tensor {
     const Tensor& t = tensor_of(self);
     KAEL_CHECK(t.dim() >= 2, "mT: tensor.mT is only supported on matrices or batches of matrices. Got "

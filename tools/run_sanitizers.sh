@@ -30,7 +30,13 @@ if [ "${1:-}" = "--tsan" ]; then
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_TSAN=ON \
     -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
   cmake --build build/tsan --target kael_cpp_tests _C -j "${KAEL_JOBS:-$(nproc)}"
-  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:die_after_fork=0:suppressions=$PWD/tools/tsan.supp}"
+  # suppress_equal_addresses=0: TSan's default keeps every address it reported (suppressed
+  # reports included) in one list it scans, under a global lock, for each new report. A parallel
+  # loop whose buffer an earlier team of another thread wrote (kael's allocator hands the block
+  # on) has one suppressed libgomp report per element, so the scan made test_threads.py's loop
+  # quadratic in the buffer size (2^20 elements: past 600 s; with this option 2 s). With
+  # halt_on_error=1 the first unsuppressed report ends the run, so no report is lost.
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:history_size=7:second_deadlock_stack=1:report_signal_unsafe=0:die_after_fork=0:suppress_equal_addresses=0:suppressions=$PWD/tools/tsan.supp}"
   export KAEL_NUM_THREADS=2 KAEL_STRESS_RACE_FREE=1 KAEL_TEST_TIMEOUT_FACTOR=5
   # setarch -R: TSan's shadow memory needs the address layout of a non-randomised process.
   setarch "$(uname -m)" -R build/tsan/kael_cpp_tests \

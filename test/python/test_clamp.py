@@ -48,9 +48,9 @@ def _same(make):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_clamp_matches_torch(dtype):
+    # one number and one tensor bound: torch reads a 0-d tensor bound as a number (its parser's
+    # Scalar takes 0-d tensors) and raises TypeError for a tensor with dims
     for lo, hi in itertools.product(BOUNDS, BOUNDS):
-        if (isinstance(lo, str)) != (isinstance(hi, str)) and lo is not None and hi is not None:
-            continue  # one number and one tensor bound: torch computes, kael raises TypeError (open, docs/hardening.md)
         for form in ("function", "method", "keywords"):
             def make(lib):
                 x, l, h = _values(lib, dtype), _bound(lib, lo), _bound(lib, hi)
@@ -97,3 +97,51 @@ def test_clamp_of_an_int_tensor_with_a_float_bound_promotes():
     with pytest.raises(RuntimeError, match="can't be cast"):
         x.clamp_(0, 2.5)  # clamp_min_ alone would succeed: the cast check comes before any write
     assert x.tolist() == [0, 1, 2, 3]
+
+
+BOUND_DTYPES = ["int8", "int16", "int64", "uint8", "float16", "bfloat16", "float32", "float64"]
+
+
+@pytest.mark.parametrize("self_dtype", BOUND_DTYPES)
+def test_clamp_tensor_promotes_self_min_and_max_together(self_dtype):
+    # kael promoted pairwise (clamp_min, then clamp_max): an int64 self with a 0-d float64 min
+    # and a float16 max gave float64, torch float16 (one result type over the three).
+    values = {"self": [0, 3, 100, 250], "min": 2, "max": [7.5, 2049, 60, 300]}
+    for min_dtype, max_dtype in itertools.product(BOUND_DTYPES, BOUND_DTYPES):
+        for min_0d, max_0d, self_0d in itertools.product((True, False), (True, False), (False, True)):
+            def make(lib):
+                x = lib.tensor(values["self"][1] if self_0d else values["self"]).to(getattr(lib, self_dtype))
+                lo = lib.tensor(values["min"] if min_0d else [values["min"]] * 4).to(getattr(lib, min_dtype))
+                hi = lib.tensor(values["max"][2] if max_0d else values["max"]).to(getattr(lib, max_dtype))
+                return lib.clamp(x, lo, hi)
+            r = _same(make)
+            if r is not None:
+                check(*r, atol=0, rtol=0)
+
+
+MIXED = {
+    "float64_0d_max": lambda lib, x: lib.clamp(x, 1, lib.tensor(2.5, dtype=lib.float64)),
+    "float_0d_min": lambda lib, x: lib.clamp(x, lib.tensor(1.5), 7),
+    "keywords": lambda lib, x: lib.clamp(x, min=1, max=lib.tensor(7)),
+    "bool_0d_method": lambda lib, x: x.clamp(lib.tensor(True), 3),
+    "half_self": lambda lib, x: lib.clamp(x.to(lib.float16), 1, lib.tensor(7.5, dtype=lib.float64)),
+    "min_above_max": lambda lib, x: lib.clamp(x, 2, lib.tensor(1.0)),
+    "nan_0d": lambda lib, x: lib.clamp(x.to(lib.float32), lib.tensor(math.nan), 2),
+    # TypeError in both: a bound with dims next to a number, a number as self
+    "row_max": lambda lib, x: lib.clamp(x, 1, lib.ones(3)),
+    "row_min": lambda lib, x: lib.clamp(x, lib.ones(3), 2),
+    "one_element_row": lambda lib, x: lib.clamp(x, 1, lib.ones(1)),
+    "number_self": lambda lib, x: lib.clamp(2.0, lib.zeros(2), lib.ones(2)),
+}
+
+
+@pytest.mark.parametrize("case", list(MIXED))
+def test_clamp_takes_a_number_and_a_0d_tensor_bound_as_torch_does(case):
+    # kael raised TypeError for clamp(t, 1, tensor); torch reads a 0-d tensor bound as a number
+    # when the other bound is one (an int64 tensor with a float64 0-d bound becomes float32).
+    r = _same(lambda lib: MIXED[case](lib, lib.tensor([0, 5, 9])))
+    if r is not None:
+        check(*r, atol=0, rtol=0)
+    if case in ("row_max", "row_min", "one_element_row", "number_self"):
+        with pytest.raises(TypeError, match="invalid combination of arguments"):
+            MIXED[case](kael, kael.tensor([0, 5, 9]))

@@ -17,7 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import kael
-from test_fuzz import (BIG_INTS, assert_same_result, dtype_name, DTYPES, FLOATS, MUTATIONS_OF_LIST, PYTHON_ERRORS, SMALL_INTS,
+from test_fuzz import (BIG_INTS, assert_same_result, dtype_name, DTYPES, MUTATIONS_OF_LIST, PYTHON_ERRORS, SMALL_INTS,
                        SPECIAL_FLOATS, build, fuzz, has_kind, hostile_objects, make_mutator, record_case, run_both, tensor_recipes)
 from test_fuzz_ops import devices, dtypes, ints, junk, norm_dtype, norm_int, norm_number, scalars, t0
 
@@ -231,10 +231,6 @@ def test_tensor_from_data(data, dtype, device):
     if device is not None:
         kwargs_recipe["device"] = device
     keys = list(kwargs_recipe)
-    # Found by this suite, open (docs/hardening.md): for an element with both __index__ and
-    # __float__ and a floating dtype, kael calls __index__ and torch __float__ (kael.tensor(H(),
-    # dtype=kael.float32) is 3.0 where torch gives 2.5). Left out until the two agree.
-    assume(not (dtype[0] == "dtype" and dtype[1] in FLOATS and index_and_float(data)))
     if data[0] == "selfref":
         # torch.tensor overflows the C stack on [[1.0, <the outer list>]] (SIGSEGV, PyTorch 2.13):
         # no oracle; kael must raise an ordinary error.
@@ -263,16 +259,6 @@ def test_tensor_from_data(data, dtype, device):
             r = kael_unsigned_rule(r)
         return r
     run_both(call, (("tuple", tuple(kwargs_recipe.values())),), allowed=tensor_differences(data))
-
-
-def index_and_float(recipe):
-    """Whether a data recipe holds a hostile object with both __index__ and __float__."""
-    if not isinstance(recipe, tuple) or not recipe:
-        return False
-    if recipe[0] == "obj":
-        names = {name for name, _ in recipe[1]}
-        return {"__index__", "__float__"} <= names
-    return any(index_and_float(r) for r in recipe if isinstance(r, tuple))
 
 
 def kael_unsigned_rule(r):
@@ -319,20 +305,6 @@ def tensor_differences(data):
             # torch cannot read a NumPy uint64 scalar at all; kael reads one that fits as int64
             # (docs/decisions.md, Hostile Python input)
             return "torch rejects np.uint64"
-        if (kerr is None and data[0] in ("buffer", "np") and isinstance(terr, RuntimeError)
-                and "without overflow" in str(terr)):
-            # Found by this suite, open (docs/hardening.md): kael.tensor(bytearray(b"\xc8"),
-            # dtype=kael.int8) wraps to -56, kael.tensor(np.int64(70000), dtype=kael.int16) to
-            # 4464, where torch (and kael for [200] or 70000) raise "value cannot be converted
-            # to type int8 without overflow".
-            return "open: buffer values wrap into a narrower integer dtype"
-        if (kerr is None and isinstance(terr, TypeError) and ("can be converted to an index" in str(terr)
-                                                              or "cannot be interpreted as an integer" in str(terr))
-                and (has_kind(data, "t0") or has_kind(data, "np"))):
-            # Found by this suite, open (docs/hardening.md): kael.tensor([kael.tensor(2.5)],
-            # dtype=kael.int64) truncates to [2], kael.tensor(np.float16(0), dtype=kael.int64)
-            # gives 0, where torch raises TypeError (it reads the element with __index__).
-            return "open: a float 0-d tensor element stored into an integer dtype"
         if kerr is None and isinstance(terr, RuntimeError) and "Could not infer dtype of Hostile" in str(terr):
             # kael reads an object with __index__ (or __float__) as the number it gives, as its
             # parser does everywhere (docs/decisions.md, Argument parsing); torch cannot infer
@@ -388,6 +360,14 @@ def frombuffer_differences(kerr, terr, tres):
         # other than 0/1, which its kernels would load with undefined behaviour.
         if "aligned" in msg or ("bool" in msg and "0" in msg):
             return "misaligned or non-0/1 bool"
+        if (isinstance(tres, torch.Tensor)
+                and tres.numel() * tres.element_size() > tres.untyped_storage().nbytes()):
+            # torch.frombuffer(12 bytes, dtype=float32, count=2**62): torch's length check
+            # computes count * 4 in int64, which wraps to 0 and passes, and returns a tensor of
+            # 2**62 elements over an empty storage that cannot even be printed. A torch bug;
+            # kael's error ("requested buffer length ... must not be greater than actual buffer
+            # length") is checked alone.
+            return "torch's count * itemsize wraps"
     return None
 
 

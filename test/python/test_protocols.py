@@ -51,14 +51,24 @@ def test_only_kael_errors_are_translated():
         kael.ones(2) + Weird()
 
 
-def test_int_rejects_a_float_at_the_upper_int64_bound():
-    assert int(kael.tensor(2.0 ** 62)) == 2 ** 62
-    assert int(kael.tensor(2 ** 63 - 1)) == 2 ** 63 - 1  # int64 keeps every bit
-    with pytest.raises(ValueError):
-        int(kael.tensor(2.0 ** 63, dtype=kael.float64))
-    with pytest.raises(ValueError):
-        int(kael.tensor(float("nan")))
-    assert int(kael.tensor(-(2.0 ** 63), dtype=kael.float64)) == -(2 ** 63)
+@pytest.mark.parametrize("value", [2.0 ** 62, 2.0 ** 63, -(2.0 ** 63), 3.4e38, 1e300, -2.5, float("inf"),
+                                   -float("inf"), float("nan")])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_int_of_a_float_tensor_is_pythons_int_of_the_float_like_torch(value, dtype):
+    # torch converts the value as Python's int(float) does: exact beyond int64 (no undefined
+    # float -> int64 conversion), ValueError for NaN, OverflowError for an infinity
+    try:
+        want = int(torch.tensor(value, dtype=getattr(torch, dtype)))
+    except (ValueError, OverflowError) as e:
+        with pytest.raises(type(e)):
+            int(kael.tensor(value, dtype=getattr(kael, dtype)))
+        return
+    got = int(kael.tensor(value, dtype=getattr(kael, dtype)))
+    assert type(got) is int and got == want
+
+
+def test_int_of_an_integer_tensor_keeps_every_bit():
+    assert int(kael.tensor(2 ** 63 - 1)) == int(torch.tensor(2 ** 63 - 1)) == 2 ** 63 - 1
 
 
 def test_number_protocols():

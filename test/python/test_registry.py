@@ -172,5 +172,13 @@ def test_overload_mismatch_lists_every_signature(name):
     assert msg.startswith(f"{name}() received an invalid combination of arguments - got (object), "
                           "but expected one of:")
     prefix = "Tensor." if method else ""
-    lines = [f" * {prefix}{f.schema.signature_text(skip_self=method)}" for f in group]
-    assert msg.splitlines()[1:] == lines  # every overload, in registry order
+    lines = [f" * {prefix}{f.schema.signature_text(skip_self=method)}" for f in try_order(group)]
+    assert msg.splitlines()[1:] == lines  # every overload, in the order they are tried
+
+
+def try_order(group):
+    """codegen/README.md, "Overloads in Python": registry order, except that an overload taking a
+    Tensor where another takes a Scalar of the same name comes first (PyTorch's order)."""
+    tensor_names = {p.name for f in group for p in f.schema.params if p.type.base == "Tensor"}
+    return sorted(group, key=lambda f: sum(p.type.base == "Scalar" and p.name in tensor_names
+                                           for p in f.schema.params))

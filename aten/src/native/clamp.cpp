@@ -5,6 +5,8 @@
 #include "kael/ops/clamp_max.h"
 #include "kael/ops/clamp_min.h"
 #include "kael/ops/copy_.h"
+#include "kael/ops/to.h"
+#include "kael/native/pointwise.h"
 
 namespace kael::native {
 
@@ -25,6 +27,14 @@ Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::op
 }
 
 Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  // PyTorch promotes self, min and max together (one TensorIterator over the three), not
+  // pairwise: self is converted to that dtype first, so that clamp_min and clamp_max both compute
+  // in it (a 0-d float64 min with an int64 self and a float16 max gives float16, not float64).
+  if (min && max) {
+    const Operand a(self), lo(*min), hi(*max);
+    const ScalarType common = result_type({&a, &lo, &hi});
+    if (common != self.dtype()) return clamp_impl(kael::to(self, common), min, max);
+  }
   return clamp_impl(self, min, max);
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
@@ -25,6 +26,9 @@ struct PointwiseSpec {
   const char* name;
   Promotion promotion;
   std::uint32_t dtypes;  // bit (1 << ScalarType) set for each supported compute dtype
+  // A number or one-element tensor as second input is read in float32 for float16/bfloat16,
+  // not rounded to them first (the registry's opmath_other_scalar, codegen/README.md).
+  bool opmath_other_scalar = false;
 };
 
 class PointwiseCall {
@@ -144,10 +148,16 @@ void PointwiseCall::run(F f) {
     run_tensors<Out, T, 1>({0}, f);
   } else if constexpr (K == 2) {
     const bool t0 = operands_[0]->is_tensor(), t1 = operands_[1]->is_tensor();
-    if (t0 && t1) {
+    using M = opmath_t<T>;
+    // PyTorch's mul and div read such a second input from its own value in float32
+    const bool opmath_other = !std::is_same_v<M, T> && spec_.opmath_other_scalar && t0 &&
+                              (!t1 || (operands_[1]->tensor().numel() == 1 && operands_[1]->tensor().dtype() != compute_));
+    if (t0 && t1 && !opmath_other) {
       run_tensors<Out, T, 2>({0, 1}, f);
     } else if (t0) {
-      const T b = operands_[1]->scalar().template to<T>();
+      const M b = !opmath_other ? static_cast<M>(operands_[1]->scalar().template to<T>())
+                  : t1          ? operands_[1]->tensor().item().template to<M>()
+                                : operands_[1]->scalar().template to<M>();
       run_tensors<Out, T, 1>({0}, [f, b](T a) { return f(a, b); });
     } else {
       const T a = operands_[0]->scalar().template to<T>();
