@@ -169,7 +169,9 @@ TEST(ThreadPool, WorkersFollowTheCount) {
     ThreadCount count(threads);
     const Chunks chunks = run_chunks(0, 1000, 1);
     EXPECT_EQ(static_cast<int>(chunks.size()), threads);
-    if (threads > 1) EXPECT_EQ(kael::pool_workers(), threads - 1);  // a 1-thread count never reaches the pool
+    if (threads > 1) {
+      EXPECT_EQ(kael::pool_workers(), threads - 1);  // a 1-thread count never reaches the pool
+    }
   }
 }
 
