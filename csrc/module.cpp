@@ -23,6 +23,7 @@ void append_parallel_functions(std::vector<PyMethodDef>& out);
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
+int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
@@ -230,7 +231,7 @@ PyMODINIT_FUNC PyInit__C() {
                          [](void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }});
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
-  if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 ||
+  if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
     Py_DECREF(module);
     return nullptr;

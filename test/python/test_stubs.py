@@ -20,6 +20,7 @@ operators, dtype. Here, for each of those:
 The last tests feed the checks a drifted stub and a lying signature, and see them fail.
 """
 import ast
+import os
 import inspect
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ GENERATED_METHODS = ({f.name for f in REGISTRY if "method" in f.variants}
 OBJECT_PROTOCOL = {"__new__", "__repr__", "__str__", "__hash__", "__doc__", "__reduce__"}
 # Tensor.__delitem__ exists because one C slot serves item assignment and deletion; deletion
 # raises TypeError (test_item_deletion_raises), so the stub leaves it out.
-NOT_IN_STUB = {"Tensor": OBJECT_PROTOCOL | {"__delitem__"}, "dtype": OBJECT_PROTOCOL, "Generator": OBJECT_PROTOCOL}
+NOT_IN_STUB = {"Tensor": OBJECT_PROTOCOL | {"__delitem__"}, "dtype": OBJECT_PROTOCOL, "Generator": OBJECT_PROTOCOL,
+               "BpeTokenizer": OBJECT_PROTOCOL}
 MODULE_DUNDERS = {"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__file__"}
 # The dtype aliases kael.int and kael.float would shadow the builtins the stub's annotations
 # name, so _C.pyi leaves them out (see the template).
@@ -87,6 +89,24 @@ SAMPLES = {
     ("Generator", "device"): "cpu",
     ("Generator.manual_seed", "seed"): 0,
     ("Generator.set_state", "new_state"): lambda: kael.Generator().get_state(),
+    ("BpeTokenizer", "mergeable_ranks"): lambda: {bytes([b]): b for b in range(256)},
+    ("BpeTokenizer", "special_tokens"): lambda: {"<|end|>": 256},
+    ("BpeTokenizer", "pattern"): None,
+    ("BpeTokenizer.encode", "text"): "hello",
+    ("BpeTokenizer.encode", "allowed_special"): "all",
+    ("BpeTokenizer.encode", "disallowed_special"): (),
+    ("BpeTokenizer.encode_ordinary", "text"): "hello",
+    ("BpeTokenizer.encode_batch", "texts"): lambda: ["hello", "world"],
+    ("BpeTokenizer.encode_batch", "num_threads"): 2,
+    ("BpeTokenizer.encode_batch", "allowed_special"): "all",
+    ("BpeTokenizer.encode_batch", "disallowed_special"): (),
+    ("BpeTokenizer.pretokenize", "text"): "hello world",
+    ("BpeTokenizer.decode", "ids"): lambda: [104, 105],
+    ("BpeTokenizer.decode", "errors"): "strict",
+    ("BpeTokenizer.decode_bytes", "ids"): lambda: [104, 105],
+    ("BpeTokenizer.id_to_token", "id"): 104,
+    ("BpeTokenizer.token_to_id", "token"): b"h",
+    ("BpeTokenizer.save", "path"): os.devnull,
 }
 
 
@@ -309,10 +329,10 @@ def test_module_attributes_and_classes(stub):
                      if n not in MODULE_DUNDERS | NOT_IN_MODULE_STUB and (isinstance(v, type) or not callable(v)))
     assert all(isinstance(getattr(kael._C, n), kael.dtype) for n in NOT_IN_MODULE_STUB)
     _same_names(sorted(n for n, v in stub[""].items() if v in ("attribute", "class")), runtime, "module attributes")
-    assert sorted(n for n, v in stub[""].items() if v == "class") == ["Generator", "Tensor", "dtype"]
+    assert sorted(n for n, v in stub[""].items() if v == "class") == ["BpeTokenizer", "Generator", "Tensor", "dtype"]
 
 
-@pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator, kael.BpeTokenizer], ids=lambda c: c.__name__)
 def test_every_hand_written_member_has_a_stub_and_every_stub_a_member(stub, cls):
     _same_names(stub_members(stub, cls), runtime_members(cls), f"hand-written members of {cls.__name__}")
 
@@ -333,7 +353,7 @@ def test_function_signature(stub, name):
 
 def _member_cases():
     out = []
-    for cls in (kael.Tensor, kael.dtype, kael.Generator):
+    for cls in (kael.Tensor, kael.dtype, kael.Generator, kael.BpeTokenizer):
         for name in runtime_members(cls):
             out.append(pytest.param(cls, name, id=f"{cls.__name__}.{name}"))
     return out
@@ -345,7 +365,8 @@ def test_member_signature(stub, cls, name):
     runtime = vars(cls)[name]
     qualname = f"{cls.__name__}.{name}"
     assert isinstance(defs, list) and len(defs) == 1, f"one stub for {qualname}"
-    instance = {kael.Tensor: kael.ones(1, 1), kael.dtype: kael.float32, kael.Generator: kael.Generator()}[cls]
+    instance = {kael.Tensor: lambda: kael.ones(1, 1), kael.dtype: lambda: kael.float32, kael.Generator: kael.Generator,
+                kael.BpeTokenizer: lambda: kael.BpeTokenizer.train("hello world", 260)}[cls]()
     if inspect.isgetsetdescriptor(runtime) or inspect.ismemberdescriptor(runtime):
         assert is_property(defs), f"{qualname} is a property at runtime: declare it with @property"
         try:

@@ -1,0 +1,416 @@
+"""kael.BpeTokenizer against tiktoken built from the same GPT-2 ranks (gpt2_assets.py)."""
+import json
+import random
+import sys
+import threading
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kael
+from gpt2_assets import CORPUS, GPT2_PATTERN, FetchError, gpt2_tiktoken_path, load_ranks, tiktoken_gpt2
+
+tiktoken = pytest.importorskip("tiktoken", reason="tiktoken (requirements-dev.txt) is the oracle of these tests")
+
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def gpt2_path():
+    try:
+        return gpt2_tiktoken_path()
+    except FetchError as e:
+        pytest.skip(f"GPT-2's ranks (whisper/assets/gpt2.tiktoken) could not be fetched: {e}")
+
+
+@pytest.fixture(scope="module")
+def enc(gpt2_path):
+    return tiktoken_gpt2(gpt2_path)
+
+
+@pytest.fixture(scope="module")
+def tok(gpt2_path):
+    return kael.BpeTokenizer.from_tiktoken(gpt2_path)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return CORPUS.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- loading
+
+def test_gpt2_vocabulary_is_tiktokens(tok, enc):
+    assert tok.vocab_size == len(tok) == enc.n_vocab == 50257
+    assert tok.special_tokens == {EOT: 50256}
+    assert tok.pattern == GPT2_PATTERN
+    for i in range(enc.n_vocab):
+        assert tok.id_to_token(i) == enc.decode_single_token_bytes(i)
+    assert tok.token_to_id(b" the") == enc.encode_single_token(b" the") == 262
+    assert tok.token_to_id(" the") == 262
+    assert tok.token_to_id(EOT) == 50256
+    with pytest.raises(KeyError, match="token_to_id"):
+        tok.token_to_id(b"not a single token")
+
+
+def test_constructor_takes_tiktokens_data(gpt2_path, enc):
+    tok = kael.BpeTokenizer(load_ranks(gpt2_path), {EOT: 50256})
+    text = "Hello, world! It's 2024 — naïve café 🙂"
+    assert tok.encode(text) == enc.encode(text)
+
+
+def gpt2_alphabet():
+    """GPT-2's byte-to-unicode table, as in its encoder.py."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def write_vocab_merges(ranks, directory):
+    """GPT-2's encoder.json and vocab.bpe for these ranks: each merge is the split of a token that
+    BPE over the lower ranks leaves in two parts."""
+    alphabet = gpt2_alphabet()
+    show = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
+    by_rank = sorted(ranks.items(), key=lambda kv: kv[1])
+    merges = []
+    for token, rank in by_rank:
+        if len(token) == 1:
+            continue
+        parts = [bytes([b]) for b in token]
+        while True:
+            best = None
+            for i in range(len(parts) - 1):
+                r = ranks.get(parts[i] + parts[i + 1])
+                if r is not None and r < rank and (best is None or r < best[0]):
+                    best = (r, i)
+            if best is None:
+                break
+            i = best[1]
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        assert len(parts) == 2
+        merges.append(f"{show(parts[0])} {show(parts[1])}")
+    vocab = {show(t): r for t, r in ranks.items()}
+    vocab[EOT] = 50256
+    vocab_path, merges_path = directory / "encoder.json", directory / "vocab.bpe"
+    vocab_path.write_text(json.dumps(vocab), encoding="utf-8")
+    merges_path.write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    return vocab_path, merges_path
+
+
+def test_from_vocab_merges_matches_tiktokens_reader(gpt2_path, enc, tmp_path, corpus):
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    vocab_path, merges_path = write_vocab_merges(load_ranks(gpt2_path), tmp_path)
+    tok = kael.BpeTokenizer.from_vocab_merges(vocab_path, merges_path)
+    oracle = data_gym_to_mergeable_bpe_ranks(str(merges_path), str(vocab_path))
+    assert len(tok) == 50257 and tok.special_tokens == {EOT: 50256}
+    assert {tok.id_to_token(i): i for i in range(50256)} == oracle
+    lines = corpus.splitlines(keepends=True)[:2000]
+    assert tok.encode_batch(lines) == enc.encode_batch(lines)
+
+
+def test_from_vocab_merges_rejects_inconsistent_files(tmp_path):
+    alphabet = gpt2_alphabet()
+    vocab = {alphabet[b]: i for i, b in enumerate(gpt2_alphabet())}
+    (tmp_path / "v.json").write_text(json.dumps({**vocab, "ab": 300}))
+    (tmp_path / "m.txt").write_text("#version: 0.2\na b\n")
+    with pytest.raises(ValueError, match="from_vocab_merges: the vocabulary gives 'ab' the id 300"):
+        kael.BpeTokenizer.from_vocab_merges(tmp_path / "v.json", tmp_path / "m.txt")
+    (tmp_path / "m.txt").write_text("#version: 0.2\na b c\n")
+    with pytest.raises(ValueError, match="merges line 2"):
+        kael.BpeTokenizer.from_vocab_merges(tmp_path / "v.json", tmp_path / "m.txt")
+    (tmp_path / "v.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        kael.BpeTokenizer.from_vocab_merges(tmp_path / "v.json", tmp_path / "m.txt")
+
+
+def test_from_tiktoken_errors(tmp_path, gpt2_path):
+    with pytest.raises(FileNotFoundError):
+        kael.BpeTokenizer.from_tiktoken(tmp_path / "missing.tiktoken")
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_bytes(gpt2_path.read_bytes()[:2000] + b"\n!!notbase64 77\n")
+    with pytest.raises(ValueError, match=r"from_tiktoken: .*bad.tiktoken line \d+: expected 'base64-token rank'"):
+        kael.BpeTokenizer.from_tiktoken(bad)
+    with pytest.raises(ValueError, match="pattern .* is not supported"):
+        kael.BpeTokenizer.from_tiktoken(gpt2_path, pattern=r"\w+")
+    with pytest.raises(ValueError, match="has no rank"):  # fewer than 256 bytes
+        kael.BpeTokenizer({b"a": 0}, {})
+    with pytest.raises(ValueError, match="far beyond"):
+        kael.BpeTokenizer({bytes([b]): b for b in range(256)}, {EOT: 2**30})
+    assert len(kael.BpeTokenizer.from_tiktoken(gpt2_path, pattern=GPT2_PATTERN)) == 50257
+
+
+# ---------------------------------------------------------------- the pre-tokeniser's Unicode classes
+
+def _tiktoken_class(enc_ranks, pattern, text):
+    """The characters of text that tiktoken's regex matches with `pattern` (unmatched text is dropped)."""
+    enc = tiktoken.Encoding("probe", pat_str=pattern, mergeable_ranks=enc_ranks, special_tokens={})
+    return set(enc.decode_bytes(enc.encode_ordinary(text)).decode("utf-8"))
+
+
+def test_unicode_classes_match_tiktokens_regex_on_every_assigned_code_point(tok):
+    # \p{L}, \p{N} and \s as tiktoken's regex engine sees them, over every code point except surrogates.
+    ranks = {bytes([b]): b for b in range(256)}
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    text = "".join(chars)
+    theirs = {name: _tiktoken_class(ranks, pat, text) for name, pat in
+              (("L", r"\p{L}"), ("N", r"\p{N}"), ("S", r"\s"))}
+    # kael's, read off its pieces: "a"+c is one piece iff c is a letter, "0"+c iff a number, and a
+    # white-space c followed by \x00 is a piece of its own.
+    ours = {
+        "L": {p[1] for p in tok.pretokenize("".join("a" + c + "\x00" for c in chars)) if len(p) == 2 and p[0] == "a"},
+        "N": {p[1] for p in tok.pretokenize("".join("0" + c + "\x00" for c in chars)) if len(p) == 2 and p[0] == "0"},
+    }
+    singles = {p for p in tok.pretokenize("".join("\x00" + c + "\x00" for c in chars if c != " ")) if len(p) == 1}
+    ours["S"] = (singles - ours["L"] - ours["N"]) | {" "}
+    assigned = lambda c: unicodedata.category(c) != "Cn"  # noqa: E731  (in kael's Unicode version)
+    for name in ("L", "N", "S"):
+        differ = theirs[name] ^ ours[name]
+        assert len(ours[name]) > 100 if name != "S" else len(ours[name]) == 25
+        # Where the versions agree that a code point is assigned, the classes are the same; the
+        # rest are code points assigned after kael's Unicode version (tiktoken's tables are newer).
+        assert not {c for c in differ if assigned(c)}, (name, sorted(hex(ord(c)) for c in differ if assigned(c))[:20])
+        assert not ours[name] - theirs[name], name
+    assert tok.unicode_version == unicodedata.unidata_version
+
+
+def test_pretokenize_pieces():
+    tok = kael.BpeTokenizer.train("abc", 256)
+    assert tok.pretokenize("I'm here  \n\n  42!! naïve") == ["I", "'m", " here", "  \n\n ", " 42", "!!", " naïve"]
+    assert tok.pretokenize("") == []
+
+
+# ---------------------------------------------------------------- encoding: the corpus
+
+def test_corpus_line_by_line_is_tiktokens(tok, enc, corpus):
+    for line in corpus.splitlines(keepends=True):
+        assert tok.encode(line) == enc.encode(line), line
+
+
+def test_corpus_as_one_string_is_tiktokens(tok, enc, corpus):
+    ids = tok.encode(corpus)
+    assert ids == enc.encode(corpus)
+    assert tok.decode(ids) == corpus
+    assert tok.encode_ordinary(corpus) == ids
+
+
+def test_encode_batch_is_tiktokens_on_any_thread_count(tok, enc, corpus):
+    lines = corpus.splitlines(keepends=True)
+    expected = enc.encode_batch(lines)
+    for threads in (None, 1, 2, 5):
+        assert tok.encode_batch(lines, num_threads=threads) == expected
+    assert tok.encode_batch([]) == []
+    assert tok.encode_batch(("a", "b c"), 3) == [enc.encode("a"), enc.encode("b c")]
+
+
+def test_encode_from_several_python_threads(tok, enc, corpus):
+    chunks = [corpus[i:i + 50_000] for i in range(0, 400_000, 50_000)]
+    expected = [enc.encode(c) for c in chunks]
+    results = [None] * len(chunks)
+
+    def work(i):
+        results[i] = tok.encode(chunks[i]) if i % 2 else tok.encode_batch([chunks[i]], num_threads=2)[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(chunks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == expected
+
+
+@pytest.mark.parametrize("text", [
+    "!" * 5000,                                   # one long piece: the heap merge loop
+    " " * 10_000 + "x",
+    "\n" * 3000,
+    "1234567890" * 700,
+    "".join(random.Random(3).choice("!@#$%^&*()[]{};:,.<>/?|~`-_=+") for _ in range(4000)),
+    "é" * 2000 + "😀" * 1000,
+    "a" * 20_000,
+])
+def test_long_pieces_are_tiktokens(tok, enc, text):
+    assert tok.encode(text) == enc.encode(text)
+
+
+# ---------------------------------------------------------------- encoding: generated Unicode text
+
+FRAGMENTS = [
+    "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'LL", " '", "''", "n't", "don't", "I'm",
+    " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2028", "\x0b", "\x1c", "\x85",
+    "0", "42", " 123", "١٢٣", "٣", "Ⅻ", "½", "²", "𝟘",
+    "the", " The", " café", "naïve", "e\u0301", "a\u0308\u0323", "Ελληνικά", "Русский", "עברית", "العربية",
+    "हिन्दी", "ไทย", "日本語", "中文", "한국어", "ᚠᛇᚻ",
+    "😀", "👍🏽", "🇺🇸", "👨‍👩‍👧", "❤️", "™", "©",
+    "!", "?!", "...", "—", "<|", "|>", EOT, "<|endoftext", "endoftext|>", "$", "€", "#", "@", "\\", "\x00",
+]
+# Code points assigned in kael's Unicode version (tiktoken's tables are newer: see the test above).
+ASSIGNED = st.characters(codec="utf-8", exclude_categories=("Cn", "Cs"))
+TEXTS = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(ASSIGNED, max_size=12)), max_size=30).map("".join)
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SETTINGS
+@given(text=TEXTS)
+def test_generated_text_is_tiktokens_and_round_trips(tok, enc, text):
+    ids = tok.encode(text, disallowed_special=())
+    assert ids == enc.encode(text, disallowed_special=())
+    assert tok.decode(ids) == text
+    assert tok.decode_bytes(ids) == text.encode("utf-8")
+    assert tok.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+    assert "".join(tok.pretokenize(text)) == text
+
+
+@SETTINGS
+@given(text=st.text(st.characters(exclude_categories=("Cn",)), max_size=40))
+def test_lone_surrogates_are_replaced_as_tiktoken_does(tok, enc, text):
+    assert tok.encode(text, disallowed_special=()) == enc.encode(text, disallowed_special=())
+
+
+def test_lone_surrogate_examples(tok, enc):
+    for text in ["a\ud800b", "\udfff", "x \ud83d\ude00 \ud83d"]:
+        assert tok.encode(text) == enc.encode(text)
+        assert tok.encode_batch([text]) == enc.encode_batch([text])
+
+
+@SETTINGS
+@given(ids=st.lists(st.integers(0, 50256), max_size=20) | st.lists(st.integers(160, 255), max_size=10))
+def test_decode_replaces_invalid_utf8_as_tiktoken_does(tok, enc, ids):
+    assert tok.decode_bytes(ids) == enc.decode_bytes(ids)
+    assert tok.decode(ids) == enc.decode(ids)
+    assert tok.decode(ids, errors="ignore") == enc.decode(ids, errors="ignore")
+
+
+def test_decode_out_of_range_ids_raise_value_error(tok):
+    for bad in (50257, -1, 2**40):
+        with pytest.raises(ValueError, match=f"BpeTokenizer.decode: token id {bad} is out of range"):
+            tok.decode([1, bad])
+        with pytest.raises(ValueError, match="out of range"):
+            tok.decode_bytes([bad])
+        with pytest.raises(ValueError, match="id_to_token: token id"):
+            tok.id_to_token(bad)
+    with pytest.raises(ValueError, match="out of range"):
+        tok.decode([2**70])
+    with pytest.raises(TypeError, match="token ids must be ints"):
+        tok.decode([1.5])
+    with pytest.raises(TypeError):
+        tok.decode(5)
+
+
+# ---------------------------------------------------------------- special tokens: tiktoken's semantics
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"allowed_special": "all"}, {"allowed_special": {EOT}}, {"allowed_special": set()},
+    {"disallowed_special": ()}, {"allowed_special": "all", "disallowed_special": ()},
+    {"disallowed_special": {"foo"}}, {"allowed_special": {"<|other|>"}}, {"disallowed_special": "all"},
+])
+@pytest.mark.parametrize("text", [
+    "plain text", f"a{EOT}b", f"{EOT}{EOT}", f"x <|endoftext| y", "a foo b", f"foo{EOT}", f" {EOT}\n",
+])
+def test_special_tokens_follow_tiktoken(tok, enc, text, kwargs):
+    try:
+        expected = enc.encode(text, **kwargs)
+    except ValueError as e:
+        with pytest.raises(ValueError) as ours:
+            tok.encode(text, **kwargs)
+        assert str(ours.value) == str(e)
+        with pytest.raises(ValueError):
+            tok.encode_batch(["ok", text], **kwargs)
+        return
+    assert tok.encode(text, **kwargs) == expected
+    assert tok.encode_batch([text, text], num_threads=2, **kwargs) == [expected, expected]
+
+
+def test_special_token_arguments_are_checked(tok):
+    with pytest.raises(ValueError, match="allowed_special must be 'all' or a set of str"):
+        tok.encode("x", allowed_special="none")
+    with pytest.raises(TypeError, match="allowed_special must hold str"):
+        tok.encode("x", allowed_special={1})
+    with pytest.raises(TypeError, match="expected a str"):
+        tok.encode(b"x")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tok.encode("x", allowed="all")
+    with pytest.raises(ValueError, match="num_threads must be in 1..1024"):
+        tok.encode_batch(["x"], num_threads=0)
+    with pytest.raises(TypeError, match="got a str"):
+        tok.encode_batch("xyz")
+    with pytest.raises(TypeError, match="expected a str"):
+        tok.encode_batch(["x", 3])
+
+
+# ---------------------------------------------------------------- training
+
+@pytest.fixture(scope="module")
+def trained(corpus):
+    return kael.BpeTokenizer.train(corpus, 1000, special_tokens=[EOT])
+
+
+def test_training_round_trips_every_line_and_compresses(trained, corpus):
+    assert len(trained) == 1000 and trained.special_tokens == {EOT: 999}
+    lines = corpus.splitlines(keepends=True)
+    ids = trained.encode_batch(lines)
+    for line, line_ids in zip(lines, ids):
+        assert trained.decode(line_ids) == line
+    n_tokens = sum(map(len, ids))
+    n_bytes = len(corpus.encode("utf-8"))
+    assert n_tokens < 0.5 * n_bytes, (n_tokens, n_bytes)
+    assert trained.encode(f"hello{EOT}", allowed_special="all")[-1] == 999
+
+
+def test_training_is_deterministic_and_saves_in_tiktokens_format(trained, corpus, tmp_path):
+    again = kael.BpeTokenizer.train(corpus, 1000, special_tokens=[EOT])
+    trained.save(tmp_path / "a.tiktoken")
+    again.save(tmp_path / "b.tiktoken")
+    saved = (tmp_path / "a.tiktoken").read_bytes()
+    assert saved == (tmp_path / "b.tiktoken").read_bytes()
+    assert len(saved.splitlines()) == 999
+    back = kael.BpeTokenizer.from_tiktoken(tmp_path / "a.tiktoken", special_tokens=trained.special_tokens)
+    lines = corpus.splitlines(keepends=True)[:3000]
+    assert back.encode_batch(lines) == trained.encode_batch(lines)
+    # tiktoken reads the file and encodes the same way.
+    oracle = tiktoken.Encoding("trained", pat_str=GPT2_PATTERN, mergeable_ranks=load_ranks(tmp_path / "a.tiktoken"),
+                               special_tokens={EOT: 999})
+    assert oracle.encode_batch(lines) == back.encode_batch(lines)
+    assert oracle.encode(corpus[:200_000]) == trained.encode(corpus[:200_000])
+
+
+def test_training_merges_the_most_frequent_pair_first():
+    tok = kael.BpeTokenizer.train(["low lower", " lowest low", " low newer wider"], 258)
+    # ("l", "o") and ("o", "w") both occur 5 times: the pair with the smaller ids wins the tie.
+    assert tok.id_to_token(256) == b"lo"
+    assert tok.id_to_token(257) == b"low"
+    assert len(tok) == 258
+
+
+def test_training_takes_an_iterator_and_stops_when_no_pair_is_left():
+    tok = kael.BpeTokenizer.train(iter(["ab", "ab", "abc"]), 10_000)
+    assert len(tok) == 258  # "ab" and "abc": nothing else to merge
+    assert tok.encode("abcab") == [257, 256]
+
+
+def test_training_errors():
+    with pytest.raises(ValueError, match="vocab_size must be at least 256"):
+        kael.BpeTokenizer.train("abc", 256, special_tokens=[EOT])
+    with pytest.raises(TypeError, match="special_tokens must be a sequence of str"):
+        kael.BpeTokenizer.train("abc", 300, special_tokens={EOT: 5})
+    with pytest.raises(TypeError, match="expected a str"):
+        kael.BpeTokenizer.train(["abc", 5], 300)
+    with pytest.raises(TypeError, match="vocab_size must be an int"):
+        kael.BpeTokenizer.train("abc", 300.0)
+    with pytest.raises(ValueError, match="given twice"):
+        kael.BpeTokenizer.train("abc", 300, special_tokens=["<s>", "<s>"])
+
+
+def test_repr_and_uninitialised_object():
+    tok = kael.BpeTokenizer.train("abc", 256)
+    assert repr(tok) == "<BpeTokenizer vocab_size=256 special_tokens=0>"
+    raw = kael.BpeTokenizer.__new__(kael.BpeTokenizer)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        raw.encode("x")
+    assert sys.getrefcount(tok) >= 2
