@@ -489,9 +489,15 @@ PyObject* m_from_vocab_merges(PyObject* cls, PyObject* const* args, Py_ssize_t n
   if (!read_file(a[0], vocab_text) || !read_file(a[1], merges)) return nullptr;
   PyObject* json = PyImport_ImportModule("json");
   if (json == nullptr) return nullptr;
-  PyObject* vocab = PyObject_CallMethod(json, "loads", "s#", vocab_text.data(), static_cast<Py_ssize_t>(vocab_text.size()));
+  PyObject* vocab = nullptr;
+  PyObject* source = PyUnicode_DecodeUTF8(vocab_text.data(), static_cast<Py_ssize_t>(vocab_text.size()), "strict");
+  if (source != nullptr) {
+    vocab = PyObject_CallMethod(json, "loads", "O", source);
+    Py_DECREF(source);
+  }
   Py_DECREF(json);
   if (vocab == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_ValueError)) return nullptr;  // JSONDecodeError, UnicodeDecodeError
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_Format(PyExc_ValueError, "%s: %R is not valid JSON: %S", op, a[0], value != nullptr ? value : Py_None);
