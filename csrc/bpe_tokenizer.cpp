@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -404,6 +405,11 @@ void bpe_dealloc(PyObject* self) {
 int bpe_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"mergeable_ranks", "special_tokens", "pattern", nullptr};
   const char* op = "BpeTokenizer";
+  // Other threads may be encoding with the tokenizer without the GIL: it is never replaced.
+  if (reinterpret_cast<PyBpe*>(self)->tok != nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "BpeTokenizer: __init__ of a tokenizer that is already initialised");
+    return -1;
+  }
   PyObject *ranks_arg = nullptr, *specials_arg = nullptr, *pattern_arg = nullptr;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:BpeTokenizer", const_cast<char**>(keywords), &ranks_arg,
                                    &specials_arg, &pattern_arg))
@@ -437,9 +443,7 @@ int bpe_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (pattern == nullptr) return -1;
   auto* p = reinterpret_cast<PyBpe*>(self);
   try {
-    auto* tok = new BpeTokenizer(std::move(ranks), std::move(specials));
-    delete p->tok;
-    p->tok = tok;
+    p->tok = new BpeTokenizer(std::move(ranks), std::move(specials));
   } catch (...) {
     Py_DECREF(pattern);
     translate_exception();
@@ -772,7 +776,11 @@ PyObject* m_encode_batch(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     };
     const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads), texts.size());
     std::vector<std::thread> pool;
-    for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+    try {
+      for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started and this one share the texts.
+    }
     work();
     for (auto& t : pool) t.join();
     if (error) std::rethrow_exception(error);
