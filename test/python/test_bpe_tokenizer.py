@@ -202,7 +202,8 @@ def test_corpus_as_one_string_is_tiktokens(tok, enc, corpus):
 
 def test_encode_batch_is_tiktokens_on_any_thread_count(tok, enc, corpus):
     lines = corpus.splitlines(keepends=True)
-    expected = enc.encode_batch(lines)
+    expected = [enc.encode(line) for line in lines]  # tiktoken's encode_batch is far slower, the same ids
+    assert enc.encode_batch(lines[:500]) == expected[:500]
     for threads in (None, 1, 2, 5):
         assert tok.encode_batch(lines, num_threads=threads) == expected
     assert tok.encode_batch([]) == []
