@@ -185,6 +185,8 @@ MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_th
 MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases
 # random generators (Generator.get_state makes its tensor with the registered empty)
 MODULE_OTHER |= {"Generator", "default_generator"}
+# ---- text: the BPE tokenizer works on str and lists of ids, no tensors
+MODULE_OTHER |= {"BpeTokenizer"}
 
 
 def generated_names(kind):
