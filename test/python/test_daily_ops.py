@@ -141,6 +141,39 @@ def test_logspace_matches_torch(dtype):
         check(kael.logspace(start, end, steps, base, **kk), t)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
+def test_logspace_integer_values_beyond_the_dtype(dtype):
+    # Values past the dtype's range convert as torch's kernel does (x86's truncation, then the
+    # low bits), with no undefined float -> integer conversion (the sanitizer run checks that);
+    # a single step fills through the checked conversion, so a value that does not fit raises.
+    tt, kt = getattr(torch, dtype), getattr(kael, dtype)
+    for start, end, steps, base in [(0, 3, 4, 10.0), (0, 30, 3, 10.0), (0, 1, 3, float("nan")), (0, 2.5, 2, 2.0),
+                                    (0, 400, 2, 2.0), (-300, 1, 2, 2.0), (0, 1e39, 2, 1.0)]:
+        try:
+            expected = torch.logspace(start, end, steps, base, dtype=tt)
+        except RuntimeError:  # an exponent that does not fit the dtype
+            with pytest.raises(RuntimeError, match="logspace: value .* cannot be converted to type"):
+                kael.logspace(start, end, steps, base, dtype=kt)
+        else:
+            check(kael.logspace(start, end, steps, base, dtype=kt), expected)
+    for start, base in [(3, 10.0), (30, 10.0), (0.5, 10.0), (-1, 10.0)]:
+        try:
+            expected = torch.logspace(start, start, 1, base, dtype=tt)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="cannot be converted to type"):
+                kael.logspace(start, start, 1, base, dtype=kt)
+        else:
+            check(kael.logspace(start, start, 1, base, dtype=kt), expected)
+
+
+def test_logspace_float_exponents_beyond_the_dtype_raise_like_torch():
+    for dtype, end in [("float16", 1e5), ("bfloat16", 1e39), ("float32", 1e39)]:
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            torch.logspace(0, end, 2, 1.0, dtype=getattr(torch, dtype))
+        with pytest.raises(RuntimeError, match="logspace: value .* cannot be converted to type"):
+            kael.logspace(0, end, 2, 1.0, dtype=getattr(kael, dtype))
+
+
 def test_linspace_errors_and_specials():
     with pytest.raises(RuntimeError, match="linspace: number of steps must be non-negative"):
         kael.linspace(0, 1, -1)

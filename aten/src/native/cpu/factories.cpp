@@ -160,16 +160,18 @@ void linspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scal
 template <typename S>
 void logspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scalar& end_s, double base) {
   if constexpr (std::is_integral_v<S>) {
-    const double start = start_s.to<double>();
-    const double end = end_s.to<double>();
+    // torch converts the exponents to the dtype first (checked), then computes in double
+    const double start = static_cast<double>(start_s.checked_to<S>("logspace"));
+    const double end = static_cast<double>(end_s.checked_to<S>("logspace"));
     const double step = (end - start) / static_cast<double>(steps - 1);
     for (std::int64_t i = 0; i < steps; ++i) {
-      out[i] = static_cast<S>(std::pow(base, start + step * static_cast<double>(i)));
+      // beyond S's range: x86's truncation, as torch's kernel gives (Note [Conversions between dtypes])
+      out[i] = convert<S>(std::pow(base, start + step * static_cast<double>(i)));
     }
   } else {
     using M = opmath_t<S>;
-    const M start = M(start_s.to<S>());
-    const M end = M(end_s.to<S>());
+    const M start = M(start_s.checked_to<S>("logspace"));
+    const M end = M(end_s.checked_to<S>("logspace"));
     const M step = (end - start) / static_cast<M>(steps - 1);
     const std::int64_t halfway = steps / 2;
     for (std::int64_t i = 0; i < steps; ++i) {
@@ -190,7 +192,7 @@ Tensor spaced(const char* op, const Scalar& start, const Scalar& end, std::int64
   if (steps == 0) return out;
   if (steps == 1) {
     const Scalar first = base ? Scalar(std::pow(*base, start.to_double())) : start;
-    kael::fill_(out, is_floating(t) ? first : Scalar(static_cast<std::int64_t>(first.to_double())));
+    kael::fill_(out, first);  // fill_'s checked conversion: a value beyond the dtype raises, as in torch
     return out;
   }
   switch (t) {
