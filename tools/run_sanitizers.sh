@@ -43,7 +43,7 @@ if [ "${1:-}" = "--tsan" ]; then
     --gtest_filter='Concurrency.*:Allocator.*Thread*:SelectKey.*Thread*:ThreadPool.*:RunLoop.*'
   pkg=build/tsan/python-package
   rm -rf "$pkg" && mkdir -p "$pkg/kael"
-  cp -r kael/*.py kael/utils "$pkg/kael/"
+  tar -C kael --exclude='_C*.so' --exclude=__pycache__ -cf - . | tar -C "$pkg/kael" -xf -  # all but the plain _C
   cp build/tsan/_C*.so build/tsan/_C.pyi "$pkg/kael/"
   root="$PWD"
   cd "$pkg"
@@ -74,7 +74,7 @@ fi
 
 pkg=build/asan/python-package
 rm -rf "$pkg" && mkdir -p "$pkg/kael"
-cp -r kael/*.py kael/utils "$pkg/kael/"
+tar -C kael --exclude='_C*.so' --exclude=__pycache__ -cf - . | tar -C "$pkg/kael" -xf -  # all but the plain _C
 cp build/asan/_C*.so build/asan/_C.pyi "$pkg/kael/"
 root="$PWD"
 cd "$pkg"  # so that `import kael` finds the instrumented package, not the checkout's
