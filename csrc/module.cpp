@@ -20,6 +20,7 @@ void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
+void append_safetensors_functions(std::vector<PyMethodDef>& out);  // safetensors.cpp
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
@@ -220,6 +221,7 @@ PyMODINIT_FUNC PyInit__C() {
                          "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
     append_owner_functions(functions);
     append_parallel_functions(functions);
+    append_safetensors_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});

@@ -52,6 +52,20 @@ MODULE_DUNDERS = {"__name__", "__doc__", "__package__", "__loader__", "__spec__"
 # name, so _C.pyi leaves them out (see the template).
 NOT_IN_MODULE_STUB = {"int", "float"}
 
+_SCRATCH = []
+
+
+def _scratch_file(name, write=False):
+    """A path in a directory of this module's own (a valid safetensors file when `write`)."""
+    import tempfile
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="kael-stubs-"))
+    path = Path(_SCRATCH[0].name) / name
+    if write:
+        kael.save_safetensors({"w": kael.ones(2)}, path)
+    return str(path)
+
+
 # A valid value for each parameter of a hand-written callable, for calling it every way its
 # signature allows (callables give fresh values).
 SAMPLES = {
@@ -64,6 +78,12 @@ SAMPLES = {
     ("frombuffer", "dtype"): kael.float32,
     ("frombuffer", "count"): -1,
     ("frombuffer", "offset"): 0,
+    ("save_safetensors", "tensors"): lambda: {"w": kael.ones(2)},
+    ("save_safetensors", "path"): lambda: _scratch_file("saved.safetensors"),
+    ("save_safetensors", "metadata"): None,
+    ("load_safetensors", "path"): lambda: _scratch_file("loaded.safetensors", write=True),
+    ("load_safetensors", "mmap"): False,
+    ("read_safetensors_metadata", "path"): lambda: _scratch_file("metadata.safetensors", write=True),
     ("_native_ref", "tensor"): lambda: kael.ones(1),
     ("_drop_native_ref", "capsule"): lambda: kael._C._native_ref(kael.ones(1)),
     ("_drop_native_ref", "on_new_thread"): False,
@@ -272,6 +292,9 @@ def probe(qualname, fn, params):
         before = positional[:positional.index(name)] if name in positional else required_pos
         args = [sample(n) for n in before]
         kwargs = {**base_kw(), name: sample(name)}
+        if kind == P.POSITIONAL_OR_KEYWORD:  # the required ones after it go by keyword too
+            kwargs.update({n: sample(n) for n, k, d in params
+                           if n in required_pos and n not in before and n != name and k == P.POSITIONAL_OR_KEYWORD})
         if kind == P.POSITIONAL_ONLY:
             if not var_kw:
                 expect(False, args, kwargs, f"'{name}' is positional-only")
