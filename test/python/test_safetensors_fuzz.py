@@ -9,7 +9,7 @@ import collections
 
 import pytest
 
-from safetensors_fuzzing import MUTATIONS, make_case, reference_arrays, run_case
+from safetensors_fuzzing import MUTATIONS, make_case, reference_tensors, run_case
 
 CASES = 3000
 
@@ -25,7 +25,7 @@ def test_mutated_files_raise_only_value_or_os_errors(tmp_path):
             pytest.fail(f"case {seed} ({kind}, mmap={mmap}): {e}\nfile: {data[:300]!r}")
         outcomes[kind, outcome] += 1
         if kind == "none":  # an unmutated file loads, unless the reference wrote one it cannot read itself
-            assert outcome == "loaded" or reference_arrays(data) is None, (seed, outcome, data[:300])
+            assert outcome == "loaded" or reference_tensors(data) is None, (seed, outcome, data[:300])
     # every mutation both breaks files and leaves some loadable (the cases reach deep)
     for kind in MUTATIONS:
         if kind != "none":

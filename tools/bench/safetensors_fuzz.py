@@ -35,7 +35,7 @@ def main():
         for seed in range(args.start, args.start + args.cases):
             kind, data, mmap = make_case(seed)
             try:
-                outcomes[kind, run_case(path, data, mmap)] += 1
+                outcomes[kind, run_case(path, data, mmap, split_refusals=True)] += 1
             except AssertionError as e:
                 failures.append((seed, kind, mmap, str(e)))
                 outcomes[kind, "FAILED"] += 1
