@@ -560,7 +560,7 @@ if not IN_CHILD:
         elapsed = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         assert rc == 0, (f"fuzz suite failed (exit {rc}); last example started: {trace}\n"
                          f"{out[-12000:]}")
-        # Every property ran its examples, and the run stays cheap.
+        # Every property ran its examples. Its cost is reported, not asserted: a timed test
+        # fails on a loaded machine and proves nothing about speed (tools/fuzz_long.py measures).
         assert stats.get("total", 0) >= 2000, stats
-        if "asan" not in os.environ.get("LD_PRELOAD", ""):  # the sanitizers slow it down several times
-            assert elapsed < 60, f"the fuzz suite took {elapsed:.1f} s of CPU time"
+        print(f"fuzz suite: {stats.get('total')} examples in {elapsed:.1f} s of CPU time")
