@@ -2,8 +2,10 @@
 #include "arg_parsing.h"
 
 #include <string>
+#include <string_view>
 
 #include "kael/core/error.h"
+#include "pyobject.h"
 
 namespace kael::python {
 
@@ -276,6 +278,13 @@ Match conv_dtype(PyObject* o, ScalarType& out) {
 }
 
 Match conv_device(PyObject* o, Device& out) {
+  if (is_device_object(o)) {  // kael.device: its str() names it
+    PyObject* name = PyObject_Str(o);
+    if (name == nullptr) return Match::Error;
+    const Match m = conv_device(name, out);
+    Py_DECREF(name);
+    return m;
+  }
   if (!PyUnicode_Check(o)) return Match::No;
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(o, &size);
@@ -308,8 +317,11 @@ PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self
       got += type_name(args[nargs + j]);
     }
   }
-  std::string msg = std::string(sigs[0]->name) + "() received an invalid combination of arguments - got (" + got +
-                    "), but expected " + (count > 1 ? "one of:" : "");
+  // Tensor.to names what it takes first (the chapter's message), then lists its signatures.
+  const bool is_to = std::string_view(sigs[0]->name) == "to";
+  std::string msg = std::string(sigs[0]->name) + "() " + (is_to ? "expects a dtype, a device name or a tensor; it " : "") +
+                    "received an invalid combination of arguments - got (" + got + "), but expected " +
+                    (count > 1 ? "one of:" : "");
   for (int i = 0; i < count; ++i) {
     msg += "\n * ";
     msg += sigs[i]->is_method ? "Tensor." : "";
