@@ -317,16 +317,15 @@ PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self
       got += type_name(args[nargs + j]);
     }
   }
-  // Tensor.to names what it takes first (the chapter's message), then lists its signatures.
-  const bool is_to = std::string_view(sigs[0]->name) == "to";
-  std::string msg = std::string(sigs[0]->name) + "() " + (is_to ? "expects a dtype, a device name or a tensor; it " : "") +
-                    "received an invalid combination of arguments - got (" + got + "), but expected " +
-                    (count > 1 ? "one of:" : "");
+  std::string msg = std::string(sigs[0]->name) + "() received an invalid combination of arguments - got (" + got +
+                    "), but expected " + (count > 1 ? "one of:" : "");
   for (int i = 0; i < count; ++i) {
     msg += "\n * ";
     msg += sigs[i]->is_method ? "Tensor." : "";
     msg += sigs[i]->text;
   }
+  // Tensor.to also says what it takes, in the chapter's words
+  if (std::string_view(sigs[0]->name) == "to") msg += "\nto() expects a dtype, a device name or a tensor";
   PyErr_SetString(PyExc_TypeError, msg.c_str());
   return nullptr;
 }

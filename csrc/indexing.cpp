@@ -16,6 +16,7 @@
 #include "kael/ops/_index.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/empty.h"
+#include "kael/ops/index_put.h"
 #include "kael/ops/index_put_.h"
 #include "kael/ops/nonzero.h"
 #include "kael/ops/permute.h"

@@ -601,6 +601,9 @@ def _kael_function(cls, func, types, args=(), kwargs=None):
 
 _TENSOR_EXTENSIONS = {
     "__kael_function__": classmethod(_kael_function),
+    # NumPy's ufuncs and a NumPy operand's operators leave tensors alone (np.complex128(1j) + t
+    # raises TypeError instead of turning t into an array); np.asarray(t) still shares memory.
+    "__array_ufunc__": None,
     "numpy": _tensor_numpy,
     "__array__": _tensor_array,
     "__dlpack__": _tensor_dlpack,

@@ -162,11 +162,11 @@ HANDWRITTEN_TENSOR = {
     "__ge__": (lambda x: x >= 1, ["ge"]),
     # the Python object around a tensor (csrc/pyobject.cpp, kael/_tensor.py)
     "as_subclass": (lambda x: x.as_subclass(kael.Tensor), ["as_strided"]),
-    "new_zeros": (lambda x: x.new_zeros(2), ["zeros"]),
-    "new_ones": (lambda x: x.new_ones(2), ["ones"]),
+    "new_zeros": (lambda x: x.new_zeros(2), ["empty", "fill_"]),  # (zeros is composite: empty, fill_)
+    "new_ones": (lambda x: x.new_ones(2), ["empty", "fill_"]),
     "new_empty": (lambda x: x.new_empty(2), ["empty"]),
-    "new_full": (lambda x: x.new_full((2,), 3), ["full"]),
-    "type": (lambda x: x.type(kael.float64), ["to.dtype"]),
+    "new_full": (lambda x: x.new_full((2,), 3), ["empty", "fill_"]),
+    "type": (lambda x: x.type(kael.float64), ["to.device"]),
     "data": (lambda x: x.data, ["detach"]),
     "H": (lambda x: x.H, ["transpose"]),
     "mH": (lambda x: x.mH, ["transpose"]),

@@ -132,7 +132,19 @@ def test_array_protocol():
     assert as_int.dtype == np.int64 and as_int.tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         np.array(t, dtype=np.int64, copy=False)
-    assert np.exp(kael.zeros(2)).tolist() == [1.0, 1.0]
+    # ufuncs leave tensors alone (__array_ufunc__ = None); they take the shared array
+    with pytest.raises(TypeError):
+        np.exp(kael.zeros(2))
+    assert np.exp(kael.zeros(2).numpy()).tolist() == [1.0, 1.0]
+    for value in (np.complex128(1 + 2j), np.float64(2.0), np.int64(2)):
+        result = value + kael.ones(2) if not isinstance(value, np.complexfloating) else None
+        if result is None:
+            with pytest.raises(TypeError):
+                kael.ones(2) + value
+            with pytest.raises(TypeError):
+                value + kael.ones(2)
+        else:
+            assert isinstance(result, kael.Tensor) and result.tolist() == [3.0, 3.0]
 
 
 def test_round_trip_through_numpy_needs_no_copy():
