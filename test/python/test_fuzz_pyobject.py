@@ -4,16 +4,23 @@ both compute), at kael.Size, kael.device, Tensor.to/type/new_*, as_tensor/asarra
 from_numpy/from_dlpack and the factories. Only ordinary Python exceptions may come out."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kael
 from test_fuzz import (BIG_INTS, PYTHON_ERRORS, SMALL_INTS, SPECIAL_FLOATS, build, fuzz, hostile_objects, record_case,
                        run_both, tensor_recipes)
 from test_fuzz_ops import junk, t0
+
+# The normal run keeps the whole fuzz suite under its CPU budget (test_fuzz.py): a few examples
+# per property here; the long run (kael-long) takes its own count.
+CI = os.environ.get("KAEL_FUZZ_PROFILE", "kael-ci") == "kael-ci"
+few = settings(max_examples=6) if CI else (lambda test: test)
 
 # Objects of every kind: numbers at the limits, hostile objects, junk, 0-d tensors, nested lists,
 # NumPy arrays and tensors of index dtypes.
@@ -72,6 +79,7 @@ def build_adv(recipe, lib):
 
 
 @fuzz
+@few
 @given(x=tensor_recipes(), key=adv_keys)
 def test_advanced_getitem(x, key):
     record_case("advanced_getitem", (x, key))
@@ -82,6 +90,7 @@ def test_advanced_getitem(x, key):
 
 
 @fuzz
+@few
 @given(x=tensor_recipes(), key=adv_keys, value=st.sampled_from([0, 1, -2, 2.5, True]))
 def test_advanced_setitem(x, key, value):
     record_case("advanced_setitem", (x, key, value))
@@ -96,6 +105,7 @@ def test_advanced_setitem(x, key, value):
 
 
 @fuzz
+@few
 @given(x=tensor_recipes(), key=anything, value=anything)
 def test_indexing_with_anything(x, key, value):
     record_case("indexing_anything", (x, key, value))
@@ -129,6 +139,7 @@ FACTORIES = [
 
 
 @fuzz
+@few
 @given(which=st.integers(0, len(FACTORIES) - 1), a=anything, b=anything)
 def test_factories_with_anything(which, a, b):
     record_case("factories_anything", (which, a, b))
