@@ -2,8 +2,10 @@
 #include "arg_parsing.h"
 
 #include <string>
+#include <string_view>
 
 #include "kael/core/error.h"
+#include "pyobject.h"
 
 namespace kael::python {
 
@@ -276,6 +278,13 @@ Match conv_dtype(PyObject* o, ScalarType& out) {
 }
 
 Match conv_device(PyObject* o, Device& out) {
+  if (is_device_object(o)) {  // kael.device: its str() names it
+    PyObject* name = PyObject_Str(o);
+    if (name == nullptr) return Match::Error;
+    const Match m = conv_device(name, out);
+    Py_DECREF(name);
+    return m;
+  }
   if (!PyUnicode_Check(o)) return Match::No;
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(o, &size);
@@ -315,6 +324,8 @@ PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self
     msg += sigs[i]->is_method ? "Tensor." : "";
     msg += sigs[i]->text;
   }
+  // Tensor.to also says what it takes, in the chapter's words
+  if (std::string_view(sigs[0]->name) == "to") msg += "\nto() expects a dtype, a device name or a tensor";
   PyErr_SetString(PyExc_TypeError, msg.c_str());
   return nullptr;
 }

@@ -21,6 +21,7 @@
 #include "kael/core/tensor.h"
 #include "kael/python/param_kind.h"
 #include "kael/runtime/generator.h"
+#include "kael_function.h"
 #include "tensor_object.h"
 
 namespace kael::python {

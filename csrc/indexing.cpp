@@ -1,5 +1,11 @@
-// Basic indexing: t[int], t[slice], t[None], t[...], tuples of them; all views, made by the
-// registered ops select, slice and unsqueeze; assignment writes through copy_ and fill_.
+// Indexing: t[key] and t[key] = value, composed of registered ops only.
+// Basic keys (int, slice, None, ..., 0-d integer tensors) make views with select, slice and
+// unsqueeze. Advanced keys (integer tensors of any dims, bool masks, lists of ints or bools)
+// follow NumPy's rules: the indexed dims are permuted to the front of the basic view, gathered
+// by _index (or written by index_put_), and the broadcast index dims go where the first
+// advanced index was when the advanced indices are adjacent, else to the front. Assignment
+// writes through copy_/fill_ into the basic view, or through index_put_ into it, so no write
+// is lost.
 // Worked example: t[0, ..., None, 1:3] on shape [2, 3, 4] -> select(0, 0), skip 1 dim,
 // unsqueeze(1), slice(2, 1, 3) -> shape [3, 1, 2].
 #include <vector>
@@ -7,28 +13,78 @@
 #include "arg_parsing.h"
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/_index.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/empty.h"
+#include "kael/ops/index_put.h"
+#include "kael/ops/index_put_.h"
+#include "kael/ops/nonzero.h"
+#include "kael/ops/permute.h"
 #include "kael/ops/select.h"
 #include "kael/ops/slice.h"
 #include "kael/ops/unsqueeze.h"
 
 namespace kael::python {
 
+PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);  // tensor_new.cpp
+
 namespace {
 
 bool is_index_key(PyObject* o) { return !PyBool_Check(o) && (PyLong_Check(o) || (!is_tensor(o) && PyIndex_Check(o))); }
 
-// One index of a key, converted. Every call into Python (__index__ of ints and slice bounds)
-// happens while the key is converted, before the tensor's geometry is read, so an __index__
-// that resizes the tensor cannot make the walk read sizes that no longer exist.
+// One index of a key, converted. Every call into Python (__index__ of ints and slice bounds,
+// lists turned into tensors) happens while the key is converted, before the tensor's geometry
+// is read, so an __index__ that resizes the tensor cannot make the walk read sizes that no
+// longer exist.
 struct Index {
-  enum class Kind : std::uint8_t { Ellipsis, None, Int, Slice } kind;
-  std::int64_t value = 0;  // Int
+  enum class Kind : std::uint8_t { Ellipsis, None, Int, Slice, Tensor, Bool } kind;
+  std::int64_t value = 0;                    // Int; Bool: 0 or 1
   Py_ssize_t start = 0, stop = 0, step = 1;  // Slice
+  Tensor tensor;                             // Tensor: an integer or bool index tensor
+  // dims of the indexed tensor the item consumes
+  std::int64_t consumes() const {
+    switch (kind) {
+      case Kind::Int:
+      case Kind::Slice:
+        return 1;
+      case Kind::Tensor:
+        return tensor.dtype() == ScalarType::Bool ? tensor.dim() : 1;
+      default:
+        return 0;
+    }
+  }
 };
+
+// A list (or a NumPy array) in a key: the index tensor kael.tensor makes of it (int64 for ints,
+// bool for bools; an empty list is an empty int64 index).
+Tensor tensor_from_sequence(PyObject* item) {
+  if (PyList_Check(item) && PyList_GET_SIZE(item) == 0) {
+    const std::int64_t size[] = {0};
+    return kael::empty(size, ScalarType::Int64);
+  }
+  PyObject* args[] = {item};
+  PyObject* t = py_tensor(nullptr, args, 1, nullptr);
+  if (t == nullptr) throw PythonError();
+  Tensor out = tensor_of(t);
+  Py_DECREF(t);
+  return out;
+}
+
+Index convert_tensor_index(Tensor idx) {
+  const ScalarType t = idx.dtype();
+  KAEL_CHECK_INDEX(t == ScalarType::Bool || (is_integral(t, /*include_bool=*/false) && t != ScalarType::UInt8),
+                   "index: tensors used as indices must be long, int or bool tensors (got " << t << ")");
+  if (idx.dim() == 0 && t != ScalarType::Bool) return {Index::Kind::Int, idx.item().to<std::int64_t>()};
+  if (idx.dim() == 0) return {Index::Kind::Bool, idx.item().to<bool>() ? 1 : 0};
+  Index r{Index::Kind::Tensor};
+  r.tensor = std::move(idx);
+  return r;
+}
 
 Index convert_index(PyObject* item) {
   if (item == Py_Ellipsis) return {Index::Kind::Ellipsis};
   if (item == Py_None) return {Index::Kind::None};
+  if (PyBool_Check(item)) return {Index::Kind::Bool, item == Py_True ? 1 : 0};
   if (is_index_key(item)) {
     const Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
     if (i == -1 && PyErr_Occurred()) throw PythonError();
@@ -37,24 +93,28 @@ Index convert_index(PyObject* item) {
   if (PySlice_Check(item)) {
     Index r{Index::Kind::Slice};
     if (PySlice_Unpack(item, &r.start, &r.stop, &r.step) < 0) throw PythonError();
-    KAEL_CHECK_VALUE(r.step > 0, "index: negative or zero slice steps are not supported (got " << r.step
-                                                                                           << "); use flip or a copy");
+    KAEL_CHECK_VALUE(r.step > 0, "index: step must be greater than zero (got "
+                                     << r.step << "); negative slice steps are not supported, use flip or a copy");
     return r;
   }
-  if (is_tensor(item)) {
-    const Tensor& idx = tensor_of(item);
-    // (a uint8 or bool tensor is a mask in PyTorch, not an index)
-    KAEL_CHECK_TYPE(idx.dim() == 0 && is_integral(idx.dtype(), /*include_bool=*/false) && is_signed(idx.dtype()),
-                    "index: indexing with tensors other than 0-d signed integer tensors is not supported yet (got "
-                        << idx.dim() << "-d " << idx.dtype() << ")");
-    return {Index::Kind::Int, idx.item().to<std::int64_t>()};
-  }
-  KAEL_CHECK_INDEX(false, "index: unsupported index of type " << Py_TYPE(item)->tp_name
-                                                              << " (expected int, slice, None, ... or a tuple)");
+  if (is_tensor(item)) return convert_tensor_index(tensor_of(item));
+  if (PyList_Check(item) || PyObject_HasAttrString(item, "__array_interface__"))
+    return convert_tensor_index(tensor_from_sequence(item));
+  KAEL_CHECK_INDEX(false, "index: unsupported index of type "
+                              << Py_TYPE(item)->tp_name
+                              << " (only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors or "
+                                 "lists are valid indices)");
   __builtin_unreachable();
 }
 
-Tensor apply_key(const Tensor& self, PyObject* key) {
+// The result of walking a key: the basic view, and the advanced indices over its dims.
+struct Walk {
+  Tensor view;
+  std::vector<std::int64_t> dims;  // dims of `view` an index tensor addresses, increasing
+  std::vector<Tensor> indices;     // integer index tensors, one per entry of dims
+};
+
+Walk walk_key(const Tensor& self, PyObject* key) {
   // The key (a tuple, immutable, or a single object) is held by the caller for the whole call.
   std::vector<Index> items;
   if (PyTuple_Check(key)) {
@@ -68,13 +128,13 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
     if (item.kind == Index::Kind::Ellipsis) {
       KAEL_CHECK_INDEX(!ellipsis, "index: an index can only have a single ellipsis ('...')");
       ellipsis = true;
-    } else if (item.kind != Index::Kind::None) {
-      ++consumed;
     }
+    consumed += item.consumes();
   }
   KAEL_CHECK_INDEX(consumed <= self.dim(),
                    "index: too many indices for tensor of dimension " << self.dim() << " (got " << consumed << ")");
-  Tensor t = self;
+  Walk w{self, {}, {}};
+  Tensor& t = w.view;
   std::int64_t dim = 0;
   for (const Index& item : items) {
     switch (item.kind) {
@@ -85,6 +145,17 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
         t = kael::unsqueeze(t, dim);
         ++dim;
         break;
+      case Index::Kind::Bool: {
+        // a 0-d bool: a new dim of size 1, indexed by [0] (True) or [] (False), as in NumPy
+        t = kael::unsqueeze(t, dim);
+        const std::int64_t size[] = {item.value};
+        Tensor idx = kael::empty(size, ScalarType::Int64);
+        if (item.value) native::assign(idx, Scalar(std::int64_t{0}));
+        w.dims.push_back(dim);
+        w.indices.push_back(std::move(idx));
+        ++dim;
+        break;
+      }
       case Index::Kind::Int: {
         const std::int64_t size = t.sizes()[dim];
         KAEL_CHECK_INDEX(item.value >= -size && item.value < size, "index: index " << item.value
@@ -97,9 +168,74 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
         t = kael::slice(t, dim, item.start, item.stop, item.step);
         ++dim;
         break;
+      case Index::Kind::Tensor:
+        if (item.tensor.dtype() == ScalarType::Bool) {
+          const Tensor& mask = item.tensor;
+          for (std::int64_t j = 0; j < mask.dim(); ++j)
+            KAEL_CHECK_INDEX(mask.sizes()[j] == t.sizes()[dim + j],
+                             "index: The shape of the mask " << shape_str(mask.sizes()) << " at index " << j
+                                                             << " does not match the shape of the indexed tensor "
+                                                             << shape_str(t.sizes()) << " at index " << dim + j);
+          const Tensor nz = kael::nonzero(mask);  // [n, mask.dim()]
+          for (std::int64_t j = 0; j < mask.dim(); ++j) {
+            w.dims.push_back(dim + j);
+            w.indices.push_back(kael::select(nz, 1, j));
+          }
+          dim += mask.dim();
+        } else {
+          w.dims.push_back(dim);
+          w.indices.push_back(item.tensor);
+          ++dim;
+        }
+        break;
     }
   }
-  return t;
+  return w;
+}
+
+// The advanced part of a walk: the view with the indexed dims in front (a view of the basic
+// view), the permutation that takes the gathered result (B + other dims) to NumPy's layout,
+// and the shape of the result.
+struct Advanced {
+  Tensor front;
+  DimVector result_perm;
+  DimVector result_shape;
+};
+
+Advanced plan_advanced(const Walk& w) {
+  const Tensor& t = w.view;
+  DimVector perm{IntArrayRef(w.dims)};
+  std::vector<bool> indexed(static_cast<std::size_t>(t.dim()), false);
+  for (const std::int64_t d : w.dims) indexed[static_cast<std::size_t>(d)] = true;
+  for (std::int64_t d = 0; d < t.dim(); ++d)
+    if (!indexed[static_cast<std::size_t>(d)]) perm.push_back(d);
+  DimVector bshape;
+  for (const Tensor& i : w.indices) bshape = native::broadcast_shapes("index", bshape, i.sizes());
+  const auto nb = static_cast<std::int64_t>(bshape.size());
+  const std::int64_t k = static_cast<std::int64_t>(w.dims.size());
+  // adjacent advanced indices keep their place (the dims before them come first)
+  const bool adjacent = w.dims.back() - w.dims.front() + 1 == k;
+  const std::int64_t before = adjacent ? w.dims.front() : 0;
+  const std::int64_t rest = t.dim() - k;
+  Advanced a{kael::permute(t, perm), {}, {}};
+  for (std::int64_t i = 0; i < before; ++i) a.result_perm.push_back(nb + i);
+  for (std::int64_t i = 0; i < nb; ++i) a.result_perm.push_back(i);
+  for (std::int64_t i = before; i < rest; ++i) a.result_perm.push_back(nb + i);
+  DimVector gathered = bshape;
+  for (std::int64_t i = 0; i < rest; ++i) gathered.push_back(a.front.sizes()[k + i]);
+  for (const std::int64_t p : a.result_perm) a.result_shape.push_back(gathered[p]);
+  return a;
+}
+
+Tensor apply_key(const Tensor& self, PyObject* key) {
+  Walk w = walk_key(self, key);
+  if (w.dims.empty()) return w.view;
+  const Advanced a = plan_advanced(w);
+  Tensor gathered = kael::_index(a.front, w.indices);
+  bool identity = true;
+  for (std::size_t i = 0; i < a.result_perm.size(); ++i) identity = identity && a.result_perm[i] == static_cast<std::int64_t>(i);
+  // laid out row-major in the result's own order, as PyTorch's index returns it
+  return identity ? gathered : kael::contiguous(kael::permute(gathered, a.result_perm));
 }
 
 }  // namespace
@@ -114,18 +250,39 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     return -1;
   }
   try {
-    const Tensor view = apply_key(tensor_of(self), key);
-    if (is_tensor(value)) {
-      native::assign(view, tensor_of(value));
-      return has_pending_warnings() && !flush_warnings() ? -1 : 0;
-    }
+    const Tensor* value_tensor = nullptr;
     Scalar s;
-    const Match m = conv_scalar(value, s);
-    if (m == Match::Error) return -1;
-    KAEL_CHECK_TYPE(m == Match::Yes,
-                    "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
-    native::assign(view, s);
+    if (is_tensor(value)) {
+      value_tensor = &tensor_of(value);
+    } else {
+      const Match m = conv_scalar(value, s);
+      if (m == Match::Error) return -1;
+      KAEL_CHECK_TYPE(m == Match::Yes, "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
+    }
+    const Walk w = walk_key(tensor_of(self), key);
+    if (w.dims.empty()) {
+      if (value_tensor != nullptr) {
+        native::assign(w.view, *value_tensor);
+      } else {
+        native::assign(w.view, s);
+      }
+    } else {
+      // the value, broadcast and converted to the result's shape and dtype, then laid out as
+      // index_put_ reads it (B + other dims) and written through the indices
+      const Advanced a = plan_advanced(w);
+      Tensor values = kael::empty(a.result_shape, w.view.dtype(), w.view.device());
+      if (value_tensor != nullptr) {
+        native::assign(values, *value_tensor);
+      } else {
+        native::assign(values, s);
+      }
+      DimVector inverse(a.result_perm.size());
+      for (std::size_t i = 0; i < a.result_perm.size(); ++i) inverse[static_cast<std::size_t>(a.result_perm[i])] = static_cast<std::int64_t>(i);
+      kael::index_put_(a.front, w.indices, kael::permute(values, inverse));
+    }
     return has_pending_warnings() && !flush_warnings() ? -1 : 0;
+  } catch (const PythonError&) {
+    return -1;
   } catch (...) {
     translate_exception();
     return -1;

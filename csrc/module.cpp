@@ -25,6 +25,9 @@ int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
 int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
+void append_pyobject_functions(std::vector<PyMethodDef>& out);  // pyobject.cpp
+void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_function.cpp
+int kael_init_pyobject(PyObject* module);
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
@@ -220,6 +223,8 @@ PyMODINIT_FUNC PyInit__C() {
     functions.push_back({"_registered_ops", py_registered_ops, METH_NOARGS,
                          "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
     append_owner_functions(functions);
+    append_pyobject_functions(functions);
+    append_kael_function_functions(functions);
     append_parallel_functions(functions);
     append_safetensors_functions(functions);
     append_generated_functions(functions);
@@ -234,6 +239,7 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
+      kael_init_pyobject(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
     Py_DECREF(module);
     return nullptr;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "pyobject.h"
 #include "kael/core/error.h"
 #include "kael/core/warning.h"
 #include "kael/ops/abs.h"
@@ -201,8 +202,15 @@ PyObject* int_tuple(IntArrayRef v) {
   return t;
 }
 
+// `function`: the kael function an operand's __kael_function__ override receives for this
+// operator (kael.add for +; Note [__kael_function__]).
 template <typename F>
-PyObject* binary(PyObject* l, PyObject* r, F f) {
+PyObject* binary(PyObject* l, PyObject* r, F f, const char* function = nullptr) {
+  if (function != nullptr && !(Py_IS_TYPE(l, &TensorType) && Py_IS_TYPE(r, &TensorType)) &&
+      (has_kael_function(l) || has_kael_function(r))) [[unlikely]] {
+    PyObject* args[] = {l, r};
+    return call_kael_function(function, false, nullptr, args, 2, nullptr);
+  }
   // A foreign operand (Match::No) means "return NotImplemented", so Python tries the other side.
   Operand a{Scalar()}, b{Scalar()};
   Match m = conv_operand(l, a);
@@ -213,8 +221,11 @@ PyObject* binary(PyObject* l, PyObject* r, F f) {
 }
 
 template <typename F>
-PyObject* inplace(PyObject* self, PyObject* other, F f) {
+PyObject* inplace(PyObject* self, PyObject* other, F f, const char* method = nullptr) {
   if (!is_tensor(self)) Py_RETURN_NOTIMPLEMENTED;
+  if (method != nullptr && !(Py_IS_TYPE(self, &TensorType) && Py_IS_TYPE(other, &TensorType)) &&
+      (has_kael_function(self) || has_kael_function(other))) [[unlikely]]
+    return call_kael_function(method, true, self, &other, 1, nullptr);
   Operand b{Scalar()};
   const Match m = conv_operand(other, b);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
@@ -226,26 +237,26 @@ PyObject* inplace(PyObject* self, PyObject* other, F f) {
 // ------------------------------------------------------------------ number protocol
 
 PyObject* nb_add(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::add(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::add(a, b); }, "add");
 }
 PyObject* nb_sub(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::sub(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::sub(a, b); }, "sub");
 }
 PyObject* nb_mul(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::mul(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::mul(a, b); }, "mul");
 }
 PyObject* nb_div(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::div(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::div(a, b); }, "div");
 }
 PyObject* nb_pow(PyObject* l, PyObject* r, PyObject* mod) {
   if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::pow(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::pow(a, b); }, "pow");
 }
 PyObject* nb_floordiv(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::floor_divide(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::floor_divide(a, b); }, "floor_divide");
 }
 PyObject* nb_mod(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::remainder(a, b); });
+  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::remainder(a, b); }, "remainder");
 }
 
 // &, |, ^ and ~ are the logical ops on bool operands (a Python bool counts as one). kael has no
@@ -263,19 +274,19 @@ PyObject* nb_and(PyObject* l, PyObject* r) {
   return binary(l, r, [](const Operand& a, const Operand& b) {
     check_bool_operands("__and__", a, b);
     return kael::logical_and(a, b);
-  });
+  }, "logical_and");
 }
 PyObject* nb_or(PyObject* l, PyObject* r) {
   return binary(l, r, [](const Operand& a, const Operand& b) {
     check_bool_operands("__or__", a, b);
     return kael::logical_or(a, b);
-  });
+  }, "logical_or");
 }
 PyObject* nb_xor(PyObject* l, PyObject* r) {
   return binary(l, r, [](const Operand& a, const Operand& b) {
     check_bool_operands("__xor__", a, b);
     return kael::logical_xor(a, b);
-  });
+  }, "logical_xor");
 }
 PyObject* nb_invert(PyObject* s) {
   return call_op(false, [&]() -> Tensor {
@@ -289,43 +300,48 @@ PyObject* nb_iand(PyObject* s, PyObject* o) {
   return inplace(s, o, [](const Tensor& a, const Operand& b) {
     check_bool_operands("__iand__", Operand(a), b);
     return kael::logical_and_(a, b);
-  });
+  }, "logical_and_");
 }
 PyObject* nb_ior(PyObject* s, PyObject* o) {
   return inplace(s, o, [](const Tensor& a, const Operand& b) {
     check_bool_operands("__ior__", Operand(a), b);
     return kael::logical_or_(a, b);
-  });
+  }, "logical_or_");
 }
 PyObject* nb_ixor(PyObject* s, PyObject* o) {
   return inplace(s, o, [](const Tensor& a, const Operand& b) {
     check_bool_operands("__ixor__", Operand(a), b);
     return kael::logical_xor_(a, b);
-  });
+  }, "logical_xor_");
 }
 PyObject* nb_ifloordiv(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::floor_divide_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::floor_divide_(a, b); }, "floor_divide_");
 }
 PyObject* nb_imod(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::remainder_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::remainder_(a, b); }, "remainder_");
 }
 PyObject* nb_iadd(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::add_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::add_(a, b); }, "add_");
 }
 PyObject* nb_isub(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::sub_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::sub_(a, b); }, "sub_");
 }
 PyObject* nb_imul(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::mul_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::mul_(a, b); }, "mul_");
 }
 PyObject* nb_idiv(PyObject* s, PyObject* o) {
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::div_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::div_(a, b); }, "div_");
 }
 PyObject* nb_ipow(PyObject* s, PyObject* o, PyObject* mod) {
   if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
-  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::pow_(a, b); });
+  return inplace(s, o, [](const Tensor& a, const Operand& b) { return kael::pow_(a, b); }, "pow_");
 }
 PyObject* nb_matmul(PyObject* l, PyObject* r) {
+  if (!(Py_IS_TYPE(l, &TensorType) && Py_IS_TYPE(r, &TensorType)) && (has_kael_function(l) || has_kael_function(r)))
+      [[unlikely]] {
+    PyObject* args[] = {l, r};
+    return call_kael_function("matmul", false, nullptr, args, 2, nullptr);
+  }
   if (!is_tensor(l) || !is_tensor(r)) Py_RETURN_NOTIMPLEMENTED;
   const Tensor& a = tensor_of(l);
   const Tensor& b = tensor_of(r);
@@ -420,17 +436,17 @@ PyNumberMethods tensor_as_number = {
 PyObject* richcompare(PyObject* l, PyObject* r, int op) {
   switch (op) {
     case Py_EQ:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::eq(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::eq(a, b); }, "eq");
     case Py_NE:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ne(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ne(a, b); }, "ne");
     case Py_LT:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::lt(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::lt(a, b); }, "lt");
     case Py_LE:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::le(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::le(a, b); }, "le");
     case Py_GT:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::gt(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::gt(a, b); }, "gt");
     case Py_GE:
-      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ge(a, b); });
+      return binary(l, r, [](const Operand& a, const Operand& b) { return kael::ge(a, b); }, "ge");
     default:
       Py_RETURN_NOTIMPLEMENTED;
   }
@@ -473,7 +489,7 @@ PySequenceMethods tensor_as_sequence = {
 
 // ------------------------------------------------------------------ properties
 
-PyObject* get_shape(PyObject* self, void*) { return int_tuple(tensor_of(self).sizes()); }
+PyObject* get_shape(PyObject* self, void*) { return make_size(tensor_of(self).sizes()); }
 PyObject* get_dtype(PyObject* self, void*) {
   PyObject* d = dtype_object(tensor_of(self).dtype());
   Py_INCREF(d);
@@ -483,7 +499,7 @@ PyObject* get_dtype(PyObject* self, void*) {
 // PyTorch's tensors (1000): np.int64(2) + t calls t.__radd__ instead of making an object array of
 // t's elements.
 PyObject* get_array_priority(PyObject*, void*) { return PyLong_FromLong(1000); }
-PyObject* get_device(PyObject* self, void*) { return PyUnicode_FromString(tensor_of(self).device().str().c_str()); }
+PyObject* get_device(PyObject* self, void*) { return device_object(tensor_of(self).device()); }
 PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).dim()); }
 PyObject* get_T(PyObject* self, void*) {
   return call_op(false, [&]() -> Tensor {
@@ -530,9 +546,9 @@ PyObject* get_base(PyObject* self, void*) {
 }
 
 PyGetSetDef tensor_getset[] = {
-    {"shape", get_shape, nullptr, "The size of each dim, as a tuple.", nullptr},
+    {"shape", get_shape, nullptr, "The size of each dim, as a kael.Size.", nullptr},
     {"dtype", get_dtype, nullptr, "The element type.", nullptr},
-    {"device", get_device, nullptr, "The device name: 'cpu' or 'cuda'.", nullptr},
+    {"device", get_device, nullptr, "The device, a kael.device.", nullptr},
     {"ndim", get_ndim, nullptr, "The number of dims.", nullptr},
     {"T", get_T, nullptr, "The view with all dims reversed.", nullptr},
     {"mT", get_mT, nullptr, "The view with the last two dims swapped.", nullptr},
@@ -760,6 +776,7 @@ int kael_init_tensor(PyObject* module) {
   auto& methods = all_methods();
   for (PyMethodDef* m = handwritten_methods; m->ml_name != nullptr; ++m) methods.push_back(*m);
   append_dtype_methods(methods, std::make_integer_sequence<int, kNumScalarTypes>{});
+  append_pyobject_methods(methods);  // pyobject.cpp
   append_generated_methods(methods);
   methods.push_back({nullptr, nullptr, 0, nullptr});
   TensorType.tp_methods = methods.data();

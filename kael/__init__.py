@@ -52,8 +52,21 @@ for _name in _FUNCTIONAL_ONLY:
 from kael import random  # noqa: E402
 from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402
 
-__all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY] + ["is_tensor"]
+# kael.device, kael.Size, NumPy and DLPack interop, as_tensor/asarray, and the Python-level
+# Tensor methods (kael/_tensor.py adds them to kael.Tensor when imported).
+from kael import _tensor  # noqa: E402
+from kael._tensor import UntypedStorage, as_tensor, asarray, device, from_dlpack, from_numpy, matmul  # noqa: E402
+from kael import cuda  # noqa: E402
+
+__all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY]
+           + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda"]
            + random.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
 from kael.functional import allclose, broadcast_tensors, einsum, equal, unique  # noqa: E402,F401
+
+from kael.functional import __all__ as _functional_all  # noqa: E402
+
+__all__ += [name for name in _functional_all if name not in __all__]
+__all__ = list(dict.fromkeys(__all__ + ["nn", "random", "return_types"]))
+del annotations, _name, _functional_all  # `from __future__` and loop names are not API

@@ -5,6 +5,8 @@ from __future__ import annotations
 from kael import _C
 from kael._C import Tensor
 
+__all__ = ["allclose", "broadcast_tensors", "einsum", "equal", "unique"]
+
 
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Expands the tensors to their common broadcast shape (views, no copies)."""

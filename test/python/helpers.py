@@ -135,7 +135,7 @@ def check(kres, tres, atol=None, rtol=None):
     assert isinstance(tres, torch.Tensor)
     assert is_kael_tensor(kres), f"expected a kael tensor, got {type(kres)!r}"
     shape = kres.shape
-    assert type(shape) is tuple, f"shape must be a plain tuple, got {type(shape)!r}"
+    assert type(shape) is kael.Size, f"shape must be a kael.Size, got {type(shape)!r}"
     assert all(type(s) is int for s in shape), shape
     assert shape == tuple(tres.shape), f"shape {shape} != torch {tuple(tres.shape)}"
     name = torch_dtype_name(tres.dtype)

@@ -160,6 +160,17 @@ HANDWRITTEN_TENSOR = {
     "__le__": (lambda x: x <= 1, ["le"]),
     "__gt__": (lambda x: x > 1, ["gt"]),
     "__ge__": (lambda x: x >= 1, ["ge"]),
+    # the Python object around a tensor (csrc/pyobject.cpp, kael/_tensor.py)
+    "as_subclass": (lambda x: x.as_subclass(kael.Tensor), ["as_strided"]),
+    "new_zeros": (lambda x: x.new_zeros(2), ["empty", "fill_"]),  # (zeros is composite: empty, fill_)
+    "new_ones": (lambda x: x.new_ones(2), ["empty", "fill_"]),
+    "new_empty": (lambda x: x.new_empty(2), ["empty"]),
+    "new_full": (lambda x: x.new_full((2,), 3), ["empty", "fill_"]),
+    "type": (lambda x: x.type(kael.float64), ["to.device"]),
+    "data": (lambda x: x.data, ["detach"]),
+    "H": (lambda x: x.H, ["transpose"]),
+    "mH": (lambda x: x.mH, ["transpose"]),
+    "adjoint": (lambda x: x.adjoint(), ["transpose"]),
 }
 # Tensor.float(), .half(), .int(), ...: one per dtype of codegen/enums.py
 HANDWRITTEN_TENSOR.update({d.method: ((lambda m: lambda x: getattr(x, m)())(d.method), ["to.device"])
@@ -172,16 +183,23 @@ HANDWRITTEN_OTHER = {
     "__hash__", "__format__", "__delitem__",  # read values or identity; deletion raises
     "cuda",  # to.device, like cpu(); checked below against the build's backends
     "allclose", "equal",  # kael.functional's Python functions (isclose/ne and a sum): a bool, no tensor
+    "storage_offset", "nbytes", "untyped_storage",  # metadata, and the storage's bytes
+    "numpy",  # a NumPy array over the tensor's memory: no tensor, no op
+    "new_tensor",  # kael.tensor (MODULE_HANDWRITTEN_TENSOR) with this tensor's dtype and device
+    "_set_data",  # t.data = other: t takes other's storage and geometry (metadata, as torch's set_data)
 }
 MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 # Wraps memory it borrows in a new leaf tensor: there is no op to run (torch.frombuffer runs
 # none either); checked below. _native_ref/_drop_native_ref are test hooks holding a tensor.
-MODULE_BORROWING = {"frombuffer", "_native_ref", "_drop_native_ref"}
+MODULE_BORROWING = {"frombuffer", "_native_ref", "_drop_native_ref",
+                    "_from_pointer"}  # a tensor over memory a Python object owns (from_numpy, from_dlpack)
 MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_threads", "cuda_is_available",
                 "_registered_ops", "_trace_dispatch", "Tensor", "dtype",
                 "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_parallel_for_test",
                 "promote_types", "result_type", "can_cast",  # dtype queries
-                "return_types"}  # the module of named tuple types (no callable)
+                "return_types",  # the module of named tuple types (no callable)
+                "Size", "_register_device_class", "_tensor_extend", "_parse_device", "_storage_ref",
+                "_kael_function_enabled"}  # kael.Size, device objects, Python-level methods, overrides
 MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases
 # random generators (Generator.get_state makes its tensor with the registered empty)
 MODULE_OTHER |= {"Generator", "default_generator"}

@@ -436,6 +436,9 @@ def test_index_protocol_and_tensor_indices(dtype):
     if dtype in INT_NAMES and enums.BY_NAME[dtype].signed:
         check(kx[k], x[t])  # a 0-d signed integer tensor selects
         check(kx[:, k], x[:, t])
+    elif dtype == "bool":  # a 0-d mask: a new dim of size 1 (True) or 0 (False), as in NumPy
+        check(kx[k], x[t])
+        check(kx[:, k], x[:, t])
     else:
-        with pytest.raises((TypeError, IndexError)):  # floats: an error in torch; uint8/bool: masks (not in kael yet)
+        with pytest.raises((TypeError, IndexError)):  # floats: an error in torch; uint8: a mask in torch, not in kael
             kx[k]

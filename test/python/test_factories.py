@@ -47,8 +47,8 @@ def test_dtype_given_as_string(dtype):
 @pytest.mark.parametrize("name", ["zeros", "ones", "empty"])
 def test_device_cpu_accepted(name):
     k = getattr(kael, name)(2, 3, device="cpu")
-    assert k.device == "cpu"
-    assert type(k.device) is str
+    assert k.device == "cpu" and str(k.device) == "cpu"
+    assert type(k.device) is kael.device
     assert k.shape == (2, 3)
 
 

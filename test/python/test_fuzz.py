@@ -439,7 +439,8 @@ def assert_same_result(k, t, what="result", uninitialised=False):
         assert isinstance(k, float) and math.isnan(k), f"{what}: kael {k!r}, torch {t!r}"
     else:
         if isinstance(t, torch.Size):
-            t = tuple(t)
+            assert type(k) is kael.Size, f"{what}: kael {k!r} ({type(k).__name__}), torch {t!r}"
+            k, t = tuple(k), tuple(t)
         assert type(k) is type(t) and k == t, f"{what}: kael {k!r} ({type(k).__name__}), torch {t!r}"
 
 

@@ -405,22 +405,12 @@ def build_key(recipe, lib):
     return k
 
 
-def advanced(key):
-    """Whether a key uses advanced indexing (tensors, lists, bool/int arrays), which kael does
-    not have yet (README: basic indexing): kael raises where torch computes."""
-    items = key if isinstance(key, tuple) else (key,)
-    return any(isinstance(k, (torch.Tensor, kael.Tensor, list)) and not (isinstance(k, (torch.Tensor, kael.Tensor))
-                                                                        and k.dim() == 0
-                                                                        and not k.dtype.is_floating_point
-                                                                        if isinstance(k, torch.Tensor) else False)
-               for k in items)
-
-
 def sequence_like(recipe):
     """Whether a key recipe holds a hostile object with __getitem__, __len__ or __iter__: torch
     reads such a key as a sequence of indices, recursively, and one whose __getitem__ returns
     itself takes torch's memory without bound (MemoryError after gigabytes, PyTorch 2.13). kael
-    has basic indexing only (README) and rejects it; there is no oracle for it."""
+    reads only lists, tensors and NumPy arrays as sequences of indices and rejects it; there is
+    no oracle for it."""
     if isinstance(recipe, tuple) and recipe and recipe[0] == "obj":
         return any(name in ("__getitem__", "__len__", "__iter__") for name, _ in recipe[1])
     if isinstance(recipe, tuple) and recipe and recipe[0] in ("tuple", "slice"):
@@ -441,10 +431,10 @@ def index_differences(key_recipe):
     def allowed(kerr, terr, tres):
         tk = build_key(key_recipe, torch)
         items = tk if isinstance(tk, tuple) else (tk,)
-        if kerr is not None and any(isinstance(k, (torch.Tensor, list, bool)) for k in items):
-            # kael has basic indexing only (README): a tensor, a list or a bool as an index
-            # (torch: advanced indexing) raises IndexError or TypeError.
-            return "advanced indexing" if isinstance(kerr, (IndexError, TypeError)) else None
+        if kerr is not None and any(isinstance(k, (list, tuple)) for k in items):
+            # kael reads a list in a key as kael.tensor reads it (ints or bools); torch also
+            # takes lists of other index-like objects, and reads a nested tuple as a list.
+            return "list index" if isinstance(kerr, (IndexError, TypeError, ValueError)) else None
         return None
     return allowed
 

@@ -34,10 +34,10 @@ def test_default_dtype_is_float32():
 
 
 # ------------------------------------------------------------------ device ---
-def test_device_is_plain_cpu_string():
+def test_device_is_the_cpu_device_object():
     for k in (kael.zeros(2), kael.tensor([1, 2]), kael.ones(2, 2).T, kael.zeros(3) + 1):
-        assert k.device == "cpu"
-        assert type(k.device) is str
+        assert k.device == "cpu" and str(k.device) == "cpu"
+        assert type(k.device) is kael.device
 
 
 # ------------------------------------------------------------ shape & co ---
@@ -46,8 +46,8 @@ def test_device_is_plain_cpu_string():
 def test_shape_size_ndim_numel_stride(shape, dtype):
     p = make_pair(shape, dtype)
     k, t = p.k, p.t
-    assert k.shape == tuple(t.shape) and type(k.shape) is tuple
-    assert k.size() == tuple(t.size()) and type(k.size()) is tuple
+    assert k.shape == tuple(t.shape) and type(k.shape) is kael.Size
+    assert k.size() == tuple(t.size()) and type(k.size()) is kael.Size
     for d in range(-len(shape), len(shape)):
         assert k.size(d) == t.size(d) and type(k.size(d)) is int
         assert k.stride(d) == t.stride(d) and type(k.stride(d)) is int

@@ -107,6 +107,20 @@ SAMPLES = {
     ("Tensor.allclose", "equal_nan"): False,
     ("Tensor.equal", "other"): lambda: kael.ones(1),
     ("Generator", "device"): "cpu",
+    ("_register_device_class", "cls"): kael.device,
+    ("_tensor_extend", "mapping"): lambda: {},
+    ("_from_pointer", "owner"): lambda: bytearray(8),
+    ("_from_pointer", "address"): 0,
+    ("_from_pointer", "nbytes"): 0,
+    ("_from_pointer", "dtype"): kael.float32,
+    ("_from_pointer", "sizes"): (0,),
+    ("_from_pointer", "strides"): (1,),
+    ("_from_pointer", "offset"): 0,
+    ("_storage_ref", "tensor"): lambda: kael.ones(1),
+    ("_parse_device", "name"): "cpu",
+    ("_kael_function_enabled", "enabled"): True,
+    ("Tensor._set_data", "other"): lambda: kael.ones(1, 1),
+    ("Tensor.as_subclass", "cls"): kael.Tensor,
     ("Generator.manual_seed", "seed"): 0,
     ("Generator.set_state", "new_state"): lambda: kael.Generator().get_state(),
     ("BpeTokenizer", "mergeable_ranks"): lambda: {bytes([b]): b for b in range(256)},
@@ -352,7 +366,8 @@ def test_module_attributes_and_classes(stub):
                      if n not in MODULE_DUNDERS | NOT_IN_MODULE_STUB and (isinstance(v, type) or not callable(v)))
     assert all(isinstance(getattr(kael._C, n), kael.dtype) for n in NOT_IN_MODULE_STUB)
     _same_names(sorted(n for n, v in stub[""].items() if v in ("attribute", "class")), runtime, "module attributes")
-    assert sorted(n for n, v in stub[""].items() if v == "class") == ["BpeTokenizer", "Generator", "Tensor", "dtype"]
+    assert sorted(n for n, v in stub[""].items() if v == "class") == ["BpeTokenizer", "Generator", "Size", "Tensor",
+                                                                           "dtype"]
 
 
 @pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator, kael.BpeTokenizer], ids=lambda c: c.__name__)
@@ -387,10 +402,19 @@ def test_member_signature(stub, cls, name):
     defs = stub[cls.__name__].get(name)
     runtime = vars(cls)[name]
     qualname = f"{cls.__name__}.{name}"
-    assert isinstance(defs, list) and len(defs) == 1, f"one stub for {qualname}"
+    if runtime is None:  # a plain class attribute (Tensor.__array_ufunc__ = None)
+        assert defs == "attribute", f"{qualname} is an attribute at runtime: annotate it in the stub"
+        return
+    assert isinstance(defs, list) and (len(defs) == 1 or (len(defs) == 2 and has_setter(defs, name))), \
+        f"one stub for {qualname} (two for a property with a setter)"
     instance = {kael.Tensor: lambda: kael.ones(1, 1), kael.dtype: lambda: kael.float32, kael.Generator: kael.Generator,
                 kael.BpeTokenizer: lambda: kael.BpeTokenizer.train("hello world", 260)}[cls]()
-    if inspect.isgetsetdescriptor(runtime) or inspect.ismemberdescriptor(runtime):
+    if isinstance(runtime, classmethod):  # __kael_function__ (kael/_tensor.py)
+        assert "classmethod" in _decorators(defs[0]), f"{qualname} is a classmethod at runtime"
+        params = runtime_params(runtime.__get__(None, cls), method=False)
+        _no_problems(compare_params(qualname, stub_params(defs[0], method=True), params))
+        return
+    if inspect.isgetsetdescriptor(runtime) or inspect.ismemberdescriptor(runtime) or isinstance(runtime, property):
         assert is_property(defs), f"{qualname} is a property at runtime: declare it with @property"
         try:
             setattr(instance, name, getattr(instance, name))

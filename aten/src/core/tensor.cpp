@@ -173,7 +173,9 @@ std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const F
 
 }  // namespace
 
-std::string Tensor::to_string() const {
+std::string Tensor::to_string() const { return to_string({}); }
+
+std::string Tensor::to_string(const std::vector<std::string>& extra_suffixes) const {
   if (!defined()) return "tensor(<undefined>)";
   std::string out = "tensor(";
   const bool summarize = numel() > kSummarizeThreshold;
@@ -186,16 +188,31 @@ std::string Tensor::to_string() const {
   } else {
     out += "[]";
   }
+  std::vector<std::string> suffixes;
   if (numel() == 0 && dim() != 1) {
-    out += ", size=(";
-    for (std::int64_t i = 0; i < dim(); ++i) out += (i ? ", " : "") + std::to_string(sizes()[i]);
-    out += dim() == 1 ? ",)" : ")";
+    std::string size = "size=(";
+    for (std::int64_t i = 0; i < dim(); ++i) size += (i ? ", " : "") + std::to_string(sizes()[i]);
+    suffixes.push_back(size + ")");
   }
-  if (!device().is_cpu()) out += ", device='" + device().str() + "'";
+  if (device().is_cuda()) suffixes.push_back("device='cuda:" + std::to_string(device().index) + "'");
   const bool default_dtype = dtype() == ScalarType::Float32 || dtype() == ScalarType::Int64 ||
                              dtype() == ScalarType::Bool;
   if (!default_dtype || (numel() == 0 && dtype() != ScalarType::Float32))
-    out += std::string(", dtype=kael.") + dtype_name(dtype());
+    suffixes.push_back(std::string("dtype=kael.") + dtype_name(dtype()));
+  suffixes.insert(suffixes.end(), extra_suffixes.begin(), extra_suffixes.end());
+  // PyTorch's _add_suffixes: a suffix that would take the last line past the line width goes
+  // on a line of its own, indented under the opening bracket.
+  const std::size_t newline = out.rfind('\n');
+  std::size_t last_line = out.size() - (newline == std::string::npos ? static_cast<std::size_t>(-1) : newline) + 1;
+  for (const std::string& suffix : suffixes) {
+    if (last_line + suffix.size() + 2 > static_cast<std::size_t>(kLineWidth)) {
+      out += ",\n" + std::string(7, ' ') + suffix;
+      last_line = 7 + suffix.size();
+    } else {
+      out += ", " + suffix;
+      last_line += suffix.size() + 2;
+    }
+  }
   return out + ")";
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "kael/core/scalar.h"
 #include "kael/core/tensor_impl.h"
@@ -41,6 +42,9 @@ class Tensor {
   // The single element as a Scalar of the tensor's kind (RuntimeError unless numel() == 1).
   Scalar item() const;
   std::string to_string() const;  // PyTorch-style repr
+  // The repr with more suffixes after dtype (requires_grad=True, grad_fn=<...>), wrapped as
+  // PyTorch wraps them.
+  std::string to_string(const std::vector<std::string>& extra_suffixes) const;
 
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   void bump_version() const { impl_->storage()->bump_version(); }

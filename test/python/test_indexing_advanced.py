@@ -1,0 +1,167 @@
+"""Indexing beyond basic keys, against torch: bool masks, integer index tensors (several, with
+broadcasting, adjacent or not), lists, 0-d bools, and assignment through all of them."""
+import pytest
+import torch
+
+import kael
+
+SHAPE = (4, 5, 6)
+
+
+def pair(shape=SHAPE, dtype="float32"):
+    base = torch.arange(int(torch.tensor(shape).prod())).reshape(shape).to(getattr(torch, dtype))
+    return kael.tensor(base.tolist(), dtype=getattr(kael, dtype)), base
+
+
+def convert(key, lib):
+    """The key with torch tensors replaced by lib tensors."""
+    if isinstance(key, tuple):
+        return tuple(convert(k, lib) for k in key)
+    if isinstance(key, torch.Tensor):
+        return key if lib is torch else kael.tensor(key.tolist(), dtype=getattr(kael, str(key.dtype)[6:]))
+    return key
+
+
+KEYS = [
+    torch.tensor([0, 2, -1]),
+    torch.tensor([[0, 1], [3, 2]]),
+    (slice(None), torch.tensor([4, 0])),
+    (torch.tensor([0, 1]), torch.tensor([1, 2])),
+    (torch.tensor([[0], [1]]), torch.tensor([1, 2, 3])),  # broadcast to [2, 3]
+    (torch.tensor([0, 1]), slice(1, 3), torch.tensor([2, 3])),  # not adjacent: index dims go first
+    (slice(None), torch.tensor([0, 1]), torch.tensor([2, 3])),  # adjacent: index dims stay in place
+    (0, torch.tensor([1, 1, 2])),
+    (Ellipsis, torch.tensor([5, 0])),
+    (None, torch.tensor([1, 3]), None),
+    [0, 2],
+    ([0, 2], slice(None), [1, 1]),
+    ([[0, 1], [2, 3]],),
+    torch.tensor([True, False, True, True]),
+    (slice(None), torch.tensor([True, False, False, True, True])),
+    torch.tensor([], dtype=torch.int64),
+    (torch.tensor(1), torch.tensor([2])),
+    True,
+    False,
+    (1, None, False),
+]
+
+
+def key_id(key):
+    return repr(key).replace("\n", "")[:60]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=key_id)
+def test_getitem_matches_torch(key):
+    ours, theirs = pair()
+    expected = theirs[convert(key, torch)]
+    got = ours[convert(key, kael)]
+    assert got.shape == expected.shape
+    assert got.tolist() == expected.tolist()
+
+
+def test_bool_mask_of_the_whole_tensor():
+    ours, theirs = pair()
+    assert ours[ours > 50].tolist() == theirs[theirs > 50].tolist()
+    assert ours[ours > 1e9].shape == theirs[theirs > 1e9].shape == (0,)
+    x = kael.tensor([1, 5, 2, 7])
+    assert x[x > 2].tolist() == [5, 7]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=key_id)
+@pytest.mark.parametrize("value", ["scalar", "tensor"])
+def test_setitem_matches_torch(key, value):
+    ours, theirs = pair()
+    result_shape = theirs[convert(key, torch)].shape
+    if value == "scalar":
+        v_ours, v_theirs = -7, -7
+    else:
+        v_theirs = -torch.arange(result_shape[-1] if result_shape else 1, dtype=torch.float32) - 1
+        v_ours = kael.tensor(v_theirs.tolist())
+    theirs[convert(key, torch)] = v_theirs
+    ours[convert(key, kael)] = v_ours
+    assert ours.tolist() == theirs.tolist()
+
+
+def test_setitem_broadcasts_converts_and_reads_values_that_overlap():
+    ours, theirs = pair((5,), "int64")
+    idx = [4, 0, 2]
+    ours[kael.tensor(idx)] = kael.tensor([1.9, 2.2, 3.7])  # converted to int64
+    theirs[torch.tensor(idx)] = torch.tensor([1.9, 2.2, 3.7]).long()
+    assert ours.tolist() == theirs.tolist()
+    ours, theirs = pair((5,))
+    ours[kael.tensor([0, 1])] = ours[3:5]  # the value is a view of the target
+    theirs[torch.tensor([0, 1])] = theirs[3:5].clone()
+    assert ours.tolist() == theirs.tolist()
+
+
+def test_index_put_op_against_torch():
+    ours, theirs = pair((3, 4))
+    i, j = [0, 2, 0], [1, 3, 1]
+    got = ours.index_put((kael.tensor(i), kael.tensor(j)), kael.tensor([1.0, 2.0, 3.0]), accumulate=True)
+    expected = theirs.index_put((torch.tensor(i), torch.tensor(j)), torch.tensor([1.0, 2.0, 3.0]), accumulate=True)
+    assert got.tolist() == expected.tolist()
+    assert ours.tolist() == theirs.tolist()  # the functional form leaves self alone
+    assert ours.index_put_([kael.tensor([1])], kael.tensor(5.0)) is ours
+    assert ours[1].tolist() == [5.0] * 4
+    assert "index_put_" in kael._C._registered_ops() and "_index" in kael._C._registered_ops()
+
+
+@pytest.mark.parametrize("key,exc", [
+    (torch.tensor([0, 9]), IndexError),
+    ((torch.tensor([0, 1]), torch.tensor([0, 1, 2])), (IndexError, ValueError)),
+    (torch.tensor([1.0]), IndexError),
+    (torch.tensor([True, False]), IndexError),
+    ([0, 1, 2, 3, 4, 5, 6][::-1][:1] + [10], IndexError),
+])
+def test_bad_index_tensors_raise_before_any_write(key, exc):
+    ours, _ = pair()
+    before = ours.tolist()
+    with pytest.raises(exc):
+        ours[convert(key, kael)]
+    with pytest.raises(exc):
+        ours[convert(key, kael)] = 1.0
+    assert ours.tolist() == before
+
+
+def test_out_of_range_error_names_the_index():
+    with pytest.raises(IndexError, match="index 9 is out of bounds for dimension 0 with size 4"):
+        kael.zeros(4)[kael.tensor([1, 9])]
+    with pytest.raises(IndexError, match="out of range"):
+        kael.zeros(2)[5]
+
+
+def test_negative_step_is_a_value_error_like_torch():
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        kael.zeros(4)[::-1]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        torch.zeros(4)[::-1]
+
+
+def test_basic_indexing_returns_views_and_advanced_returns_copies():
+    t = kael.zeros(3, 4)
+    t[1:, 2] = 5
+    assert t[1, 2].item() == 5.0
+    view = t[0]
+    view.fill_(1)
+    assert t[0].tolist() == [1.0] * 4
+    copy = t[kael.tensor([0])]
+    copy.fill_(9)
+    assert t[0].tolist() == [1.0] * 4
+    assert t[0, ..., None, 1:3].shape == (1, 2)
+    assert kael.zeros(2, 3, 4)[0, ..., None, 1:3].shape == (3, 1, 2)
+
+
+def test_indexing_goes_through_the_dispatcher():
+    x = kael.arange(12.0).reshape(3, 4)
+    result, ops = kael._C._trace_dispatch(lambda: x[kael.tensor([0, 2]), 1:])
+    assert result.tolist() == [[1.0, 2.0, 3.0], [9.0, 10.0, 11.0]]
+    assert "_index" in ops and "slice" in ops
+    mask = x > 5
+
+    def assign():
+        x[mask] = 0.0
+        x[kael.tensor([0]), 0] = kael.tensor(7.0)
+
+    _, ops = kael._C._trace_dispatch(assign)
+    assert "nonzero" in ops and ops.count("index_put_") == 2
+    assert x.tolist() == [[7.0, 1.0, 2.0, 3.0], [4.0, 5.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
