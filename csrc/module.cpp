@@ -24,6 +24,8 @@ int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
 int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
+void append_autograd_functions(std::vector<PyMethodDef>& out);  // autograd_python.cpp
+int kael_init_autograd(PyObject* module);                        // autograd_python.cpp
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
@@ -222,6 +224,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_parallel_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
+    append_autograd_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});
   }
   module_def.m_methods = functions.data();
@@ -232,6 +235,7 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
+      kael_init_autograd(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
     Py_DECREF(module);
     return nullptr;
