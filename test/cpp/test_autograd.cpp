@@ -2,6 +2,7 @@
 // accumulation into leaves, retain_graph, versions, in-place rebasing, grad mode, hooks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -47,9 +48,9 @@ TEST(Autograd, ProductRuleAndAccumulation) {
   const Tensor y = kael::mul(x, x);  // x used twice: two edges into one accumulator
   ASSERT_TRUE(ag::requires_grad(y));
   EXPECT_EQ(ag::grad_fn(y)->name(), "MulBackward0");
-  ag::backward({kael::sum(y)}, {}, false, false);
+  ag::backward({kael::sum(y, std::nullopt)}, {}, false, false);
   EXPECT_EQ(values(grad_of(x)), (std::vector<double>{2, 4, 6}));
-  ag::backward({kael::sum(kael::mul(x, 2.0))}, {}, false, false);
+  ag::backward({kael::sum(kael::mul(x, 2.0), std::nullopt)}, {}, false, false);
   EXPECT_EQ(values(grad_of(x)), (std::vector<double>{4, 6, 8}));
 }
 
@@ -57,7 +58,7 @@ TEST(Autograd, DiamondGraphRunsEachNodeOnce) {
   const Tensor x = leaf({0.5, -1.0});
   const Tensor h = kael::exp(x);
   const Tensor y = kael::add(kael::mul(h, 2.0), kael::sin(h));
-  ag::backward({kael::sum(y)}, {}, false, false);
+  ag::backward({kael::sum(y, std::nullopt)}, {}, false, false);
   const std::vector<double> g = values(grad_of(x));
   for (int i = 0; i < 2; ++i) {
     const double xv = i == 0 ? 0.5 : -1.0, hv = std::exp(xv);
@@ -73,7 +74,7 @@ TEST(Autograd, ScalarOutputsOnlyForImplicitGrad) {
 
 TEST(Autograd, RetainGraph) {
   const Tensor x = leaf({1, 2});
-  const Tensor y = kael::sum(kael::mul(x, x));
+  const Tensor y = kael::sum(kael::mul(x, x), std::nullopt);
   ag::backward({y}, {}, true, false);
   ag::backward({y}, {}, false, false);
   EXPECT_EQ(values(grad_of(x)), (std::vector<double>{4, 8}));
@@ -86,7 +87,7 @@ TEST(Autograd, VersionCounterMismatchNamesTheNode) {
   const Tensor a = kael::mul(x, 1.0);
   const Tensor y = kael::sin(a);
   kael::add_(a, 1.0);
-  const std::string msg = error_of([&] { ag::backward({kael::sum(y)}, {}, false, false); });
+  const std::string msg = error_of([&] { ag::backward({kael::sum(y, std::nullopt)}, {}, false, false); });
   EXPECT_NE(msg.find("SinBackward0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("is at version 1; expected version 0"), std::string::npos) << msg;
 }
@@ -95,9 +96,15 @@ TEST(Autograd, LeafInPlaceRaisesAndNonLeafRebases) {
   const Tensor x = leaf({1, 2});
   EXPECT_NE(error_of([&] { kael::add_(x, 1.0); }).find("leaf Variable"), std::string::npos);
   const Tensor y = kael::mul(x, 2.0);
-  kael::mul_(y, y);  // y = (2x)^2
-  ag::backward({kael::sum(y)}, {}, false, false);
-  EXPECT_EQ(values(grad_of(x)), (std::vector<double>{8, 16}));
+  kael::mul_(y, x);  // y = 2x * x
+  EXPECT_EQ(ag::grad_fn(y)->name(), "MulBackward0");
+  ag::backward({kael::sum(y, std::nullopt)}, {}, false, false);
+  EXPECT_EQ(values(grad_of(x)), (std::vector<double>{4, 8}));
+  // mul_(z, z) saved z, then wrote it: the version check catches it, as in PyTorch.
+  const Tensor z = kael::mul(x, 2.0);
+  kael::mul_(z, z);
+  EXPECT_NE(error_of([&] { ag::backward({kael::sum(z, std::nullopt)}, {}, false, false); }).find("version"),
+            std::string::npos);
 }
 
 TEST(Autograd, GradModeOffRecordsNothing) {
@@ -112,7 +119,7 @@ TEST(Autograd, GradModeOffRecordsNothing) {
 
 TEST(Autograd, GradCapturesWithoutAccumulating) {
   const Tensor x = leaf({1, 2}), w = leaf({3, 4});
-  const Tensor y = kael::sum(kael::mul(x, w));
+  const Tensor y = kael::sum(kael::mul(x, w), std::nullopt);
   const auto g = ag::grad({y}, {x}, {}, false, false, false);
   EXPECT_EQ(values(g[0]), (std::vector<double>{3, 4}));
   EXPECT_FALSE(grad_of(x).defined());
@@ -123,7 +130,7 @@ TEST(Autograd, HooksReplaceGradients) {
   const Tensor x = leaf({1, 2});
   const Tensor y = kael::mul(x, 3.0);
   ag::register_hook(y, [](const Tensor& g) { return kael::mul(g, 2.0); });
-  ag::backward({kael::sum(y)}, {}, false, false);
+  ag::backward({kael::sum(y, std::nullopt)}, {}, false, false);
   EXPECT_EQ(values(grad_of(x)), (std::vector<double>{6, 6}));
 }
 
@@ -132,7 +139,7 @@ TEST(Autograd, IndependentGraphsOnTwoThreads) {
   auto work = [&](int i) {
     for (int r = 0; r < 50; ++r) {
       const Tensor x = leaf({1.0 + i, 2.0});
-      ag::backward({kael::sum(kael::mul(kael::exp(x), x))}, {}, false, false);
+      ag::backward({kael::sum(kael::mul(kael::exp(x), x), std::nullopt)}, {}, false, false);
       out[i] = values(grad_of(x));
     }
   };

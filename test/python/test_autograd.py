@@ -227,11 +227,14 @@ def test_inplace_on_non_leaf_rebases_history():
     t, k = pair(3)
     ty = t * 2
     ty.add_(1)
-    ty.mul_(ty)
+    ty.mul_(t)
+    ty.sin_()
     ky = k * 2
     ky.add_(1)
-    ky.mul_(ky)
-    assert ky.grad_fn.name() == "MulBackward0"
+    ky.mul_(k)
+    ky.sin_()
+    assert ky.grad_fn.name() == "SinBackward0"
+    assert ky.grad_fn.next_functions[0][0].name() == "MulBackward0"
     ty.sum().backward()
     ky.sum().backward()
     check(k.grad, t.grad)

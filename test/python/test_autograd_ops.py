@@ -142,7 +142,15 @@ def _pointwise_cases(fn_):
     da, db = BINARY_DOMAIN.get(name, ("any", "any"))
     return [C(lambda L, x, y: getattr(L, name)(x, y), f(3, 4, domain=da), f(3, 4, domain=db)),
             C(lambda L, x, y: getattr(L, name)(x, y), f(2, 1, 4, domain=da), f(3, 1, domain=db), noncontig=False),
-            C(lambda L, x: getattr(L, name)(x, 1.5), f(3, 4, domain=da))]
+            C(lambda L, x: getattr(L, name)(x, 1.5 if L is kael else torch.tensor(1.5, dtype=x.dtype)),
+              f(3, 4, domain=da))]
+
+
+def _floor_divide(L, x, y):
+    # torch has no derivative for floor_divide; kael's is zero (floor is piecewise constant).
+    if L is kael:
+        return L.floor_divide(x, y)
+    return torch.floor_divide(x.detach(), y.detach()) + 0 * x + 0 * y
 
 
 # ---------------------------------------------------------------- hand-written cases
@@ -152,6 +160,7 @@ def _standardize(L, x):
 
 
 CASES = {
+    "floor_divide": [C(_floor_divide, f(3, 4), f(3, 4)), C(_floor_divide, f(2, 1, 4), f(3, 1), noncontig=False)],
     "where": [C(lambda L, c, x, y: L.where(c, x, y), mask(3, 4), f(3, 4), f(3, 4))],
     "lerp": [C(lambda L, x, y, w: L.lerp(x, y, w), f(3, 4), f(3, 4), f(3, 4, domain="prob"))],
     "clamp_min": [C(lambda L, x, y: L.clamp_min(x, y), f(3, 4), f(3, 4))],

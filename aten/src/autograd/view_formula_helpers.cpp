@@ -9,6 +9,9 @@
 #include "kael/ops/full.h"
 #include "kael/ops/index_add.h"
 #include "kael/ops/index_select.h"
+#include "kael/ops/matmul.h"
+#include "kael/ops/transpose.h"
+#include "kael/ops/unsqueeze.h"
 #include "kael/ops/mul.h"
 #include "kael/ops/narrow.h"
 #include "kael/ops/permute.h"
@@ -93,6 +96,25 @@ std::vector<Tensor> cat_backward(const Tensor& grad, TensorList tensors, std::in
     offset += len;
   }
   return out;
+}
+
+Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const Tensor& other) {
+  // Promote vectors to matrices as matmul does, and grad with them.
+  Tensor s = self, o = other, g = grad;
+  if (self.dim() == 1) {
+    s = kael::unsqueeze(self, 0);
+    g = kael::unsqueeze(g, g.dim() == 0 ? 0 : -2 + (other.dim() == 1 ? 1 : 0));
+  }
+  if (other.dim() == 1) {
+    o = kael::unsqueeze(other, 1);
+    g = kael::unsqueeze(g, -1);
+  }
+  if (which == 0) {
+    const Tensor r = kael::matmul(g, kael::transpose(o, -2, -1));
+    return kael::reshape(sum_to_size(r, s.sizes()), self.sizes());
+  }
+  const Tensor r = kael::matmul(kael::transpose(s, -2, -1), g);
+  return kael::reshape(sum_to_size(r, o.sizes()), other.sizes());
 }
 
 }  // namespace kael::autograd::detail

@@ -58,6 +58,7 @@ Tensor slice_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, s
 Tensor select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, std::int64_t index);
 Tensor permute_backward(const Tensor& grad, IntArrayRef dims);
 std::vector<Tensor> cat_backward(const Tensor& grad, TensorList tensors, std::int64_t dim);
+Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const Tensor& other);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -234,6 +235,15 @@ inline Var permute_backward(const Var& grad, IntArrayRef dims) { return detail::
 // get empty gradients).
 inline std::vector<Tensor> cat_backward(const Var& grad, TensorList tensors, std::int64_t dim) {
   return detail::cat_backward(grad, tensors, dim);
+}
+
+// The gradients of matmul, 1-d operands included (a vector is a row of self or a column of
+// other), summed over broadcast batch dims.
+inline Var matmul_backward_self(const Var& grad, const Var& self, const Var& other) {
+  return detail::matmul_backward(0, grad, self, other);
+}
+inline Var matmul_backward_other(const Var& grad, const Var& self, const Var& other) {
+  return detail::matmul_backward(1, grad, self, other);
 }
 
 }  // namespace kael::autograd
