@@ -367,8 +367,8 @@ PyMethodDef autograd_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "register_hook($self, hook)\n--\n\nRegisters hook(grad) on this tensor's gradient; it may return a "
      "replacement. Returns a handle with remove()."},
-    {"_register_hook", m_register_hook, METH_O, "Registers a gradient hook; returns its id."},
-    {"_remove_hook", m_remove_hook, METH_O, "Removes the gradient hook with the given id."},
+    {"_register_hook", m_register_hook, METH_O, "_register_hook($self, fn, /)\n--\n\nRegisters a gradient hook; returns its id."},
+    {"_remove_hook", m_remove_hook, METH_O, "_remove_hook($self, id, /)\n--\n\nRemoves the gradient hook with the given id."},
     {nullptr, nullptr, 0, nullptr}};
 
 // ------------------------------------------------------------------ module functions
@@ -644,18 +644,18 @@ std::string python_stack() {
 void append_autograd_functions(std::vector<PyMethodDef>& out) {
   out.push_back({"is_grad_enabled", py_is_grad_enabled, METH_NOARGS,
                  "is_grad_enabled()\n--\n\nWhether autograd records operations on this thread."});
-  out.push_back({"_set_grad_enabled", py_set_grad_enabled, METH_O, "Turns grad mode on or off on this thread."});
+  out.push_back({"_set_grad_enabled", py_set_grad_enabled, METH_O, "_set_grad_enabled(mode, /)\n--\n\nTurns grad mode on or off on this thread."});
   out.push_back({"is_inference_mode_enabled", py_is_inference_mode_enabled, METH_NOARGS,
                  "is_inference_mode_enabled()\n--\n\nWhether inference mode is on on this thread."});
-  out.push_back({"_set_inference_mode", py_set_inference_mode, METH_O, "Sets the inference-mode flag of this thread."});
-  out.push_back({"_set_anomaly_enabled", py_set_anomaly_enabled, METH_O, "Turns anomaly detection on or off."});
+  out.push_back({"_set_inference_mode", py_set_inference_mode, METH_O, "_set_inference_mode(mode, /)\n--\n\nSets the inference-mode flag of this thread."});
+  out.push_back({"_set_anomaly_enabled", py_set_anomaly_enabled, METH_O, "_set_anomaly_enabled(mode, /)\n--\n\nTurns anomaly detection on or off."});
   out.push_back({"is_anomaly_enabled", py_is_anomaly_enabled, METH_NOARGS,
                  "is_anomaly_enabled()\n--\n\nWhether anomaly detection is on."});
-  out.push_back({"_run_backward", py_run_backward, METH_VARARGS, "Runs the backward pass (tensor.backward())."});
-  out.push_back({"_grad", py_grad, METH_VARARGS, "Computes gradients of outputs with respect to inputs."});
-  out.push_back({"_explain", py_explain, METH_O, "The graph behind a tensor as text."});
-  out.push_back({"_graphviz", py_graphviz, METH_O, "The graph behind a tensor in Graphviz DOT."});
-  out.push_back({"_record_function", py_record_function, METH_VARARGS, "Records the node of a Python Function."});
+  out.push_back({"_run_backward", py_run_backward, METH_VARARGS, "_run_backward(tensors, grad_tensors, retain_graph, create_graph, /)\n--\n\nRuns the backward pass (tensor.backward())."});
+  out.push_back({"_grad", py_grad, METH_VARARGS, "_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, /)\n--\n\nComputes gradients of outputs with respect to inputs."});
+  out.push_back({"_explain", py_explain, METH_O, "_explain(tensor, /)\n--\n\nThe graph behind a tensor as text."});
+  out.push_back({"_graphviz", py_graphviz, METH_O, "_graphviz(tensor, /)\n--\n\nThe graph behind a tensor in Graphviz DOT."});
+  out.push_back({"_record_function", py_record_function, METH_VARARGS, "_record_function(name, backward, inputs, outputs, non_differentiable, /)\n--\n\nRecords the node of a Python Function."});
 }
 
 int kael_init_autograd(PyObject* module) {

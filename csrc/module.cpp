@@ -190,7 +190,8 @@ PyMODINIT_FUNC PyInit__C() {
   if (functions.empty()) {
     functions.push_back({"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_tensor)),
                          METH_FASTCALL | METH_KEYWORDS,
-                         "tensor(data, *, dtype=None, device=None)\n--\n\nA new tensor copied from nested sequences, "
+                         "tensor(data, *, dtype=None, device=None, requires_grad=False)\n--\n\nA new tensor copied from nested "
+                         "sequences, "
                          "numbers or a NumPy array."});
     functions.push_back({"allocator_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_allocator_stats)),
                          METH_VARARGS | METH_KEYWORDS,

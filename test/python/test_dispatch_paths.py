@@ -172,6 +172,10 @@ HANDWRITTEN_OTHER = {
     "__hash__", "__format__", "__delitem__",  # read values or identity; deletion raises
     "cuda",  # to.device, like cpu(); checked below against the build's backends
     "allclose", "equal",  # kael.functional's Python functions (isclose/ne and a sum): a bool, no tensor
+    # autograd: graph state of the tensor (no op); backward runs the recorded nodes, whose formulas
+    # call registered ops
+    "requires_grad", "grad", "grad_fn", "is_leaf", "retains_grad", "requires_grad_", "retain_grad", "detach_",
+    "backward", "register_hook", "_register_hook", "_remove_hook",
 }
 MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 # Wraps memory it borrows in a new leaf tensor: there is no op to run (torch.frombuffer runs
@@ -187,6 +191,10 @@ MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the d
 MODULE_OTHER |= {"Generator", "default_generator"}
 # ---- text: the BPE tokenizer works on str and lists of ids, no tensors
 MODULE_OTHER |= {"BpeTokenizer"}
+# autograd: grad mode, anomaly mode, the engine, graph text, graph nodes (kael/autograd)
+MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enabled", "_set_inference_mode",
+                 "_set_anomaly_enabled", "is_anomaly_enabled", "_run_backward", "_grad", "_explain", "_graphviz",
+                 "_record_function", "_Node"}
 
 
 def generated_names(kind):
