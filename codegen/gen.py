@@ -182,6 +182,7 @@ class CppVariant:
     keys: str
     kernels: dict[str, str]  # dispatch key -> kernel in kael::native (only keys that have one)
     generated_cpu: bool  # the CPU kernel is generated from a pointwise formula
+    autograd: str | None = None  # the generated Autograd kernel: functional, inplace, out (or none)
 
     @property
     def num_args(self) -> int:
@@ -210,7 +211,8 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
         params=cpp_params(f, defaults=False), params_decl=cpp_params(f, defaults=True),
         param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), unbox=unbox, keys=key_expr(f),
         kernels={"CPU": f"{f.name}_cpu_generated"} if f.is_pointwise else _kernels(f, cuda),
-        generated_cpu=f.is_pointwise)
+        generated_cpu=f.is_pointwise,
+        autograd=("inplace" if mutating else "functional") if autograd_supported(f) else None)
     out = [base]
     if f.inplace:
         out.append(CppVariant(
@@ -219,7 +221,7 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             params=cpp_params(f, defaults=False, inplace=True), params_decl=cpp_params(f, defaults=True, inplace=True),
             param_types=cpp_params(f, defaults=False, inplace=True, names=False), args=cpp_args(f),
             unbox=["Tensor"] + unbox[1:], keys=key_expr(f), kernels={"CPU": f"{f.name}__cpu_generated"},
-            generated_cpu=True))
+            generated_cpu=True, autograd="inplace" if autograd_supported(f) else None))
     if f.is_pointwise:
         out.append(CppVariant(
             op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
@@ -228,7 +230,8 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
             param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
             args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
-            kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True))
+            kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True,
+            autograd="out" if autograd_supported(f) else None))
     return out
 
 
@@ -270,12 +273,21 @@ def has_out(f: NativeFunction, method: bool) -> bool:
     return f.is_pointwise and not method
 
 
+def has_requires_grad(f: NativeFunction, method: bool) -> bool:
+    """Python factories (functions with a device argument) take requires_grad=, as PyTorch's do."""
+    return not method and not f.schema.returns_tuple and not f.schema.returns_list and \
+        any(p.type.base == "Device" for p in f.schema.params)
+
+
 def py_signature(f: NativeFunction, method: bool, pyname: str) -> str:
     """The signature users read in errors and docstrings, under the Python name."""
     text = pyname + f.schema.signature_text(skip_self=method)[len(f.name):]
     if has_out(f, method):
         star = "" if any(p.kwonly for p in f.schema.params) else "*, "
         text = text[:-1] + (", " if text[-2] != "(" else "") + star + "Tensor? out=None)"
+    if has_requires_grad(f, method):
+        star = "" if any(p.kwonly for p in f.schema.params) else "*, "
+        text = text[:-1] + (", " if text[-2] != "(" else "") + star + "bool requires_grad=False)"
     return text
 
 
@@ -290,6 +302,10 @@ def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
     if has_out(f, method):
         param = Param("out", Type("Tensor", optional=True), "None", kwonly=True)
         out.append(PyParam("out", "out", "Tensor", True, True, "None", "Tensor", param, types.TYPES["Tensor"]))
+    if has_requires_grad(f, method):
+        param = Param("requires_grad", Type("bool"), "False", kwonly=True)
+        out.append(PyParam("requires_grad", "requires_grad", "Bool", False, True, "False", "bool", param,
+                           types.TYPES["bool"]))
     return out
 
 
@@ -315,6 +331,10 @@ def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str,
     if has_out(f, method) and not inplace:
         out = f"a{i}"
         body = f"if ({out}) return kael::{f.name}_out(*{out}, {', '.join(args)}); " + body
+        i += 1
+    if has_requires_grad(f, method):
+        body = (f"Tensor r_ = kael::{name}({', '.join(args)}); "
+                f"if (a{i}) kael::autograd::set_requires_grad(r_, true); return r_;")
     return {"args": args, "release": release, "body": body}
 
 
@@ -340,7 +360,12 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
     if has_out(f, method):
         if not star:
             parts.append("*")
+            star = True
         parts.append("out: Tensor | None = None")
+    if has_requires_grad(f, method):
+        if not star:
+            parts.append("*")
+        parts.append("requires_grad: bool = False")
     return ", ".join(parts)
 
 
@@ -492,6 +517,87 @@ def dtype_mask(f: NativeFunction) -> str:
     return " | ".join(bits) if bits else "0u"
 
 
+# ---------------------------------------------------------------------------- autograd
+
+_META_USE = re.compile(r"\s*\.\s*(sizes|dtype|size|dim|numel|device)\s*\(")
+
+
+def _uses(formula: str, name: str) -> list[int]:
+    """End offsets of the uses of `name` as an identifier in a formula (not `x.name`, `x::name`)."""
+    return [m.end() for m in re.finditer(rf"(?<![\w.:>]){re.escape(name)}\b", formula)]
+
+
+def _usage(formulas: list[str], name: str) -> str:
+    """How the formulas use an argument: 'none', 'meta' (only its sizes/dtype) or 'full'."""
+    ends = [(fm, e) for fm in formulas for e in _uses(fm, name)]
+    if not ends:
+        return "none"
+    return "meta" if all(_META_USE.match(fm, e) for fm, e in ends) else "full"
+
+
+def node_names(functions: list[NativeFunction]) -> dict[str, str]:
+    """PyTorch's names of graph nodes: MulBackward0, SumBackward1 (the overload's index)."""
+    out: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for f in functions:
+        if not f.derivatives:
+            continue
+        camel = "".join(part[:1].upper() + part[1:] for part in f.name.strip("_").split("_") if part)
+        out[f.schema.full_name] = f"{camel}Backward{count.get(camel, 0)}"
+        count[camel] = count.get(camel, 0) + 1
+    return out
+
+
+@dataclass
+class SavedArg:
+    name: str
+    kind: str      # tensor, meta, opt_tensor, list, value, none (not saved: passed empty)
+    param: Param
+    storage: str   # C++ type of the member (values)
+
+
+def autograd_args(f: NativeFunction) -> list[SavedArg]:
+    formulas = [fm for _, fm in f.derivatives]
+    out = []
+    for p in f.schema.params:
+        base = p.type.base
+        use = _usage(formulas, p.name)
+        if base == "Tensor":
+            if use == "none":
+                kind = "none"
+            elif p.type.optional:
+                kind = "opt_tensor"
+            else:
+                kind = "meta" if use == "meta" else "tensor"
+            out.append(SavedArg(p.name, kind, p, ""))
+        elif base == "Tensor[]":
+            out.append(SavedArg(p.name, "list" if use != "none" else "none_list", p, ""))
+        else:
+            t = arg_type(f, p)
+            storage = f"std::optional<{t.cpp_value}>" if p.type.optional else t.cpp_value
+            out.append(SavedArg(p.name, "value", p, storage))
+    return out
+
+
+def is_list_param(f: NativeFunction, name: str) -> bool:
+    return any(p.name == name and p.type.base == "Tensor[]" for p in f.schema.params)
+
+
+def uses_result(f: NativeFunction) -> bool:
+    return any(_uses(fm, "result") for _, fm in f.derivatives)
+
+
+def autograd_supported(f: NativeFunction) -> bool:
+    """Ops whose Autograd kernel is generated: differentiable, one Tensor result."""
+    return bool(f.derivatives) and not f.schema.returns_tuple and not f.schema.returns_list \
+        and not f.composite_implicit
+
+
+def diff_inputs(f: NativeFunction) -> list[Param]:
+    """Tensor inputs in order (each gets edges); those without a formula must not require grad."""
+    return [p for p in f.schema.params if p.type.base in ("Tensor", "Tensor[]")]
+
+
 # ---------------------------------------------------------------------------- main
 
 def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
@@ -516,6 +622,8 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         formula_results=formula_results, py_return=py_return, pyi_return=pyi_return, cpp_return=cpp_return,
         tuple_returns=tuple_returns(functions),
         registry_name=yaml_path.name,
+        autograd_args=autograd_args, uses_result=uses_result, autograd_supported=autograd_supported,
+        diff_inputs=diff_inputs, is_list_param=is_list_param, node_names=node_names(functions),
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
     writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)
@@ -552,6 +660,10 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
     aten_sources.append(str(writer.render("formulas.cpp.j2", "src/autograd/formulas.cpp", functions=differentiable,
                                           **common)))
+    for i, shard in enumerate(shards):
+        group = [f for n in shard for f in by_name[n] if autograd_supported(f)]
+        aten_sources.append(str(writer.render("autograd_functions.cpp.j2", f"src/autograd/functions_{i}.cpp",
+                                              shard=i, functions=group, **common)))
     python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
                                             **common)))
     python_sources.append(str(writer.render("return_types.cpp.j2", "python/return_types.cpp", **common)))

@@ -28,6 +28,8 @@ int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
 void append_pyobject_functions(std::vector<PyMethodDef>& out);  // pyobject.cpp
 void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_function.cpp
 int kael_init_pyobject(PyObject* module);
+void append_autograd_functions(std::vector<PyMethodDef>& out);  // autograd_python.cpp
+int kael_init_autograd(PyObject* module);                        // autograd_python.cpp
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
@@ -192,7 +194,8 @@ PyMODINIT_FUNC PyInit__C() {
   if (functions.empty()) {
     functions.push_back({"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_tensor)),
                          METH_FASTCALL | METH_KEYWORDS,
-                         "tensor(data, *, dtype=None, device=None)\n--\n\nA new tensor copied from nested sequences, "
+                         "tensor(data, *, dtype=None, device=None, requires_grad=False)\n--\n\nA new tensor copied from nested "
+                         "sequences, "
                          "numbers or a NumPy array."});
     functions.push_back({"allocator_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_allocator_stats)),
                          METH_VARARGS | METH_KEYWORDS,
@@ -229,6 +232,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_safetensors_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
+    append_autograd_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});
   }
   module_def.m_methods = functions.data();
@@ -240,6 +244,7 @@ PyMODINIT_FUNC PyInit__C() {
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
       kael_init_pyobject(module) < 0 ||
+      kael_init_autograd(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
     Py_DECREF(module);
     return nullptr;

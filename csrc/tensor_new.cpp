@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
 #include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
@@ -517,10 +518,12 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
 const ParamSpec kTensorParams[] = {{"data", ParamKind::Tensor, false, false, false},
                                    {"dtype", ParamKind::ScalarType, true, true, true},
                                    {"device", ParamKind::Device, true, true, true},
+                                   {"requires_grad", ParamKind::Bool, false, true, true},
                                    {nullptr, ParamKind::Tensor, false, false, false}};
-PyObject* kTensorInterned[4] = {};
-const Signature kTensorSig = {"tensor", "tensor(data, *, ScalarType? dtype=None, Device? device=None)",
-                              kTensorParams, 3, false, false, kTensorInterned};
+PyObject* kTensorInterned[5] = {};
+const Signature kTensorSig = {
+    "tensor", "tensor(data, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False)",
+    kTensorParams, 4, false, false, kTensorInterned};
 
 }  // namespace
 
@@ -563,8 +566,10 @@ PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   }
   std::optional<ScalarType> dtype;
   std::optional<Device> device;
+  bool requires_grad = false;
   if (conv_optional<ScalarType>(b.slot[1], dtype, conv_dtype) != Match::Yes ||
-      conv_optional<Device>(b.slot[2], device, conv_device) != Match::Yes) {
+      conv_optional<Device>(b.slot[2], device, conv_device) != Match::Yes ||
+      (b.slot[3] != nullptr && conv_bool(b.slot[3], requires_grad) != Match::Yes)) {
     if (!PyErr_Occurred()) {
       const Signature* sigs[] = {&kTensorSig};
       return raise_no_match(sigs, 1, nullptr, args, nargs, kwnames);
@@ -574,6 +579,7 @@ PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   try {
     Tensor t = tensor_from(b.slot[0], dtype);
     if (device && !device->is_cpu()) t = kael::to(t, *device);
+    if (requires_grad) kael::autograd::set_requires_grad(t, true);
     if (has_pending_warnings() && !flush_warnings()) return nullptr;
     return wrap(std::move(t));
   } catch (...) {

@@ -65,6 +65,12 @@ __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
 from kael.functional import allclose, broadcast_tensors, einsum, equal, unique  # noqa: E402,F401
 
+# ---- autograd
+from kael import autograd  # noqa: E402
+from kael.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402,F401
+
+__all__ += ["autograd", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]
+
 from kael.functional import __all__ as _functional_all  # noqa: E402
 
 __all__ += [name for name in _functional_all if name not in __all__]

@@ -322,17 +322,22 @@ TEST(Call, CudaSlotWithoutKernelRaisesNamingCuda) {
   EXPECT_NE(msg.find("add is not implemented for CUDA"), std::string::npos) << msg;
 }
 
-TEST(Call, AutogradAndPythonWithoutKernelFallThrough) {
-  // add has no Autograd or Python kernel: a tensor carrying those keys reaches the CPU kernel.
+TEST(Call, PythonWithoutKernelFallsThroughAndAutogradRecordsNothingForPlainTensors) {
+  // add has no Python kernel: a tensor carrying that key reaches the kernels below. Its Autograd
+  // kernel (generated from its derivatives) runs for a tensor carrying the Autograd key, and
+  // records nothing when no input requires grad.
   const dispatch::OpEntry* add = dispatch::find_op("add");
-  EXPECT_FALSE(add->has_kernel(DispatchKey::Autograd));
+  EXPECT_TRUE(add->has_kernel(DispatchKey::Autograd));
   EXPECT_FALSE(add->has_kernel(DispatchKey::Python));
   EXPECT_TRUE(add->has_kernel(DispatchKey::CPU));
   kael::Tensor a = kael::arange(3);
-  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd).add(DispatchKey::Python));
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Python));
   EXPECT_EQ(dispatch::effective_keys(*add, a.key_set()), kCpuKeys);
+  a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+  EXPECT_EQ(dispatch::effective_keys(*add, a.key_set()), kCpuKeys.add(DispatchKey::Autograd));
   const kael::Tensor c = kael::add(a, a);
   EXPECT_EQ(c.data<std::int64_t>()[2], 4);
+  EXPECT_FALSE(c.key_set().has(DispatchKey::Autograd));
   // A backend key without a kernel does not fall through.
   EXPECT_TRUE(dispatch::effective_keys(*add, DispatchKeySet(DispatchKey::CUDA)).has(DispatchKey::CUDA));
 }
@@ -384,11 +389,13 @@ TEST(Redispatch, KernelAtAutogradRedispatchesToTheBackend) {
   EXPECT_EQ(g_seen.size(), 1u);  // excluded on this thread
 }
 
-TEST(Redispatch, RemovingTheKernelRestoresFallthrough) {
+TEST(Redispatch, RemovingTheKernelRestoresThePreviousOne) {
+  const dispatch::KernelFn generated = dispatch::find_op("add")->kernels[static_cast<int>(DispatchKey::Autograd)];
   {
     KernelScope scope("add", DispatchKey::Autograd, reinterpret_cast<dispatch::KernelFn>(&add_autograd_test));
   }
-  EXPECT_FALSE(dispatch::find_op("add")->has_kernel(DispatchKey::Autograd));
+  EXPECT_TRUE(dispatch::find_op("add")->has_kernel(DispatchKey::Autograd));
+  EXPECT_EQ(dispatch::find_op("add")->kernels[static_cast<int>(DispatchKey::Autograd)], generated);
   g_seen.clear();
   kael::Tensor a = kael::arange(3);
   a.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));

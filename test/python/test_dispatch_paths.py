@@ -187,6 +187,10 @@ HANDWRITTEN_OTHER = {
     "numpy",  # a NumPy array over the tensor's memory: no tensor, no op
     "new_tensor",  # kael.tensor (MODULE_HANDWRITTEN_TENSOR) with this tensor's dtype and device
     "_set_data",  # t.data = other: t takes other's storage and geometry (metadata, as torch's set_data)
+    # autograd: graph state of the tensor (no op); backward runs the recorded nodes, whose formulas
+    # call registered ops
+    "requires_grad", "grad", "grad_fn", "is_leaf", "retains_grad", "requires_grad_", "retain_grad", "detach_",
+    "backward", "register_hook", "_register_hook", "_remove_hook",
 }
 MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 # Wraps memory it borrows in a new leaf tensor: there is no op to run (torch.frombuffer runs
@@ -208,6 +212,10 @@ MODULE_OTHER |= {"BpeTokenizer"}
 # safetensors files (csrc/safetensors.cpp): tensors are made over file bytes or a mapping, as frombuffer
 # makes them over a buffer (no op runs), or read to be written
 MODULE_OTHER |= {"save_safetensors", "load_safetensors", "read_safetensors_metadata"}
+# autograd: grad mode, anomaly mode, the engine, graph text, graph nodes (kael/autograd)
+MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enabled", "_set_inference_mode",
+                 "_set_anomaly_enabled", "is_anomaly_enabled", "_run_backward", "_grad", "_explain", "_graphviz",
+                 "_record_function", "_Node"}
 
 
 def generated_names(kind):

@@ -172,11 +172,21 @@ def test_overload_mismatch_lists_every_signature(name):
     assert msg.startswith(f"{name}() received an invalid combination of arguments - got (object), "
                           "but expected one of:")
     prefix = "Tensor." if method else ""
-    lines = [f" * {prefix}{f.schema.signature_text(skip_self=method)}" for f in try_order(group)]
+    lines = [f" * {prefix}{with_requires_grad(f, method)}" for f in try_order(group)]
     listed = msg.splitlines()[1:]
     if name == "to":  # Tensor.to also says what it takes (csrc/arg_parsing.cpp)
         assert listed.pop() == "to() expects a dtype, a device name or a tensor"
     assert listed == lines  # every overload, in the order they are tried
+
+
+def with_requires_grad(f, method):
+    """The signature as errors show it: factories (functions with a device argument) also take
+    requires_grad=, as in PyTorch."""
+    text = f.schema.signature_text(skip_self=method)
+    if method or not any(p.type.base == "Device" for p in f.schema.params):
+        return text
+    star = "" if any(p.kwonly for p in f.schema.params) else "*, "
+    return text[:-1] + (", " if text[-2] != "(" else "") + star + "bool requires_grad=False)"
 
 
 def try_order(group):

@@ -141,6 +141,36 @@ SAMPLES = {
     ("BpeTokenizer.id_to_token", "id"): 104,
     ("BpeTokenizer.token_to_id", "token"): b"h",
     ("BpeTokenizer.save", "path"): os.devnull,
+    ("tensor", "requires_grad"): False,
+    # autograd: values that leave the thread's modes as they are
+    ("_set_grad_enabled", "mode"): True,
+    ("_set_inference_mode", "mode"): False,
+    ("_set_anomaly_enabled", "mode"): False,
+    ("_run_backward", "tensors"): lambda: ((kael.ones(1, requires_grad=True) * 2).sum(),),
+    ("_run_backward", "grad_tensors"): (None,),
+    ("_run_backward", "retain_graph"): False,
+    ("_run_backward", "create_graph"): False,
+    ("_grad", "outputs"): lambda: (kael.ones(1),),
+    ("_grad", "inputs"): lambda: (kael.ones(1),),
+    ("_grad", "grad_outputs"): (None,),
+    ("_grad", "retain_graph"): False,
+    ("_grad", "create_graph"): False,
+    ("_grad", "allow_unused"): False,
+    ("_explain", "tensor"): lambda: kael.ones(1),
+    ("_graphviz", "tensor"): lambda: kael.ones(1),
+    ("_record_function", "name"): "F",
+    ("_record_function", "backward"): lambda: (lambda *g: g),
+    ("_record_function", "inputs"): (),
+    ("_record_function", "outputs"): (),
+    ("_record_function", "non_differentiable"): (),
+    ("Tensor.requires_grad_", "requires_grad"): False,
+    ("Tensor.backward", "gradient"): None,
+    ("Tensor.backward", "retain_graph"): None,
+    ("Tensor.backward", "create_graph"): False,
+    ("Tensor.backward", "inputs"): None,
+    ("Tensor.register_hook", "hook"): lambda: (lambda g: None),
+    ("Tensor._register_hook", "fn"): lambda: (lambda g: None),
+    ("Tensor._remove_hook", "id"): 0,
 }
 
 
@@ -367,7 +397,7 @@ def test_module_attributes_and_classes(stub):
     assert all(isinstance(getattr(kael._C, n), kael.dtype) for n in NOT_IN_MODULE_STUB)
     _same_names(sorted(n for n, v in stub[""].items() if v in ("attribute", "class")), runtime, "module attributes")
     assert sorted(n for n, v in stub[""].items() if v == "class") == ["BpeTokenizer", "Generator", "Size", "Tensor",
-                                                                           "dtype"]
+                                                                           "_Node", "dtype"]
 
 
 @pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator, kael.BpeTokenizer], ids=lambda c: c.__name__)
@@ -443,7 +473,7 @@ def test_item_deletion_raises():
 
 
 def test_signatures_show_in_help_and_docstrings_keep_their_text():
-    assert str(inspect.signature(kael.tensor)) == "(data, *, dtype=None, device=None)"
+    assert str(inspect.signature(kael.tensor)) == "(data, *, dtype=None, device=None, requires_grad=False)"
     assert kael.tensor.__doc__.startswith("A new tensor")
     assert str(inspect.signature(kael.ones(1).size)) == "(dim=None)"
     assert kael.Tensor.__doc__.startswith("A multi-dimensional array")
@@ -461,7 +491,8 @@ def test_size_and_stride_take_dim_by_keyword_as_torch_does():
 # ---------------------------------------------------------------- the tests of the tests
 
 DRIFTED = '''
-def tensor(data: Any, dtype: dtype | str | None = None, device: str | None = None) -> Tensor: ...
+def tensor(data: Any, dtype: dtype | str | None = None, device: str | None = None, *,
+           requires_grad: bool = False) -> Tensor: ...
 def allocator_stats() -> dict[str, int]: ...
 def set_num_threads(n: int) -> None: ...
 class Tensor:

@@ -22,7 +22,7 @@ IntrusivePtr<TensorImpl> TensorImpl::make(IntrusivePtr<Storage> storage, ScalarT
 IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector sizes, DimVector strides,
                                                std::int64_t offset) {
   auto impl = make(base.storage_, base.dtype_, std::move(sizes), std::move(strides), offset);
-  impl->keys_ = base.keys_;
+  impl->keys_ = base.keys_.remove(DispatchKey::Autograd);
   if (base.view_base_) {
     impl->view_base_ = base.view_base_;
   } else {

@@ -6,6 +6,7 @@
 // below give formulas Vars back.
 
 #include <optional>
+#include <vector>
 
 #include "kael/core/tensor.h"
 
@@ -49,6 +50,15 @@ Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result
                     double correction, bool keepdim);
 Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim);
 Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result);
+// views and copies (view_formula_helpers.cpp)
+Tensor as_strided_backward(const Tensor& grad, const Tensor& self, IntArrayRef size, IntArrayRef stride,
+                           std::optional<std::int64_t> storage_offset);
+Tensor slice_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, std::optional<std::int64_t> start,
+                      std::optional<std::int64_t> end, std::int64_t step);
+Tensor select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, std::int64_t index);
+Tensor permute_backward(const Tensor& grad, IntArrayRef dims);
+std::vector<Tensor> cat_backward(const Tensor& grad, TensorList tensors, std::int64_t dim);
+Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const Tensor& other);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -201,6 +211,39 @@ inline Var cumsum_backward(const Var& grad, const Var& self, std::int64_t dim) {
 // The gradient of cumprod, exact when the input holds zeros.
 inline Var cumprod_backward(const Var& grad, const Var& self, std::int64_t dim, const Var& result) {
   return detail::cumprod_backward(grad, self, dim, result);
+}
+
+// ---- views and copies
+
+// The gradient of as_strided: grad added into zeros of input's storage span at the positions the
+// view reads (overlapping positions sum), read back at input's positions.
+inline Var as_strided_backward(const Var& grad, const Var& self, IntArrayRef size, IntArrayRef stride,
+                               std::optional<std::int64_t> storage_offset) {
+  return detail::as_strided_backward(grad, self, size, stride, storage_offset);
+}
+// The gradient of slice and select: zeros of the input's sizes with grad where the view was.
+inline Var slice_backward(const Var& grad, IntArrayRef sizes, std::int64_t dim, std::optional<std::int64_t> start,
+                          std::optional<std::int64_t> end, std::int64_t step) {
+  return detail::slice_backward(grad, sizes, dim, start, end, step);
+}
+inline Var select_backward(const Var& grad, IntArrayRef sizes, std::int64_t dim, std::int64_t index) {
+  return detail::select_backward(grad, sizes, dim, index);
+}
+// The gradient of permute: grad permuted by the inverse permutation.
+inline Var permute_backward(const Var& grad, IntArrayRef dims) { return detail::permute_backward(grad, dims); }
+// The gradients of cat: grad split along dim into the inputs' sizes (skipped 1-d empty inputs
+// get empty gradients).
+inline std::vector<Tensor> cat_backward(const Var& grad, TensorList tensors, std::int64_t dim) {
+  return detail::cat_backward(grad, tensors, dim);
+}
+
+// The gradients of matmul, 1-d operands included (a vector is a row of self or a column of
+// other), summed over broadcast batch dims.
+inline Var matmul_backward_self(const Var& grad, const Var& self, const Var& other) {
+  return detail::matmul_backward(0, grad, self, other);
+}
+inline Var matmul_backward_other(const Var& grad, const Var& self, const Var& other) {
+  return detail::matmul_backward(1, grad, self, other);
 }
 
 }  // namespace kael::autograd

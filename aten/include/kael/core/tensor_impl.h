@@ -2,6 +2,7 @@
 // TensorImpl: shape, strides, offset, dtype and device of a view over a Storage.
 
 #include <cstdint>
+#include <memory>
 
 #include "kael/core/device.h"
 #include "kael/core/dispatch_key_set.h"
@@ -11,6 +12,14 @@
 #include "kael/core/storage.h"
 
 namespace kael {
+
+// Note [Autograd metadata]
+// A tensor that takes part in autograd (requires grad, has a grad_fn, a .grad or hooks) owns an
+// AutogradMeta (kael/autograd/autograd.h); the core knows it only through this base, so that
+// nothing below autograd depends on it. Tensors that never touch autograd carry a null pointer.
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+};
 
 class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
  public:
@@ -40,7 +49,7 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   bool is_view() const { return static_cast<bool>(view_base_); }
   const IntrusivePtr<TensorImpl>& view_base() const { return view_base_; }
   // Makes a new impl viewing `base`'s storage with the given geometry, recording the base and
-  // taking its key set.
+  // taking its key set, less Autograd (autograd's view kernels give a view its own history).
   static IntrusivePtr<TensorImpl> make_view(const TensorImpl& base, DimVector sizes, DimVector strides,
                                             std::int64_t offset);
   Storage* storage() const { return storage_.get(); }
@@ -64,6 +73,10 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   void* pyobj() const { return pyobj_; }
   void set_pyobj(void* obj) { pyobj_ = obj; }
 
+  // See Note [Autograd metadata]; null for tensors autograd never saw.
+  AutogradMetaBase* autograd_meta() const { return autograd_meta_.get(); }
+  void set_autograd_meta(std::unique_ptr<AutogradMetaBase> meta) { autograd_meta_ = std::move(meta); }
+
  private:
   TensorImpl() = default;
   ~TensorImpl() = default;
@@ -79,6 +92,7 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   DispatchKeySet keys_;
   void* pyobj_ = nullptr;
   IntrusivePtr<TensorImpl> view_base_;
+  std::unique_ptr<AutogradMetaBase> autograd_meta_;
 };
 
 // Note [Maximum dims]

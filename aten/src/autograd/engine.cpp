@@ -1,0 +1,719 @@
+// Autograd's graph nodes, saved tensors and engine (see Note [Autograd] in kael/autograd/autograd.h).
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kael/autograd/autograd.h"
+#include "kael/autograd/saved_args.h"
+#include "kael/autograd/formula_helpers.h"
+#include "kael/core/error.h"
+#include "kael/ops/add.h"
+#include "kael/ops/any.h"
+#include "kael/ops/as_strided.h"
+#include "kael/ops/clone.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/empty.h"
+#include "kael/ops/expand.h"
+#include "kael/ops/full.h"
+#include "kael/ops/isnan.h"
+#include "kael/ops/ones_like.h"
+#include "kael/ops/to.h"
+#include "kael/ops/zero_.h"
+#include "kael/ops/zeros.h"
+
+namespace kael::autograd {
+
+namespace {
+std::atomic<std::uint64_t> g_sequence_nr{0};
+std::atomic<bool> g_anomaly{false};
+std::atomic<TraceFn> g_trace_fn{nullptr};
+std::atomic<int> g_hook_id{0};
+
+std::string describe(const Tensor& t) {
+  std::ostringstream os;
+  os << "[kael." << dtype_name(t.dtype()) << " " << shape_str(t.sizes()) << "]";
+  return os.str();
+}
+}  // namespace
+
+bool AnomalyMode::is_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+void AnomalyMode::set_enabled(bool enabled) { g_anomaly.store(enabled, std::memory_order_relaxed); }
+void set_trace_function(TraceFn fn) { g_trace_fn.store(fn); }
+
+void record_trace(Node& node) {
+  if (!AnomalyMode::is_enabled()) return;
+  if (TraceFn fn = g_trace_fn.load()) node.set_forward_trace(fn());
+}
+
+// ------------------------------------------------------------------ metadata
+
+AutogradMeta::~AutogradMeta() {
+  if (retain_hook_id != 0 && grad_fn) grad_fn->remove_pre_hook(retain_hook_id);
+}
+
+AutogradMeta& ensure_meta(const Tensor& t) {
+  KAEL_INTERNAL_ASSERT(t.defined());
+  if (auto* m = meta_of(t)) return *m;
+  auto m = std::make_unique<AutogradMeta>();
+  AutogradMeta* raw = m.get();
+  t.impl()->set_autograd_meta(std::move(m));
+  return *raw;
+}
+
+const std::shared_ptr<Node>& grad_fn(const Tensor& t) {
+  static const std::shared_ptr<Node> none;
+  const AutogradMeta* m = meta_of(t);
+  return m ? m->grad_fn : none;
+}
+
+void set_requires_grad(const Tensor& t, bool value) {
+  AutogradMeta* m = meta_of(t);
+  KAEL_CHECK(m == nullptr || !m->grad_fn,
+             "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
+             "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+  KAEL_CHECK(!value || is_floating(t.dtype()),
+             "only Tensors of floating point dtype can require gradients (got " << dtype_name(t.dtype()) << ")");
+  if (!value && m == nullptr) return;
+  ensure_meta(t).requires_grad = value;
+  if (value) t.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
+  AutogradMeta& m = ensure_meta(t);
+  if (auto acc = m.grad_accumulator.lock()) return acc;
+  auto acc = std::make_shared<AccumulateGrad>(t);
+  m.grad_accumulator = acc;
+  return acc;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = meta_of(t);
+  if (m == nullptr || !t.key_set().has(DispatchKey::Autograd)) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (m->requires_grad) return {grad_accumulator(t), 0};
+  return {};
+}
+
+Tensor operand_tensor(const Operand& o) {
+  if (o.is_tensor()) return o.tensor();
+  const std::int64_t* none = nullptr;
+  return kael::full(IntArrayRef(none, 0), o.scalar(), o.scalar().wrapped_dtype());
+}
+
+void set_history(const Tensor& result, const std::shared_ptr<Node>& fn) {
+  AutogradMeta& m = ensure_meta(result);
+  m.grad_fn = fn;
+  m.output_nr = fn->add_input_metadata(result);
+  m.requires_grad = false;
+  result.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+}
+
+void set_view_of(const Tensor& result, const Tensor& base) {
+  const AutogradMeta* bm = meta_of(base);
+  ensure_meta(result).view_base = (bm && bm->view_base.defined()) ? bm->view_base : base;
+}
+
+namespace {
+// The tensor whose history an in-place op on `self` changes along with self's: the base of a
+// differentiable view, or the base of a plain view whose base does not require grad.
+Tensor inplace_base(const Tensor& self) {
+  const AutogradMeta* m = meta_of(self);
+  if (m && m->view_base.defined()) return m->view_base;
+  if (self.impl()->is_view()) {
+    Tensor base(self.impl()->view_base());
+    if (!requires_grad(base)) return base;
+  }
+  return {};
+}
+}  // namespace
+
+void check_inplace(const char* op, const Tensor& self) {
+  if (requires_grad(self) && is_leaf(self))
+    KAEL_CHECK(false, op << ": a leaf Variable that requires grad is being used in an in-place operation.");
+  const AutogradMeta* m = meta_of(self);
+  if (m && m->view_base.defined() && requires_grad(m->view_base) && is_leaf(m->view_base))
+    KAEL_CHECK(false, op << ": a view of a leaf Variable that requires grad is being used in an in-place operation.");
+}
+
+void rebase_history(const Tensor& self, const std::shared_ptr<Node>& fn) {
+  Tensor base = inplace_base(self);
+  if (!base.defined()) {
+    set_history(self, fn);
+    return;
+  }
+  KAEL_CHECK(base.is_contiguous(),
+             "an in-place operation on a view of a non-contiguous tensor that requires grad is not supported; "
+             "call .contiguous() (or .clone()) on the base first");
+  auto cs = std::make_shared<CopySlices>(base, self, fn);
+  set_history(base, cs);
+  auto view_fn = std::make_shared<AsStridedBackward>(base, self);
+  view_fn->set_next_edges({gradient_edge(base)});
+  set_history(self, view_fn);
+  ensure_meta(self).view_base = base;
+}
+
+void not_differentiable(const char* op, const char* input) {
+  KAEL_CHECK(false, op << ": the derivative for '" << input << "' is not implemented");
+  __builtin_unreachable();
+}
+
+void out_not_differentiable(const char* op) {
+  KAEL_CHECK(false, op << "(): functions with out=... arguments don't support automatic differentiation, but "
+                          "one of the arguments requires grad.");
+  __builtin_unreachable();
+}
+
+// ------------------------------------------------------------------ saved variables
+
+SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
+  if (!t.defined()) return;
+  was_defined_ = true;
+  is_output_ = is_output;
+  version_ = t.impl()->storage()->version();
+  requires_grad_ = requires_grad(t);
+  if (is_output) {
+    // An alias without metadata: the node would otherwise own itself through the tensor.
+    const TensorImpl& impl = *t.impl();
+    data_ = Tensor(TensorImpl::make(impl.storage_ptr(), impl.dtype(), DimVector(impl.sizes()),
+                                    DimVector(impl.strides()), impl.offset()));
+    if (const AutogradMeta* m = meta_of(t)) {
+      grad_fn_ = m->grad_fn;
+      output_nr_ = m->output_nr;
+    }
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedVariable::unpack(const Node* node) const {
+  if (!was_defined_) return {};
+  const std::string name = node ? node->name() : std::string("a node");
+  KAEL_CHECK(!released_,
+             "Trying to backward through the graph a second time (or directly access saved tensors after they "
+             "have already been freed). Saved intermediate values of the graph are freed when you call "
+             ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+             "a second time or if you need to access saved tensors after calling backward. (node: "
+             << name << ")");
+  const std::uint32_t now = data_.impl()->storage()->version();
+  KAEL_CHECK(now == version_, "one of the variables needed for gradient computation has been modified by an "
+                              "inplace operation: "
+                                  << describe(data_) << ", which is saved by " << name << ", is at version " << now
+                                  << "; expected version " << version_ << " instead.");
+  if (!is_output_) return data_;
+  std::shared_ptr<Node> fn = grad_fn_.lock();
+  if (!fn || !requires_grad_) return data_;
+  const TensorImpl& impl = *data_.impl();
+  Tensor out(TensorImpl::make(impl.storage_ptr(), impl.dtype(), DimVector(impl.sizes()), DimVector(impl.strides()),
+                              impl.offset()));
+  AutogradMeta& m = ensure_meta(out);
+  m.grad_fn = std::move(fn);
+  m.output_nr = output_nr_;
+  out.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
+  return out;
+}
+
+std::string SavedVariable::description() const {
+  if (released_ || !data_.defined()) return "(freed)";
+  return shape_str(data_.sizes()) + " " + dtype_name(data_.dtype());
+}
+
+Tensor meta_stand_in(IntArrayRef sizes, ScalarType dtype) {
+  const std::int64_t* none = nullptr;
+  return kael::expand(kael::empty(IntArrayRef(none, 0), dtype), sizes);
+}
+
+// ------------------------------------------------------------------ nodes
+
+Node::Node() : sequence_nr_(g_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::~Node() = default;
+
+std::uint32_t Node::add_input_metadata(const Tensor& t) {
+  input_metadata_.push_back(InputMeta{DimVector(t.sizes()), t.dtype(), t.device()});
+  return static_cast<std::uint32_t>(input_metadata_.size() - 1);
+}
+
+void Node::add_pre_hook(std::uint32_t output_nr, GradHook hook, int id) {
+  std::lock_guard<std::mutex> lock(mutex);
+  pre_hooks_.push_back(PreHook{output_nr, std::move(hook), id});
+}
+
+bool Node::remove_pre_hook(int id) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = std::find_if(pre_hooks_.begin(), pre_hooks_.end(), [&](const PreHook& h) { return h.id == id; });
+  if (it == pre_hooks_.end()) return false;
+  pre_hooks_.erase(it);
+  return true;
+}
+
+void Node::run_pre_hooks(variable_list& grads) {
+  std::vector<PreHook> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    hooks = pre_hooks_;
+  }
+  // User hooks first, then the retain_grad hooks (negative ids), which see the hooked value.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const PreHook& h : hooks) {
+      if ((h.id < 0) != (pass == 1) || h.output_nr >= grads.size() || !grads[h.output_nr].defined()) continue;
+      Tensor r = h.fn(grads[h.output_nr]);
+      if (r.defined()) grads[h.output_nr] = std::move(r);
+    }
+  }
+}
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  input_metadata_.push_back(InputMeta{DimVector(variable_.sizes()), variable_.dtype(), variable_.device()});
+}
+
+namespace {
+// A copy of g that nothing else refers to (the engine may hand one tensor to several leaves).
+Tensor fresh_copy(const Tensor& g) {
+  Tensor c = kael::clone(g);
+  return c.is_contiguous() ? c : kael::contiguous(c);
+}
+}  // namespace
+
+variable_list AccumulateGrad::apply(variable_list&& grads) {
+  Tensor g = std::move(grads.at(0));
+  AutogradMeta& m = ensure_meta(variable_);
+  std::vector<std::pair<int, GradHook>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    hooks = m.leaf_hooks;
+  }
+  for (auto& [id, fn] : hooks) {
+    if (!g.defined()) break;
+    Tensor r = fn(g);
+    if (r.defined()) g = std::move(r);
+  }
+  if (!g.defined()) return {};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!m.grad.defined()) {
+    m.grad = GradMode::is_enabled() ? g : fresh_copy(g);
+  } else if (!GradMode::is_enabled() && !requires_grad(m.grad)) {
+    kael::add_(m.grad, g);
+  } else {
+    m.grad = kael::add(m.grad, g);
+  }
+  return {};
+}
+
+variable_list ErrorNode::apply(variable_list&&) {
+  KAEL_CHECK(false, msg_);
+  __builtin_unreachable();
+}
+
+AsStridedBackward::AsStridedBackward(const Tensor& base, const Tensor& view)
+    : base_sizes_(base.sizes()),
+      sizes_(view.sizes()),
+      strides_(view.strides()),
+      offset_(view.impl()->offset() - base.impl()->offset()),
+      dtype_(base.dtype()) {}
+
+variable_list AsStridedBackward::apply(variable_list&& grads) {
+  Tensor g = kael::zeros(base_sizes_, dtype_);
+  kael::copy_(kael::as_strided(g, sizes_, strides_, offset_), grads.at(0));
+  return {g};
+}
+
+CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<Node> fn)
+    : base_sizes_(base.sizes()),
+      sizes_(view.sizes()),
+      strides_(view.strides()),
+      offset_(view.impl()->offset() - base.impl()->offset()),
+      fn_(std::move(fn)) {
+  std::vector<Edge> edges{gradient_edge(base)};
+  const auto& fn_edges = fn_->next_edges();
+  for (std::size_t i = 1; i < fn_edges.size(); ++i) edges.push_back(fn_edges[i]);
+  next_edges_ = std::move(edges);
+}
+
+variable_list CopySlices::apply(variable_list&& grads) {
+  Tensor result = fresh_copy(grads.at(0));
+  Tensor slice = kael::as_strided(result, sizes_, strides_, offset_);
+  variable_list res = fn_->apply({fresh_copy(slice)});
+  if (!res.empty() && res[0].defined()) {
+    kael::copy_(slice, same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+  } else {
+    kael::zero_(slice);
+  }
+  variable_list out{result};
+  for (std::size_t i = 1; i < res.size(); ++i) out.push_back(res[i]);
+  out.resize(next_edges_.size());
+  return out;
+}
+
+// ------------------------------------------------------------------ hooks
+
+int register_hook(const Tensor& t, GradHook hook) {
+  KAEL_CHECK(requires_grad(t), "cannot register a hook on a tensor that doesn't require gradient");
+  const int id = g_hook_id.fetch_add(1) + 1;
+  AutogradMeta& m = ensure_meta(t);
+  if (m.grad_fn) {
+    m.grad_fn->add_pre_hook(m.output_nr, std::move(hook), id);
+  } else {
+    auto acc = grad_accumulator(t);
+    std::lock_guard<std::mutex> lock(acc->mutex);
+    m.leaf_hooks.emplace_back(id, std::move(hook));
+  }
+  return id;
+}
+
+void remove_hook(const Tensor& t, int id) {
+  AutogradMeta* m = meta_of(t);
+  if (m == nullptr) return;
+  if (m->grad_fn && m->grad_fn->remove_pre_hook(id)) return;
+  auto& hooks = m->leaf_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; }), hooks.end());
+}
+
+void retain_grad(const Tensor& t) {
+  KAEL_CHECK(requires_grad(t), "can't retain_grad on Tensor that has requires_grad=False");
+  AutogradMeta& m = ensure_meta(t);
+  if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
+  m.retains_grad = true;
+  const int id = -(g_hook_id.fetch_add(1) + 1);
+  TensorImpl* impl = t.impl();  // the hook is removed when the tensor dies (~AutogradMeta)
+  m.grad_fn->add_pre_hook(
+      m.output_nr,
+      [impl](const Tensor& g) {
+        auto* meta = static_cast<AutogradMeta*>(impl->autograd_meta());
+        if (meta == nullptr) return Tensor();
+        if (!meta->grad.defined()) {
+          meta->grad = GradMode::is_enabled() ? g : fresh_copy(g);
+        } else {
+          meta->grad = kael::add(meta->grad, g);
+        }
+        return Tensor();
+      },
+      id);
+  m.retain_hook_id = id;
+}
+
+// ------------------------------------------------------------------ the engine
+
+namespace {
+
+class GraphRoot : public Node {
+ public:
+  GraphRoot(std::vector<Edge> roots, variable_list grads) : grads_(std::move(grads)) {
+    next_edges_ = std::move(roots);
+  }
+  std::string name() const override { return "GraphRoot"; }
+  variable_list apply(variable_list&&) override { return grads_; }
+
+ private:
+  variable_list grads_;
+};
+
+struct CompareNodes {
+  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Fits a node's output gradient to what the receiving input expects (broadcasting reduced away,
+// dtype converted), or raises.
+Tensor validate(const Node& fn, std::size_t i, Tensor g, const InputMeta& meta) {
+  if (!same_sizes(g.sizes(), meta.sizes)) {
+    bool expandable = g.dim() >= static_cast<std::int64_t>(meta.sizes.size());
+    if (expandable) {
+      const std::int64_t lead = g.dim() - static_cast<std::int64_t>(meta.sizes.size());
+      for (std::size_t d = 0; d < meta.sizes.size(); ++d) {
+        const std::int64_t gs = g.sizes()[lead + d], ms = meta.sizes[d];
+        if (gs != ms && ms != 1) expandable = false;
+      }
+    }
+    KAEL_CHECK(expandable, "Function " << fn.name() << " returned an invalid gradient at index " << i << " - got "
+                                       << shape_str(g.sizes()) << " but expected shape compatible with "
+                                       << shape_str(meta.sizes));
+    g = detail::sum_to_size(g, meta.sizes);
+  }
+  if (g.dtype() != meta.dtype) g = kael::to(g, meta.dtype);
+  return g;
+}
+
+void check_anomaly(const Node& fn, const variable_list& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& o = outputs[i];
+    if (!o.defined() || !is_floating(o.dtype())) continue;
+    if (kael::any(kael::isnan(o), std::nullopt, false).item().to<bool>()) {
+      std::ostringstream msg;
+      msg << "Function '" << fn.name() << "' returned nan values in its " << i << "th output.";
+      if (!fn.forward_trace().empty()) {
+        msg << "\nTraceback of forward call that caused the error:\n" << fn.forward_trace();
+      } else {
+        msg << "\n(enable anomaly detection before the forward pass to see the forward call site)";
+      }
+      KAEL_CHECK(false, msg.str());
+    }
+  }
+}
+
+}  // namespace
+
+variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_outputs, bool keep_graph,
+                           bool create_graph, const std::vector<Edge>& inputs) {
+  auto root = std::make_shared<GraphRoot>(roots, std::move(grad_outputs));
+  const bool capture = !inputs.empty();
+
+  // Dependencies, and (for grad()) which nodes lead to an input.
+  std::unordered_map<Node*, int> deps;
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  std::unordered_map<Node*, std::vector<std::pair<std::uint32_t, std::size_t>>> captures;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].is_valid()) captures[inputs[i].function.get()].emplace_back(inputs[i].input_nr, i);
+  std::unordered_map<Node*, bool> reaches;  // node -> some capture is at or below it
+  {
+    std::vector<Node*> stack{root.get()};
+    std::unordered_set<Node*> seen{root.get()};
+    std::vector<Node*> order;
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Edge& e : n->next_edges()) {
+        if (!e.is_valid()) continue;
+        Node* c = e.function.get();
+        ++deps[c];
+        if (seen.insert(c).second) {
+          keep_alive.push_back(e.function);
+          stack.push_back(c);
+        }
+      }
+    }
+    if (capture) {
+      // Reverse DFS pre-order is not a topological order in general: iterate to a fixpoint.
+      for (Node* n : order) reaches[n] = captures.count(n) > 0;
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+          Node* n = *it;
+          if (reaches[n]) continue;
+          for (const Edge& e : n->next_edges()) {
+            if (e.is_valid() && reaches[e.function.get()]) {
+              reaches[n] = changed = true;
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  variable_list captured(inputs.size());
+  std::unordered_map<Node*, variable_list> buffers;
+  std::priority_queue<Node*, std::vector<Node*>, CompareNodes> ready;
+  ready.push(root.get());
+  AutoGradMode grad_mode(create_graph);
+
+  while (!ready.empty()) {
+    Node* fn = ready.top();
+    ready.pop();
+    variable_list in;
+    if (fn != root.get()) {
+      auto it = buffers.find(fn);
+      in = std::move(it->second);
+      buffers.erase(it);
+      in.resize(fn->num_inputs());
+      fn->run_pre_hooks(in);
+    }
+    if (capture) {
+      if (auto c = captures.find(fn); c != captures.end())
+        for (auto [input_nr, idx] : c->second)
+          if (input_nr < in.size()) captured[idx] = in[input_nr];
+      bool needed = fn == root.get();
+      for (const Edge& e : fn->next_edges()) needed = needed || (e.is_valid() && reaches[e.function.get()]);
+      if (!needed) continue;
+    }
+    variable_list out;
+    const bool any_defined = fn == root.get() || std::any_of(in.begin(), in.end(), [](const Tensor& t) {
+      return t.defined();
+    });
+    if (any_defined) {
+      if (fn != root.get() && in.size() > 1) {
+        for (std::size_t i = 0; i < in.size(); ++i)
+          if (!in[i].defined())
+            in[i] = kael::zeros(fn->input_metadata()[i].sizes, fn->input_metadata()[i].dtype);
+      }
+      out = fn->apply(std::move(in));
+      if (!keep_graph) fn->release_variables();
+      if (AnomalyMode::is_enabled()) check_anomaly(*fn, out);
+    }
+    out.resize(fn->next_edges().size());
+    for (std::size_t i = 0; i < fn->next_edges().size(); ++i) {
+      const Edge& e = fn->next_edges()[i];
+      if (!e.is_valid()) continue;
+      Node* next = e.function.get();
+      if (out[i].defined()) {
+        Tensor g = validate(*fn, i, std::move(out[i]), next->input_metadata().at(e.input_nr));
+        variable_list& buf = buffers[next];
+        if (buf.size() < next->num_inputs()) buf.resize(next->num_inputs());
+        Tensor& slot = buf[e.input_nr];
+        slot = slot.defined() ? kael::add(slot, g) : std::move(g);
+      } else {
+        buffers.try_emplace(next);
+      }
+      if (--deps[next] == 0) ready.push(next);
+    }
+  }
+  return captured;
+}
+
+namespace {
+std::vector<Edge> root_edges(const variable_list& outputs, const variable_list& grad_outputs,
+                             variable_list& grads) {
+  KAEL_CHECK_VALUE(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+                   "grad requires one gradient per output: got " << grad_outputs.size() << " gradients for "
+                                                                 << outputs.size() << " outputs");
+  std::vector<Edge> roots;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    KAEL_CHECK(requires_grad(out), "element " << i << " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      KAEL_CHECK(out.numel() == 1, "grad can be implicitly created only for scalar outputs");
+      g = kael::ones_like(out);
+    } else {
+      KAEL_CHECK(same_sizes(g.sizes(), out.sizes()), "Mismatch in shape: grad_output[" << i << "] has a shape of "
+                                                                           << shape_str(g.sizes())
+                                                                           << " and output[" << i
+                                                                           << "] has a shape of "
+                                                                           << shape_str(out.sizes()) << ".");
+    }
+    roots.push_back(gradient_edge(out));
+    grads.push_back(std::move(g));
+  }
+  return roots;
+}
+}  // namespace
+
+void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph) {
+  variable_list grads;
+  std::vector<Edge> roots = root_edges(outputs, grad_outputs, grads);
+  run_backward(roots, std::move(grads), keep_graph || create_graph, create_graph);
+}
+
+variable_list grad(const variable_list& outputs, const variable_list& inputs, const variable_list& grad_outputs,
+                   bool keep_graph, bool create_graph, bool allow_unused) {
+  variable_list grads;
+  std::vector<Edge> roots = root_edges(outputs, grad_outputs, grads);
+  std::vector<Edge> input_edges;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    KAEL_CHECK(requires_grad(inputs[i]), "One of the differentiated Tensors does not require grad");
+    input_edges.push_back(gradient_edge(inputs[i]));
+  }
+  variable_list result = run_backward(roots, std::move(grads), keep_graph, create_graph, input_edges);
+  for (std::size_t i = 0; i < result.size(); ++i) {
+    KAEL_CHECK(allow_unused || result[i].defined(),
+               "One of the differentiated Tensors appears to not have been used in the graph. Set "
+               "allow_unused=True if this is the desired behavior.");
+    if (result[i].defined() && !same_sizes(result[i].sizes(), inputs[i].sizes()))
+      result[i] = validate(*input_edges[i].function, i, result[i], InputMeta{DimVector(inputs[i].sizes()),
+                                                                             inputs[i].dtype(), inputs[i].device()});
+  }
+  return result;
+}
+
+// ------------------------------------------------------------------ ops without a formula
+
+namespace {
+// Ops that are not differentiable by design: their results never require grad.
+bool non_differentiable(std::string_view op) {
+  return op == "detach" || op == "bernoulli.p" || op == "_unique2" || op == "_unique_dim" || op == "multinomial";
+}
+
+// The Autograd fallback: an op with no Autograd kernel (no derivative in the registry) runs below
+// autograd; if an input requires grad and the op produced a floating-point result, that result
+// would silently have no history, so it raises instead.
+void autograd_fallback(const dispatch::OpEntry& op, DispatchKeySet ks, dispatch::Stack& stack) {
+  const std::size_t base = stack.size() - static_cast<std::size_t>(op.num_args);
+  bool any = false;
+  for (std::size_t i = base; i < stack.size() && !any; ++i) {
+    const dispatch::IValue& v = stack[i];
+    if (v.is_tensor()) {
+      any = requires_grad(v.to_tensor());
+    } else if (v.tag() == dispatch::IValue::Tag::TensorList) {
+      any = requires_grad(TensorList(v.to_tensor_list()));
+    }
+  }
+  {
+    dispatch::ExcludeGuard below(DispatchKeySet(DispatchKey::Autograd));
+    dispatch::redispatch_boxed(op, ks.below(DispatchKey::Autograd), stack);
+  }
+  if (!any || non_differentiable(op.name)) return;
+  for (std::size_t i = base; i < stack.size(); ++i) {
+    const dispatch::IValue& v = stack[i];
+    bool floating = v.is_tensor() && is_floating(v.to_tensor().dtype());
+    if (v.tag() == dispatch::IValue::Tag::TensorList)
+      for (const Tensor& t : v.to_tensor_list()) floating = floating || is_floating(t.dtype());
+    std::string name(op.name);
+    if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+    KAEL_CHECK(!floating, name << ": the derivative is not implemented (an input requires grad); compute it under "
+                                  "kael.no_grad() or on .detach()ed inputs");
+  }
+}
+
+[[maybe_unused]] const bool g_fallback_registered = (dispatch::set_fallback(DispatchKey::Autograd, &autograd_fallback), true);
+}  // namespace
+
+// ------------------------------------------------------------------ explain / graphviz
+
+namespace {
+template <typename F>
+void walk(const Tensor& t, F visit) {
+  std::shared_ptr<Node> start = grad_fn(t);
+  if (!start) {
+    Edge e = gradient_edge(t);
+    start = e.function;
+  }
+  if (!start) return;
+  std::vector<std::pair<Node*, int>> stack{{start.get(), 0}};
+  std::unordered_set<Node*> seen{start.get()};
+  while (!stack.empty()) {
+    auto [n, depth] = stack.back();
+    stack.pop_back();
+    visit(*n, depth);
+    const auto& edges = n->next_edges();
+    for (auto it = edges.rbegin(); it != edges.rend(); ++it)
+      if (it->is_valid() && seen.insert(it->function.get()).second) stack.emplace_back(it->function.get(), depth + 1);
+  }
+}
+}  // namespace
+
+std::string explain(const Tensor& t) {
+  std::ostringstream os;
+  if (!requires_grad(t)) return "tensor does not require grad (no graph)\n";
+  walk(t, [&](const Node& n, int depth) {
+    os << std::string(2 * depth, ' ') << n.name();
+    if (!n.input_metadata().empty()) {
+      os << " (grad " << shape_str(n.input_metadata()[0].sizes) << ")";
+    }
+    const std::string saved = n.saved_description();
+    if (!saved.empty()) os << " saved: " << saved;
+    if (const auto* acc = dynamic_cast<const AccumulateGrad*>(&n)) os << " -> leaf " << shape_str(acc->variable().sizes());
+    os << "\n";
+  });
+  return os.str();
+}
+
+std::string graphviz(const Tensor& t) {
+  std::ostringstream os;
+  os << "digraph autograd {\n  node [shape=box];\n";
+  walk(t, [&](const Node& n, int) {
+    os << "  n" << static_cast<const void*>(&n) << " [label=\"" << n.name();
+    const std::string saved = n.saved_description();
+    if (!saved.empty()) os << "\\n" << saved;
+    os << "\"];\n";
+    for (const Edge& e : n.next_edges())
+      if (e.is_valid())
+        os << "  n" << static_cast<const void*>(&n) << " -> n" << static_cast<const void*>(e.function.get()) << ";\n";
+  });
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace kael::autograd

@@ -1,0 +1,147 @@
+"""kael.autograd: reverse-mode automatic differentiation (torch.autograd's API).
+
+The graph is recorded and differentiated in C++ (kael/autograd/autograd.h); this package holds
+the Python surface: backward() and grad(), custom Functions, gradcheck, grad mode and anomaly
+detection, and text/DOT views of a graph.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from kael import _C
+from kael._C import Tensor
+from kael.autograd.function import Function, FunctionCtx
+from kael.autograd.gradcheck import gradcheck
+from kael.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
+                                     no_grad, set_grad_enabled)
+
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "set_detect_anomaly",
+           "detect_anomaly", "is_anomaly_enabled", "explain", "autograd_graph", "graphviz"]
+
+
+def _tensors(x: Tensor | Sequence[Tensor] | None, what: str) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, Tensor):
+        return (x,)
+    out = tuple(x)
+    for t in out:
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected Tensors, got {type(t).__name__}")
+    return out
+
+
+def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False) -> None:
+    """Accumulates the gradients of `tensors` (weighted by `grad_tensors`) into the leaves' .grad."""
+    outs = _tensors(tensors, "backward")
+    grads = _tensors(grad_tensors, "backward") or (None,) * len(outs)
+    if len(grads) != len(outs):
+        raise RuntimeError(f"grad_tensors has {len(grads)} tensors but tensors has {len(outs)}")
+    if retain_graph is None:
+        retain_graph = create_graph
+    _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph))
+
+
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Tensor | Sequence[Tensor | None] | None = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False, is_grads_batched: bool = False) -> tuple:
+    """The gradients of `outputs` with respect to `inputs` (nothing accumulates into .grad)."""
+    if is_grads_batched:
+        raise NotImplementedError("grad: is_grads_batched is not supported")
+    outs = _tensors(outputs, "grad")
+    ins = _tensors(inputs, "grad")
+    grads = _tensors(grad_outputs, "grad") or (None,) * len(outs)
+    if len(grads) != len(outs):
+        raise RuntimeError(f"grad_outputs has {len(grads)} tensors but outputs has {len(outs)}")
+    if retain_graph is None:
+        retain_graph = create_graph
+    return _C._grad(outs, ins, grads, bool(retain_graph), bool(create_graph), bool(allow_unused))
+
+
+def set_detect_anomaly(mode: bool) -> None:
+    """Anomaly detection: nodes remember the forward call site, and a NaN produced in backward
+    raises RuntimeError naming the node and that call site."""
+    _C._set_anomaly_enabled(bool(mode))
+
+
+def is_anomaly_enabled() -> bool:
+    return _C.is_anomaly_enabled()
+
+
+class detect_anomaly:
+    """Context manager turning anomaly detection on for a block (restored on exit)."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        self.check_nan = check_nan
+        self._prev: list[bool] = []
+
+    def __enter__(self) -> None:
+        self._prev.append(_C.is_anomaly_enabled())
+        _C._set_anomaly_enabled(self.check_nan)
+
+    def __exit__(self, *exc: object) -> None:
+        _C._set_anomaly_enabled(self._prev.pop())
+
+    def __call__(self, func: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with detect_anomaly(self.check_nan):
+                return func(*args, **kwargs)
+        return wrapper
+
+
+def explain(t: Tensor) -> str:
+    """A readable text of the graph behind t: one line per node, indented by depth, with the
+    shape of the gradient it receives and what it saved."""
+    return _C._explain(t)
+
+
+autograd_graph = explain
+
+
+def graphviz(t: Tensor) -> str:
+    """The graph behind t in Graphviz DOT."""
+    return _C._graphviz(t)
+
+
+# ---------------------------------------------------------------- Tensor methods
+
+class RemovableHandle:
+    """What register_hook returns: remove() unregisters the hook."""
+
+    def __init__(self, tensor: Tensor, hook_id: int) -> None:
+        import weakref
+        self._tensor = weakref.ref(tensor)
+        self.id = hook_id
+
+    def remove(self) -> None:
+        t = self._tensor()
+        if t is not None:
+            t._remove_hook(self.id)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                     create_graph: bool = False, inputs: Any = None) -> None:
+    """Computes the gradient of this tensor with respect to the leaves and accumulates it in
+    their .grad (the GIL is released while the graph runs)."""
+    if inputs is not None:
+        raise NotImplementedError("backward: inputs= is not supported; use kael.autograd.grad")
+    backward(self, gradient, retain_graph, create_graph)
+
+
+def _tensor_register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+    """Registers hook(grad) on this tensor's gradient; it may return a replacement."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    return RemovableHandle(self, self._register_hook(hook))
+

@@ -1,0 +1,345 @@
+"""Gradients of every differentiable op of the registry against PyTorch, and gradcheck.
+
+The list of ops comes from native_functions.yaml: every entry with `derivatives:` must have
+cases here (pointwise entries get theirs automatically), so a new differentiable op fails
+`test_every_differentiable_op_has_cases` until it is covered. Each case runs in float32 and
+float64, with contiguous inputs and with non-contiguous ones (the leaf is a permuted view's
+base, so view backward is exercised too); binary pointwise ops also broadcast. Float64 cases
+also run kael.autograd.gradcheck.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import kael
+from helpers import check, to_kael
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+from codegen.model import parse_registry  # noqa: E402
+
+REGISTRY = parse_registry((_ROOT / "native_functions.yaml").read_text())
+
+
+def _differentiable():
+    out = {}
+    for f in REGISTRY:
+        if f.derivatives and not f.schema.returns_tuple and not f.schema.returns_list:
+            out[f.schema.full_name] = f
+    return out
+
+
+DIFFERENTIABLE = _differentiable()
+
+# Registry entries that produce floating-point results but have no derivative formula: calling
+# them on inputs that require grad raises "the derivative is not implemented". The target is none.
+NO_FORMULA = {
+    "frexp": "mantissa/exponent split; not differentiable in PyTorch either",
+    "_gelu_grad": "backward kernel of gelu (no double backward of gelu yet)",
+    "_gelu_tanh_grad": "backward kernel of gelu (tanh); no double backward yet",
+    "embedding_backward": "backward kernel of embedding; no double backward yet",
+    "cross_entropy_losses_backward": "backward kernel of cross_entropy_losses; no double backward yet",
+    "empty": "factory", "empty_strided": "factory", "arange.start": "factory", "eye": "factory",
+    "linspace": "factory", "logspace": "factory", "randperm": "factory",
+    "bernoulli.p": "random sample (not differentiable by design)",
+    "multinomial": "integer result",
+}
+
+
+def test_no_formula_list_is_current():
+    """NO_FORMULA lists exactly the backend (non-composite) entries without derivatives whose
+    results can be floating point (comparisons, argmax and the like return integers or bools)."""
+    integer_results = {"logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite",
+                       "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "all", "any", "argsort", "nonzero",
+                       "bincount", "searchsorted", "searchsorted.Scalar", "bucketize", "bucketize.Scalar",
+                       "one_hot", "_unique2", "_unique_dim", "detach"}
+    missing = set()
+    for f in REGISTRY:
+        if f.derivatives or f.composite_implicit or f.schema.full_name in integer_results:
+            continue
+        missing.add(f.schema.full_name)
+    assert missing == set(NO_FORMULA), (missing - set(NO_FORMULA), set(NO_FORMULA) - missing)
+
+
+# ---------------------------------------------------------------- inputs
+
+def F(lib):
+    return lib.nn.functional
+
+
+class Spec:
+    """One input of a case: a float tensor that requires grad (domain: any, pos, unit, prob,
+    nonzero), or a constant int/bool tensor."""
+
+    def __init__(self, shape, domain="any", kind="float", high=None):
+        self.shape, self.domain, self.kind, self.high = tuple(shape), domain, kind, high
+
+
+def f(*shape, domain="any"):
+    return Spec(shape, domain)
+
+
+def idx(*shape, high):
+    return Spec(shape, kind="index", high=high)
+
+
+def perm_idx(*shape):
+    """int64 indices, each row a permutation of range(shape[-1]) (scatter without collisions)."""
+    return Spec(shape, kind="perm")
+
+
+def mask(*shape):
+    return Spec(shape, kind="mask")
+
+
+def values(spec, rng):
+    n = int(np.prod(spec.shape)) if spec.shape else 1
+    if spec.kind == "index":
+        return torch.tensor(rng.integers(0, spec.high, size=spec.shape), dtype=torch.int64)
+    if spec.kind == "perm":
+        rows = int(np.prod(spec.shape[:-1])) if len(spec.shape) > 1 else 1
+        a = np.stack([rng.permutation(spec.shape[-1]) for _ in range(rows)]).reshape(spec.shape)
+        return torch.tensor(a, dtype=torch.int64)
+    if spec.kind == "mask":
+        return torch.tensor(rng.random(size=spec.shape) > 0.5)
+    if spec.domain == "pos":
+        v = rng.uniform(0.3, 2.0, size=n)
+    elif spec.domain == "unit":
+        v = rng.uniform(-0.8, 0.8, size=n)
+    elif spec.domain == "prob":
+        v = rng.uniform(0.1, 0.9, size=n)
+    else:  # any / nonzero: magnitudes away from 0 (kinks of abs, relu, fmod, ...)
+        v = rng.uniform(0.2, 2.0, size=n) * rng.choice([-1.0, 1.0], size=n)
+    return torch.tensor(v.reshape(spec.shape), dtype=torch.float64)
+
+
+class Case:
+    def __init__(self, fn, *specs, noncontig=True, atol=None, rtol=None):
+        self.fn, self.specs, self.noncontig, self.atol, self.rtol = fn, specs, noncontig, atol, rtol
+
+
+C = Case
+
+# ---------------------------------------------------------------- automatic cases (pointwise)
+
+DOMAIN = {"log": "pos", "log2": "pos", "log10": "pos", "log1p": "pos", "sqrt": "pos", "rsqrt": "pos",
+          "asin": "unit", "acos": "unit", "tan": "unit", "reciprocal": "nonzero"}
+BINARY_DOMAIN = {"pow": ("pos", "any"), "div": ("any", "nonzero")}
+
+
+def _pointwise_cases(fn_):
+    name = fn_.name
+    tensors = fn_.schema.tensor_params
+    others = [p for p in fn_.schema.params if p.type.base != "Tensor" and not p.has_default]
+    if name.startswith("_") or others or len(tensors) > 2 or name in ("where", "lerp", "silu", "softplus"):
+        return None
+    if len(tensors) == 1:
+        return [C(lambda L, x: getattr(L, name)(x), f(3, 4, domain=DOMAIN.get(name, "any")))]
+    da, db = BINARY_DOMAIN.get(name, ("any", "any"))
+    return [C(lambda L, x, y: getattr(L, name)(x, y), f(3, 4, domain=da), f(3, 4, domain=db)),
+            C(lambda L, x, y: getattr(L, name)(x, y), f(2, 1, 4, domain=da), f(3, 1, domain=db), noncontig=False),
+            C(lambda L, x: getattr(L, name)(x, 1.5 if L is kael else torch.tensor(1.5, dtype=x.dtype)),
+              f(3, 4, domain=da))]
+
+
+def _floor_divide(L, x, y):
+    # torch has no derivative for floor_divide; kael's is zero (floor is piecewise constant).
+    if L is kael:
+        return L.floor_divide(x, y)
+    return torch.floor_divide(x.detach(), y.detach()) + 0 * x + 0 * y
+
+
+# ---------------------------------------------------------------- hand-written cases
+
+def _standardize(L, x):
+    return L.standardize(x, [4]) if L is kael else F(torch).layer_norm(x, (4,))
+
+
+CASES = {
+    "floor_divide": [C(_floor_divide, f(3, 4), f(3, 4)), C(_floor_divide, f(2, 1, 4), f(3, 1), noncontig=False)],
+    "where": [C(lambda L, c, x, y: L.where(c, x, y), mask(3, 4), f(3, 4), f(3, 4))],
+    "lerp": [C(lambda L, x, y, w: L.lerp(x, y, w), f(3, 4), f(3, 4), f(3, 4, domain="prob"))],
+    "clamp_min": [C(lambda L, x, y: L.clamp_min(x, y), f(3, 4), f(3, 4))],
+    "clamp_max": [C(lambda L, x, y: L.clamp_max(x, y), f(3, 4), f(3, 4))],
+    "_nan_to_num": [C(lambda L, x: L.nan_to_num(x), f(3, 4))],
+    "_gelu": [C(lambda L, x: F(L).gelu(x), f(3, 4))],
+    "_gelu_tanh": [C(lambda L, x: F(L).gelu(x, approximate="tanh"), f(3, 4))],
+    "silu": [C(lambda L, x: F(L).silu(x), f(3, 4))],
+    "softplus": [C(lambda L, x: F(L).softplus(x, beta=2.0, threshold=3.0), f(3, 4))],
+    "sum": [C(lambda L, x: x.sum(), f(3, 4)), C(lambda L, x: x.sum(dim=1, keepdim=True), f(3, 4)),
+            C(lambda L, x: L.sum(x, (0, 2)), f(2, 3, 4))],
+    "mean": [C(lambda L, x: x.mean(), f(3, 4)), C(lambda L, x: x.mean(0), f(3, 4))],
+    "prod": [C(lambda L, x: x.prod(), f(2, 3))],
+    "prod.dim_int": [C(lambda L, x: x.prod(1), f(3, 4))],
+    "amax": [C(lambda L, x: x.amax(1), f(3, 4))],
+    "amin": [C(lambda L, x: x.amin(0), f(3, 4))],
+    "max": [C(lambda L, x: x.max(), f(3, 4))],
+    "min": [C(lambda L, x: x.min(), f(3, 4))],
+    "norm": [C(lambda L, x: x.norm(), f(3, 4)), C(lambda L, x: x.norm(dim=1), f(3, 4))],
+    "logsumexp": [C(lambda L, x: L.logsumexp(x, 1), f(3, 4))],
+    "var": [C(lambda L, x: x.var(), f(3, 4))],
+    "var.dim": [C(lambda L, x: x.var(1), f(3, 4))],
+    "var.correction": [C(lambda L, x: x.var(1, correction=0), f(3, 4))],
+    "std": [C(lambda L, x: x.std(), f(3, 4))],
+    "std.dim": [C(lambda L, x: x.std(0), f(3, 4))],
+    "std.correction": [C(lambda L, x: x.std(1, correction=0, keepdim=True), f(3, 4))],
+    "cumsum": [C(lambda L, x: x.cumsum(1), f(3, 4))],
+    "cumprod": [C(lambda L, x: x.cumprod(1), f(3, 4))],
+    "matmul": [C(lambda L, a, b: a @ b, f(3, 4), f(4, 5)), C(lambda L, a, b: L.matmul(a, b), f(2, 3, 4), f(4, 2)),
+               C(lambda L, a, b: L.matmul(a, b), f(4), f(4, 3))],
+    "softmax": [C(lambda L, x: F(L).softmax(x, dim=1), f(3, 4))],
+    "log_softmax": [C(lambda L, x: F(L).log_softmax(x, dim=1), f(3, 4))],
+    "standardize": [C(_standardize, f(3, 4))],
+    "layer_norm": [C(lambda L, x, w, b: F(L).layer_norm(x, (4,), w, b), f(3, 4), f(4), f(4))],
+    "embedding": [C(lambda L, i, w: F(L).embedding(i, w), idx(5, high=6), f(6, 3))],
+    "cross_entropy_losses": [C(lambda L, x, t: F(L).cross_entropy(x, t, reduction="none"), f(4, 5), idx(4, high=5))],
+    "addmm": [C(lambda L, c, a, b: L.addmm(c, a, b, beta=0.5, alpha=2.0), f(3, 5), f(3, 4), f(4, 5)),
+              C(lambda L, c, a, b: L.addmm(c, a, b), f(5), f(3, 4), f(4, 5))],
+    "bmm": [C(lambda L, a, b: L.bmm(a, b), f(2, 3, 4), f(2, 4, 5))],
+    "baddbmm": [C(lambda L, c, a, b: L.baddbmm(c, a, b, beta=0.5, alpha=2.0), f(2, 3, 5), f(2, 3, 4), f(2, 4, 5))],
+    "scaled_dot_product_attention": [C(lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v),
+                                       f(2, 3, 4), f(2, 5, 4), f(2, 5, 4)),
+                                     C(lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v, is_causal=True),
+                                       f(2, 3, 4), f(2, 3, 4), f(2, 3, 4))],
+    "repeat": [C(lambda L, x: x.repeat(2, 1, 3), f(3, 4))],
+    "flip": [C(lambda L, x: L.flip(x, [0]), f(3, 4))],
+    "roll": [C(lambda L, x: L.roll(x, 1, 1), f(3, 4))],
+    "diagonal": [C(lambda L, x: L.diagonal(x, 1), f(3, 4))],
+    "index_select": [C(lambda L, x, i: L.index_select(x, 0, i), f(3, 4), idx(5, high=3))],
+    "gather": [C(lambda L, x, i: L.gather(x, 1, i), f(3, 4), idx(3, 6, high=4))],
+    "scatter.src": [C(lambda L, x, i, s: L.scatter(x, 1, i, s), f(3, 4), perm_idx(3, 4), f(3, 4))],
+    "scatter.value": [C(lambda L, x, i: L.scatter(x, 1, i, 2.0), f(3, 4), perm_idx(3, 4))],
+    "scatter_.src": [C(lambda L, x, i, s: (x * 1).scatter_(1, i, s), f(3, 4), perm_idx(3, 4), f(3, 4))],
+    "scatter_.value": [C(lambda L, x, i: (x * 1).scatter_(1, i, 2.0), f(3, 4), perm_idx(3, 4))],
+    "scatter_add": [C(lambda L, x, i, s: L.scatter_add(x, 1, i, s), f(3, 4), idx(3, 4, high=4), f(3, 4))],
+    "scatter_add_": [C(lambda L, x, i, s: (x * 1).scatter_add_(1, i, s), f(3, 4), idx(3, 4, high=4), f(3, 4))],
+    "index_add": [C(lambda L, x, i, s: L.index_add(x, 0, i, s, alpha=2.0), f(3, 4), idx(5, high=3), f(5, 4))],
+    "index_add_": [C(lambda L, x, i, s: (x * 1).index_add_(0, i, s), f(3, 4), idx(5, high=3), f(5, 4))],
+    "masked_select": [C(lambda L, x, m: L.masked_select(x, m), f(3, 4), mask(3, 4))],
+    "tril": [C(lambda L, x: L.tril(x), f(3, 4))],
+    "tril_": [C(lambda L, x: (x * 1).tril_(1), f(3, 4))],
+    "triu": [C(lambda L, x: L.triu(x, -1), f(3, 4))],
+    "triu_": [C(lambda L, x: (x * 1).triu_(), f(3, 4))],
+    "diag_embed": [C(lambda L, x: L.diag_embed(x), f(2, 3))],
+    "as_strided": [C(lambda L, x: L.as_strided(x, (2, 2), (1, 2)), f(3, 4), noncontig=False),
+                   C(lambda L, x: L.as_strided(x, (3, 3), (1, 1), 1), f(3, 4), noncontig=False)],
+    "slice": [C(lambda L, x: x[1:3], f(4, 3)), C(lambda L, x: x[:, ::2], f(3, 5))],
+    "view": [C(lambda L, x: x.view(6, 2), f(3, 4), noncontig=False)],
+    "permute": [C(lambda L, x: x.permute(2, 0, 1), f(2, 3, 4))],
+    "transpose": [C(lambda L, x: x.transpose(0, 1), f(3, 4))],
+    "expand": [C(lambda L, x: x.expand(3, 4), f(1, 4)), C(lambda L, x: x.expand(2, 3, 4), f(3, 1))],
+    "squeeze": [C(lambda L, x: x.squeeze(1), f(3, 1, 4))],
+    "unsqueeze": [C(lambda L, x: x.unsqueeze(-1), f(3, 4))],
+    "select": [C(lambda L, x: x[1], f(3, 4)), C(lambda L, x: x.select(1, 2), f(3, 4))],
+    "clone": [C(lambda L, x: x.clone(), f(3, 4))],
+    "to.device": [C(lambda L, x: x.to("cpu") * 2, f(3, 4))],
+    "cat": [C(lambda L, a, b: L.cat([a, b], 1), f(3, 4), f(3, 2)), C(lambda L, a, b: L.cat([a, b]), f(2, 4), f(3, 4))],
+    "copy_": [C(lambda L, x, y: (x * 1).copy_(y), f(3, 4), f(3, 4)),
+              C(lambda L, x, y: (x * 1).copy_(y), f(3, 4), f(4), noncontig=False)],
+    "fill_": [C(lambda L, x: (x * 1).fill_(2.0) * x, f(3, 4))],
+    # random in-place ops and bernoulli: the gradient with respect to the input is zero
+    "uniform_": [C(lambda L, x: (x * 1).uniform_(), f(3, 4))],
+    "normal_": [C(lambda L, x: (x * 1).normal_(), f(3, 4))],
+    "random_.from": [C(lambda L, x: (x * 1).random_(0, 5), f(3, 4))],
+    "random_.to": [C(lambda L, x: (x * 1).random_(5), f(3, 4))],
+    "bernoulli_.Tensor": [C(lambda L, x, p: (x * 1).bernoulli_(p), f(3, 4), f(3, 4, domain="prob"))],
+    "bernoulli_.float": [C(lambda L, x: (x * 1).bernoulli_(0.5), f(3, 4))],
+    "bernoulli": [C(lambda L, x: L.bernoulli(x), f(3, 4, domain="prob"))],
+}
+
+# Entries with cases that compare no gradient against finite differences (random results).
+NO_GRADCHECK = {"uniform_", "normal_", "random_.from", "random_.to", "bernoulli_.Tensor", "bernoulli_.float",
+                "bernoulli"}
+
+
+def all_cases():
+    out = []
+    for name, fn_ in sorted(DIFFERENTIABLE.items()):
+        cases = CASES.get(name)
+        if cases is None and fn_.is_pointwise:
+            cases = _pointwise_cases(fn_)
+        for i, c in enumerate(cases or []):
+            out.append(pytest.param(name, c, id=f"{name}-{i}"))
+    return out
+
+
+def test_every_differentiable_op_has_cases():
+    uncovered = [n for n, fn_ in DIFFERENTIABLE.items()
+                 if n not in CASES and not (fn_.is_pointwise and _pointwise_cases(fn_))]
+    assert uncovered == []
+    stale = set(CASES) - set(DIFFERENTIABLE)
+    assert not stale, f"cases for entries that are not differentiable: {stale}"
+
+
+# ---------------------------------------------------------------- running a case
+
+def make_inputs(case, dtype, layout, rng):
+    """(torch leaves, torch inputs, kael leaves, kael inputs); float leaves require grad."""
+    tl, ti, kl, ki = [], [], [], []
+    for s in case.specs:
+        v = values(s, rng)
+        if s.kind != "float":
+            ti.append(v)
+            ki.append(to_kael(v))
+            continue
+        v = v.to(getattr(torch, dtype))
+        if layout == "noncontig" and v.dim() >= 2:
+            base_t = v.permute(*reversed(range(v.dim()))).contiguous()
+            base_k = to_kael(base_t)
+            base_t.requires_grad_()
+            base_k.requires_grad_()
+            order = tuple(reversed(range(v.dim())))
+            tl.append(base_t)
+            kl.append(base_k)
+            ti.append(base_t.permute(*order))
+            ki.append(base_k.permute(*order))
+        else:
+            t = v.clone().requires_grad_()
+            k = to_kael(v).requires_grad_()
+            tl.append(t)
+            kl.append(k)
+            ti.append(t)
+            ki.append(k)
+    return tl, ti, kl, ki
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["contig", "noncontig"])
+@pytest.mark.parametrize("name,case", all_cases())
+def test_gradient_matches_torch(name, case, dtype, layout):
+    if layout == "noncontig" and not case.noncontig:
+        pytest.skip("this case's shapes are its point (view geometry, broadcasting)")
+    rng = np.random.default_rng(abs(hash((name, dtype))) % 2**32)
+    tl, ti, kl, ki = make_inputs(case, dtype, layout, rng)
+    tout = case.fn(torch, *ti)
+    kout = case.fn(kael, *ki)
+    assert kout.shape == tuple(tout.shape)
+    assert kout.requires_grad and kout.grad_fn is not None
+    g = torch.tensor(rng.uniform(-1, 1, size=tuple(tout.shape)), dtype=tout.dtype)
+    tout.backward(g)
+    kout.backward(to_kael(g))
+    for t, k in zip(tl, kl):
+        if t.grad is None:
+            assert k.grad is None or not bool((k.grad != 0).any())
+        else:
+            assert k.grad is not None, f"{name}: no gradient reached an input"
+            check(k.grad, t.grad, atol=case.atol, rtol=case.rtol)
+
+
+@pytest.mark.parametrize("name,case", [p for p in all_cases() if p.values[0] not in NO_GRADCHECK])
+def test_gradcheck(name, case):
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    _, _, kl, ki = make_inputs(case, "float64", "contig", rng)
+    floats = [i for i, s in enumerate(case.specs) if s.kind == "float"]
+
+    def fn(*xs):
+        args = list(ki)
+        for i, x in zip(floats, xs):
+            args[i] = x
+        return case.fn(kael, *args)
+
+    assert kael.autograd.gradcheck(fn, tuple(kl), eps=1e-6, atol=1e-5, rtol=1e-3)
