@@ -20,6 +20,7 @@ void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
+void append_data_functions(std::vector<PyMethodDef>& out);  // nn_support.cpp
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
@@ -223,6 +224,7 @@ PyMODINIT_FUNC PyInit__C() {
                          "_registered_ops()\n--\n\nSchema names of every operator in the dispatcher."});
     append_owner_functions(functions);
     append_parallel_functions(functions);
+    append_data_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     append_autograd_functions(functions);
