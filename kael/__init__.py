@@ -63,3 +63,6 @@ from kael import autograd  # noqa: E402
 from kael.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402,F401
 
 __all__ += ["autograd", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]
+
+# ---- optim and data (pure Python; kael.nn is imported above)
+from kael import data, optim  # noqa: E402,F401

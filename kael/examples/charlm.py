@@ -166,21 +166,13 @@ def load_checkpoint(path):
 # ---------------------------------------------------------------- training
 
 
-def _grad_guard():
-    guard = getattr(kael, "no_grad", None)
-    if guard is None:
-        import contextlib
-        return contextlib.nullcontext()
-    return guard()
-
-
 def evaluate(model, data, batches, batch_size, context):
     """Mean validation loss over fixed batches (their own generator, so every call sees the same)."""
     generator = kael.Generator()
     generator.manual_seed(1234)
     model.eval()
     total = 0.0
-    with _grad_guard():
+    with kael.no_grad():
         for _ in range(batches):
             x, y = data.batch("val", batch_size, context, generator)
             logits = model(x.to(_device_of(model)))
@@ -199,7 +191,7 @@ def sample(model, data, prompt, length, temperature, generator=None):
     model.eval()
     ids = data.encode(prompt) or [data.index.get("\n", 0)]
     device = _device_of(model)
-    with _grad_guard():
+    with kael.no_grad():
         for _ in range(length):
             window = kael.tensor([ids[-model.context:]], dtype=kael.int64).to(device)
             logits = model(window)[0, -1]

@@ -14,21 +14,13 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-def _enable_grad():
-    guard = getattr(kael, "enable_grad", None)
-    if guard is None:
-        import contextlib
-        return contextlib.nullcontext()
-    return guard()
-
-
 def _update_under_no_grad(step):
     """Runs an optimizer's step under no_grad (the closure, if any, under enable_grad)."""
     @functools.wraps(step)
     def wrapper(self, closure=None):
         loss = None
         if closure is not None:
-            with _enable_grad():
+            with kael.enable_grad():
                 loss = closure()
         with no_grad():
             step(self)

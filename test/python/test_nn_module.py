@@ -52,9 +52,12 @@ def test_parameter_is_a_tensor_subclass_sharing_storage():
 
 def test_parameter_stays_a_parameter_through_in_place_ops():
     p = nn.Parameter(kael.zeros(3))
-    assert p.add_(1) is p
-    assert p.mul_(2) is p
-    assert type(p.uniform_(0, 1)) is nn.Parameter
+    with kael.no_grad():
+        assert p.add_(1) is p
+        assert p.mul_(2) is p
+        assert type(p.uniform_(0, 1)) is nn.Parameter
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        p.add_(1)
 
 
 def test_parameter_repr_like_torch():
