@@ -21,6 +21,7 @@ void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
 void append_safetensors_functions(std::vector<PyMethodDef>& out);  // safetensors.cpp
+void append_data_functions(std::vector<PyMethodDef>& out);  // nn_support.cpp
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
@@ -230,6 +231,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_kael_function_functions(functions);
     append_parallel_functions(functions);
     append_safetensors_functions(functions);
+    append_data_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     append_autograd_functions(functions);

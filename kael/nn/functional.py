@@ -132,3 +132,122 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """The int64 one-hot encoding of an int64 index tensor, in a new last dim of num_classes
     entries (max + 1 when -1)."""
     return _C.one_hot(tensor, num_classes)
+
+
+# ---- losses and activations of kael.nn's layers
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0)."""
+    return input.relu_() if inplace else _C.relu(input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return _C.sigmoid(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    """tanh(x)."""
+    return _C.tanh(input)
+
+
+def _reduce(losses, reduction):
+    if reduction == "none":
+        return losses
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_same_size(name, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        _warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                       f"({list(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                       "Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Squared differences (input - target)^2, reduced."""
+    if size_average is not None or reduce is not None or weight is not None:
+        raise NotImplementedError("mse_loss: size_average, reduce and weight are not supported")
+    _check_reduction(reduction)
+    _check_same_size("mse_loss", input, target)
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Absolute differences |input - target|, reduced."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("l1_loss: size_average and reduce are not supported")
+    _check_reduction(reduction)
+    _check_same_size("l1_loss", input, target)
+    return _reduce((input - target).abs(), reduction)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-input[n, target[n]] for log-probabilities input of shape (N, C, ...) or (C,), reduced
+    ('mean' divides by the number of targets not equal to ignore_index)."""
+    if weight is not None or size_average is not None or reduce is not None:
+        raise NotImplementedError("nll_loss: weight, size_average and reduce are not supported")
+    _check_reduction(reduction)
+    if input.dim() < 1:
+        raise ValueError(f"nll_loss: expected input with at least 1 dimension, got {input.dim()}")
+    class_dim = 0 if input.dim() == 1 else 1
+    expected = tuple(input.shape[:class_dim]) + tuple(input.shape[class_dim + 1:])
+    if tuple(target.shape) != expected:
+        raise ValueError(f"nll_loss: expected target of shape {list(expected)} for input of shape "
+                         f"{list(input.shape)}, got {list(target.shape)}")
+    classes = input.size(class_dim)
+    ignored = target == ignore_index
+    valid_targets = kael.where(ignored, kael.zeros_like(target), target)
+    if bool(((valid_targets < 0).logical_or(valid_targets >= classes)).any().item()):
+        bad = kael.masked_select(valid_targets, (valid_targets < 0).logical_or(valid_targets >= classes))
+        raise IndexError(f"nll_loss: Target {bad[0].item()} is out of bounds (classes: {classes}).")
+    picked = input.gather(class_dim, valid_targets.unsqueeze(class_dim)).squeeze(class_dim)
+    losses = kael.where(ignored, kael.zeros_like(picked), -picked)
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / (~ignored).sum()
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """max(x, 0) - x * t + log1p(exp(-|x|)), written with kael.maximum(x, 0) so that its gradient
+    at x = 0 is sigmoid(0) - t (maximum splits a tie; relu would give -t). With pos_weight:
+    (1 - t) * x + (1 + (pos_weight - 1) * t) * (log1p(exp(-|x|)) + max(-x, 0))."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("binary_cross_entropy_with_logits: size_average and reduce are not supported")
+    _check_reduction(reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})")
+    zeros = kael.zeros_like(input)
+    softplus_tail = kael.log1p(kael.exp(-input.abs()))
+    if pos_weight is None:
+        losses = kael.maximum(input, zeros) - input * target + softplus_tail
+    else:
+        log_weight = (pos_weight - 1) * target + 1
+        losses = (1 - target) * input + log_weight * (softplus_tail + kael.maximum(-input, zeros))
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses, reduction)
+
+
+def _attention_mask_to_float(mask, dtype, name):
+    if mask is None:
+        return None
+    if mask.dtype == kael.bool:
+        return kael.zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask, float("-inf"))
+    if not mask.is_floating_point():
+        raise TypeError(f"multi_head_attention_forward: only bool and floating types of {name} are supported")
+    return mask.to(dtype=dtype) if mask.dtype != dtype else mask

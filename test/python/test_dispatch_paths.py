@@ -216,6 +216,8 @@ MODULE_OTHER |= {"save_safetensors", "load_safetensors", "read_safetensors_metad
 MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enabled", "_set_inference_mode",
                  "_set_anomaly_enabled", "is_anomaly_enabled", "_run_backward", "_grad", "_explain", "_graphviz",
                  "_record_function", "_Node"}
+# nn and data: the IDX reader allocates its result directly; _set_data_ repoints a tensor's impl
+MODULE_OTHER |= {"_parse_idx", "_set_data_"}
 
 
 def generated_names(kind):

@@ -171,6 +171,11 @@ SAMPLES = {
     ("Tensor.register_hook", "hook"): lambda: (lambda g: None),
     ("Tensor._register_hook", "fn"): lambda: (lambda g: None),
     ("Tensor._remove_hook", "id"): 0,
+    # ---- nn and data
+    ("_parse_idx", "data"): b"\x00\x00\x08\x01\x00\x00\x00\x01\x07",
+    ("_parse_idx", "name"): "sample.idx",
+    ("_set_data_", "tensor"): lambda: kael.ones(1),
+    ("_set_data_", "other"): lambda: kael.zeros(2),
 }
 
 

@@ -49,6 +49,11 @@ void TensorImpl::set_storage(IntrusivePtr<Storage> storage, DimVector sizes, Dim
   set_geometry(std::move(sizes), std::move(strides), offset);
 }
 
+void TensorImpl::set_data(const TensorImpl& other) {
+  dtype_ = other.dtype_;
+  set_storage(other.storage_, other.sizes_, other.strides_, other.offset_);
+}
+
 void TensorImpl::refresh() {
   numel_ = 1;
   for (std::int64_t s : sizes_) numel_ *= s;

@@ -64,6 +64,10 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   // Points the tensor at new storage (resizing an out= argument); views of the old storage
   // keep it.
   void set_storage(IntrusivePtr<Storage> storage, DimVector sizes, DimVector strides, std::int64_t offset);
+  // Points the tensor at other's storage, geometry and dtype, keeping everything else of this impl
+  // (its Python object, its keys); views of the old storage keep it. Module.to(dtype) uses it
+  // (kael._C._set_data_) so that a converted parameter stays the same object.
+  void set_data(const TensorImpl& other);
 
   // Note [PyObject preservation]
   // The Python object that wraps this impl, or null. The Python object holds a strong

@@ -1,0 +1,1 @@
+"""Runnable examples: python -m kael.examples.charlm trains a character-level language model."""

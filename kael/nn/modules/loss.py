@@ -1,0 +1,77 @@
+"""Loss modules: thin wrappers over kael.nn.functional."""
+from kael.nn import functional as F
+from kael.nn.modules.module import Module
+
+
+class _Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        self.reduction = reduction
+
+
+class CrossEntropyLoss(_Loss):
+    """Cross-entropy of logits (N, C, ...) and class indices or probabilities (the fused
+    kael.cross_entropy_losses kernel), with ignore_index and label_smoothing."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        if weight is not None or size_average is not None or reduce is not None:
+            raise NotImplementedError("CrossEntropyLoss: weight, size_average and reduce are not supported")
+        super().__init__(reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_Loss):
+    """Negative log likelihood of log-probabilities (N, C, ...) at class indices."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        if weight is not None or size_average is not None or reduce is not None:
+            raise NotImplementedError("NLLLoss: weight, size_average and reduce are not supported")
+        super().__init__(reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("MSELoss: size_average and reduce are not supported")
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("L1Loss: size_average and reduce are not supported")
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy of logits, max(x, 0) - x * t + log1p(exp(-|x|)), optionally weighted
+    per element (weight) and per positive class (pos_weight)."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("BCEWithLogitsLoss: size_average and reduce are not supported")
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)

@@ -1,0 +1,451 @@
+"""kael.nn.Module: the base class of layers, with PyTorch's registration rules."""
+from collections import OrderedDict
+
+import kael
+from kael.nn._grad import no_grad
+from kael.nn.parameter import Parameter
+
+
+class RemovableHandle:
+    """Returned by register_forward_hook/register_forward_pre_hook; remove() unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, table):
+        self._table = table
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self):
+        self._table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.remove()
+        return False
+
+
+def _addindent(text, spaces):
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+class Module:
+    """Base class of every layer: subclasses call super().__init__() and define forward().
+
+    Assigning a Parameter registers it in _parameters, a Module in _modules; register_buffer adds
+    non-trainable state to _buffers. Reassigning a name first removes it from every table, so
+    replacing a parameter with a plain tensor unregisters it.
+    """
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+
+    # ------------------------------------------------------------ registration
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign attribute {name!r} before Module.__init__() call: "
+                "call super().__init__() before assigning attributes")
+        for table in (self._parameters, self._modules, self._buffers):
+            table.pop(name, None)
+        self._non_persistent_buffers.discard(name)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._modules, self._buffers):
+            table.pop(name, None)
+        self._non_persistent_buffers.discard(name)
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        """Registers param (a Parameter or None) under name."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name(name, "parameter")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(kael.nn.Parameter or None required)")
+        self.__setattr__(name, param)
+        if param is None:
+            self._parameters[name] = None
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Registers tensor (a kael.Tensor or None) as non-trainable state; persistent buffers are
+        part of state_dict()."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_name(name, "buffer")
+        if tensor is not None and not isinstance(tensor, kael.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(kael.Tensor or None required)")
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self.__setattr__(name, tensor)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        """Registers module (a Module or None) as a child under name."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_name(name, "module")
+        self.__setattr__(name, module)
+        if module is None:
+            self._modules[name] = None
+
+    register_module = add_module
+
+    @staticmethod
+    def _check_name(name, what):
+        if not isinstance(name, str):
+            raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{what} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{what} name can\'t contain "."')
+
+    def get_submodule(self, target):
+        module = self
+        if target == "":
+            return module
+        for item in target.split("."):
+            if item not in module._modules:
+                raise AttributeError(f"{type(module).__name__} has no attribute `{item}`")
+            module = module._modules[item]
+        return module
+
+    # ------------------------------------------------------------ traversal
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module and every descendant, each module once."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            sub_prefix = prefix + ("." if prefix else "") + name
+            yield from module.named_modules(memo, sub_prefix, remove_duplicate)
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self):
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def children(self):
+        for _, module in self.named_children():
+            yield module
+
+    def _named_members(self, table, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in getattr(module, table).items():
+                if value is None:
+                    continue
+                if remove_duplicate:
+                    if id(value) in seen:
+                        continue
+                    seen.add(id(value))
+                yield module_prefix + ("." if module_prefix else "") + name, value
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, parameter) pairs; a parameter shared by several modules appears once."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, parameter in self.named_parameters(recurse=recurse):
+            yield parameter
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    # ------------------------------------------------------------ state
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """An ordered dict from dotted names to the parameters and persistent buffers (detached
+        tensors sharing their storage unless keep_vars)."""
+        if destination is None:
+            destination = OrderedDict()
+        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name] = param if keep_vars else kael.Tensor(param)
+        for name, buffer in self._buffers.items():
+            if buffer is not None and name not in self._non_persistent_buffers:
+                destination[prefix + name] = buffer if keep_vars else kael.Tensor(buffer)
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination, prefix + name + ".", keep_vars)
+        return destination
+
+    def _state_entries(self):
+        entries = OrderedDict()
+        for prefix, module in self.named_modules(remove_duplicate=False):
+            base = prefix + "." if prefix else ""
+            for name, param in module._parameters.items():
+                if param is not None:
+                    entries[base + name] = param
+            for name, buffer in module._buffers.items():
+                if buffer is not None and name not in module._non_persistent_buffers:
+                    entries[base + name] = buffer
+        return entries
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copies the tensors of state_dict into the parameters and buffers in place.
+
+        Every check runs before the first copy: a key of the module missing from state_dict
+        raises KeyError (strict), an unexpected key KeyError (strict), a shape mismatch or a
+        value that is not a tensor ValueError. Returns (missing_keys, unexpected_keys).
+        """
+        if assign:
+            raise NotImplementedError("load_state_dict: assign=True is not supported")
+        entries = self._state_entries()
+        missing = [key for key in entries if key not in state_dict]
+        unexpected = [key for key in state_dict if key not in entries]
+        if strict and missing:
+            raise KeyError(f"load_state_dict: missing key(s) in state_dict: {', '.join(map(repr, missing))}")
+        if strict and unexpected:
+            raise KeyError(f"load_state_dict: unexpected key(s) in state_dict: {', '.join(map(repr, unexpected))}")
+        for key, target in entries.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if not isinstance(value, kael.Tensor):
+                raise ValueError(f"load_state_dict: the value of {key!r} is a {type(value).__name__}, not a tensor")
+            if tuple(value.shape) != tuple(target.shape):
+                raise ValueError(f"load_state_dict: size mismatch for {key!r}: copying a tensor of shape "
+                                 f"{list(value.shape)}, the parameter in the current model has shape "
+                                 f"{list(target.shape)}")
+        with no_grad():
+            for key, target in entries.items():
+                if key in state_dict:
+                    target.copy_(state_dict[key])
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------ modes, devices, dtypes
+
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for parameter in self.parameters():
+            parameter.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Drops (set_to_none) or zeroes the gradients of every parameter."""
+        for parameter in self.parameters():
+            _zero_grad(parameter, set_to_none)
+
+    def apply(self, fn):
+        """Calls fn on every child (recursively), then on self; returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Moves or converts the floating-point parameters and buffers in place: to(device),
+        to(dtype), to(device, dtype) or to(tensor). Parameters keep their identity, so an
+        optimizer built before the call keeps updating the same objects; buffers are replaced."""
+        device, dtype = _parse_to(*args, **kwargs)
+        if dtype is not None and not (dtype.is_floating_point if hasattr(dtype, "is_floating_point")
+                                      else kael.empty(0, dtype=dtype).is_floating_point()):
+            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
+
+        def convert(t):
+            if t.is_floating_point():
+                return t.to(device if device is not None else t.device, dtype)
+            return t.to(device) if device is not None else t
+
+        with no_grad():
+            for parameter in self.parameters():
+                _convert_parameter_(parameter, convert)
+            for module in self.modules():
+                for name, buffer in list(module._buffers.items()):
+                    if buffer is not None:
+                        converted = convert(buffer)
+                        if converted is not buffer:
+                            persistent = name not in module._non_persistent_buffers
+                            module.register_buffer(name, converted, persistent)
+        return self
+
+    def float(self):
+        return self.to(kael.float32)
+
+    def double(self):
+        return self.to(kael.float64)
+
+    def half(self):
+        return self.to(kael.float16)
+
+    def bfloat16(self):
+        return self.to(kael.bfloat16)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    # ------------------------------------------------------------ calling
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) runs before forward; a non-None result replaces the args (a
+        non-tuple is wrapped in a tuple)."""
+        handle = RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) runs after forward; a non-None result replaces output."""
+        handle = RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = hook
+        return handle
+
+    def __call__(self, *args, **kwargs):
+        if not self._forward_pre_hooks and not self._forward_hooks:
+            return self.forward(*args, **kwargs)
+        for hook in list(self._forward_pre_hooks.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # ------------------------------------------------------------ repr
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        extra_lines = []
+        extra = self.extra_repr()
+        if extra:
+            extra_lines = extra.split("\n")
+        child_lines = []
+        for name, module in self._modules.items():
+            mod_str = _addindent(repr(module), 2)
+            child_lines.append("(" + name + "): " + mod_str)
+        lines = extra_lines + child_lines
+        main = type(self).__name__ + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                main += extra_lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)))
+
+
+class _IncompatibleKeys(tuple):
+    def __new__(cls, missing_keys, unexpected_keys):
+        return super().__new__(cls, (missing_keys, unexpected_keys))
+
+    @property
+    def missing_keys(self):
+        return self[0]
+
+    @property
+    def unexpected_keys(self):
+        return self[1]
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
+
+def _zero_grad(parameter, set_to_none):
+    grad = getattr(parameter, "grad", None)
+    if grad is None:
+        return
+    if set_to_none:
+        parameter.grad = None
+    else:
+        grad.zero_()
+
+
+def _parse_to(*args, **kwargs):
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for arg in args:
+        if isinstance(arg, kael.dtype):
+            dtype = arg
+        elif isinstance(arg, kael.Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif isinstance(arg, str) or type(arg).__name__ == "device":
+            device = str(arg)
+        else:
+            raise TypeError(f"to() expects a dtype, a device name or a tensor, got {type(arg).__name__}")
+    if device is not None:
+        device = str(device)
+    return device, dtype
+
+
+def _convert_parameter_(parameter, convert):
+    """Replaces the data of parameter with convert(parameter), keeping the Python object (and with
+    it the optimizer's reference); the gradient is converted the same way."""
+    converted = convert(parameter)
+    same = converted.dtype == parameter.dtype and str(converted.device) == str(parameter.device)
+    grad = getattr(parameter, "grad", None)
+    if not same:
+        requires_grad = parameter.requires_grad
+        kael._C._set_data_(parameter, converted)
+        parameter.requires_grad = requires_grad
+    if grad is not None:
+        converted_grad = convert(grad)
+        if converted_grad is not grad:
+            parameter.grad = converted_grad

@@ -1,0 +1,227 @@
+"""kael.data: datasets, DataLoader (order, shuffle reproducibility, drop_last, collate), random_split,
+and the IDX reader behind load_mnist with files the tests write (raw, gzip, truncated, corrupt)."""
+import gzip
+import struct
+
+import pytest
+import torch
+import torch.utils.data as tdata
+
+import kael
+from kael import data
+from helpers import check, to_kael
+
+
+def test_tensor_dataset_and_loader_in_order_match_torch():
+    x, y = torch.randn(10, 3), torch.arange(10)
+    kloader = data.DataLoader(data.TensorDataset(to_kael(x), to_kael(y)), batch_size=4)
+    tloader = tdata.DataLoader(tdata.TensorDataset(x, y), batch_size=4)
+    assert len(kloader) == len(tloader) == 3
+    batches = list(kloader)
+    for (kx, ky), (tx, ty) in zip(batches, tloader):
+        check(kx, tx)
+        check(ky, ty)
+    assert len(batches) == 3
+    ds = data.TensorDataset(to_kael(x), to_kael(y))
+    assert len(ds) == 10
+    check(ds[3][0], x[3])
+
+
+def test_drop_last():
+    x = torch.arange(10)
+    for drop_last, expected in ((True, [[0, 1, 2], [3, 4, 5], [6, 7, 8]]),
+                                (False, [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]])):
+        loader = data.DataLoader(data.TensorDataset(to_kael(x)), batch_size=3, drop_last=drop_last)
+        assert [b[0].tolist() for b in loader] == expected
+        assert len(loader) == len(tdata.DataLoader(tdata.TensorDataset(x), batch_size=3, drop_last=drop_last))
+
+
+def test_shuffle_is_a_permutation_reproducible_under_manual_seed():
+    ds = data.TensorDataset(kael.arange(50), kael.arange(50) * 2)
+
+    def epoch():
+        return [(a.tolist(), b.tolist()) for a, b in data.DataLoader(ds, batch_size=8, shuffle=True)]
+
+    kael.manual_seed(7)
+    first = epoch()
+    second = epoch()
+    kael.manual_seed(7)
+    again = epoch()
+    assert first == again
+    assert first != second
+    order = [i for a, _ in first for i in a]
+    assert sorted(order) == list(range(50)) and order != list(range(50))
+    assert all(b == [2 * i for i in a] for a, b in first)  # rows stay aligned across the tensors
+    generator = kael.Generator()
+    generator.manual_seed(3)
+    g1 = [a.tolist() for a, _ in data.DataLoader(ds, batch_size=50, shuffle=True, generator=generator)]
+    generator.manual_seed(3)
+    g2 = [a.tolist() for a, _ in data.DataLoader(ds, batch_size=50, shuffle=True, generator=generator)]
+    assert g1 == g2
+
+
+def test_tensor_dataset_batches_use_one_index_select_per_tensor(monkeypatch):
+    calls = []
+
+    class Counting(kael.Tensor):
+        def index_select(self, dim, index):
+            calls.append(index.tolist())
+            return super().index_select(dim, index)
+
+    def no_item_access(self, index):
+        raise AssertionError("the fast path must not index samples one by one")
+
+    monkeypatch.setattr(data.TensorDataset, "__getitem__", no_item_access)
+    ds = data.TensorDataset(Counting(kael.randn(12, 2)), Counting(kael.arange(12)))
+    batches = list(data.DataLoader(ds, batch_size=5))
+    assert [b[0].shape for b in batches] == [(5, 2), (5, 2), (2, 2)]
+    assert calls == [list(range(5))] * 2 + [list(range(5, 10))] * 2 + [[10, 11]] * 2
+
+
+class Squares(data.Dataset):
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        return {"x": kael.tensor([float(i), 1.0]), "y": i * i, "w": 0.5 * i, "name": f"s{i}"}
+
+
+class TorchSquares(tdata.Dataset):
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        return {"x": torch.tensor([float(i), 1.0]), "y": i * i, "w": 0.5 * i, "name": f"s{i}"}
+
+
+def test_default_collate_matches_torch():
+    for kb, tb in zip(data.DataLoader(Squares(), batch_size=3), tdata.DataLoader(TorchSquares(), batch_size=3)):
+        check(kb["x"], tb["x"])
+        check(kb["y"], tb["y"])
+        check(kb["w"], tb["w"])
+        assert kb["name"] == tb["name"]
+
+
+def test_collate_fn_and_batch_size_none():
+    ds = data.TensorDataset(kael.arange(5))
+    seen = []
+    loader = data.DataLoader(ds, batch_size=2, collate_fn=lambda samples: seen.append(samples) or len(samples))
+    assert list(loader) == [2, 2, 1]
+    assert [s[0][0].item() for s in seen] == [0, 2, 4]
+    assert [s[0].item() for s in data.DataLoader(ds, batch_size=None)] == [0, 1, 2, 3, 4]
+
+
+def test_loader_argument_checks():
+    ds = data.TensorDataset(kael.arange(5))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="batch_size should be a positive integer"):
+            data.DataLoader(ds, batch_size=bad)
+    with pytest.raises(NotImplementedError, match="num_workers"):
+        data.DataLoader(ds, num_workers=2)
+    with pytest.raises(AssertionError, match="Size mismatch"):
+        data.TensorDataset(kael.zeros(3), kael.zeros(4))
+    with pytest.raises(AssertionError, match="Size mismatch"):
+        tdata.TensorDataset(torch.zeros(3), torch.zeros(4))
+
+
+def test_random_split():
+    ds = data.TensorDataset(kael.arange(10))
+    kael.manual_seed(0)
+    parts = data.random_split(ds, [7, 3])
+    assert [len(p) for p in parts] == [7, 3]
+    values = sorted(p[i][0].item() for p in parts for i in range(len(p)))
+    assert values == list(range(10))
+    kael.manual_seed(0)
+    assert [p.indices for p in data.random_split(ds, [7, 3])] == [p.indices for p in parts]
+    fractions = data.random_split(ds, [0.33, 0.33, 0.34])
+    assert [len(p) for p in fractions] == [len(p) for p in tdata.random_split(range(10), [0.33, 0.33, 0.34])]
+    with pytest.raises(ValueError, match="Sum of input lengths"):
+        data.random_split(ds, [5, 4])
+    loader = data.DataLoader(parts[1], batch_size=3)
+    assert sorted(loader.__iter__().__next__()[0].tolist()) == sorted(parts[1][i][0].item() for i in range(3))
+
+
+# ------------------------------------------------------------------ IDX / MNIST
+
+
+def idx_bytes(values, shape, code=0x08, fmt="B"):
+    header = bytes([0, 0, code, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape)
+    return header + struct.pack(">" + fmt * len(values), *values)
+
+
+def write(path, content, compress=False):
+    path.write_bytes(gzip.compress(content) if compress else content)
+    return path
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_read_idx_uint8(tmp_path, compress):
+    values = [(i * 37) % 256 for i in range(2 * 3 * 4)]
+    path = write(tmp_path / "a.idx", idx_bytes(values, (2, 3, 4)), compress)
+    t = data.read_idx(path)
+    check(t, torch.tensor(values, dtype=torch.uint8).reshape(2, 3, 4))
+
+
+@pytest.mark.parametrize("code,fmt,dtype", [(0x09, "b", torch.int8), (0x0B, "h", torch.int16),
+                                            (0x0C, "i", torch.int32), (0x0D, "f", torch.float32),
+                                            (0x0E, "d", torch.float64)])
+def test_read_idx_other_types_are_big_endian(tmp_path, code, fmt, dtype):
+    values = [-3, 7, 1000 if fmt not in "b" else 100, -1, 0, 5]
+    if fmt in "fd":
+        values = [v + 0.25 for v in values]
+    path = write(tmp_path / "b.idx", idx_bytes(values, (3, 2), code, fmt))
+    check(data.read_idx(path), torch.tensor(values, dtype=dtype).reshape(3, 2))
+
+
+def test_read_idx_errors(tmp_path):
+    good = idx_bytes(list(range(12)), (3, 4))
+    cases = [
+        (b"\x00\x00", "shorter than the 4-byte magic"),
+        (b"\x12\x34\x08\x01" + good[4:], "not an IDX file.*0x12 0x34"),
+        (b"\x00\x00\x07\x02" + good[4:], "unknown IDX type code 0x07"),
+        (good[:9], "truncated IDX header: 2 dims need 12 bytes, the file has 9"),
+        (good[:-1], r"truncated IDX data: the header's shape \[3, 4\] needs 12 bytes, the file has 11"),
+        (good + b"\x00", "1 unexpected bytes after the IDX data"),
+        (b"\x00\x00\x08\x02" + struct.pack(">II", 0xFFFFFFFF, 0xFFFFFFFF), "needs 18446744065119617025 bytes"),
+        (b"\x00\x00\x0e\x03" + struct.pack(">III", 0xFFFFFFFF, 0xFFFFFFFF, 2), "overflow the element count"),
+    ]
+    for i, (content, message) in enumerate(cases):
+        path = write(tmp_path / f"bad{i}", content)
+        with pytest.raises(ValueError, match=message) as info:
+            data.read_idx(path)
+        assert str(path) in str(info.value)
+    corrupt = gzip.compress(good)
+    path = write(tmp_path / "corrupt.gz", corrupt[:-12])
+    with pytest.raises(ValueError, match="corrupt gzip data"):
+        data.read_idx(path)
+    with pytest.raises(FileNotFoundError):
+        data.read_idx(tmp_path / "missing")
+    with pytest.raises(TypeError):
+        kael._C._parse_idx("text", "name")
+
+
+def test_read_idx_empty_dims(tmp_path):
+    t = data.read_idx(write(tmp_path / "e", idx_bytes([], (0, 5))))
+    assert t.shape == (0, 5) and t.dtype is kael.uint8
+
+
+def test_load_mnist(tmp_path):
+    images = [(i * 7) % 256 for i in range(3 * 4 * 5)]
+    labels = [3, 1, 4]
+    write(tmp_path / "train-images-idx3-ubyte.gz", idx_bytes(images, (3, 4, 5)), compress=True)
+    write(tmp_path / "train-labels-idx1-ubyte", idx_bytes(labels, (3,)))
+    x, y = data.load_mnist(tmp_path)
+    check(x, torch.tensor(images, dtype=torch.uint8).reshape(3, 4, 5))
+    check(y, torch.tensor(labels))
+    with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte"):
+        data.load_mnist(tmp_path, train=False)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    write(raw / "t10k-images-idx3-ubyte", idx_bytes(images, (3, 4, 5)))
+    write(raw / "t10k-labels-idx1-ubyte", idx_bytes(labels[:2], (2,)))
+    with pytest.raises(ValueError, match="3 images but 2 labels"):
+        data.load_mnist(tmp_path, train=False)
+    write(raw / "t10k-labels-idx1-ubyte", idx_bytes(labels, (3,)))
+    x, y = data.load_mnist(tmp_path, train=False)
+    loader = data.DataLoader(data.TensorDataset(x, y), batch_size=2)
+    assert [b[1].tolist() for b in loader] == [[3, 1], [4]]
