@@ -707,6 +707,13 @@ PyObject* m_allclose(PyObject* self, PyObject* args, PyObject* kwargs) {
 PyObject* m_equal(PyObject* self, PyObject* args, PyObject* kwargs) {
   return forward_to_functional("equal", self, args, kwargs);
 }
+// ---- methods whose result depends on a flag (nonzero(as_tuple=), unique(return_*=)), in Python
+PyObject* m_nonzero(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return forward_to_functional("nonzero", self, args, kwargs);
+}
+PyObject* m_unique(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return forward_to_functional("unique", self, args, kwargs);
+}
 
 PyMethodDef handwritten_methods[] = {
     {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_size)), METH_FASTCALL | METH_KEYWORDS,
@@ -719,6 +726,11 @@ PyMethodDef handwritten_methods[] = {
      "other's (kael.allclose)."},
     {"equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_equal)), METH_VARARGS | METH_KEYWORDS,
      "equal($self, other)\n--\n\nWhether other has the same shape and values (kael.equal)."},
+    {"nonzero", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_nonzero)), METH_VARARGS | METH_KEYWORDS,
+     "nonzero($self, *, as_tuple=False)\n--\n\nThe indices of the nonzero elements (kael.nonzero)."},
+    {"unique", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_unique)), METH_VARARGS | METH_KEYWORDS,
+     "unique($self, sorted=True, return_inverse=False, return_counts=False, dim=None)\n--\n\nThe unique elements "
+     "(kael.unique)."},
     {"_is_view", m_is_view, METH_NOARGS, "_is_view($self, /)\n--\n\nWhether the tensor is a view of another tensor."},
     {"numel", m_numel, METH_NOARGS, "numel($self, /)\n--\n\nThe number of elements."},
     {"element_size", m_element_size, METH_NOARGS, "element_size($self, /)\n--\n\nSize of one element in bytes."},

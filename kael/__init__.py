@@ -63,7 +63,7 @@ __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in
            + random.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
-from kael.functional import allclose, broadcast_tensors, einsum, equal, unique  # noqa: E402,F401
+from kael.functional import allclose, broadcast_tensors, einsum, equal, nonzero, unique, where  # noqa: E402,F401
 
 # ---- autograd
 from kael import autograd  # noqa: E402

@@ -2,6 +2,8 @@
 take directly (variadic tensors), as torch.functional."""
 from __future__ import annotations
 
+import functools
+
 from kael import _C
 from kael._C import Tensor
 
@@ -51,3 +53,22 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     if return_counts:
         return output, counts
     return output
+
+
+# ---- nonzero(as_tuple=), where(condition)
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """The indices of the nonzero elements of input: an (n, input.dim()) tensor, or with as_tuple
+    one 1-d tensor per dim (a 0-d input counts as 1-d), as torch.nonzero."""
+    if as_tuple:
+        return tuple(_C.nonzero_numpy(input))
+    return _C.nonzero(input)
+
+
+@functools.wraps(_C.where)  # the docstring and signature of where(condition, input, other)
+def where(condition: Tensor, *args, **kwargs):
+    """where(condition, input, other): input where condition holds, other elsewhere; with the
+    condition alone, nonzero(condition, as_tuple=True), as torch.where."""
+    if not args and not kwargs:
+        return tuple(_C.nonzero_numpy(condition))
+    return _C.where(condition, *args, **kwargs)

@@ -280,3 +280,115 @@ TEST(FormulaHelpers, CumsumCumprodBackwardMatchFiniteDifferences) {
     }
   }
 }
+
+// ---- ops returning values and indices along one dim, and scatter_reduce
+
+TEST(FormulaHelpers, ValueSelectingBackwardMatchesFiniteDifferences) {
+  const std::vector<double> xs{0.5, 2.5, -2.0, 3.0, -0.25, 1.25};
+  for (bool keepdim : {false, true}) {
+    for (std::int64_t d : {0, 1, -1}) {
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return std::get<0>(kael::max(v, d, keepdim)); },
+          [&](const Var& g, const Var& x, const Var&) {
+            auto [values, indices] = kael::max(x, d, keepdim);
+            return formulas::max_dim_self(g, x, d, keepdim, {}, values, indices);
+          });
+      expect_gradient(
+          xs, [&](const Var& v) -> Var { return std::get<0>(kael::min(v, d, keepdim)); },
+          [&](const Var& g, const Var& x, const Var&) {
+            auto [values, indices] = kael::min(x, d, keepdim);
+            return formulas::min_dim_self(g, x, d, keepdim, {}, values, indices);
+          });
+    }
+  }
+  for (bool descending : {false, true}) {
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return std::get<0>(kael::sort(v, 1, descending, false)); },
+        [&](const Var& g, const Var& x, const Var&) {
+          auto [values, indices] = kael::sort(x, 1, descending, false);
+          return formulas::sort_self(g, x, 1, descending, false, {}, values, indices);
+        });
+  }
+  for (std::int64_t k : {0, 1, 2}) {
+    expect_gradient(
+        xs, [&](const Var& v) -> Var { return std::get<0>(kael::topk(v, k, 0, k != 1, true)); },
+        [&](const Var& g, const Var& x, const Var&) {
+          auto [values, indices] = kael::topk(x, k, 0, k != 1, true);
+          return formulas::topk_self(g, x, k, 0, k != 1, true, {}, values, indices);
+        });
+  }
+  // a 0-d input: the gradient passes through
+  const Var s = kael::full({}, 2.0);
+  auto [v, i] = kael::max(s, 0, false);
+  expect_near(values(formulas::max_dim_self(kael::full({}, 3.0), s, 0, false, {}, v, i)), {3.0});
+}
+
+TEST(FormulaHelpers, ScatterReduceBackwardMatchesFiniteDifferences) {
+  // index (2, 3) into self (2, 3) along dim 0, positions hit 0, 1 or 2 times
+  const std::int64_t isz[] = {2, 3};
+  Tensor index = kael::empty(isz, kael::ScalarType::Int64);
+  const std::int64_t iv[] = {0, 0, 1, 0, 1, 1};
+  for (int j = 0; j < 6; ++j) index.data<std::int64_t>()[j] = iv[j];
+  const std::vector<double> self_values{0.5, 2.5, -2.0, 3.0, -0.25, 1.25};
+  for (const std::vector<double>& src_values : {std::vector<double>{1.5, -0.75, 2.0, 0.5, 1.25, -1.5},
+                                                std::vector<double>{0.0, -0.75, 2.0, 0.0, 1.25, 0.0},
+                                                std::vector<double>{3.0, 2.5, -2.0, 3.0, 1.25, 1.25}}) {
+    const Var src = mat23(src_values);
+    for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"}) {
+      for (bool include_self : {true, false}) {
+        SCOPED_TRACE(std::string(reduce) + (include_self ? " include_self" : ""));
+        expect_gradient(
+            self_values, [&](const Var& v) -> Var { return kael::scatter_reduce(v, 0, index, src, reduce, include_self); },
+            [&](const Var& g, const Var& x, const Var& r) {
+              return formulas::scatter_reduce_self(g, x, 0, index, src, reduce, include_self, r);
+            });
+        expect_gradient(
+            src_values,
+            [&](const Var& v) -> Var { return kael::scatter_reduce(mat23(self_values), 0, index, v, reduce, include_self); },
+            [&](const Var& g, const Var& s2, const Var& r) {
+              return formulas::scatter_reduce_src(g, mat23(self_values), 0, index, s2, reduce, include_self, r);
+            });
+      }
+    }
+  }
+}
+
+TEST(FormulaHelpers, SdpaBackwardWithDropoutMatchesFiniteDifferences) {
+  // the kernel with a fixed dropout stream is a deterministic function of q, k and v
+  const std::int64_t qs[] = {1, 3, 4}, ks[] = {1, 5, 4}, vs[] = {1, 5, 2};
+  auto filled = [](std::int64_t n, double start) {
+    std::vector<double> v;
+    for (std::int64_t i = 0; i < n; ++i) v.push_back(std::sin(start + 0.7 * static_cast<double>(i)));
+    return v;
+  };
+  const std::vector<double> qv = filled(12, 0.1), kv = filled(20, 1.3), vv = filled(10, 2.9);
+  const std::int64_t seed = 42, offset = 3;
+  for (double p : {0.0, 0.4}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("p " + std::to_string(p) + (causal ? " causal" : ""));
+      auto run = [&](const Var& q, const Var& k, const Var& v) -> Var {
+        return kael::_scaled_dot_product_attention(q, k, v, std::nullopt, p, causal, std::nullopt, seed, offset);
+      };
+      const Var q = kael::reshape(vec(qv), qs), k = kael::reshape(vec(kv), ks), v = kael::reshape(vec(vv), vs);
+      const Var out = run(q, k, v);
+      if (p > 0) {  // some weights are dropped: the result differs from the undropped one
+        const std::vector<double> a = values(out), b = values(run(q, k, v)), c = values(
+            kael::_scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, std::nullopt, seed, offset));
+        EXPECT_EQ(a, b);
+        EXPECT_NE(a, c);
+      }
+      std::vector<double> gs;
+      for (std::int64_t i = 0; i < out.numel(); ++i) gs.push_back(0.5 + 0.25 * static_cast<double>(i));
+      const Var g = kael::reshape(vec(gs), out.sizes());
+      expect_near(values(formulas::_scaled_dot_product_attention_query(g, q, k, v, std::nullopt, p, causal, std::nullopt,
+                                                                       seed, offset, out)),
+                  numeric([&](const Var& x) { return run(kael::reshape(x, qs), k, v); }, vec(qv), g));
+      expect_near(values(formulas::_scaled_dot_product_attention_key(g, q, k, v, std::nullopt, p, causal, std::nullopt,
+                                                                     seed, offset, out)),
+                  numeric([&](const Var& x) { return run(q, kael::reshape(x, ks), v); }, vec(kv), g));
+      expect_near(values(formulas::_scaled_dot_product_attention_value(g, q, k, v, std::nullopt, p, causal, std::nullopt,
+                                                                       seed, offset, out)),
+                  numeric([&](const Var& x) { return run(q, k, kael::reshape(x, vs)); }, vec(vv), g));
+    }
+  }
+}

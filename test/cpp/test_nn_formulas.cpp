@@ -151,11 +151,11 @@ TEST(NnFormulas, ScaledDotProductAttention) {
         return kael::scaled_dot_product_attention(qq, kk, vv, c.mask, 0.0, c.causal, scale);
       };
       const Var y = f(q, k, v);
-      expect_near(formulas::scaled_dot_product_attention_query(g, q, k, v, m, 0.0, c.causal, scale, y),
+      expect_near(formulas::_scaled_dot_product_attention_query(g, q, k, v, m, 0.0, c.causal, scale, 0, 0, y),
                   numeric([&](const Tensor& x) { return f(x, k, v); }, q, g));
-      expect_near(formulas::scaled_dot_product_attention_key(g, q, k, v, m, 0.0, c.causal, scale, y),
+      expect_near(formulas::_scaled_dot_product_attention_key(g, q, k, v, m, 0.0, c.causal, scale, 0, 0, y),
                   numeric([&](const Tensor& x) { return f(q, x, v); }, k, g));
-      expect_near(formulas::scaled_dot_product_attention_value(g, q, k, v, m, 0.0, c.causal, scale, y),
+      expect_near(formulas::_scaled_dot_product_attention_value(g, q, k, v, m, 0.0, c.causal, scale, 0, 0, y),
                   numeric([&](const Tensor& x) { return f(q, k, x); }, v, g));
     }
   }

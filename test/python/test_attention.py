@@ -201,5 +201,11 @@ def test_sdpa_bad_input():
         TF.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)
     with pytest.raises(RuntimeError, match="scaled_dot_product_attention: Explicit attn_mask"):
         run(q, k, v, attn_mask=m, is_causal=True)
-    with pytest.raises(RuntimeError, match="dropout_p > 0 is not supported"):
-        run(q, k, v, dropout_p=0.1)
+    with pytest.raises(RuntimeError, match="dropout probability has to be between 0 and 1"):
+        TF.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
+    with pytest.raises(RuntimeError, match="scaled_dot_product_attention: dropout probability has to be between 0 "
+                                           "and 1, but got 1.5"):
+        run(q, k, v, dropout_p=1.5)
+    # torch drops only with a positive dropout_p: a negative one (or NaN) computes without dropout
+    for p in [-0.1, float("nan")]:
+        check(run(q, k, v, dropout_p=p), TF.scaled_dot_product_attention(q, k, v, dropout_p=p))

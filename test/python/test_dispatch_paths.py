@@ -171,6 +171,9 @@ HANDWRITTEN_TENSOR = {
     "H": (lambda x: x.H, ["transpose"]),
     "mH": (lambda x: x.mH, ["transpose"]),
     "adjoint": (lambda x: x.adjoint(), ["transpose"]),
+    # kael.functional's Python functions, as the methods whose result depends on a flag
+    "nonzero": (lambda x: x.nonzero(as_tuple=True), ["nonzero", "select", "select"]),  # nonzero_numpy: composite
+    "unique": (lambda x: x.unique(), ["_unique2"]),
 }
 # Tensor.float(), .half(), .int(), ...: one per dtype of codegen/enums.py
 HANDWRITTEN_TENSOR.update({d.method: ((lambda m: lambda x: getattr(x, m)())(d.method), ["to.device"])

@@ -4,6 +4,7 @@
 
 #include "kael/autograd/formula_helpers.h"
 #include "kael/core/error.h"
+#include "kael/ops/_sdpa_dropout_mask.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
 #include "kael/ops/exp.h"
@@ -78,7 +79,8 @@ Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape
 }
 
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
-                     const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale) {
+                     const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
+                     double dropout_p, std::int64_t seed, std::int64_t offset) {
   const std::int64_t L = query.size(-2), S = key.size(-2);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   Tensor scores = kael::mul(kael::matmul(query, kael::transpose(key, -2, -1)), Scalar(s));
@@ -91,8 +93,17 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
     scores = kael::add(scores, additive_mask(kael::ge(rows, cols), query.dtype()));
   }
   const Tensor attn = kael::softmax(scores, -1);
-  if (which == 2) return sum_to_size(kael::matmul(kael::transpose(attn, -2, -1), grad), value.sizes());
-  const Tensor ds = softmax_backward(kael::matmul(grad, kael::transpose(value, -2, -1)), attn, -1, query.dtype());
+  // with dropout, the forward pass multiplied the weights by these factors (Note [Attention dropout])
+  const std::optional<Tensor> keep =
+      dropout_p > 0 ? std::optional<Tensor>(kael::_sdpa_dropout_mask(query, attn.sizes(), dropout_p, seed, offset))
+                    : std::nullopt;
+  if (which == 2) {
+    const Tensor weights = keep ? kael::mul(attn, *keep) : attn;
+    return sum_to_size(kael::matmul(kael::transpose(weights, -2, -1), grad), value.sizes());
+  }
+  Tensor dattn = kael::matmul(grad, kael::transpose(value, -2, -1));
+  if (keep) dattn = kael::mul(dattn, *keep);
+  const Tensor ds = softmax_backward(dattn, attn, -1, query.dtype());
   if (which == 0) return sum_to_size(kael::mul(kael::matmul(ds, key), Scalar(s)), query.sizes());
   return sum_to_size(kael::mul(kael::matmul(kael::transpose(ds, -2, -1), query), Scalar(s)), key.sizes());
 }

@@ -2,6 +2,7 @@
 // float32 and the half types, primitives cached; a hand-written loop for small products and
 // the other dtypes) and, for the add* ops, one pointwise combination with input.
 #include <optional>
+#include <type_traits>
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
@@ -44,6 +45,20 @@ Tensor combine(const char* op, const Tensor& self, const Tensor& product, const 
 Tensor multiply_add(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                     const Scalar& alpha) {
   const ScalarType dtype = self.dtype();
+  if (is_integral(dtype, /*include_bool=*/false)) {
+    // As PyTorch: beta and alpha become numbers of the integer dtype first (a float truncated,
+    // a value out of its range a RuntimeError), so beta=0.5 ignores self and the result keeps
+    // the dtype.
+    std::int64_t beta_int = 0, alpha_int = 0;
+    visit_dtype(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        beta_int = static_cast<std::int64_t>(beta.checked_to<T>(op, dtype));
+        alpha_int = static_cast<std::int64_t>(alpha.checked_to<T>(op, dtype));
+      }
+    });
+    return combine(op, self, kael::matmul(a, b), Scalar(beta_int), Scalar(alpha_int));
+  }
   if (!is_reduced_floating(dtype)) return combine(op, self, kael::matmul(a, b), beta, alpha);
   const auto f32 = [](const Tensor& t) { return kael::to(t, ScalarType::Float32); };
   return kael::to(combine(op, f32(self), kael::matmul(f32(a), f32(b)), beta, alpha), dtype);

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <vector>
+#include <string_view>
 
 #include "kael/core/tensor.h"
 
@@ -27,7 +28,8 @@ Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArra
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps);
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
-                     const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale);
+                     const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
+                     double dropout_p, std::int64_t seed, std::int64_t offset);
 Tensor repeat_backward(const Tensor& grad, IntArrayRef repeats, IntArrayRef sizes);
 Tensor roll_backward(const Tensor& grad, IntArrayRef shifts, IntArrayRef dims);
 Tensor diagonal_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t offset, std::int64_t dim1,
@@ -59,6 +61,12 @@ Tensor select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, 
 Tensor permute_backward(const Tensor& grad, IntArrayRef dims);
 std::vector<Tensor> cat_backward(const Tensor& grad, TensorList tensors, std::int64_t dim);
 Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const Tensor& other);
+// ops returning values and indices along one dim (values_indices_formula_helpers.cpp)
+Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, const Tensor& indices,
+                                          IntArrayRef sizes, bool keepdim);
+Tensor scatter_reduce_backward(bool for_src, const Tensor& grad, const Tensor& self, std::int64_t dim,
+                               const Tensor& index, const Tensor& src, std::string_view reduce, bool include_self,
+                               const Tensor& result);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -114,18 +122,25 @@ inline Var layer_norm_backward_bias(const Var& grad, IntArrayRef normalized_shap
   return detail::layer_norm_backward_bias(grad, normalized_shape);
 }
 // The gradients of scaled_dot_product_attention, recomputing the attention weights with the
-// unfused ops (so the backward pass stores the (L, S) matrix that the forward kernel avoids).
+// unfused ops (so the backward pass stores the (L, S) matrix that the forward kernel avoids),
+// and with dropout_p > 0 the forward pass's dropout factors from its Philox stream (seed, offset).
 inline Var sdpa_backward_query(const Var& grad, const Var& query, const Var& key, const Var& value,
-                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
-  return detail::sdpa_backward(0, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale,
+                               double dropout_p, std::int64_t seed, std::int64_t offset) {
+  return detail::sdpa_backward(0, grad, query, key, value, as_tensor(attn_mask), is_causal, scale, dropout_p, seed,
+                               offset);
 }
 inline Var sdpa_backward_key(const Var& grad, const Var& query, const Var& key, const Var& value,
-                             const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
-  return detail::sdpa_backward(1, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+                             const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale,
+                             double dropout_p, std::int64_t seed, std::int64_t offset) {
+  return detail::sdpa_backward(1, grad, query, key, value, as_tensor(attn_mask), is_causal, scale, dropout_p, seed,
+                               offset);
 }
 inline Var sdpa_backward_value(const Var& grad, const Var& query, const Var& key, const Var& value,
-                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale) {
-  return detail::sdpa_backward(2, grad, query, key, value, as_tensor(attn_mask), is_causal, scale);
+                               const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale,
+                               double dropout_p, std::int64_t seed, std::int64_t offset) {
+  return detail::sdpa_backward(2, grad, query, key, value, as_tensor(attn_mask), is_causal, scale, dropout_p, seed,
+                               offset);
 }
 
 // The gradient of repeat: grad viewed as [r0, s0, r1, s1, ...] summed over the repeat dims.
@@ -244,6 +259,28 @@ inline Var matmul_backward_self(const Var& grad, const Var& self, const Var& oth
 }
 inline Var matmul_backward_other(const Var& grad, const Var& self, const Var& other) {
   return detail::matmul_backward(1, grad, self, other);
+}
+
+// ---- ops returning values and indices along one dim
+
+// The gradient of max/min along dim, sort and topk: grad written into zeros of the input's sizes
+// at the positions `indices` selected along dim (keepdim false: dim restored first).
+inline Var value_selecting_reduction_backward(const Var& grad, std::int64_t dim, const Var& indices,
+                                              IntArrayRef sizes, bool keepdim) {
+  return detail::value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim);
+}
+
+// The gradients of scatter_reduce with respect to self and src, as PyTorch's
+// scatter_reduce_backward: sum passes grad through, mean divides it by the counts, prod multiplies
+// it by the product of the other factors (exact with zeros), amax/amin share it evenly among the
+// elements equal to the result; without include_self, self gets none where values were scattered.
+inline Var scatter_reduce_backward_self(const Var& grad, const Var& self, std::int64_t dim, const Var& index,
+                                        const Var& src, std::string_view reduce, bool include_self, const Var& result) {
+  return detail::scatter_reduce_backward(false, grad, self, dim, index, src, reduce, include_self, result);
+}
+inline Var scatter_reduce_backward_src(const Var& grad, const Var& self, std::int64_t dim, const Var& index,
+                                       const Var& src, std::string_view reduce, bool include_self, const Var& result) {
+  return detail::scatter_reduce_backward(true, grad, self, dim, index, src, reduce, include_self, result);
 }
 
 }  // namespace kael::autograd

@@ -13,7 +13,20 @@
 // with is_causal the key blocks entirely above the diagonal are skipped. A row whose every key
 // is masked out has l = 0 and gives 0, as in PyTorch (its "safe softmax"), and so does S = 0.
 // float16/bfloat16 compute in float32; float64 in double.
+//
+// Note [Attention dropout]
+// With dropout_p > 0 each attention weight P[b][i][j] (b the flattened broadcast batch) is kept
+// with probability 1 - p and then scaled by 1 / (1 - p), or dropped, as torch's math kernel
+// applies dropout to softmax's result: the row sums l use every weight, the accumulator o only
+// the kept ones. Whether a weight is kept is a pure function of the call's Philox stream
+// (seed, offset) and of its index (b * L + i) * S + j (lane idx % 4 of block idx / 4 as a float
+// uniform u; kept when u < 1 - p), so the result does not depend on the thread count or the
+// block sizes, and the backward pass rebuilds the same factors (_sdpa_dropout_mask). The
+// composite scaled_dot_product_attention draws the stream from the default generator (one
+// draw per call with dropout_p > 0; none without) and calls _scaled_dot_product_attention,
+// whose derivatives take the stream.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -25,6 +38,7 @@
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/expand.h"
+#include "kael/runtime/philox.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -185,6 +199,26 @@ struct Mask {
   std::int64_t row_stride = 0, col_stride = 0;  // in elements
 };
 
+// Dropout of the attention weights (Note [Attention dropout]).
+struct Dropout {
+  bool active = false;
+  double keep = 1.0;  // 1 - p
+  PhiloxStream stream;
+
+  // factor[j] = 1 / (1 - p) or 0 for the weights idx0 + j, j < n.
+  template <typename T>
+  void factors(std::int64_t idx0, std::int64_t n, T* factor) const {
+    const T scale = keep > 0 ? static_cast<T>(1.0 / keep) : T(0);
+    std::int64_t j = 0;
+    while (j < n) {
+      const std::int64_t idx = idx0 + j, b = idx / 4;
+      const random::Block w = random::block(stream, static_cast<std::uint64_t>(b));
+      for (int lane = static_cast<int>(idx - b * 4); lane < 4 && j < n; ++lane, ++j)
+        factor[j] = static_cast<double>(random::uniform_float(w[static_cast<std::size_t>(lane)])) < keep ? scale : T(0);
+    }
+  }
+};
+
 template <typename T>
 struct AttentionArgs {
   const T *q, *kp, *v;  // kp: the keys packed (see scores)
@@ -192,19 +226,22 @@ struct AttentionArgs {
   std::int64_t L, S, E, Ev;
   T scale;
   bool causal;
+  std::int64_t batch;  // the flattened broadcast batch index (dropout's element indices)
+  const Dropout* dropout;
 };
 
 // One (batch, query block) task; see Note [Blocked attention].
 template <typename T>
 void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, std::vector<T>& buf) {
   const std::int64_t rows = std::min(kBlockQ, a.L - i0);
-  buf.resize(kBlockQ * kBlockK + 2 * kBlockQ * a.Ev + 3 * kBlockQ);
+  buf.resize(kBlockQ * kBlockK + 2 * kBlockQ * a.Ev + 3 * kBlockQ + kBlockK);
   T* s = buf.data();
   T* o = s + kBlockQ * kBlockK;
   T* ob = o + kBlockQ * a.Ev;  // this key block's part of o, added to o after the block
   T* m = ob + kBlockQ * a.Ev;
   T* l = m + kBlockQ;
   T* correction = l + kBlockQ;
+  T* keep = correction + kBlockQ;  // dropout's factors of one row of the block
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = 0; i < rows; ++i) {
     m[i] = kNegInf;
@@ -238,6 +275,10 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
       correction[i] = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
       l[i] = l[i] * correction[i] + nn::sum_exp(sr, m_new, sr, cols);
       m[i] = m_new;
+      if (a.dropout->active) {  // l counts every weight, o only the kept ones
+        a.dropout->factors((a.batch * a.L + i0 + i) * a.S + j0, cols, keep);
+        for (std::int64_t j = 0; j < cols; ++j) sr[j] *= keep[j];
+      }
     }
     // Summed per block, then added: rounding errors grow with the block length, not with S.
     std::fill(ob, ob + rows * a.Ev, T(0));
@@ -278,9 +319,35 @@ IntArrayRef batch_of(const Tensor& t) { return t.sizes().subspan(0, t.dim() - 2)
 
 }  // namespace
 
+Tensor sdpa_dropout_mask_cpu(const Tensor& query, IntArrayRef size, double dropout_p, std::int64_t seed,
+                             std::int64_t offset) {
+  constexpr const char* op = "_sdpa_dropout_mask";
+  KAEL_CHECK(size.size() >= 2, op << ": expected a size of at least 2 dims, got " << shape_str(size));
+  KAEL_CHECK(!(dropout_p > 0.0) || dropout_p <= 1.0,
+             op << ": dropout probability has to be between 0 and 1, but got " << dropout_p);
+  KAEL_CHECK(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
+  const ScalarType acc = query.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  Tensor f = alloc_cpu(size, acc);
+  const std::int64_t n = f.numel();
+  const Dropout d{dropout_p > 0.0, 1.0 - dropout_p,
+                  PhiloxStream{std::bit_cast<std::uint64_t>(seed), std::bit_cast<std::uint64_t>(offset)}};
+  visit_dtype(acc, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      T* out = f.data<T>();
+      if (!d.active) {
+        std::fill(out, out + n, T(1));
+        return;
+      }
+      nn::parallel_for(n, 1, [&](std::int64_t begin, std::int64_t end) { d.factors(begin, end - begin, out + begin); });
+    }
+  });
+  return acc == query.dtype() ? f : to_dtype_cpu(f, query.dtype());
+}
+
 Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, const Tensor& value,
                                         const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                        std::optional<double> scale) {
+                                        std::optional<double> scale, std::int64_t seed, std::int64_t offset) {
   constexpr const char* op = "scaled_dot_product_attention";
   for (const Tensor* t : {&query, &key, &value}) check_same_device(op, kCPU, t->device());
   KAEL_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2,
@@ -296,10 +363,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   KAEL_CHECK(Ek == E, op << ": query and key must have the same last dim (embedding size), got " << E << " and " << Ek);
   KAEL_CHECK(Sv == S, op << ": key and value must have the same number of positions (dim -2), got " << S << " and "
                          << Sv);
-  KAEL_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, op << ": dropout probability has to be between 0 and 1, but got "
-                                                      << dropout_p);
-  KAEL_CHECK(dropout_p == 0.0, op << ": dropout_p > 0 is not supported yet (got " << dropout_p
-                                  << "); apply dropout to the attention weights with the unfused ops");
+  KAEL_CHECK(!(dropout_p > 0.0) || dropout_p <= 1.0,
+             op << ": dropout probability has to be between 0 and 1, but got " << dropout_p);
   KAEL_CHECK(!(is_causal && attn_mask.has_value()),
              op << ": Explicit attn_mask should not be set when is_causal=True");
   DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
@@ -391,6 +456,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
       });
     }
   });
+  const Dropout dropout{dropout_p > 0.0, 1.0 - dropout_p,
+                        PhiloxStream{std::bit_cast<std::uint64_t>(seed), std::bit_cast<std::uint64_t>(offset)}};
   const std::int64_t batches = static_cast<std::int64_t>(q_off.size());
   const std::int64_t qblocks = (L + kBlockQ - 1) / kBlockQ;
   visit_dtype(acc, [&](auto tag) {
@@ -401,7 +468,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
         for (std::int64_t task = begin; task < end; ++task) {
           const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
           AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
-                             out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal};
+                             out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal,
+                             b, &dropout};
           Mask mb = mask;
           if (mask_t.defined())
             mb.data = static_cast<const char*>(mask_t.data_ptr()) + m_off[b] * static_cast<std::int64_t>(mask_t.element_size());

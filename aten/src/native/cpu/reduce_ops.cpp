@@ -741,9 +741,9 @@ Tensor std_correction_cpu(const Tensor& self, std::optional<IntArrayRef> dim, co
   return var_std("std", self, dim, correction ? correction->to_double() : 1.0, keepdim, true);
 }
 
+namespace {
 // Values and indices of the first maximum (minimum) along dim: the kernel of max.dim / min.dim.
-std::tuple<Tensor, Tensor> max_min_dim_cpu(const char* op, const Tensor& self, std::int64_t dim, bool keepdim,
-                                           bool max) {
+std::tuple<Tensor, Tensor> max_min_dim(const char* op, const Tensor& self, std::int64_t dim, bool keepdim, bool max) {
   const std::int64_t d[] = {dim};
   ReduceDims dims = reduce_dims(op, self, IntArrayRef(d), keepdim);
   check_nonempty_reduction(op, self, dims, true, NoDimError::Index);
@@ -761,6 +761,15 @@ std::tuple<Tensor, Tensor> max_min_dim_cpu(const char* op, const Tensor& self, s
     });
   });
   return {s.out, s.indices};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_dim_cpu(const Tensor& self, std::int64_t dim, bool keepdim) {
+  return max_min_dim("max", self, dim, keepdim, true);
+}
+
+std::tuple<Tensor, Tensor> min_dim_cpu(const Tensor& self, std::int64_t dim, bool keepdim) {
+  return max_min_dim("min", self, dim, keepdim, false);
 }
 
 }  // namespace kael::native

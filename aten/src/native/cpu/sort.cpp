@@ -94,7 +94,8 @@ void run_unlocked(LineSetup& s, F&& loop) {
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> sort_values_indices_cpu(const Tensor& self, std::int64_t dim, bool descending) {
+std::tuple<Tensor, Tensor> sort_cpu(const Tensor& self, std::int64_t dim, bool descending, bool stable) {
+  (void)stable;  // sort is always stable (Note [Sort order of ties])
   LineSetup s = setup_lines("sort", self, dim, self.dtype(), self.dtype(), /*with_indices=*/true);
   run_unlocked(s, [&] { sort_lines(s.input, s.dim, s.out, s.indices, descending); });
   return {s.out, s.indices};
@@ -107,14 +108,15 @@ Tensor argsort_cpu(const Tensor& self, std::int64_t dim, bool descending, bool s
   return s.out;
 }
 
-std::tuple<Tensor, Tensor> topk_values_indices_cpu(const Tensor& self, std::int64_t k, std::int64_t dim, bool largest,
-                                                   bool sorted) {
+std::tuple<Tensor, Tensor> topk_cpu(const Tensor& self, std::int64_t k, std::int64_t dim, bool largest, bool sorted) {
   KAEL_CHECK(self.dtype() != ScalarType::Bool, "topk: does not support bool dtypes on CPU");
   const std::int64_t w = wrap_dim("topk", dim, self.dim());
   const std::int64_t n = self.dim() == 0 ? 1 : self.sizes()[w];
   KAEL_CHECK(k >= 0 && k <= n, "topk: selected index k out of range (k = " << k << ", size of dim " << w
                                                                            << " is " << n << ")");
   LineSetup s = setup_lines("topk", self, dim, self.dtype(), self.dtype(), /*with_indices=*/true, k);
+  // A 0-d input gives a 0-d result holding its element, for k = 0 too (as PyTorch).
+  if (self.dim() == 0) k = 1;
   run_unlocked(s, [&] {
     const Tensor& x = s.input;
     const LinePlan in = make_line_plan(x, x.dim() == 0 ? 0 : s.dim);
