@@ -579,3 +579,25 @@ def test_graph_is_freed():
     del y
     gc.collect()
     assert ref() is None
+
+
+REPR_CASES = [
+    lambda L: L.ones(2, requires_grad=True),
+    lambda L: L.ones(2, requires_grad=True) * 2,
+    lambda L: (L.ones(2, requires_grad=True) * 2).sum(),
+    lambda L: L.ones(2, dtype=L.float64, requires_grad=True) * 2,
+    lambda L: L.tensor([-1.2345 + i for i in range(7)], dtype=L.float64, requires_grad=True),  # dtype wraps
+    lambda L: L.tensor([-1.2345 + i for i in range(5)], dtype=L.float64, requires_grad=True) * 3,  # grad_fn wraps
+    lambda L: L.tensor([-1.2345 + i for i in range(8)], requires_grad=True) * 3,
+    lambda L: L.arange(30.).reshape(3, 10).requires_grad_() * 1,
+    lambda L: L.arange(300.).requires_grad_() * 1,  # summarised rows
+    lambda L: L.arange(12.).reshape(3, 4).requires_grad_().T,
+    lambda L: (L.ones(2, requires_grad=True) * 2).detach(),
+]
+
+
+@pytest.mark.parametrize("i", range(len(REPR_CASES)))
+def test_repr_shows_grad_fn_and_requires_grad_as_torch(i):
+    make = REPR_CASES[i]
+    assert repr(make(kael)).replace("kael.", "torch.") == repr(make(torch))
+    assert str(make(kael)).replace("kael.", "torch.") == str(make(torch))
