@@ -12,16 +12,13 @@ domain, as distributed in data/tinyshakespeare/input.txt of the char-rnn reposit
 loss next to the unigram baseline (the cross-entropy of the validation characters under the
 training set's character frequencies), saves a checkpoint and samples a passage.
 
-The checkpoint is the model's state_dict in the safetensors format (an 8-byte little-endian
-header length, a JSON header naming each tensor's dtype, shape and byte range, then the raw
-little-endian data), plus the vocabulary and the model's sizes in the header's __metadata__.
+The checkpoint is the model's state_dict as a safetensors file (Module.save, which calls
+kael.save_safetensors), with the vocabulary and the model's sizes in the header's __metadata__.
 """
 import argparse
-import array
 import json
 import math
 import os
-import struct
 import sys
 import time
 from collections import Counter
@@ -105,62 +102,18 @@ class CharData:
         return -sum(log_p[c] for c in self.val_text) / len(self.val_text)
 
 
-# ---------------------------------------------------------------- checkpoint (safetensors format)
-
-_DTYPE_CODES = {kael.float32: ("F32", "f"), kael.float64: ("F64", "d"), kael.int64: ("I64", "q")}
+# ---------------------------------------------------------------- checkpoint (safetensors)
 
 
-def save_checkpoint(path, state_dict, metadata):
-    """Writes state_dict (float32/float64/int64 tensors) to path in the safetensors format, with
-    metadata (a dict of str) in the header's __metadata__."""
-    header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
-    blobs = []
-    offset = 0
-    for name, tensor in state_dict.items():
-        if tensor.dtype not in _DTYPE_CODES:
-            raise TypeError(f"save_checkpoint: {name} has dtype {tensor.dtype}, not float32, float64 or int64")
-        code, fmt = _DTYPE_CODES[tensor.dtype]
-        values = array.array(fmt, tensor.reshape(-1).tolist())
-        if sys.byteorder != "little":
-            values.byteswap()
-        blob = values.tobytes()
-        header[name] = {"dtype": code, "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(encoded)))
-        f.write(encoded)
-        for blob in blobs:
-            f.write(blob)
+def save_checkpoint(path, model, metadata):
+    """Writes the model's state_dict to path as a safetensors file (kael.save_safetensors, through
+    Module.save), with metadata (a dict of str) in the header's __metadata__."""
+    model.save(path, metadata={k: str(v) for k, v in metadata.items()})
 
 
 def load_checkpoint(path):
-    """(state_dict, metadata) read back from a file save_checkpoint wrote."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"load_checkpoint: {path}: truncated file ({len(raw)} bytes)")
-    (size,) = struct.unpack("<Q", raw[:8])
-    if 8 + size > len(raw):
-        raise ValueError(f"load_checkpoint: {path}: header of {size} bytes, the file has {len(raw) - 8} after it")
-    header = json.loads(raw[8:8 + size])
-    data = raw[8 + size:]
-    metadata = header.pop("__metadata__", {})
-    codes = {code: (dtype, fmt) for dtype, (code, fmt) in _DTYPE_CODES.items()}
-    state = {}
-    for name, entry in header.items():
-        dtype, fmt = codes[entry["dtype"]]
-        begin, end = entry["data_offsets"]
-        if not 0 <= begin <= end <= len(data):
-            raise ValueError(f"load_checkpoint: {path}: {name}'s byte range {begin}..{end} is outside the data")
-        values = array.array(fmt)
-        values.frombytes(data[begin:end])
-        if sys.byteorder != "little":
-            values.byteswap()
-        state[name] = kael.tensor(values.tolist(), dtype=dtype).reshape(tuple(entry["shape"]))
-    return state, metadata
+    """(state_dict, metadata) read back from a checkpoint file."""
+    return kael.load_safetensors(path), kael.read_safetensors_metadata(path)
 
 
 # ---------------------------------------------------------------- training
@@ -307,7 +260,7 @@ def main(argv=None, stream=sys.stdout):
     if args.checkpoint:
         metadata = {"vocabulary": json.dumps("".join(data.chars)), "d_model": args.d_model, "layers": args.layers,
                     "heads": args.heads, "context": args.context, "steps": args.steps}
-        save_checkpoint(args.checkpoint, model.state_dict(), metadata)
+        save_checkpoint(args.checkpoint, model, metadata)
         print(f"checkpoint: {args.checkpoint}", file=stream)
     passage = ""
     if args.sample_length > 0:

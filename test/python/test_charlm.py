@@ -25,6 +25,16 @@ def test_short_run_loss_decreases_and_checkpoint_round_trips(tmp_path):
     model.load_state_dict(state)
     for name, tensor in model.state_dict().items():
         assert tensor.tolist() == state[name].tolist(), name
+    # the file is a safetensors file the reference reads too
+    import safetensors.torch
+    reference = safetensors.torch.load_file(str(path))
+    assert sorted(reference) == sorted(state)
+    for name, tensor in reference.items():
+        assert tensor.tolist() == state[name].tolist(), name
+    other = charlm.CharTransformer(65, 32, 1, 2, 32)
+    other.load(path)
+    for name, tensor in other.state_dict().items():
+        assert tensor.tolist() == state[name].tolist(), name
 
 
 def test_same_seed_same_losses(tmp_path):

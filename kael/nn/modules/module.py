@@ -223,6 +223,18 @@ class Module:
                     entries[base + name] = buffer
         return entries
 
+    def save(self, path, metadata=None):
+        """Writes state_dict() to path as a safetensors file (kael.save_safetensors), with
+        metadata (a dict of str to str) in its header."""
+        import kael
+        kael.save_safetensors(self.state_dict(), path, metadata)
+
+    def load(self, path, strict=True, mmap=False):
+        """Loads a safetensors file written by save() (or by the safetensors package) into the
+        parameters and buffers in place, as load_state_dict(kael.load_safetensors(path), strict)."""
+        import kael
+        return self.load_state_dict(kael.load_safetensors(path, mmap=mmap), strict=strict)
+
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copies the tensors of state_dict into the parameters and buffers in place.
 
