@@ -2,6 +2,7 @@
 import json
 import random
 import threading
+import time
 import unicodedata
 
 import pytest
@@ -418,3 +419,39 @@ def test_repr_and_uninitialised_object():
     with pytest.raises(RuntimeError, match="already initialised"):  # never swapped under a running encode
         tok.__init__({bytes([b]): b for b in range(256)})
     assert tok.encode("abc") == [97, 98, 99]
+
+
+def _ticks_during(call):
+    """How often a Python thread woke from a 1 ms sleep while call() ran: it needs the GIL to
+    wake, so a call holding the GIL throughout leaves it at about 0."""
+    count = 0
+    stop = threading.Event()
+
+    def tick():
+        nonlocal count
+        while not stop.is_set():
+            time.sleep(0.001)
+            count += 1
+
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        time.sleep(0.02)
+        before = count
+        call()
+        return count - before
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_encode_and_encode_batch_release_the_gil(tok, corpus):
+    # The chapter's busy-loop test. The control, a C call that holds the GIL (sorting 2e6 floats,
+    # longer than the encodes below), lets the thread tick at most a couple of times.
+    floats = [random.random() for _ in range(2_000_000)]
+    assert _ticks_during(lambda: sorted(floats)) <= 3
+    lines = corpus.splitlines() * 4
+    text = corpus * 4
+    assert _ticks_during(lambda: tok.encode_batch(lines, num_threads=2)) >= 10
+    assert _ticks_during(lambda: tok.encode_batch(lines, num_threads=1)) >= 10
+    assert _ticks_during(lambda: tok.encode_ordinary(text)) >= 10
