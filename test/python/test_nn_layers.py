@@ -145,6 +145,30 @@ def test_sequential_modulelist_moduledict():
     assert list(md) == ["b"]
 
 
+@pytest.mark.parametrize("kind", ["Sequential", "ModuleList"])
+@pytest.mark.parametrize("key", [0, 2, -1, -4, slice(1, 3), slice(None, None, 2), slice(5, 9)])
+def test_container_delitem_renumbers_as_torch(kind, key):
+    """del container[key] removes the same children as torch and renames the rest "0", "1", ..."""
+    names = ["Identity", "ReLU", "Tanh", "Sigmoid", "GELU"]
+
+    def build(lib):
+        modules = [getattr(lib.nn, n)() for n in names]
+        return getattr(lib.nn, kind)(*modules) if kind == "Sequential" else lib.nn.ModuleList(modules)
+
+    t, k = build(torch), build(kael)
+    del t[key]
+    del k[key]
+    assert [(n, type(m).__name__) for n, m in k.named_children()] == \
+        [(n, type(m).__name__) for n, m in t.named_children()]
+
+
+def test_container_delitem_out_of_range():
+    for lib in (torch, kael):
+        for c in (lib.nn.Sequential(lib.nn.ReLU()), lib.nn.ModuleList([lib.nn.ReLU()])):
+            with pytest.raises(IndexError):
+                del c[1]
+
+
 # ------------------------------------------------------------------ attention
 
 

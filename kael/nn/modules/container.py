@@ -12,6 +12,15 @@ def _index(index, length, kind):
     return index % length
 
 
+def _renumber(container, modules):
+    """Registers `modules` as the container's children "0", "1", ... in place of the current ones
+    (torch renumbers after a deletion too)."""
+    for key in list(container._modules):
+        delattr(container, key)
+    for i, module in enumerate(modules):
+        container.add_module(str(i), module)
+
+
 class Sequential(Module):
     """Calls its modules in order, each on the previous one's output. Takes modules as arguments
     (named "0", "1", ...) or one OrderedDict of names to modules."""
@@ -36,17 +45,12 @@ class Sequential(Module):
         setattr(self, keys[_index(index, len(keys), "Sequential")], module)
 
     def __delitem__(self, index):
-        keys = list(self._modules)
-        if isinstance(index, slice):
-            for key in keys[index]:
-                delattr(self, key)
-        else:
-            delattr(self, keys[_index(index, len(keys), "Sequential")])
         modules = list(self._modules.values())
-        for key in list(self._modules):
-            delattr(self, key)
-        for i, module in enumerate(modules):
-            self.add_module(str(i), module)
+        if isinstance(index, slice):
+            del modules[index]
+        else:
+            del modules[_index(index, len(modules), "Sequential")]
+        _renumber(self, modules)
 
     def __len__(self):
         return len(self._modules)
@@ -86,10 +90,7 @@ class ModuleList(Module):
             del modules[index]
         else:
             del modules[_index(index, len(modules), "ModuleList")]
-        for key in list(self._modules):
-            delattr(self, key)
-        for i, module in enumerate(modules):
-            self.add_module(str(i), module)
+        _renumber(self, modules)
 
     def __len__(self):
         return len(self._modules)
