@@ -18,15 +18,16 @@ import mpmath as mp
 mp.mp.dps = 60
 
 
-def fit(fn, lo, hi, deg, rel=True):
-    """Coefficients c0..c_deg of sum c_i u^i ~ fn(u) on [lo, hi], and the largest error."""
+def fit(fn, lo, hi, deg, rel=True, weight=None):
+    """Coefficients c0..c_deg of sum c_i u^i ~ fn(u) on [lo, hi], and the largest error: relative
+    (rel), absolute, or absolute times weight(u) when a weight is given."""
     npts = 6 * (deg + 1)
     nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mp.cos(mp.pi * (k + mp.mpf(1) / 2) / npts) for k in range(npts)]
     a = mp.matrix(npts, deg + 1)
     b = mp.matrix(npts, 1)
     for i, u in enumerate(nodes):
         y = fn(u)
-        w = 1 / abs(y) if rel else 1
+        w = weight(u) if weight else 1 / abs(y) if rel else 1
         for j in range(deg + 1):
             a[i, j] = u ** j * w
         b[i] = y * w
@@ -37,7 +38,7 @@ def fit(fn, lo, hi, deg, rel=True):
         u = lo + (hi - lo) * k / 2000
         y = fn(u)
         p = sum(c[j] * u ** j for j in range(deg + 1))
-        err = max(err, abs(p - y) / (abs(y) if rel else 1))
+        err = max(err, abs(p - y) * weight(u) if weight else abs(p - y) / (abs(y) if rel else 1))
     return c, err
 
 
@@ -79,8 +80,19 @@ def main():
         show("log_p", *fit(log_p, mp.mpf(0), zmax, log_deg), single)
         show("erf_small", *erf_small(erf_deg), single)
 
-    # erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= xmax, t = 1 / (1 + x/2).
-    for single, xmax, deg in ((True, 4, 6), (False, 6, 16)):
+    # float: erfc(x) = exp(-x^2 + Q(x - xmid)) for 1 <= x <= 4, fitted for the absolute error of
+    # erfc (the error erf = 1 - erfc gets), that is Q's error weighted by erfc(x).
+    xmid = mp.mpf("2.5")
+
+    def q_direct(u):
+        x = u + xmid
+        return mp.log(mp.erfc(x)) + x * x
+    print(f"kErfMid = {as_float(xmid)}")
+    show("erfc_q (x in [1, 4], absolute error of erfc)",
+         *fit(q_direct, 1 - xmid, 4 - xmid, 6, weight=lambda u: mp.erfc(u + xmid)), True)
+
+    # double: erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= 6, t = 1 / (1 + x/2).
+    for single, xmax, deg in ((False, 6, 16),):
         tlo, thi = 1 / (1 + mp.mpf(xmax) / 2), 1 / (1 + mp.mpf(1) / 2)
         tmid = (tlo + thi) / 2
 

@@ -26,8 +26,8 @@
 //   log1p      2 ulp     2 ulp     log(1 + x) + the rounding error of 1 + x over (1 + x)    [1.44, 1.48]
 //   tanh       3 ulp     3 ulp     e = expm1(2|x|); e / (e + 2), with x's sign              [2.42, 2.49]
 //   sigmoid    2.5 ulp   2.5 ulp   1 / (1 + exp(-x)), PyTorch's formula (see below)          [2.26, 2.23]
-//   erf        1.5 ulp   1.5 ulp   |x| < 1: x + x P(x^2); else 1 - t exp(-x^2 + Q(t)),      [1.24, 1.15]
-//                                  t = 1 / (1 + |x|/2)
+//   erf        1.5 ulp   1.5 ulp   |x| < 1: x + x P(x^2); else float: 1 - exp(-x^2 + Q(x)), [0.96, 1.15]
+//                                  double: 1 - t exp(-x^2 + Q(t)), t = 1 / (1 + |x|/2)
 //
 // sigmoid's bound holds where exp(-x) is finite; below (x < -88.72 in float32, -709.78 in
 // float64) it returns 0, as PyTorch's formula does, where the exact value is below 2^-127.
@@ -163,11 +163,12 @@ struct C<float> {
     return poly(z, 0x1.06eba8p-3f, -0x1.81273ep-2f, 0x1.ce2cf0p-4f, -0x1.b7f88cp-6f, 0x1.5401dcp-8f,
                 -0x1.a3dc18p-11f, 0x1.49234ep-14f);
   }
-  // erfc(x) = t exp(-x^2 + Q(t - kErfT)) for 1 <= x <= 4, t = 1 / (1 + x / 2) (error 1.6e-8).
-  static constexpr float kErfT = 0.5f;
+  // erfc(x) = exp(-x^2 + Q(x - kErfMid)) for 1 <= x <= 4 (absolute error of erfc 1.1e-9, Q
+  // fitted for it: no division, unlike double's form below).
+  static constexpr float kErfMid = 2.5f;
   KAEL_VMATH_INLINE static float erfc_q(float u) {
-    return poly(u, -0x1.57f564p-1f, 0x1.5864a6p+0f, 0x1.83d5fep-3f, -0x1.7ff8e2p-2f, -0x1.436cf0p-3f,
-                0x1.12d292p-2f, 0x1.c3ce0ep-4f);
+    return poly(u, -0x1.8e8b9cp+0f, -0x1.692850p-2f, 0x1.cbbd1ap-5f, -0x1.5ed142p-7f, 0x1.43a16ep-9f,
+                -0x1.3bfa82p-13f, 0x1.873a30p-13f);
   }
 };
 template <>
@@ -234,6 +235,16 @@ KAEL_VMATH_INLINE Reduced<T> reduce_ln2(T x) {
 template <typename T>
 KAEL_VMATH_INLINE T expm1_reduced(T r) {
   return fmadd(r * r, C<T>::exp_p(r), r);
+}
+
+// exp for x where 2^k stays a normal number (|x| < 87 in float): one scaling step, no clamp
+// (erf's use, for exponents in [-18.1, -1.8]; NaN gives NaN).
+template <typename T>
+KAEL_VMATH_INLINE T exp_moderate(T x) {
+  using K = C<T>;
+  const Reduced<T> red = reduce_ln2(x);
+  const T p = fmadd(red.r * red.r, K::exp_p(red.r), red.r) + T(1);
+  return p * pow2_biased<T>(bits(red.t) - bits(K::kShift) + K::kBias);
 }
 
 // expm1 for x in [kExpm1Lo, 2 kTanhHi]: no overflow, no -0.0 (tanh's use).
@@ -342,8 +353,14 @@ KAEL_VMATH_INLINE T erf(T x) {
   const T small = fmadd(x, K::erf_small(x * x), x);  // odd; keeps -0.0
   T a = abs(x);
   a = select(a > K::kErfHi, K::kErfHi, a);  // erf is +-1 in T beyond; NaN passes
-  const T t = T(1) / fmadd(a, T(0.5), T(1));
-  const T erfc = t * exp(fmadd(-a, a, K::erfc_q(t - K::kErfT)));
+  // Below 1 this branch is selected away (its exponent stays finite there).
+  T erfc;
+  if constexpr (std::is_same_v<T, float>) {
+    erfc = exp_moderate(fmadd(-a, a, K::erfc_q(a - K::kErfMid)));
+  } else {
+    const T t = T(1) / fmadd(a, T(0.5), T(1));
+    erfc = t * exp(fmadd(-a, a, K::erfc_q(t - K::kErfT)));
+  }
   const T large = copysign(T(1) - erfc, x);
   return select(abs(x) < T(1), small, large);
 }
