@@ -8,7 +8,7 @@
 #   bash tools/run_sanitizers.sh --fuzz-long [CASES] # both suites, then the long fuzz run
 #                                                    # (tools/fuzz_long.py, CASES cases, default 100,000)
 #   bash tools/run_sanitizers.sh --fuzz-only [CASES] # the long fuzz run only
-#   bash tools/run_sanitizers.sh --tsan              # ThreadSanitizer: the concurrency tests (below)
+#   bash tools/run_sanitizers.sh --tsan              # ThreadSanitizer: the concurrency and thread tests (below)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -52,6 +52,16 @@ if [ "${1:-}" = "--tsan" ]; then
     "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
   setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "$root/test/python/test_concurrency.py" \
     "$root/test/python/test_threads.py" -q -p no:cacheprovider --rootdir "$root"
+  # The thread tests of the other files: backward on two threads and with the GIL released, the
+  # tokenizer's encode_batch and encodes from several Python threads, safetensors loads without
+  # the GIL, owners released from other threads, and the kernels checked on 1 and 2 threads.
+  thread_files=()
+  for f in autograd bpe_tokenizer safetensors storage behaviour object_protocols attention attention_dropout \
+           nn_ops random reductions reductions_more sort_scan values_indices scatter_reduce interop; do
+    thread_files+=("$root/test/python/test_$f.py")
+  done
+  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "${thread_files[@]}" -q -p no:cacheprovider \
+    --rootdir "$root" -k "thread or gil or concurren"
   exit 0
 fi
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_SANITIZE=ON \
