@@ -35,14 +35,13 @@ class Adam(Optimizer):
     @_update_under_no_grad
     def step(self):
         for group in self.param_groups:
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+            amsgrad = group["amsgrad"]
+            # parameters with a gradient, by step count (all share one unless some were skipped)
+            by_step = {}
             for param in group["params"]:
                 grad = getattr(param, "grad", None)
                 if grad is None:
                     continue
-                if maximize:
-                    grad = -grad
                 state = self._state_of(param)
                 if not state:
                     state["step"] = 0
@@ -51,26 +50,51 @@ class Adam(Optimizer):
                     if amsgrad:
                         state["max_exp_avg_sq"] = kael.zeros_like(param)
                 state["step"] += 1
-                step = state["step"]
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                if weight_decay != 0:
-                    if self._decoupled:
-                        param.mul_(1 - lr * weight_decay)
-                    else:
-                        grad = grad.add(param, alpha=weight_decay)
-                exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-                exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2 = 1 - beta2 ** step
-                step_size = lr / bias_correction1
-                bias_correction2_sqrt = math.sqrt(bias_correction2)
-                if amsgrad:
-                    max_exp_avg_sq = state["max_exp_avg_sq"]
-                    kael.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-                    denom = (max_exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-                else:
-                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-                param.sub_(exp_avg / denom, alpha=step_size)
+                by_step.setdefault(state["step"], []).append((param, grad, state))
+            for step, items in by_step.items():
+                if not self._fused_update(group, step, items):
+                    for param, grad, state in items:
+                        self._update(group, step, param, grad, state)
+
+    def _fused_update(self, group, step, items):
+        """One kael._C._adam_update over the parameters of one step count: the same update as
+        _update's ops in one pass; False (nothing written) unless they are contiguous float32 or
+        float64 CPU tensors."""
+        (beta1, beta2), amsgrad = group["betas"], group["amsgrad"]
+        params = [p for p, _, _ in items]
+        grads = [g for _, g, _ in items]
+        exp_avgs = [s["exp_avg"] for _, _, s in items]
+        exp_avg_sqs = [s["exp_avg_sq"] for _, _, s in items]
+        maxes = [s["max_exp_avg_sq"] for _, _, s in items] if amsgrad else None
+        return kael._C._adam_update(params, grads, exp_avgs, exp_avg_sqs, maxes, float(group["lr"]), float(beta1),
+                                    float(beta2), float(group["eps"]), float(group["weight_decay"]),
+                                    self._decoupled, amsgrad, group["maximize"], step)
+
+    def _update(self, group, step, param, grad, state):
+        """One parameter's step with tensor ops (any dtype, layout or device)."""
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        if maximize:
+            grad = -grad
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        if weight_decay != 0:
+            if self._decoupled:
+                param.mul_(1 - lr * weight_decay)
+            else:
+                grad = grad.add(param, alpha=weight_decay)
+        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = math.sqrt(bias_correction2)
+        if amsgrad:
+            max_exp_avg_sq = state["max_exp_avg_sq"]
+            kael.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+            denom = (max_exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        param.sub_(exp_avg / denom, alpha=step_size)
 
 
 class AdamW(Adam):

@@ -221,6 +221,8 @@ MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enab
                  "_record_function", "_Node"}
 # nn and data: the IDX reader allocates its result directly; _set_data_ repoints a tensor's impl
 MODULE_OTHER |= {"_parse_idx", "_set_data_"}
+# optim: the fused Adam(W) step writes parameters and buffers in place with its own kernel
+MODULE_OTHER |= {"_adam_update"}
 
 
 def generated_names(kind):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import kael
-from helpers import KAEL_ERRORS, NUMERIC_NAMES, check, compare
+from helpers import KAEL_ERRORS, NUMERIC_NAMES, check, compare, make_pair, rand_torch, to_kael
 
 # float16/bfloat16: one rounding of a float32 accumulation on each side (oneDNN or float32 here,
 # torch's own kernels there) may land one unit in the last place apart.
@@ -124,3 +124,45 @@ def test_matmul_0d_operand_raises(sa, sb):
         torch.matmul(torch.ones(sa), torch.ones(sb))
     with pytest.raises(KAEL_ERRORS):
         kael.matmul(kael.ones(sa), kael.ones(sb))
+
+
+# ---- addmm with a bias row (Linear's): the bias is added in oneDNN's accumulator
+
+@pytest.mark.parametrize("la", ["contig", "T", "step"])
+@pytest.mark.parametrize("lb", ["contig", "T", "step"])
+@pytest.mark.parametrize("n,k,m", [(64, 48, 40), (2048, 128, 384), (5, 3, 2), (33, 2, 65)])
+def test_addmm_bias_row(n, k, m, la, lb):
+    a = make_pair((n, k), "float32", la)
+    b = make_pair((k, m), "float32", lb)
+    bias = rand_torch((m,), "float32")
+    got = kael.addmm(to_kael(bias), a.k, b.k)
+    check(got, torch.addmm(bias, a.t, b.t), **TOL["float32"])
+    assert got.is_contiguous()
+    # the other forms still combine themselves
+    check(kael.addmm(to_kael(bias), a.k, b.k, beta=0.5, alpha=2), torch.addmm(bias, a.t, b.t, beta=0.5, alpha=2),
+          **TOL["float32"])
+    check(kael.addmm(to_kael(bias[:1]), a.k, b.k), torch.addmm(bias[:1], a.t, b.t), **TOL["float32"])
+    row = rand_torch((1, m), "float32")
+    check(kael.addmm(to_kael(row), a.k, b.k), torch.addmm(row, a.t, b.t), **TOL["float32"])
+
+
+def test_linear_with_bias_matches_torch_and_its_gradients():
+    x = rand_torch((4, 50, 128), "float32")
+    w = rand_torch((96, 128), "float32")
+    bias = rand_torch((96,), "float32")
+    kx, kw, kb = (to_kael(t).requires_grad_() for t in (x, w, bias))
+    tx, tw, tb = (t.clone().requires_grad_() for t in (x, w, bias))
+    out = kael.nn.functional.linear(kx, kw, kb)
+    tout = torch.nn.functional.linear(tx, tw, tb)
+    check(out, tout.detach(), **TOL["float32"])
+    g = rand_torch(tuple(tout.shape), "float32")
+    out.backward(to_kael(g))
+    tout.backward(g)
+    for k, t in ((kx, tx), (kw, tw), (kb, tb)):
+        # sums of 200 products: the tolerance scales with their size
+        check(k.grad, t.grad, rtol=1e-5, atol=1e-5 * t.grad.abs().max().item())
+    # the bias's NaN and inf reach the result as torch's
+    nb = bias.clone()
+    nb[0], nb[1] = float("nan"), float("inf")
+    check(kael.nn.functional.linear(to_kael(x), to_kael(w), to_kael(nb)), torch.nn.functional.linear(x, w, nb),
+          **TOL["float32"])

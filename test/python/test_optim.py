@@ -218,3 +218,121 @@ def test_argument_checks_match_torch():
         optim.SGD(k[0], lr=0.1)
     with pytest.raises(ValueError, match="more than one parameter group"):
         optim.SGD([{"params": k}, {"params": k}], lr=0.1)
+
+
+# ---- the fused Adam(W) step (kael._C._adam_update): one pass over every parameter
+
+def _unfused(monkeypatch):
+    """Makes Adam and AdamW take their per-parameter ops."""
+    monkeypatch.setattr(optim.Adam, "_fused_update", lambda self, group, step, items: False)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+@pytest.mark.parametrize("kwargs", [{"lr": 0.01, "weight_decay": 0.1}, {"lr": 0.01, "amsgrad": True},
+                                    {"lr": 0.01, "maximize": True, "weight_decay": 0.05}])
+def test_fused_adam_matches_torch_on_larger_parameters(name, kwargs):
+    # above the parallel grain (one region split among the threads), several tensors of one call
+    shapes = [(300, 257), (4097,), (3, 5)]
+    tp = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    kp = [nn.Parameter(to_kael(p.detach())) for p in tp]
+    topt = getattr(torch.optim, name)(tp, foreach=False, **kwargs)
+    kopt = getattr(optim, name)(kp, **kwargs)
+    for _ in range(4):
+        for t, k in zip(tp, kp):
+            g = torch.randn(t.shape)
+            t.grad, k.grad = g, to_kael(g)
+        topt.step()
+        kopt.step()
+        for t, k in zip(tp, kp):
+            check(k, t.detach())
+    for t, k in zip(tp, kp):
+        for key in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if kwargs.get("amsgrad") else ()):
+            check(kopt.state[k][key], topt.state[t][key])
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_fused_and_per_parameter_steps_agree(name, monkeypatch):
+    kwargs = {"lr": 0.02, "weight_decay": 0.1, "betas": (0.85, 0.95)}
+    torch.manual_seed(3)
+    grads = [[torch.randn(6, 7), torch.randn(9)] for _ in range(3)]
+    results = []
+    for fused in (True, False):
+        if not fused:
+            _unfused(monkeypatch)
+        params = [nn.Parameter(kael.ones(6, 7)), nn.Parameter(kael.full((9,), 0.5))]
+        opt = getattr(optim, name)(params, **kwargs)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = to_kael(g)
+            opt.step()
+        results.append([to_torch_list(p) for p in params])
+    for a, b in zip(*results):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-7)
+
+
+def to_torch_list(t):
+    return torch.tensor(t.tolist()).flatten().tolist()
+
+
+def test_fused_adam_falls_back_for_other_layouts_and_dtypes():
+    # a non-contiguous parameter and gradient, float16 and a mixed-dtype group still match torch
+    base = torch.randn(8, 6)
+    tp = [torch.nn.Parameter(base.clone()), torch.nn.Parameter(torch.randn(5, dtype=torch.float64))]
+    kp = [nn.Parameter(to_kael(base).t().contiguous().t()), nn.Parameter(to_kael(tp[1].detach()))]
+    assert not kp[0].is_contiguous()
+    topt = torch.optim.AdamW(tp, lr=0.01, foreach=False)
+    kopt = optim.AdamW(kp, lr=0.01)
+    for _ in range(3):
+        g0, g1 = torch.randn(8, 6), torch.randn(5, dtype=torch.float64)
+        tp[0].grad, tp[1].grad = g0, g1
+        kp[0].grad, kp[1].grad = to_kael(g0.t().contiguous()).t(), to_kael(g1)
+        topt.step()
+        kopt.step()
+        check(kp[0], tp[0].detach())
+        check(kp[1], tp[1].detach())
+    h = torch.nn.Parameter(torch.randn(7).half())
+    kh = nn.Parameter(to_kael(h.detach()))
+    topt, kopt = torch.optim.Adam([h], lr=0.01, foreach=False), optim.Adam([kh], lr=0.01)
+    for _ in range(3):
+        g = torch.randn(7).half()
+        h.grad, kh.grad = g, to_kael(g)
+        topt.step()
+        kopt.step()
+    check(kh, h.detach(), atol=2e-3)
+
+
+def test_adam_update_refuses_what_it_cannot_fuse():
+    p, g, m, v = (kael.zeros(4) for _ in range(4))
+    args = (1e-3, 0.9, 0.999, 1e-8, 0.0, True, False, False, 1)
+    assert kael._C._adam_update([p], [g], [m], [v], None, *args) is True
+    before = p._version
+    t = kael.zeros(4, 2).t()
+    assert kael._C._adam_update([t], [kael.zeros(2, 4)], [kael.zeros(2, 4)], [kael.zeros(2, 4)], None, *args) is False
+    assert kael._C._adam_update([p], [g], [p], [v], None, *args) is False  # a buffer aliasing its parameter
+    assert kael._C._adam_update([p], [g.double()], [m], [v], None, *args) is False
+    assert kael._C._adam_update([p], [g], [m], [v], [], 1e-3, 0.9, 0.999, 1e-8, 0.0, True, True, False, 1) is False
+    assert p._version == before
+    with pytest.raises(TypeError, match="grads"):
+        kael._C._adam_update([p], [1.0], [m], [v], None, *args)
+    with pytest.raises(TypeError):
+        kael._C._adam_update([p], [g], [m], [v], None)
+
+
+def test_fused_step_with_parameters_at_different_step_counts():
+    # b gets no gradient in the first step, so its step count lags a's: two fused calls
+    tp = [torch.nn.Parameter(torch.randn(3, 3)) for _ in range(2)]
+    kp = [nn.Parameter(to_kael(p.detach())) for p in tp]
+    topt = torch.optim.AdamW(tp, lr=0.05, foreach=False)
+    kopt = optim.AdamW(kp, lr=0.05)
+    for step in range(4):
+        for i, (t, k) in enumerate(zip(tp, kp)):
+            if step == 0 and i == 1:
+                t.grad = k.grad = None
+                continue
+            g = torch.randn(3, 3)
+            t.grad, k.grad = g, to_kael(g)
+        topt.step()
+        kopt.step()
+        for t, k in zip(tp, kp):
+            check(k, t.detach())
+    assert kopt.state[kp[0]]["step"] == 4 and kopt.state[kp[1]]["step"] == 3

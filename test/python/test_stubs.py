@@ -181,6 +181,20 @@ SAMPLES = {
     ("_parse_idx", "name"): "sample.idx",
     ("_set_data_", "tensor"): lambda: kael.ones(1),
     ("_set_data_", "other"): lambda: kael.zeros(2),
+    ("_adam_update", "params"): lambda: [kael.zeros(2)],
+    ("_adam_update", "grads"): lambda: [kael.zeros(2)],
+    ("_adam_update", "exp_avgs"): lambda: [kael.zeros(2)],
+    ("_adam_update", "exp_avg_sqs"): lambda: [kael.zeros(2)],
+    ("_adam_update", "max_exp_avg_sqs"): None,
+    ("_adam_update", "lr"): 1e-3,
+    ("_adam_update", "beta1"): 0.9,
+    ("_adam_update", "beta2"): 0.999,
+    ("_adam_update", "eps"): 1e-8,
+    ("_adam_update", "weight_decay"): 0.0,
+    ("_adam_update", "decoupled"): True,
+    ("_adam_update", "amsgrad"): False,
+    ("_adam_update", "maximize"): False,
+    ("_adam_update", "step"): 1,
 }
 
 

@@ -34,6 +34,8 @@
 #include "kael/ops/sgn.h"
 #include "kael/ops/sub.h"
 #include "kael/ops/sum.h"
+#include "kael/ops/matmul.h"
+#include "kael/ops/t.h"
 #include "kael/ops/to.h"
 #include "kael/ops/unsqueeze.h"
 #include "kael/ops/zeros_like.h"
@@ -87,6 +89,13 @@ Tensor maybe_multiply(const Tensor& grad, const Scalar& alpha) {
   const bool one = alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to<std::int64_t>() == 1;
   if (one) return grad;
   return kael::mul(grad, alpha);
+}
+
+Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1, const Tensor& mat2) {
+  const bool transposed = mat2.dim() == 2 && mat2.strides()[0] == 1 && mat2.strides()[1] == mat2.sizes()[0] &&
+                          mat2.sizes()[0] > 1 && mat2.sizes()[1] > 1;
+  if (transposed) return kael::t(kael::matmul(kael::t(grad), mat1));
+  return kael::matmul(kael::t(mat1), grad);
 }
 
 Tensor sum_to_size(const Tensor& grad, IntArrayRef sizes) {

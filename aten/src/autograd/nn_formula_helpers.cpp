@@ -1,9 +1,15 @@
 // Derivative helpers of the neural-network ops (declared in kael/autograd/formula_helpers.h),
 // composites of registered ops.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <initializer_list>
 
+#include "kael/autograd/autograd.h"
 #include "kael/autograd/formula_helpers.h"
 #include "kael/core/error.h"
+#include "kael/native/nn_backward.h"
+#include "kael/ops/_gelu_grad.h"
 #include "kael/ops/_sdpa_dropout_mask.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
@@ -13,6 +19,7 @@
 #include "kael/ops/matmul.h"
 #include "kael/ops/mean.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/reshape.h"
 #include "kael/ops/rsqrt.h"
 #include "kael/ops/softmax.h"
 #include "kael/ops/standardize.h"
@@ -39,6 +46,60 @@ DimVector last_dims(const Tensor& self, IntArrayRef normalized_shape) {
 // 0 where keep is true, -inf where it is false, in dtype.
 Tensor additive_mask(const Tensor& keep, ScalarType dtype) { return kael::log(kael::to(keep, dtype)); }
 
+// Note [Fused backward kernels]
+// The derivative helpers below compose registered ops, so a gradient is differentiable again
+// (create_graph=True) and runs on any device. When the backward pass builds no graph (grad mode
+// off: create_graph=False) and every tensor is on the CPU, layer_norm's and attention's
+// gradients come from fused kernels instead (kael/native/nn_backward.h): one pass over the rows,
+// and attention's three gradients from one pass that never stores the (L, S) weights.
+bool fused_backward(std::initializer_list<const Tensor*> tensors) {
+  if (GradMode::is_enabled()) return false;
+  for (const Tensor* t : tensors)
+    if (t->defined() && !t->device().is_cpu()) return false;
+  return true;
+}
+
+std::int64_t numel_of(IntArrayRef shape) {
+  std::int64_t n = 1;
+  for (std::int64_t s : shape) n *= s;
+  return n;
+}
+
+// The gradients of one _scaled_dot_product_attention node: its formulas for query, key and value
+// are three calls with the same arguments (in that order, each only when its input needs a
+// gradient), and the fused kernel computes all three at once. The first call runs it and keeps
+// the other two for the calls that follow; a call takes its own and drops it. The entry holds
+// its arguments (so their identities cannot be reused while it lives) and their version counters,
+// so it serves only calls on the very same, unchanged tensors; a call that finds no match runs
+// the kernel again and replaces the entry.
+struct SdpaMemo {
+  Tensor grad, query, key, value, mask;
+  std::uint32_t versions[5] = {};
+  bool is_causal = false;
+  std::optional<double> scale;
+  double dropout_p = 0;
+  std::int64_t seed = 0, offset = 0;
+  Tensor grads[3];  // reduced to the inputs' shapes and dtypes; undefined once taken
+
+  static std::uint32_t version_of(const Tensor& t) { return t.defined() ? t.impl()->storage()->version() : 0; }
+
+  bool matches(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m, bool causal,
+               std::optional<double> sc, double p, std::int64_t sd, std::int64_t off) const {
+    const Tensor* mine[5] = {&grad, &query, &key, &value, &mask};
+    const Tensor* theirs[5] = {&g, &q, &k, &v, &m};
+    for (int i = 0; i < 5; ++i) {
+      if (mine[i]->defined() != theirs[i]->defined()) return false;
+      if (mine[i]->defined() && (!mine[i]->is_same(*theirs[i]) || versions[i] != version_of(*theirs[i]))) return false;
+    }
+    return is_causal == causal && scale == sc && (dropout_p == p || (dropout_p != dropout_p && p != p)) &&
+           seed == sd && offset == off;
+  }
+
+  void clear() { *this = SdpaMemo(); }
+};
+
+thread_local SdpaMemo sdpa_memo;
+
 }  // namespace
 
 Tensor softmax_backward(const Tensor& grad, const Tensor& result, std::int64_t dim, ScalarType dtype) {
@@ -55,6 +116,8 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& result, std::int64
 Tensor standardize_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef normalized_shape,
                             double eps) {
   (void)result;  // recomputed below from self: result may be rounded to float16/bfloat16
+  if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype())
+    return native::layer_norm_backward_input_cpu(grad, self, numel_of(normalized_shape), std::nullopt, eps);
   const DimVector dims = last_dims(self, normalized_shape);
   const IntArrayRef d(dims);
   const Tensor xc = kael::sub(self, kael::mean(self, d, true));
@@ -66,12 +129,27 @@ Tensor standardize_backward(const Tensor& grad, const Tensor& self, const Tensor
 
 Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape,
                                  const std::optional<Tensor>& weight, double eps) {
+  if (fused_backward({&grad, &self, weight ? &*weight : &grad}) && grad.dtype() == self.dtype() &&
+      (!weight || weight->dtype() == self.dtype()))
+    return native::layer_norm_backward_input_cpu(grad, self, numel_of(normalized_shape), weight, eps);
   const Tensor g = weight ? kael::mul(grad, *weight) : grad;
   return standardize_backward(g, self, Tensor(), normalized_shape, eps);
 }
 
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps) {
+  if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype())
+    return kael::reshape(native::layer_norm_backward_weight_cpu(grad, self, numel_of(normalized_shape), eps),
+                         normalized_shape);
   return sum_to_size(kael::mul(grad, kael::standardize(self, normalized_shape, eps)), normalized_shape);
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
+  if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype() &&
+      (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) && grad.is_contiguous() &&
+      self.is_contiguous() &&
+      std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
+    return native::gelu_backward_cpu(grad, self);
+  return kael::mul(grad, kael::_gelu_grad(self));
 }
 
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape) {
@@ -81,6 +159,37 @@ Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
                      const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
                      double dropout_p, std::int64_t seed, std::int64_t offset) {
+  const Tensor mask = attn_mask ? *attn_mask : Tensor();
+  if (fused_backward({&grad, &query, &key, &value, &mask})) {
+    SdpaMemo& memo = sdpa_memo;
+    if (!memo.matches(grad, query, key, value, mask, is_causal, scale, dropout_p, seed, offset) ||
+        !memo.grads[which].defined()) {
+      memo.clear();
+      const std::array<Tensor, 3> full =
+          native::sdpa_backward_cpu(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset);
+      const Tensor* inputs[3] = {&query, &key, &value};
+      // kept for the calls that follow: the inputs that need a gradient (the others get no call)
+      for (int i = 0; i < 3; ++i)
+        if (i == which || (i > which && requires_grad(*inputs[i])))
+          memo.grads[i] = as_dtype(sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
+      memo.grad = grad;
+      memo.query = query;
+      memo.key = key;
+      memo.value = value;
+      memo.mask = mask;
+      const Tensor* args[5] = {&grad, &query, &key, &value, &mask};
+      for (int i = 0; i < 5; ++i) memo.versions[i] = SdpaMemo::version_of(*args[i]);
+      memo.is_causal = is_causal;
+      memo.scale = scale;
+      memo.dropout_p = dropout_p;
+      memo.seed = seed;
+      memo.offset = offset;
+    }
+    Tensor out = std::move(memo.grads[which]);
+    memo.grads[which] = Tensor();
+    if (!memo.grads[0].defined() && !memo.grads[1].defined() && !memo.grads[2].defined()) memo.clear();
+    return out;
+  }
   const std::int64_t L = query.size(-2), S = key.size(-2);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   Tensor scores = kael::mul(kael::matmul(query, kael::transpose(key, -2, -1)), Scalar(s));

@@ -6,6 +6,7 @@
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
+#include "kael/native/matmul.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/add.h"
 #include "kael/ops/addmm.h"
@@ -96,6 +97,10 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& mat1, const Tensor& mat2, con
   const DimVector b = broadcast_shapes(op, self.sizes(), shape);
   KAEL_CHECK_VALUE(b == shape, op << ": input of shape " << shape_str(self.sizes())
                                   << " does not broadcast to the product's shape " << shape_str(shape));
+  // A bias row (Linear's): added in the product's accumulator, with no pass of its own.
+  if (is_one(beta) && is_one(alpha) && self.dim() == 1) {
+    if (Tensor out = addmm_bias_cpu(self, mat1, mat2); out.defined()) return out;
+  }
   return multiply_add(op, self, mat1, mat2, beta, alpha);
 }
 

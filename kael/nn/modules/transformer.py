@@ -83,14 +83,14 @@ class MultiheadAttention(Module):
                              f"but got {embed}")
         source = k_in.size(1)
         heads, head_dim = self.num_heads, self.head_dim
-        if query is key and key is value:
-            q, k, v = F.linear(q_in, self.in_proj_weight, self.in_proj_bias).chunk(3, -1)
-        else:
-            w_q, w_k, w_v = self.in_proj_weight.chunk(3)
-            b_q = b_k = b_v = None
-            if self.in_proj_bias is not None:
-                b_q, b_k, b_v = self.in_proj_bias.chunk(3)
-            q, k, v = F.linear(q_in, w_q, b_q), F.linear(k_in, w_k, b_k), F.linear(v_in, w_v, b_v)
+        # Three products with the thirds of in_proj_weight, also for self-attention: their results
+        # are contiguous, and backward sums three gradients of the (small) weight's slices rather
+        # than of thirds of one (N, L, 3E) product.
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q = b_k = b_v = None
+        if self.in_proj_bias is not None:
+            b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+        q, k, v = F.linear(q_in, w_q, b_q), F.linear(k_in, w_k, b_k), F.linear(v_in, w_v, b_v)
         q = q.reshape(n, length, heads, head_dim).transpose(1, 2)
         k = k.reshape(n, source, heads, head_dim).transpose(1, 2)
         v = v.reshape(n, source, heads, head_dim).transpose(1, 2)

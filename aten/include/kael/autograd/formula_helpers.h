@@ -27,6 +27,7 @@ Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArra
                                  const std::optional<Tensor>& weight, double eps);
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps);
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
+Tensor gelu_backward(const Tensor& grad, const Tensor& self);
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
                      const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
                      double dropout_p, std::int64_t seed, std::int64_t offset);
@@ -61,6 +62,7 @@ Tensor select_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, 
 Tensor permute_backward(const Tensor& grad, IntArrayRef dims);
 std::vector<Tensor> cat_backward(const Tensor& grad, TensorList tensors, std::int64_t dim);
 Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const Tensor& other);
+Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1, const Tensor& mat2);
 // ops returning values and indices along one dim (values_indices_formula_helpers.cpp)
 Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, const Tensor& indices,
                                           IntArrayRef sizes, bool keepdim);
@@ -82,6 +84,12 @@ inline Var maybe_multiply(const Var& grad, const Scalar& alpha) { return detail:
 // Sums grad down to `sizes`, undoing broadcasting: leading dims are summed away, and dims where
 // `sizes` has 1 and grad does not are summed with keepdim.
 inline Var sum_to_size(const Var& grad, IntArrayRef sizes) { return detail::sum_to_size(grad, sizes); }
+// mat1^T @ grad, the gradient of mat1 @ mat2 for mat2; computed as (grad^T @ mat1)^T when mat2 is
+// a transposed contiguous matrix (Linear's weight.t()), so that its gradient, transposed back,
+// is contiguous.
+inline Var mm_mat2_backward(const Var& grad, const Var& mat1, const Var& mat2) {
+  return detail::mm_mat2_backward(grad, mat1, mat2);
+}
 
 // The gradient of sum(self, dim, keepdim) for an input of `sizes`: grad with the reduced dims
 // restored (when keepdim was false), expanded to `sizes`. dim None (or []) reduces every dim.
@@ -121,6 +129,8 @@ inline Var layer_norm_backward_weight(const Var& grad, const Var& self, IntArray
 inline Var layer_norm_backward_bias(const Var& grad, IntArrayRef normalized_shape) {
   return detail::layer_norm_backward_bias(grad, normalized_shape);
 }
+// grad * _gelu_grad(self) (one pass on the CPU when no graph is built).
+inline Var gelu_backward(const Var& grad, const Var& self) { return detail::gelu_backward(grad, self); }
 // The gradients of scaled_dot_product_attention, recomputing the attention weights with the
 // unfused ops (so the backward pass stores the (L, S) matrix that the forward kernel avoids),
 // and with dropout_p > 0 the forward pass's dropout factors from its Philox stream (seed, offset).

@@ -39,6 +39,7 @@
 #include "kael/ops/contiguous.h"
 #include "kael/ops/expand.h"
 #include "kael/runtime/philox.h"
+#include "kael/native/nn_backward.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -317,6 +318,37 @@ std::vector<std::int64_t> batch_offsets(IntArrayRef batch, IntArrayRef sizes, In
 
 IntArrayRef batch_of(const Tensor& t) { return t.sizes().subspan(0, t.dim() - 2); }
 
+// Packs the rows of each of `batches` contiguous (S, E) matrices in tiles of kTileCols rows
+// (the layout scores() reads: row j's element e at (j / kTileCols) * E * kTileCols + e *
+// kTileCols + j % kTileCols of its batch's block, zero-padded to whole tiles).
+template <typename T>
+void pack_tiles(const T* src, T* dst, std::int64_t batches, std::int64_t S, std::int64_t E) {
+  const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
+  nn::parallel_for(batches * ntiles, E * kTileCols, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
+      T* d = dst + t * E * kTileCols;
+      for (std::int64_t c = 0; c < kTileCols; ++c) {
+        const std::int64_t j = j0 + c;
+        const T* kr = src + (b * S + j) * E;
+        for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? kr[e] : T(0);
+      }
+    }
+  });
+}
+
+// The element offset of each broadcast batch's block in t packed by pack_tiles (blocks of
+// ceil(S / kTileCols) * E * kTileCols elements, one per batch of t's own batch shape).
+std::vector<std::int64_t> packed_offsets(IntArrayRef batch, const Tensor& t) {
+  const std::int64_t S = t.sizes()[t.dim() - 2], E = t.sizes()[t.dim() - 1];
+  DimVector index_shape(batch_of(t));
+  index_shape.push_back(1);
+  index_shape.push_back(1);
+  std::vector<std::int64_t> off = batch_offsets(batch, t.sizes(), contiguous_strides(index_shape));
+  for (std::int64_t& o : off) o *= (S + kTileCols - 1) / kTileCols * E * kTileCols;
+  return off;
+}
+
 }  // namespace
 
 Tensor sdpa_dropout_mask_cpu(const Tensor& query, IntArrayRef size, double dropout_p, std::int64_t seed,
@@ -417,12 +449,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   for (std::int64_t d : batch_of(k)) k_batches *= d;
   const DimVector packed_shape{k_batches, ntiles * E * kTileCols};
   Tensor kp = alloc_cpu(packed_shape, acc);
-  // k's own batch index for each broadcast batch (strides counting batches), then its offset
-  DimVector k_index_shape(batch_of(k));
-  k_index_shape.push_back(1);
-  k_index_shape.push_back(1);
-  std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), contiguous_strides(k_index_shape));
-  for (std::int64_t& off : k_off) off *= ntiles * E * kTileCols;
+  const std::vector<std::int64_t> k_off = packed_offsets(batch, k);
   const std::vector<std::int64_t> v_off = batch_offsets(batch, v.sizes(), v.strides());
   std::vector<std::int64_t> m_off;
   if (mask_t.defined()) {
@@ -440,21 +467,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   section.unlock();
   visit_dtype(acc, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* src = k.data<T>();
-      T* dst = kp.data<T>();
-      nn::parallel_for(k_batches * ntiles, E * kTileCols, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t t = begin; t < end; ++t) {
-          const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
-          T* d = dst + t * E * kTileCols;
-          for (std::int64_t c = 0; c < kTileCols; ++c) {
-            const std::int64_t j = j0 + c;
-            const T* kr = src + (b * S + j) * E;
-            for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? kr[e] : T(0);
-          }
-        }
-      });
-    }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) pack_tiles(k.data<T>(), kp.data<T>(), k_batches, S, E);
   });
   const Dropout dropout{dropout_p > 0.0, 1.0 - dropout_p,
                         PhiloxStream{std::bit_cast<std::uint64_t>(seed), std::bit_cast<std::uint64_t>(offset)}};
@@ -480,6 +493,250 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   });
   if (!out.is_same(result)) copy_cpu(result, out);
   return result;
+}
+
+
+// Note [Attention backward]
+// sdpa_backward_cpu computes the three gradients of _scaled_dot_product_attention in one pass,
+// without storing the (L, S) attention matrix either. With W = P * K (P the softmax of the
+// masked, scaled scores, K the dropout factors, 1 without dropout; the forward pass returned
+// O = W v and 0 for a row whose every key is masked):
+//   dv_j = sum_i W_ij dO_i,   dP_ij = K_ij dO_i . v_j,   D_i = sum_j P_ij dP_ij,
+//   dS_ij = P_ij (dP_ij - D_i),   dq_i = scale sum_j dS_ij k_j,   dk_j = scale sum_i dS_ij q_i.
+// One task per broadcast batch (its dk and dv are its own, so no two tasks write one element)
+// walks the queries in blocks of kBlockQ rows. When a block's keys fit one block of kBlockK
+// (S <= kBlockK, or a causal block near the start), its scores and dO v^T are computed once and
+// the softmax is exact; otherwise a first pass over the key blocks gathers each row's maximum m,
+// sum l and D (online, rescaled as the maximum grows, as the forward pass), and a second pass
+// recomputes each block's scores and accumulates the gradients. The products run on the forward
+// pass's tiles (scores, accumulate; the keys and the values packed in tiles of kTileCols), the
+// blocks transposed where a sum runs over queries. A row whose every key is masked has P = 0
+// and adds nothing (PyTorch's safe softmax gives such rows zero gradients too).
+
+namespace {
+
+template <typename T>
+struct BackwardArgs {
+  const T *q, *k, *kp, *vp, *go;  // the batch's q (L, E), k (S, E), k and v packed, dO (L, Ev)
+  T *dq, *dk, *dv;                // the batch's gradients: (L, E), (S, E), (S, Ev)
+  std::int64_t L, S, E, Ev;
+  T scale;
+  bool causal;
+  std::int64_t batch;  // the flattened broadcast batch index (dropout's element indices)
+  const Dropout* dropout;
+};
+
+// The masked, scaled scores of rows [i0, i0 + rows) and keys [j0, j0 + cols) in s (row
+// stride kBlockK), -inf where masked, as the forward pass computes them.
+template <typename T>
+void masked_scores(const BackwardArgs<T>& a, const Mask& mask, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                   std::int64_t cols, T* s) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  scores(a.q + i0 * a.E, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    T* sr = s + i * kBlockK;
+    if (mask.kind == Mask::Bool) {
+      const bool* mr = reinterpret_cast<const bool*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
+      for (std::int64_t j = 0; j < cols; ++j) sr[j] = mr[j * mask.col_stride] ? sr[j] : kNegInf;
+    } else if (mask.kind == Mask::Float) {
+      const T* mr = reinterpret_cast<const T*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
+      for (std::int64_t j = 0; j < cols; ++j) sr[j] += mr[j * mask.col_stride];
+    }
+    if (a.causal)
+      for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
+  }
+}
+
+// dst[j][i] = src[i][j] for i < rows, j < cols (both with row stride kBlockK).
+template <typename T>
+void transpose_block(const T* src, std::int64_t rows, std::int64_t cols, T* dst) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) dst[j * kBlockK + i] = src[i * kBlockK + j];
+}
+
+// The gradients of one broadcast batch (Note [Attention backward]); a.dq, a.dk, a.dv are zero.
+template <typename T>
+void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>& buf) {
+  constexpr std::int64_t kb = kBlockQ * kBlockK;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  buf.resize(3 * kb + kBlockK * kBlockK + 3 * kBlockQ);
+  T* s = buf.data();          // scores, then exp(s - m), then W
+  T* dw = s + kb;             // dO v^T, then dS * scale
+  T* keep = dw + kb;          // dropout factors
+  T* t = keep + kb;           // a transposed block
+  T* m = t + kBlockK * kBlockK;
+  T* l = m + kBlockQ;
+  T* d = l + kBlockQ;         // D of each row
+  const bool drop = a.dropout->active;
+  auto block_products = [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
+    masked_scores(a, mask, i0, rows, j0, cols, s);
+    scores(a.go + i0 * a.Ev, a.vp + (j0 / kTileCols) * a.Ev * kTileCols, a.Ev, rows, cols, T(1), dw);
+    if (drop)
+      for (std::int64_t i = 0; i < rows; ++i)
+        a.dropout->factors((a.batch * a.L + i0 + i) * a.S + j0, cols, keep + i * kBlockK);
+  };
+  for (std::int64_t i0 = 0; i0 < a.L; i0 += kBlockQ) {
+    const std::int64_t rows = std::min(kBlockQ, a.L - i0);
+    const std::int64_t key_end = a.causal ? std::min(a.S, i0 + rows) : a.S;
+    const bool single = key_end <= kBlockK;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      m[i] = kNegInf;
+      l[i] = 0;
+      d[i] = 0;
+    }
+    // pass 1: each row's maximum m, sum l of exp(s - m) and D (s holds exp(s - m) afterwards)
+    for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+      const std::int64_t cols = std::min(kBlockK, key_end - j0);
+      block_products(i0, rows, j0, cols);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        T* sr = s + i * kBlockK;
+        const T* dr = dw + i * kBlockK;
+        const T* kr = keep + i * kBlockK;
+        const T mb = nn::max_of(sr, cols);
+        const T m_new = mb > m[i] ? mb : m[i];
+        if (m_new == kNegInf) {  // every key so far masked
+          std::fill(sr, sr + cols, T(0));
+          continue;
+        }
+        const T correction = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
+        const T sum = nn::sum_exp(sr, m_new, sr, cols);
+        T dot = 0;
+        if (drop) {
+          for (std::int64_t j = 0; j < cols; ++j) dot += sr[j] * dr[j] * kr[j];
+        } else {
+          for (std::int64_t j = 0; j < cols; ++j) dot += sr[j] * dr[j];
+        }
+        l[i] = l[i] * correction + sum;
+        d[i] = d[i] * correction + dot;
+        m[i] = m_new;
+      }
+    }
+    for (std::int64_t i = 0; i < rows; ++i) d[i] = l[i] > T(0) ? d[i] / l[i] : T(0);
+    // pass 2: P, W and dS of each block, and their products
+    for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+      const std::int64_t cols = std::min(kBlockK, key_end - j0);
+      if (!single) {
+        block_products(i0, rows, j0, cols);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          T* sr = s + i * kBlockK;
+          if (l[i] > T(0)) nn::sum_exp(sr, m[i], sr, cols);
+          else std::fill(sr, sr + cols, T(0));
+        }
+      }
+      for (std::int64_t i = 0; i < rows; ++i) {
+        T* sr = s + i * kBlockK;
+        T* dr = dw + i * kBlockK;
+        const T* kr = keep + i * kBlockK;
+        const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
+        const T di = d[i];
+        if (drop) {
+          for (std::int64_t j = 0; j < cols; ++j) {
+            const T p = sr[j] * inv;
+            sr[j] = p * kr[j];
+            dr[j] = p * (dr[j] * kr[j] - di) * a.scale;
+          }
+        } else {
+          for (std::int64_t j = 0; j < cols; ++j) {
+            const T p = sr[j] * inv;
+            sr[j] = p;
+            dr[j] = p * (dr[j] - di) * a.scale;
+          }
+        }
+      }
+      transpose_block(s, rows, cols, t);  // dv_j += sum_i W_ij dO_i
+      accumulate(t, a.go + i0 * a.Ev, a.Ev, cols, rows, a.dv + j0 * a.Ev);
+      accumulate(dw, a.k + j0 * a.E, a.E, rows, cols, a.dq + i0 * a.E);  // dq_i += sum_j dS_ij k_j
+      transpose_block(dw, rows, cols, t);  // dk_j += sum_i dS_ij q_i
+      accumulate(t, a.q + i0 * a.E, a.E, cols, rows, a.dk + j0 * a.E);
+    }
+  }
+}
+
+}  // namespace
+
+std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
+                                        const Tensor& value, const std::optional<Tensor>& attn_mask, bool is_causal,
+                                        std::optional<double> scale, double dropout_p, std::int64_t seed,
+                                        std::int64_t offset) {
+  constexpr const char* op = "scaled_dot_product_attention_backward";
+  for (const Tensor* t : {&grad, &query, &key, &value}) check_same_device(op, kCPU, t->device());
+  const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
+  const std::int64_t S = key.sizes()[key.dim() - 2], Ev = value.sizes()[value.dim() - 1];
+  DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
+  batch = broadcast_shapes(op, batch, batch_of(value));
+  auto shaped = [&](std::int64_t rows, std::int64_t cols) {
+    DimVector shape = batch;
+    shape.push_back(rows);
+    shape.push_back(cols);
+    return shape;
+  };
+  const DimVector grad_shape = shaped(L, Ev);
+  KAEL_CHECK(std::equal(grad.sizes().begin(), grad.sizes().end(), grad_shape.begin(), grad_shape.end()),
+             op << ": expected grad of shape " << shape_str(grad_shape) << ", got " << shape_str(grad.sizes()));
+  const ScalarType acc = is_reduced_floating(query.dtype()) ? ScalarType::Float32 : query.dtype();
+  Tensor dq = alloc_cpu(shaped(L, E), acc), dk = alloc_cpu(shaped(S, E), acc), dv = alloc_cpu(shaped(S, Ev), acc);
+  std::int64_t batches = 1;
+  for (std::int64_t b : batch) batches *= b;
+  if (batches == 0 || L == 0 || S == 0) {
+    for (const Tensor* t : {&dq, &dk, &dv}) fill_cpu(*t, Scalar(0.0));
+    return {dq, dk, dv};
+  }
+  auto as_acc = [&](const Tensor& t) {
+    return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
+  };
+  const Tensor q = as_acc(query), k = as_acc(key), v = as_acc(value), g = as_acc(grad);
+  Mask mask;
+  Tensor mask_t;
+  std::vector<std::int64_t> m_off;
+  if (attn_mask) {
+    mask.kind = attn_mask->dtype() == ScalarType::Bool ? Mask::Bool : Mask::Float;
+    mask_t = kael::expand(mask.kind == Mask::Float ? as_acc(*attn_mask) : *attn_mask, shaped(L, S));
+    m_off = batch_offsets(batch, mask_t.sizes(), mask_t.strides());
+    mask.row_stride = mask_t.strides()[mask_t.dim() - 2];
+    mask.col_stride = mask_t.strides()[mask_t.dim() - 1];
+  }
+  const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
+  const std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), k.strides());
+  const std::vector<std::int64_t> kp_off = packed_offsets(batch, k), vp_off = packed_offsets(batch, v);
+  std::int64_t k_batches = 1, v_batches = 1;
+  for (std::int64_t b : batch_of(k)) k_batches *= b;
+  for (std::int64_t b : batch_of(v)) v_batches *= b;
+  const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
+  const Tensor kp = alloc_cpu(DimVector{k_batches, ntiles * E * kTileCols}, acc);
+  const Tensor vp = alloc_cpu(DimVector{v_batches, ntiles * Ev * kTileCols}, acc);
+  const double scale_value = scale ? *scale : E == 0 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(E));
+  const Dropout dropout{dropout_p > 0.0, 1.0 - dropout_p,
+                        PhiloxStream{std::bit_cast<std::uint64_t>(seed), std::bit_cast<std::uint64_t>(offset)}};
+  visit_dtype(acc, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      pack_tiles(k.data<T>(), kp.data<T>(), k_batches, S, E);
+      pack_tiles(v.data<T>(), vp.data<T>(), v_batches, S, Ev);
+      nn::parallel_for(batches, L * S * (E + Ev) * 3, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<T> buf;
+        for (std::int64_t b = begin; b < end; ++b) {
+          BackwardArgs<T> a{q.data<T>() + q_off[static_cast<std::size_t>(b)],
+                            k.data<T>() + k_off[static_cast<std::size_t>(b)],
+                            kp.data<T>() + kp_off[static_cast<std::size_t>(b)],
+                            vp.data<T>() + vp_off[static_cast<std::size_t>(b)],
+                            g.data<T>() + b * L * Ev,
+                            dq.data<T>() + b * L * E,
+                            dk.data<T>() + b * S * E,
+                            dv.data<T>() + b * S * Ev,
+                            L, S, E, Ev, static_cast<T>(scale_value), is_causal, b, &dropout};
+          std::fill(a.dq, a.dq + L * E, T(0));
+          std::fill(a.dk, a.dk + S * E, T(0));
+          std::fill(a.dv, a.dv + S * Ev, T(0));
+          Mask mb = mask;
+          if (mask_t.defined())
+            mb.data = static_cast<const char*>(mask_t.data_ptr()) +
+                      m_off[static_cast<std::size_t>(b)] * static_cast<std::int64_t>(mask_t.element_size());
+          attend_backward(a, mb, buf);
+        }
+      });
+    }
+  });
+  return {dq, dk, dv};
 }
 
 }  // namespace kael::native

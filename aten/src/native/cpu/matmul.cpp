@@ -14,6 +14,7 @@
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
+#include "kael/native/matmul.h"
 #include "kael/native/math.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/unsqueeze.h"
@@ -136,7 +137,8 @@ bool dnnl_supports(ScalarType t) {
   return t == ScalarType::Float32;
 }
 
-void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+// out <- a @ b (+ bias, a contiguous row of out's last dim, added in oneDNN's accumulator).
+void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor* bias = nullptr) {
   const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
   const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
   // oneDNN takes its thread count from the calling thread's OpenMP setting, and a primitive
@@ -147,6 +149,7 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   key.reserve(4 * a.dim() + 3);
   key.push_back(static_cast<std::int64_t>(out.dtype()));
   key.push_back(openmp_threads());
+  key.push_back(bias != nullptr ? 1 : 0);
   key.push_back(a.dim());
   for (std::int64_t i = 0; i < a.dim(); ++i) {
     key.push_back(a.sizes()[i]);
@@ -158,6 +161,15 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const dnnl::memory::desc a_md(dims_of(a.sizes()), dt, dims_of(a.strides()));
   const dnnl::memory::desc b_md(dims_of(b.sizes()), dt, dims_of(b.strides()));
   const dnnl::memory::desc o_md(dims_of(out.sizes()), dt, dims_of(out.strides()));
+  dnnl::memory::desc bias_md;
+  if (bias != nullptr) {
+    // a row of out's width, broadcast over the other dims
+    const std::int64_t width = out.sizes()[out.dim() - 1];
+    dnnl::memory::dims bias_dims(static_cast<std::size_t>(out.dim()), 1), bias_strides(bias_dims.size(), width);
+    bias_dims.back() = width;
+    bias_strides.back() = 1;
+    bias_md = dnnl::memory::desc(bias_dims, dt, bias_strides);
+  }
   dnnl::matmul prim;
   {
     PrimitiveCache& c = cache();
@@ -165,14 +177,24 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     auto it = c.primitives.find(key);
     if (it == c.primitives.end()) {
       if (c.primitives.size() >= 1024) c.primitives.clear();
-      it = c.primitives.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(engine(), a_md, b_md, o_md))).first;
+      it = c.primitives
+               .emplace(key, bias != nullptr
+                                 ? dnnl::matmul(dnnl::matmul::primitive_desc(engine(), a_md, b_md, bias_md, o_md))
+                                 : dnnl::matmul(dnnl::matmul::primitive_desc(engine(), a_md, b_md, o_md)))
+               .first;
     }
     prim = it->second;
   }
   thread_local dnnl::stream stream(engine());
   dnnl::memory a_mem(a_md, engine(), a.data_ptr()), b_mem(b_md, engine(), b.data_ptr()),
       o_mem(o_md, engine(), out.data_ptr());
-  prim.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, o_mem}});
+  if (bias != nullptr) {
+    dnnl::memory bias_mem(bias_md, engine(), bias->data_ptr());
+    prim.execute(stream,
+                 {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_BIAS, bias_mem}, {DNNL_ARG_DST, o_mem}});
+  } else {
+    prim.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, o_mem}});
+  }
   stream.wait();
 }
 
@@ -274,6 +296,27 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
     }
   }
   return result;
+}
+
+Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
+  if (mat1.dtype() != ScalarType::Float32 || mat2.dtype() != ScalarType::Float32 ||
+      bias.dtype() != ScalarType::Float32 || mat1.dim() != 2 || mat2.dim() != 2 || bias.dim() != 1 ||
+      !bias.is_contiguous() || !bias.device().is_cpu() || !mat1.device().is_cpu() || !mat2.device().is_cpu())
+    return Tensor();
+  const std::int64_t n = mat1.sizes()[0], k = mat1.sizes()[1], m = mat2.sizes()[1];
+  if (mat2.sizes()[0] != k || bias.sizes()[0] != m || n * m * k <= kSmallProduct || k == 0) return Tensor();
+  const DimVector shape{n, m};
+  Tensor out = alloc_cpu(shape, ScalarType::Float32);
+  Tensor a = mat1, b = mat2, c = bias;
+  UnlockedSection section;
+  if (section.active()) {
+    a = section.own(a);
+    b = section.own(b);
+    c = section.own(c);
+  }
+  section.unlock();
+  matmul_dnnl(a, b, out, &c);
+  return out;
 }
 
 }  // namespace kael::native

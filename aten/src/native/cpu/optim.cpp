@@ -1,0 +1,134 @@
+// The fused Adam(W) update (kael/native/optim.h): every element of every parameter in one
+// parallel region, instead of a dozen ops (each a pass over memory) per parameter.
+#include "kael/native/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kael/core/error.h"
+#include "kael/native/loops.h"
+#include "kael/native/pointwise.h"
+#include "kael/runtime/threads.h"
+
+namespace kael::native {
+
+namespace {
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  const std::int64_t na = a.numel() * static_cast<std::int64_t>(a.element_size());
+  const std::int64_t nb = b.numel() * static_cast<std::int64_t>(b.element_size());
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+template <typename T>
+struct Constants {
+  T decay, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, step_size;
+  bool decoupled, amsgrad, maximize, has_wd;
+};
+
+template <typename T>
+void update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const Constants<T>& c) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    T gi = c.maximize ? -g[i] : g[i];
+    T pi = p[i];
+    if (c.has_wd) {
+      if (c.decoupled) pi = pi * c.decay;
+      else gi = gi + c.wd * pi;
+    }
+    T mi = m[i] * c.beta1;
+    mi = mi + c.one_minus_beta1 * gi;
+    T vi = v[i] * c.beta2;
+    vi = vi + c.one_minus_beta2 * (gi * gi);
+    T vd = vi;
+    if (c.amsgrad) {
+      const T old = vmax[i];
+      vd = (old > vi || old != old) ? old : vi;
+      vmax[i] = vd;
+    }
+    const T denom = std::sqrt(vd) / c.bc2_sqrt + c.eps;
+    p[i] = pi - c.step_size * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+template <typename T>
+void run(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs, TensorList max_exp_avg_sqs,
+         const AdamOptions& o) {
+  const double bc1 = 1 - std::pow(o.beta1, static_cast<double>(o.step));
+  const double bc2 = 1 - std::pow(o.beta2, static_cast<double>(o.step));
+  const Constants<T> c{static_cast<T>(1 - o.lr * o.weight_decay), static_cast<T>(o.weight_decay),
+                       static_cast<T>(o.beta1), static_cast<T>(1 - o.beta1), static_cast<T>(o.beta2),
+                       static_cast<T>(1 - o.beta2), static_cast<T>(std::sqrt(bc2)), static_cast<T>(o.eps),
+                       static_cast<T>(o.lr / bc1), o.decoupled, o.amsgrad, o.maximize, o.weight_decay != 0};
+  // One index space over all the parameters' elements: start[i] is parameter i's first index.
+  const std::size_t count = params.size();
+  std::vector<std::int64_t> start(count + 1, 0);
+  for (std::size_t i = 0; i < count; ++i) start[i + 1] = start[i] + params[i].numel();
+  kael::parallel_for(0, start[count], kParallelGrain / 4, [&](std::int64_t begin, std::int64_t end) {
+    std::size_t i = 0;
+    while (i < count && start[i + 1] <= begin) ++i;
+    for (; i < count && start[i] < end; ++i) {
+      const std::int64_t lo = std::max(begin, start[i]) - start[i], hi = std::min(end, start[i + 1]) - start[i];
+      update(params[i].data<T>() + lo, grads[i].data<T>() + lo, exp_avgs[i].data<T>() + lo,
+             exp_avg_sqs[i].data<T>() + lo, o.amsgrad ? max_exp_avg_sqs[i].data<T>() + lo : nullptr, hi - lo, c);
+    }
+  });
+}
+
+}  // namespace
+
+bool adam_update_supported(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                           TensorList max_exp_avg_sqs, bool amsgrad) {
+  const std::size_t n = params.size();
+  if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n) return false;
+  if (amsgrad && max_exp_avg_sqs.size() != n) return false;
+  std::vector<Tensor> written;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor& p = params[i];
+    if (!p.defined() || !p.device().is_cpu()) return false;
+    if (p.dtype() != ScalarType::Float32 && p.dtype() != ScalarType::Float64) return false;
+    if (p.dtype() != params[0].dtype()) return false;
+    std::vector<Tensor> group{p, grads[i], exp_avgs[i], exp_avg_sqs[i]};
+    if (amsgrad) group.push_back(max_exp_avg_sqs[i]);
+    for (const Tensor& t : group) {
+      if (!t.defined() || !t.device().is_cpu() || t.dtype() != p.dtype() || !t.is_contiguous()) return false;
+      if (!std::equal(t.sizes().begin(), t.sizes().end(), p.sizes().begin(), p.sizes().end())) return false;
+    }
+    written.push_back(p);
+    written.push_back(exp_avgs[i]);
+    written.push_back(exp_avg_sqs[i]);
+    if (amsgrad) written.push_back(max_exp_avg_sqs[i]);
+  }
+  // No written tensor may share memory with another tensor of the call (a gradient may not alias
+  // its parameter either): the per-parameter ops would then see each other's writes.
+  for (std::size_t a = 0; a < written.size(); ++a)
+    for (std::size_t b = a + 1; b < written.size(); ++b)
+      if (overlaps(written[a], written[b])) return false;
+  for (const Tensor& w : written)
+    for (const Tensor& g : grads)
+      if (overlaps(w, g)) return false;
+  return true;
+}
+
+void adam_update_cpu(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                     TensorList max_exp_avg_sqs, const AdamOptions& options) {
+  KAEL_CHECK(adam_update_supported(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options.amsgrad),
+             "_adam_update: expected lists of contiguous float32 or float64 CPU tensors of one dtype and shape per "
+             "parameter, none of the written ones sharing memory");
+  KAEL_CHECK(options.step >= 1, "_adam_update: expected a step count of at least 1, got " << options.step);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].bump_version();
+    exp_avgs[i].bump_version();
+    exp_avg_sqs[i].bump_version();
+    if (options.amsgrad) max_exp_avg_sqs[i].bump_version();
+  }
+  if (params.empty()) return;
+  if (params[0].dtype() == ScalarType::Float64) run<double>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options);
+  else run<float>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options);
+}
+
+}  // namespace kael::native
