@@ -600,12 +600,15 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         }
         const T correction = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
         const T sum = nn::sum_exp(sr, m_new, sr, cols);
+        // sum_j exp(s - m) dP, in independent lanes (so that the loop vectorises)
+        constexpr int kLanes = 8;
+        T lanes[kLanes] = {};
+        std::int64_t j = 0;
+        for (; j + kLanes <= cols; j += kLanes)
+          for (int c = 0; c < kLanes; ++c) lanes[c] += sr[j + c] * dr[j + c] * (drop ? kr[j + c] : T(1));
         T dot = 0;
-        if (drop) {
-          for (std::int64_t j = 0; j < cols; ++j) dot += sr[j] * dr[j] * kr[j];
-        } else {
-          for (std::int64_t j = 0; j < cols; ++j) dot += sr[j] * dr[j];
-        }
+        for (; j < cols; ++j) dot += sr[j] * dr[j] * (drop ? kr[j] : T(1));
+        for (int c = 0; c < kLanes; ++c) dot += lanes[c];
         l[i] = l[i] * correction + sum;
         d[i] = d[i] * correction + dot;
         m[i] = m_new;
