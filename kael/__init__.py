@@ -23,9 +23,20 @@ def _preload_onednn() -> None:
             return
 
 
-_preload_onednn()
-
-from kael import _C  # noqa: E402
+# oneDNN runs on GNU OpenMP, whose idle threads spin (by default for up to ~300,000 rounds)
+# after each parallel region: on few cores they then take the CPU from kael's own pool threads
+# and from other work (docs/decisions.md, "Training step speed"). Unless the user chose a
+# policy, OpenMP loads with OMP_WAIT_POLICY=PASSIVE (idle threads sleep); the variable is
+# removed again once loaded, so libraries loaded later (torch's own OpenMP) keep their default.
+_passive_openmp = "OMP_WAIT_POLICY" not in _os.environ
+if _passive_openmp:
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+try:
+    _preload_onednn()
+    from kael import _C  # noqa: E402
+finally:
+    if _passive_openmp:
+        del _os.environ["OMP_WAIT_POLICY"]
 from kael._C import *  # noqa: E402,F401,F403
 from kael._C import Tensor, dtype  # noqa: E402,F401
 
