@@ -588,9 +588,34 @@ def uses_result(f: NativeFunction) -> bool:
 
 
 def autograd_supported(f: NativeFunction) -> bool:
-    """Ops whose Autograd kernel is generated: differentiable, one Tensor result."""
-    return bool(f.derivatives) and not f.schema.returns_tuple and not f.schema.returns_list \
-        and not f.composite_implicit
+    """Ops whose Autograd kernel is generated: differentiable, one Tensor result or a tuple of them."""
+    return bool(f.derivatives) and not f.schema.returns_list and not f.composite_implicit
+
+
+def used_returns(f: NativeFunction) -> list[str]:
+    """The results of an op with a tuple return that its formulas read (`indices`): saved by its node."""
+    if not f.schema.returns_tuple:
+        return []
+    return [r for r in f.schema.return_names if any(_uses(fm, r) for _, fm in f.derivatives)]
+
+
+def result_args(f: NativeFunction) -> str:
+    """The trailing arguments of a formula call in a node: `result`, or `grads` and every named result."""
+    if f.schema.returns_tuple:
+        return ", ".join(["TensorList(grads)", *f.schema.return_names])
+    return "result"
+
+
+def check_return_names(functions: list[NativeFunction], path: str) -> None:
+    """A differentiable op's result names are visible to its formulas next to its arguments: no clash."""
+    for f in functions:
+        if not (f.derivatives and f.schema.returns_tuple):
+            continue
+        taken = {p.name for p in f.schema.params} | {"grad", "grads", "result"}
+        for r in f.schema.return_names:
+            if r in taken:
+                raise CodegenError(f"{path}:{f.line_of('derivatives')}: {f.schema.full_name}: result name '{r}' "
+                                   f"clashes with an argument or a name derivative formulas use")
 
 
 def diff_inputs(f: NativeFunction) -> list[Param]:
@@ -603,6 +628,7 @@ def diff_inputs(f: NativeFunction) -> list[Param]:
 def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     functions = parse_registry(yaml_path.read_text(), yaml_path.name)
     check_formulas(functions, yaml_path.name)
+    check_return_names(functions, yaml_path.name)
     writer = Writer(out)
     by_name: dict[str, list[NativeFunction]] = {}
     for f in functions:
@@ -623,6 +649,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         tuple_returns=tuple_returns(functions),
         registry_name=yaml_path.name,
         autograd_args=autograd_args, uses_result=uses_result, autograd_supported=autograd_supported,
+        used_returns=used_returns, result_args=result_args,
         diff_inputs=diff_inputs, is_list_param=is_list_param, node_names=node_names(functions),
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)

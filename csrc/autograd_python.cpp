@@ -245,6 +245,10 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   });
 }
 
+PyObject* m_is_inference(PyObject* self, PyObject*) {
+  return PyBool_FromLong(tensor_of(self).impl()->storage()->is_inference());
+}
+
 PyObject* m_retain_grad(PyObject* self, PyObject*) {
   return guard([&] {
     autograd::retain_grad(tensor_of(self));
@@ -359,6 +363,8 @@ PyMethodDef autograd_methods[] = {
     {"retain_grad", m_retain_grad, METH_NOARGS,
      "retain_grad($self, /)\n--\n\nMakes backward() fill .grad of this non-leaf tensor."},
     {"detach_", m_detach_, METH_NOARGS, "detach_($self, /)\n--\n\nDetaches the tensor from the graph in place."},
+    {"is_inference", m_is_inference, METH_NOARGS,
+     "is_inference($self, /)\n--\n\nWhether the tensor is an inference tensor (made in inference mode)."},
     {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_backward)),
      METH_VARARGS | METH_KEYWORDS,
      "backward($self, gradient=None, retain_graph=None, create_graph=False, inputs=None)\n--\n\nComputes the "
@@ -389,7 +395,7 @@ PyObject* py_is_inference_mode_enabled(PyObject*, PyObject*) {
 PyObject* py_set_inference_mode(PyObject*, PyObject* arg) {
   const int v = PyObject_IsTrue(arg);
   if (v < 0) return nullptr;
-  autograd::detail::tls_inference_mode = v != 0;
+  autograd::InferenceMode::set_enabled(v != 0);
   Py_RETURN_NONE;
 }
 
@@ -424,19 +430,20 @@ bool tensors_of(PyObject* seq, const char* what, bool allow_none, std::vector<Te
   return true;
 }
 
-// _run_backward(tensors, grad_tensors, retain_graph, create_graph): the GIL is released while the
-// engine runs.
+// _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs): the GIL is released
+// while the engine runs.
 PyObject* py_run_backward(PyObject*, PyObject* args) {
-  PyObject *outs, *grads;
+  PyObject *outs, *grads, *ins;
   int keep_graph = 0, create_graph = 0;
-  if (!PyArg_ParseTuple(args, "OOpp:_run_backward", &outs, &grads, &keep_graph, &create_graph)) return nullptr;
-  std::vector<Tensor> outputs, grad_outputs;
-  if (!tensors_of(outs, "backward", false, outputs) || !tensors_of(grads, "backward", true, grad_outputs))
+  if (!PyArg_ParseTuple(args, "OOppO:_run_backward", &outs, &grads, &keep_graph, &create_graph, &ins)) return nullptr;
+  std::vector<Tensor> outputs, grad_outputs, inputs;
+  if (!tensors_of(outs, "backward", false, outputs) || !tensors_of(grads, "backward", true, grad_outputs) ||
+      !tensors_of(ins, "backward", false, inputs))
     return nullptr;
   bool ok = true;
   Py_BEGIN_ALLOW_THREADS
   try {
-    autograd::backward(outputs, grad_outputs, keep_graph != 0, create_graph != 0);
+    autograd::backward(outputs, grad_outputs, keep_graph != 0, create_graph != 0, inputs);
   } catch (...) {
     ok = false;
     Py_BLOCK_THREADS
@@ -508,6 +515,7 @@ class PyFunctionNode : public Node {
   explicit PyFunctionNode(std::string name) : name_(std::move(name)) {}
   std::string name() const override { return name_; }
   void release_variables() override {
+    for (autograd::SavedVariable& v : saved_) v.reset_data();
     if (Py_IsInitialized()) {
       Gil gil;
       backward_.reset();
@@ -553,16 +561,67 @@ class PyFunctionNode : public Node {
 
  public:
   void set_backward(PyObject* fn) { backward_ = std::make_shared<PyRef>(fn); }
+  // What ctx.save_for_backward saved, as SavedVariables (None entries undefined): an output of
+  // the Function itself is kept without its grad_fn, which is this node, so saving it makes no
+  // reference cycle (the ctx reaches the node only weakly, through saved_tensors_of).
+  std::vector<autograd::SavedVariable> saved_;
+  std::vector<bool> saved_none_;
+
+  // ctx.saved_tensors: a tuple of the unpacked tensors (RuntimeError once freed or modified).
+  PyObject* unpack_saved() {
+    PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(saved_.size()));
+    if (out == nullptr) return nullptr;
+    for (std::size_t i = 0; i < saved_.size(); ++i) {
+      PyObject* item;
+      if (saved_none_[i]) {
+        Py_INCREF(Py_None);
+        item = Py_None;
+      } else {
+        item = wrap(saved_[i].unpack(this));
+      }
+      if (item == nullptr) {
+        Py_DECREF(out);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
+    }
+    return out;
+  }
 };
 
-// _record_function(name, backward, inputs, outputs, non_differentiable): makes the node of a
-// Function call (edges from the tensors among `inputs`, one per argument) and sets it as the
-// history of each differentiable output. Returns the outputs (an output that is an input comes
-// back as a new tensor sharing its data).
+constexpr const char* kNodeCapsule = "kael.autograd.FunctionNode";
+
+void node_capsule_destructor(PyObject* capsule) {
+  delete static_cast<std::weak_ptr<Node>*>(PyCapsule_GetPointer(capsule, kNodeCapsule));
+}
+
+// The saved_tensors of a Function call, through a weak reference to its node.
+PyObject* saved_tensors_of(PyObject* capsule, PyObject*) {
+  auto* weak = static_cast<std::weak_ptr<Node>*>(PyCapsule_GetPointer(capsule, kNodeCapsule));
+  if (weak == nullptr) return nullptr;
+  return guard([&]() -> PyObject* {
+    std::shared_ptr<Node> node = weak->lock();
+    KAEL_CHECK(node != nullptr,
+               "Trying to backward through the graph a second time (or directly access saved tensors after they "
+               "have already been freed). Saved intermediate values of the graph are freed when you call "
+               ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+               "a second time or if you need to access saved tensors after calling backward.");
+    return static_cast<PyFunctionNode*>(node.get())->unpack_saved();
+  });
+}
+
+PyMethodDef saved_tensors_def = {"saved_tensors", saved_tensors_of, METH_NOARGS,
+                                 "The tensors the Function call saved for backward."};
+
+// _record_function(name, backward, inputs, outputs, non_differentiable, saved): makes the node of
+// a Function call (edges from the tensors among `inputs`, one per argument), sets it as the
+// history of each differentiable output and keeps the `saved` tensors in it. Returns the outputs
+// (an output that is an input comes back as a new tensor sharing its data) and a function
+// returning the saved tensors (which refers to the node weakly).
 PyObject* py_record_function(PyObject*, PyObject* args) {
   const char* name;
-  PyObject *backward, *inputs, *outputs, *nondiff;
-  if (!PyArg_ParseTuple(args, "sOOOO:_record_function", &name, &backward, &inputs, &outputs, &nondiff))
+  PyObject *backward, *inputs, *outputs, *nondiff, *saved;
+  if (!PyArg_ParseTuple(args, "sOOOOO:_record_function", &name, &backward, &inputs, &outputs, &nondiff, &saved))
     return nullptr;
   PyObject* in = PySequence_Fast(inputs, "inputs");
   if (in == nullptr) return nullptr;
@@ -578,16 +637,17 @@ PyObject* py_record_function(PyObject*, PyObject* args) {
     }
   }
   Py_DECREF(in);
-  std::vector<Tensor> outs, skip;
-  if (!tensors_of(outputs, "Function outputs", true, outs) || !tensors_of(nondiff, "non-differentiable", false, skip))
+  std::vector<Tensor> outs, skip, to_save;
+  if (!tensors_of(outputs, "Function outputs", true, outs) || !tensors_of(nondiff, "non-differentiable", false, skip) ||
+      !tensors_of(saved, "save_for_backward", true, to_save))
     return nullptr;
   return guard([&]() -> PyObject* {
     auto node = std::make_shared<PyFunctionNode>(name);
     node->set_backward(backward);
     node->set_next_edges(std::move(edges));
     autograd::record_trace(*node);
-    PyObject* result = PyTuple_New(static_cast<Py_ssize_t>(outs.size()));
-    if (result == nullptr) return nullptr;
+    std::vector<Tensor> recorded(outs.size());
+    std::vector<bool> with_history(outs.size(), false);
     for (std::size_t i = 0; i < outs.size(); ++i) {
       Tensor t = outs[i];
       if (t.defined()) {
@@ -601,15 +661,38 @@ PyObject* py_record_function(PyObject*, PyObject* args) {
         } else {
           node->add_input_metadata(t);  // keeps output numbering
         }
+        with_history[i] = differentiable;
       }
-      PyObject* w = wrap(t);
+      recorded[i] = t;
+    }
+    for (const Tensor& t : to_save) {
+      node->saved_none_.push_back(!t.defined());
+      std::size_t i = 0;
+      while (t.defined() && i < outs.size() && !(outs[i].defined() && outs[i].is_same(t))) ++i;
+      if (t.defined() && i < outs.size()) {
+        node->saved_.emplace_back(recorded[i], with_history[i]);
+      } else {
+        node->saved_.emplace_back(t, false);
+      }
+    }
+    PyObject* result = PyTuple_New(static_cast<Py_ssize_t>(outs.size()));
+    if (result == nullptr) return nullptr;
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      PyObject* w = wrap(recorded[i]);
       if (w == nullptr) {
         Py_DECREF(result);
         return nullptr;
       }
       PyTuple_SET_ITEM(result, static_cast<Py_ssize_t>(i), w);
     }
-    return result;
+    PyObject* capsule = PyCapsule_New(new std::weak_ptr<Node>(node), kNodeCapsule, node_capsule_destructor);
+    PyObject* unpack = capsule != nullptr ? PyCFunction_New(&saved_tensors_def, capsule) : nullptr;
+    Py_XDECREF(capsule);
+    if (unpack == nullptr) {
+      Py_DECREF(result);
+      return nullptr;
+    }
+    return Py_BuildValue("(NN)", result, unpack);
   });
 }
 
@@ -651,11 +734,11 @@ void append_autograd_functions(std::vector<PyMethodDef>& out) {
   out.push_back({"_set_anomaly_enabled", py_set_anomaly_enabled, METH_O, "_set_anomaly_enabled(mode, /)\n--\n\nTurns anomaly detection on or off."});
   out.push_back({"is_anomaly_enabled", py_is_anomaly_enabled, METH_NOARGS,
                  "is_anomaly_enabled()\n--\n\nWhether anomaly detection is on."});
-  out.push_back({"_run_backward", py_run_backward, METH_VARARGS, "_run_backward(tensors, grad_tensors, retain_graph, create_graph, /)\n--\n\nRuns the backward pass (tensor.backward())."});
+  out.push_back({"_run_backward", py_run_backward, METH_VARARGS, "_run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, /)\n--\n\nRuns the backward pass (tensor.backward()); with inputs, only they get gradients."});
   out.push_back({"_grad", py_grad, METH_VARARGS, "_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, /)\n--\n\nComputes gradients of outputs with respect to inputs."});
   out.push_back({"_explain", py_explain, METH_O, "_explain(tensor, /)\n--\n\nThe graph behind a tensor as text."});
   out.push_back({"_graphviz", py_graphviz, METH_O, "_graphviz(tensor, /)\n--\n\nThe graph behind a tensor in Graphviz DOT."});
-  out.push_back({"_record_function", py_record_function, METH_VARARGS, "_record_function(name, backward, inputs, outputs, non_differentiable, /)\n--\n\nRecords the node of a Python Function."});
+  out.push_back({"_record_function", py_record_function, METH_VARARGS, "_record_function(name, backward, inputs, outputs, non_differentiable, saved, /)\n--\n\nRecords the node of a Python Function; returns its outputs and a function returning its saved tensors."});
 }
 
 int kael_init_autograd(PyObject* module) {

@@ -564,6 +564,10 @@ PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(tensor_of(
 PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromLongLong(tensor_of(self).element_size()); }
 // The version counter of the storage (see Note [Version counter]); in-place writes bump it.
 PyObject* get_version(PyObject* self, void*) {
+  if (tensor_of(self).impl()->storage()->is_inference()) {  // Note [Inference tensors]
+    PyErr_SetString(PyExc_RuntimeError, "Inference tensors do not track version counter.");
+    return nullptr;
+  }
   return PyLong_FromUnsignedLong(tensor_of(self).impl()->storage()->version());
 }
 

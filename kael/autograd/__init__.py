@@ -33,15 +33,25 @@ def _tensors(x: Tensor | Sequence[Tensor] | None, what: str) -> tuple:
 
 
 def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
-             retain_graph: bool | None = None, create_graph: bool = False) -> None:
-    """Accumulates the gradients of `tensors` (weighted by `grad_tensors`) into the leaves' .grad."""
+             retain_graph: bool | None = None, create_graph: bool = False, grad_variables: Any = None,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulates the gradients of `tensors` (weighted by `grad_tensors`) into the leaves' .grad,
+    or with `inputs` only into those tensors' .grad (non-leaves included)."""
+    if grad_variables is not None:
+        if grad_tensors is not None:
+            raise RuntimeError("'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
+                               "backward(). Please only use 'grad_tensors'.")
+        grad_tensors = grad_variables
     outs = _tensors(tensors, "backward")
     grads = _tensors(grad_tensors, "backward") or (None,) * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(f"grad_tensors has {len(grads)} tensors but tensors has {len(outs)}")
+    ins = _tensors(inputs, "backward")
+    if inputs is not None and not ins:
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     if retain_graph is None:
         retain_graph = create_graph
-    _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph))
+    _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph), ins)
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -132,11 +142,9 @@ class RemovableHandle:
 
 def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None,
                      create_graph: bool = False, inputs: Any = None) -> None:
-    """Computes the gradient of this tensor with respect to the leaves and accumulates it in
-    their .grad (the GIL is released while the graph runs)."""
-    if inputs is not None:
-        raise NotImplementedError("backward: inputs= is not supported; use kael.autograd.grad")
-    backward(self, gradient, retain_graph, create_graph)
+    """Computes the gradient of this tensor with respect to the leaves (or only `inputs`) and
+    accumulates it in their .grad (the GIL is released while the graph runs)."""
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def _tensor_register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:

@@ -12,9 +12,8 @@ class FunctionCtx:
     """The `ctx` a Function's forward and backward share."""
 
     def __init__(self) -> None:
-        self._saved: tuple = ()
-        self._versions: tuple = ()
-        self._released = False
+        self._to_save: tuple = ()
+        self._saved_tensors: Any = None  # after recording: the node's saved tensors (a weak link to it)
         self._non_differentiable: tuple = ()
         self.needs_input_grad: tuple = ()
         self.materialize_grads = True
@@ -23,21 +22,16 @@ class FunctionCtx:
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save tensors or None, got {type(t).__name__}")
-        self._saved = tensors
-        self._versions = tuple(None if t is None else t._version for t in tensors)
+        self._to_save = tensors
 
     @property
     def saved_tensors(self) -> tuple:
-        if self._released:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
-                               "tensors after they have already been freed). Specify retain_graph=True if you "
-                               "need to backward through the graph a second time.")
-        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
-            if t is not None and t._version != v:
-                raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
-                                   f"inplace operation: saved tensor {i} of {self._name}, is at version "
-                                   f"{t._version}; expected version {v} instead.")
-        return self._saved
+        """The saved tensors, checked as autograd checks its own (RuntimeError when one was modified
+        in place since, or when the graph was freed). They live in the graph node, which refers to
+        an output of the Function without a cycle through this ctx."""
+        if self._saved_tensors is not None:
+            return self._saved_tensors()
+        return self._to_save
 
     def mark_non_differentiable(self, *tensors: Tensor) -> None:
         self._non_differentiable = tensors
@@ -75,21 +69,28 @@ class Function:
         if not (_C.is_grad_enabled() and any(ctx.needs_input_grad)):
             return result
 
+        # The node keeps run_backward, so it holds no tensor (an output would refer back to the node):
+        # only the outputs' shapes and dtypes, and the number of arguments.
+        out_meta = tuple((tuple(o.shape), o.dtype) if isinstance(o, Tensor) else None for o in outputs)
+        n_args = len(args)
+
         def run_backward(*grads: Tensor | None) -> Any:
             if ctx.materialize_grads:
                 import kael
-                grads = tuple(kael.zeros_like(o) if g is None and isinstance(o, Tensor) else g
-                              for g, o in zip(grads, outputs))
+                grads = tuple(kael.zeros(m[0], dtype=m[1]) if g is None and m is not None else g
+                              for g, m in zip(grads, out_meta))
             out = cls.backward(ctx, *grads)
             out = out if isinstance(out, tuple) else (out,)
-            if len(out) > len(args) and all(g is None for g in out[len(args):]):
-                out = out[:len(args)]
-            if len(out) != len(args):
+            if len(out) > n_args and all(g is None for g in out[n_args:]):
+                out = out[:n_args]
+            if len(out) != n_args:
                 raise RuntimeError(f"function {ctx._name} returned an incorrect number of gradients "
-                                   f"(expected {len(args)}, got {len(out)})")
+                                   f"(expected {n_args}, got {len(out)})")
             return tuple(g if ctx.needs_input_grad[i] else None for i, g in enumerate(out))
 
         tensors = tuple(o if isinstance(o, Tensor) else None for o in outputs)
-        recorded = _C._record_function(ctx._name, run_backward, args, tensors, ctx._non_differentiable)
+        recorded, ctx._saved_tensors = _C._record_function(ctx._name, run_backward, args, tensors,
+                                                           ctx._non_differentiable, ctx._to_save)
+        ctx._to_save = ()
         new = tuple(r if isinstance(o, Tensor) else o for r, o in zip(recorded, outputs))
         return new[0] if single else new

@@ -150,4 +150,51 @@ TEST(Autograd, IndependentGraphsOnTwoThreads) {
   EXPECT_NEAR(out[1][0], std::exp(2.0) * 3, 1e-12);
 }
 
+TEST(Autograd, ValuesAndIndicesShareOneNode) {
+  // max along a dim: the values get the node (output 0), the int64 indices no history; the
+  // gradient goes to the selected positions.
+  const Tensor x = leaf({1, 5, 2, 4});
+  const std::int64_t shape[] = {2, 2};
+  const Tensor m = kael::reshape(x, shape);
+  const auto [values_, indices] = kael::max(m, 1, false);
+  ASSERT_TRUE(ag::requires_grad(values_));
+  EXPECT_FALSE(ag::requires_grad(indices));
+  EXPECT_EQ(ag::grad_fn(values_)->num_inputs(), 2u);  // numbered as the results
+  ag::backward({kael::sum(kael::mul(values_, vec({2, 3})), std::nullopt)}, {}, false, false);
+  EXPECT_EQ(values(grad_of(x)), (std::vector<double>{0, 2, 0, 3}));
+}
+
+TEST(Autograd, BackwardIntoListedInputsOnly) {
+  const Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  const Tensor y = kael::mul(a, b);
+  ag::backward({kael::sum(y, std::nullopt)}, {}, true, false, {b});
+  EXPECT_FALSE(grad_of(a).defined());
+  EXPECT_EQ(values(grad_of(b)), (std::vector<double>{1, 2}));
+  ag::backward({kael::sum(kael::mul(y, y), std::nullopt)}, {}, false, false, {y});  // a non-leaf
+  EXPECT_EQ(values(grad_of(y)), (std::vector<double>{6, 16}));
+  EXPECT_FALSE(grad_of(a).defined());
+}
+
+TEST(Autograd, InferenceTensors) {
+  Tensor x;
+  {
+    ag::AutoInferenceMode mode(true);
+    x = vec({1, 2});
+    EXPECT_TRUE(x.impl()->storage()->is_inference());
+    kael::add_(x, 1.0);  // no version bump
+    EXPECT_EQ(x.impl()->storage()->version(), 0u);
+    EXPECT_FALSE(kael::slice(x, 0, 0, 1).impl()->is_view());  // no view tracking
+    EXPECT_FALSE(ag::GradMode::is_enabled());
+  }
+  EXPECT_TRUE(ag::GradMode::is_enabled());
+  EXPECT_FALSE(vec({1}).impl()->storage()->is_inference());
+  EXPECT_NE(error_of([&] { kael::add_(x, 1.0); }).find("Inplace update to inference tensor outside InferenceMode"),
+            std::string::npos);
+  const Tensor w = leaf({3, 4});
+  EXPECT_NE(error_of([&] { kael::mul(w, x); }).find("Inference tensors cannot be saved for backward"),
+            std::string::npos);
+  ag::backward({kael::sum(kael::add(w, x), std::nullopt)}, {}, false, false);  // add saves nothing
+  EXPECT_EQ(values(grad_of(w)), (std::vector<double>{1, 1}));
+}
+
 }  // namespace

@@ -28,7 +28,7 @@ REGISTRY = parse_registry((_ROOT / "native_functions.yaml").read_text())
 def _differentiable():
     out = {}
     for f in REGISTRY:
-        if f.derivatives and not f.schema.returns_tuple and not f.schema.returns_list:
+        if f.derivatives and not f.schema.returns_list:
             out[f.schema.full_name] = f
     return out
 
@@ -38,11 +38,6 @@ DIFFERENTIABLE = _differentiable()
 # Registry entries that produce floating-point results but have no derivative formula: calling
 # them on inputs that require grad raises "the derivative is not implemented". The target is none.
 NO_FORMULA = {
-    "frexp": "mantissa/exponent split; not differentiable in PyTorch either",
-    "_gelu_grad": "backward kernel of gelu (no double backward of gelu yet)",
-    "_gelu_tanh_grad": "backward kernel of gelu (tanh); no double backward yet",
-    "embedding_backward": "backward kernel of embedding; no double backward yet",
-    "cross_entropy_losses_backward": "backward kernel of cross_entropy_losses; no double backward yet",
     "empty": "factory", "empty_strided": "factory", "arange.start": "factory", "eye": "factory",
     "linspace": "factory", "logspace": "factory", "randperm": "factory",
     "bernoulli.p": "random sample (not differentiable by design)",
@@ -52,8 +47,6 @@ NO_FORMULA = {
     "scatter.value_reduce": "scatter with reduce=: not differentiable in PyTorch either",
     "scatter_.src_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
     "scatter_.value_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
-    "index_put": "no formula yet (t[idx] = v on a tensor that requires grad raises)",
-    "index_put_": "no formula yet (t[idx] = v on a tensor that requires grad raises)",
 }
 
 
@@ -162,11 +155,56 @@ def _floor_divide(L, x, y):
 
 # ---------------------------------------------------------------- hand-written cases
 
+def _embedding_backward(L, g, i, num_weights, padding_idx):
+    if L is kael:
+        return L.embedding_backward(g, i, num_weights, padding_idx)
+    return torch.ops.aten.embedding_backward(g, i, num_weights, padding_idx, False, False)
+
+
+def _ce_backward(L, g, x, t, ignore_index, label_smoothing):
+    """cross_entropy_losses_backward in kael; in torch, the gradient of cross_entropy(reduction='none')
+    taken with create_graph (differentiable in g and x)."""
+    if L is kael:
+        return L.cross_entropy_losses_backward(g, x, t, ignore_index, label_smoothing)
+    losses = F(torch).cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                    reduction="none")
+    return torch.autograd.grad(losses, x, g, create_graph=True)[0]
+
+
 def _standardize(L, x):
     return L.standardize(x, [4]) if L is kael else F(torch).layer_norm(x, (4,))
 
 
 CASES = {
+    "max.dim": [C(lambda L, x: x.max(1), f(3, 4)), C(lambda L, x: L.max(x, 0, keepdim=True), f(3, 4)),
+                C(lambda L, x: x.max(-1), f(2, 3, 4)), C(lambda L, x: L.max(x, dim=1, keepdim=True), f(2, 3, 4))],
+    "min.dim": [C(lambda L, x: x.min(0), f(3, 4)), C(lambda L, x: L.min(x, 1, True), f(3, 4)),
+                C(lambda L, x: x.min(dim=2), f(2, 3, 4))],
+    "sort": [C(lambda L, x: x.sort(1), f(3, 4)), C(lambda L, x: L.sort(x, 0, descending=True), f(3, 4)),
+             C(lambda L, x: x.sort(dim=-1, stable=True), f(2, 3, 4)), C(lambda L, x: x.sort(), f(5))],
+    "topk": [C(lambda L, x: x.topk(2, 1), f(3, 4)), C(lambda L, x: L.topk(x, 2, 0, largest=False), f(3, 4)),
+             C(lambda L, x: x.topk(2, dim=1), f(2, 3, 4)), C(lambda L, x: x.topk(3), f(5))],
+    "frexp": [C(lambda L, x: L.frexp(x), f(3, 4)), C(lambda L, x: x.frexp().mantissa * 3, f(2, 3))],
+    "index_put": [C(lambda L, x, i, v: L.index_put(x, (i,), v), f(4, 3), perm_idx(3), f(3, 3)),
+                  C(lambda L, x, i, v: L.index_put(x, (i,), v, accumulate=True), f(4, 3), idx(6, high=4), f(6, 3)),
+                  C(lambda L, x, m, v: L.index_put(x, (m,), v), f(4, 3), mask(4), f(3)),
+                  C(lambda L, x, m, v: L.index_put(x, (m,), v, True), f(4, 3), mask(4, 3), f(1)),
+                  C(lambda L, x, i, j, v: x.index_put((i, j), v, accumulate=True), f(4, 3), idx(5, high=4),
+                    idx(5, high=3), f(5))],
+    "index_put_": [C(lambda L, x, i, v: (x * 1).index_put_((i,), v), f(4, 3), perm_idx(3), f(3, 3)),
+                   C(lambda L, x, i, v: (x * 1).index_put_((i,), v, accumulate=True), f(4, 3), idx(6, high=4),
+                     f(3))],
+    "_gelu_grad": [C(lambda L, x: kael._C._gelu_grad(x) if L is kael else
+                     torch.ops.aten.gelu_backward(torch.ones_like(x), x), f(3, 4))],
+    "_gelu_tanh_grad": [C(lambda L, x: kael._C._gelu_tanh_grad(x) if L is kael else
+                          torch.ops.aten.gelu_backward(torch.ones_like(x), x, approximate="tanh"), f(3, 4))],
+    "embedding_backward": [C(lambda L, g, i: _embedding_backward(L, g, i, 6, -1), f(5, 3), idx(5, high=6)),
+                           C(lambda L, g, i: _embedding_backward(L, g, i, 4, 2), f(2, 3, 2), idx(2, 3, high=4))],
+    "cross_entropy_losses_backward": [
+        C(lambda L, g, x, t: _ce_backward(L, g, x, t, -100, 0.0), f(4), f(4, 5), idx(4, high=5)),
+        C(lambda L, g, x, t: _ce_backward(L, g, x, t, 2, 0.1), f(6), f(6, 3), idx(6, high=3)),
+        C(lambda L, g, x, t: _ce_backward(L, g, x, t, -100, 0.2), f(2, 3), f(2, 4, 3), idx(2, 3, high=4)),
+        C(lambda L, g, x, t: _ce_backward(L, g, x, t, -100, 0.0), f(), f(5), idx(high=5))],
     "floor_divide": [C(_floor_divide, f(3, 4), f(3, 4)), C(_floor_divide, f(2, 1, 4), f(3, 1), noncontig=False)],
     "where": [C(lambda L, c, x, y: L.where(c, x, y), mask(3, 4), f(3, 4), f(3, 4))],
     "lerp": [C(lambda L, x, y, w: L.lerp(x, y, w), f(3, 4), f(3, 4), f(3, 4, domain="prob"))],
@@ -329,13 +367,23 @@ def make_inputs(case, dtype, layout, rng):
 def test_gradient_matches_torch(name, case, dtype, layout):
     rng = np.random.default_rng(abs(hash((name, dtype))) % 2**32)
     tl, ti, kl, ki = make_inputs(case, dtype, layout, rng)
-    tout = case.fn(torch, *ti)
-    kout = case.fn(kael, *ki)
-    assert kout.shape == tuple(tout.shape)
-    assert kout.requires_grad and kout.grad_fn is not None
-    g = torch.tensor(rng.uniform(-1, 1, size=tuple(tout.shape)), dtype=tout.dtype)
-    tout.backward(g)
-    kout.backward(to_kael(g))
+    tres = case.fn(torch, *ti)
+    kres = case.fn(kael, *ki)
+    if isinstance(tres, tuple):  # values and indices (integer results have no gradient)
+        assert isinstance(kres, tuple) and len(kres) == len(tres)
+        for k, t in zip(kres, tres):
+            check(k.detach(), t.detach(), atol=case.atol, rtol=case.rtol)
+            assert k.requires_grad == t.requires_grad
+    touts = [t for t in (tres if isinstance(tres, tuple) else (tres,)) if t.requires_grad]
+    kouts = [k for k in (kres if isinstance(kres, tuple) else (kres,)) if k.requires_grad]
+    assert touts and len(kouts) == len(touts)
+    gs = []
+    for k, t in zip(kouts, touts):
+        assert k.shape == tuple(t.shape)
+        assert k.grad_fn is not None
+        gs.append(torch.tensor(rng.uniform(-1, 1, size=tuple(t.shape)), dtype=t.dtype))
+    torch.autograd.backward(touts, gs)
+    kael.autograd.backward(kouts, [to_kael(g) for g in gs])
     for t, k in zip(tl, kl):
         if t.grad is None:
             assert k.grad is None or not bool((k.grad != 0).any())

@@ -193,7 +193,7 @@ HANDWRITTEN_OTHER = {
     # autograd: graph state of the tensor (no op); backward runs the recorded nodes, whose formulas
     # call registered ops
     "requires_grad", "grad", "grad_fn", "is_leaf", "retains_grad", "requires_grad_", "retain_grad", "detach_",
-    "backward", "register_hook", "_register_hook", "_remove_hook",
+    "backward", "register_hook", "_register_hook", "_remove_hook", "is_inference",
 }
 MODULE_HANDWRITTEN_TENSOR = {"tensor"}
 # Wraps memory it borrows in a new leaf tensor: there is no op to run (torch.frombuffer runs

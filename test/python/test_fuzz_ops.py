@@ -160,13 +160,13 @@ def torch_name(f):
 
 # ---- neural-network ops
 # Ops with no torch.<name>: the torch function that computes the same thing.
-def _ce_losses_backward(grad, input, target, ignore_index=-100, label_smoothing=0.0):
+def _ce_losses_backward(grad_output, input, target, ignore_index=-100, label_smoothing=0.0):
     if not isinstance(input, torch.Tensor):
         raise TypeError("input is not a tensor")
     x = input.detach().requires_grad_()
     losses = torch.nn.functional.cross_entropy(x, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                                reduction="none")
-    losses.backward(grad)
+    losses.backward(grad_output)
     return x.grad
 
 
@@ -179,8 +179,8 @@ TORCH_EQUIVALENT = {
         torch.nn.functional.cross_entropy(input, target, ignore_index=ignore_index, label_smoothing=label_smoothing,
                                           reduction="none")),
     "cross_entropy_losses_backward": _ce_losses_backward,
-    "embedding_backward": lambda grad, indices, num_weights, padding_idx=-1: torch.ops.aten.embedding_backward(
-        grad, indices, num_weights, padding_idx, False, False),
+    "embedding_backward": lambda grad_output, indices, num_weights, padding_idx=-1: torch.ops.aten.embedding_backward(
+        grad_output, indices, num_weights, padding_idx, False, False),
     "nonzero_numpy": lambda input: torch.nonzero(input, as_tuple=True),
 }
 # Ops that compute float16/bfloat16 in float32 and round once, where torch's kernels round

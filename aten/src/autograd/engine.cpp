@@ -20,6 +20,8 @@
 #include "kael/ops/expand.h"
 #include "kael/ops/full.h"
 #include "kael/ops/isnan.h"
+#include "kael/ops/mul.h"
+#include "kael/ops/ones.h"
 #include "kael/ops/ones_like.h"
 #include "kael/ops/to.h"
 #include "kael/ops/zero_.h"
@@ -64,10 +66,35 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *raw;
 }
 
+// Note [Views of a modified base]
+// A differentiable view records the version of its storage when its history is set. When the
+// storage was written in place since (through the base or another view), the view's history
+// predates the write: reading it gives the view a fresh AsStridedBackward0 over the base's
+// current history, as PyTorch regenerates it, so its gradient follows the data it holds.
+namespace {
+void refresh_view_history(const Tensor& t, AutogradMeta& m) {
+  if (!m.view_base.defined() || !m.grad_fn) return;
+  const std::uint32_t now = t.impl()->storage()->version();
+  if (now == m.view_version) [[likely]] return;
+  const Tensor& base = m.view_base;
+  if (!requires_grad(base)) return;
+  KAEL_CHECK(base.is_contiguous(),
+             "a view of a non-contiguous tensor that requires grad was modified in place (through its base or "
+             "another view) and cannot be differentiated; call .contiguous() (or .clone()) on the base first");
+  auto fn = std::make_shared<AsStridedBackward>(base, t);
+  fn->set_next_edges({gradient_edge(base)});
+  m.grad_fn = fn;
+  m.output_nr = fn->add_input_metadata(t);
+  m.view_version = now;
+}
+}  // namespace
+
 const std::shared_ptr<Node>& grad_fn(const Tensor& t) {
   static const std::shared_ptr<Node> none;
-  const AutogradMeta* m = meta_of(t);
-  return m ? m->grad_fn : none;
+  AutogradMeta* m = meta_of(t);
+  if (m == nullptr) return none;
+  refresh_view_history(t, *m);
+  return m->grad_fn;
 }
 
 void set_requires_grad(const Tensor& t, bool value) {
@@ -77,6 +104,8 @@ void set_requires_grad(const Tensor& t, bool value) {
              "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
   KAEL_CHECK(!value || is_floating(t.dtype()),
              "only Tensors of floating point dtype can require gradients (got " << dtype_name(t.dtype()) << ")");
+  KAEL_CHECK(!value || !t.impl()->storage()->is_inference() || InferenceMode::is_enabled(),
+             "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   if (!value && m == nullptr) return;
   ensure_meta(t).requires_grad = value;
   if (value) t.impl()->add_keys(DispatchKeySet(DispatchKey::Autograd));
@@ -93,6 +122,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = meta_of(t);
   if (m == nullptr || !t.key_set().has(DispatchKey::Autograd)) return {};
+  refresh_view_history(t, *m);
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (m->requires_grad) return {grad_accumulator(t), 0};
   return {};
@@ -114,7 +144,9 @@ void set_history(const Tensor& result, const std::shared_ptr<Node>& fn) {
 
 void set_view_of(const Tensor& result, const Tensor& base) {
   const AutogradMeta* bm = meta_of(base);
-  ensure_meta(result).view_base = (bm && bm->view_base.defined()) ? bm->view_base : base;
+  AutogradMeta& m = ensure_meta(result);
+  m.view_base = (bm && bm->view_base.defined()) ? bm->view_base : base;
+  m.view_version = result.impl()->storage()->version();
 }
 
 namespace {
@@ -153,7 +185,9 @@ void rebase_history(const Tensor& self, const std::shared_ptr<Node>& fn) {
   auto view_fn = std::make_shared<AsStridedBackward>(base, self);
   view_fn->set_next_edges({gradient_edge(base)});
   set_history(self, view_fn);
-  ensure_meta(self).view_base = base;
+  AutogradMeta& m = ensure_meta(self);
+  m.view_base = base;
+  m.view_version = self.impl()->storage()->version();
 }
 
 void not_differentiable(const char* op, const char* input) {
@@ -171,6 +205,10 @@ void out_not_differentiable(const char* op) {
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
   if (!t.defined()) return;
+  KAEL_CHECK(!t.impl()->storage()->is_inference(),
+             "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in "
+             "computation tracked by autograd. To work around this, you can make a clone to get a normal tensor and "
+             "use it in autograd, or use `kael.no_grad()` instead of `kael.inference_mode()`.");
   was_defined_ = true;
   is_output_ = is_output;
   version_ = t.impl()->storage()->version();
@@ -333,13 +371,34 @@ CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<N
 }
 
 variable_list CopySlices::apply(variable_list&& grads) {
-  Tensor result = fresh_copy(grads.at(0));
-  Tensor slice = kael::as_strided(result, sizes_, strides_, offset_);
-  variable_list res = fn_->apply({fresh_copy(slice)});
-  if (!res.empty() && res[0].defined()) {
-    kael::copy_(slice, same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+  const Tensor& grad = grads.at(0);
+  Tensor result;
+  variable_list res;
+  if (!GradMode::is_enabled()) {
+    // the slice of the gradient replaced, in place, by fn's gradient of its input
+    result = fresh_copy(grad);
+    Tensor slice = kael::as_strided(result, sizes_, strides_, offset_);
+    res = fn_->apply({fresh_copy(slice)});
+    if (!res.empty() && res[0].defined()) {
+      kael::copy_(slice, same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+    } else {
+      kael::zero_(slice);
+    }
   } else {
-    kael::zero_(slice);
+    // create_graph: the same from differentiable ops, none of which writes a tensor that a
+    // recorded op saved (as_strided saves its input): grad * keep + the slice's gradient placed
+    // into zeros
+    const Tensor slice = kael::as_strided(fresh_copy(grad), sizes_, strides_, offset_);
+    res = fn_->apply({fresh_copy(slice)});
+    const Tensor keep = kael::ones(base_sizes_, grad.dtype(), grad.device());
+    kael::zero_(kael::as_strided(keep, sizes_, strides_, offset_));
+    result = kael::mul(grad, keep);
+    if (!res.empty() && res[0].defined()) {
+      const Tensor embed = kael::zeros(base_sizes_, grad.dtype(), grad.device());
+      kael::copy_(kael::as_strided(embed, sizes_, strides_, offset_),
+                  same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+      result = kael::add(result, embed);
+    }
   }
   variable_list out{result};
   for (std::size_t i = 1; i < res.size(); ++i) out.push_back(res[i]);
@@ -353,6 +412,7 @@ int register_hook(const Tensor& t, GradHook hook) {
   KAEL_CHECK(requires_grad(t), "cannot register a hook on a tensor that doesn't require gradient");
   const int id = g_hook_id.fetch_add(1) + 1;
   AutogradMeta& m = ensure_meta(t);
+  refresh_view_history(t, m);
   if (m.grad_fn) {
     m.grad_fn->add_pre_hook(m.output_nr, std::move(hook), id);
   } else {
@@ -374,6 +434,7 @@ void remove_hook(const Tensor& t, int id) {
 void retain_grad(const Tensor& t) {
   KAEL_CHECK(requires_grad(t), "can't retain_grad on Tensor that has requires_grad=False");
   AutogradMeta& m = ensure_meta(t);
+  refresh_view_history(t, m);
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
   const int id = -(g_hook_id.fetch_add(1) + 1);
@@ -455,7 +516,7 @@ void check_anomaly(const Node& fn, const variable_list& outputs) {
 }  // namespace
 
 variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_outputs, bool keep_graph,
-                           bool create_graph, const std::vector<Edge>& inputs) {
+                           bool create_graph, const std::vector<Edge>& inputs, bool accumulate) {
   auto root = std::make_shared<GraphRoot>(roots, std::move(grad_outputs));
   const bool capture = !inputs.empty();
 
@@ -522,10 +583,13 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_ou
       fn->run_pre_hooks(in);
     }
     if (capture) {
-      if (auto c = captures.find(fn); c != captures.end())
+      bool leaf_input = false;
+      if (auto c = captures.find(fn); c != captures.end()) {
         for (auto [input_nr, idx] : c->second)
           if (input_nr < in.size()) captured[idx] = in[input_nr];
-      bool needed = fn == root.get();
+        leaf_input = accumulate && dynamic_cast<AccumulateGrad*>(fn) != nullptr;
+      }
+      bool needed = fn == root.get() || leaf_input;
       for (const Edge& e : fn->next_edges()) needed = needed || (e.is_valid() && reaches[e.function.get()]);
       if (!needed) continue;
     }
@@ -535,8 +599,9 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_ou
     });
     if (any_defined) {
       if (fn != root.get() && in.size() > 1) {
+        // Zeros for the outputs no gradient reached; integer outputs (indices) have none.
         for (std::size_t i = 0; i < in.size(); ++i)
-          if (!in[i].defined())
+          if (!in[i].defined() && is_floating(fn->input_metadata()[i].dtype))
             in[i] = kael::zeros(fn->input_metadata()[i].sizes, fn->input_metadata()[i].dtype);
       }
       out = fn->apply(std::move(in));
@@ -591,10 +656,34 @@ std::vector<Edge> root_edges(const variable_list& outputs, const variable_list& 
 }
 }  // namespace
 
-void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph) {
+void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph,
+              const variable_list& inputs) {
   variable_list grads;
   std::vector<Edge> roots = root_edges(outputs, grad_outputs, grads);
-  run_backward(roots, std::move(grads), keep_graph || create_graph, create_graph);
+  if (inputs.empty()) {
+    run_backward(roots, std::move(grads), keep_graph || create_graph, create_graph);
+    return;
+  }
+  // Only the listed tensors get gradients: the leaves through their AccumulateGrad (hooks
+  // included), the others into their .grad as retain_grad() would.
+  std::vector<Edge> input_edges;
+  for (const Tensor& t : inputs) {
+    KAEL_CHECK(requires_grad(t), "can't retain_grad on Tensor that has requires_grad=False");
+    input_edges.push_back(gradient_edge(t));
+  }
+  variable_list got = run_backward(roots, std::move(grads), keep_graph || create_graph, create_graph, input_edges,
+                                   /*accumulate=*/true);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (is_leaf(inputs[i]) || !got[i].defined()) continue;
+    AutogradMeta& m = ensure_meta(inputs[i]);
+    if (m.retains_grad) continue;  // its retain_grad hook has accumulated it
+    if (!m.grad.defined()) {
+      m.grad = create_graph ? got[i] : fresh_copy(got[i]);
+    } else {
+      AutoGradMode mode(create_graph);
+      m.grad = kael::add(m.grad, got[i]);
+    }
+  }
 }
 
 variable_list grad(const variable_list& outputs, const variable_list& inputs, const variable_list& grad_outputs,

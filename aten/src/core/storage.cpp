@@ -31,6 +31,12 @@ IntrusivePtr<Storage> Storage::external(void* data, std::size_t nbytes, Device d
   return s;
 }
 
+void Storage::check_inference_write() const {
+  KAEL_CHECK(detail::tls_inference_mode,
+             "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get a "
+             "normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more details.");
+}
+
 struct Storage::Retired {
   std::vector<std::pair<void*, std::size_t>> blocks;
 };

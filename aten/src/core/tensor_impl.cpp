@@ -23,7 +23,9 @@ IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector
                                                std::int64_t offset) {
   auto impl = make(base.storage_, base.dtype_, std::move(sizes), std::move(strides), offset);
   impl->keys_ = base.keys_.remove(DispatchKey::Autograd);
-  if (base.view_base_) {
+  if (impl->storage_->is_inference()) {
+    // no view tracking for inference tensors (Note [Inference tensors])
+  } else if (base.view_base_) {
     impl->view_base_ = base.view_base_;
   } else {
     impl->view_base_ = IntrusivePtr<TensorImpl>::borrow(const_cast<TensorImpl*>(&base));

@@ -41,7 +41,6 @@ inline bool same_sizes(IntArrayRef a, IntArrayRef b) { return std::equal(a.begin
 
 namespace detail {
 inline thread_local bool tls_grad_enabled KAEL_FAST_TLS = true;
-inline thread_local bool tls_inference_mode KAEL_FAST_TLS = false;
 }  // namespace detail
 
 struct GradMode {
@@ -69,17 +68,19 @@ struct NoGradGuard : AutoGradMode {
   NoGradGuard() : AutoGradMode(false) {}
 };
 
-// Inference mode: grad mode off, and in-place writes leave version counters alone.
+// Inference mode: grad mode off, and the tensors made meanwhile are inference tensors, which
+// track no versions and no views (Note [Inference tensors] in kael/core/storage.h).
 struct InferenceMode {
-  static bool is_enabled() { return detail::tls_inference_mode; }
+  static bool is_enabled() { return ::kael::detail::tls_inference_mode; }
+  static void set_enabled(bool enabled) { ::kael::detail::tls_inference_mode = enabled; }
 };
 class AutoInferenceMode {
  public:
   explicit AutoInferenceMode(bool enabled)
-      : prev_(detail::tls_inference_mode), grad_(enabled ? false : GradMode::is_enabled()) {
-    detail::tls_inference_mode = enabled;
+      : prev_(InferenceMode::is_enabled()), grad_(enabled ? false : GradMode::is_enabled()) {
+    InferenceMode::set_enabled(enabled);
   }
-  ~AutoInferenceMode() { detail::tls_inference_mode = prev_; }
+  ~AutoInferenceMode() { InferenceMode::set_enabled(prev_); }
   AutoInferenceMode(const AutoInferenceMode&) = delete;
   AutoInferenceMode& operator=(const AutoInferenceMode&) = delete;
 
@@ -115,8 +116,10 @@ struct AutogradMeta : AutogradMetaBase {
   Tensor grad;
   std::shared_ptr<Node> grad_fn;
   std::weak_ptr<Node> grad_accumulator;
-  // A differentiable view: the tensor (with a history) whose storage it views.
+  // A differentiable view: the tensor (with a history) whose storage it views, and the version
+  // of that storage when the view's history was recorded (Note [Views of a modified base]).
   Tensor view_base;
+  std::uint32_t view_version = 0;
   // Hooks on a leaf's gradient (a non-leaf's live on its grad_fn), run before accumulation.
   std::vector<std::pair<int, GradHook>> leaf_hooks;
   int retain_hook_id = 0;
@@ -345,13 +348,16 @@ void record_trace(Node& node);
 
 // Runs the backward pass from `roots` (gradient edges of the outputs) with `grad_outputs`.
 // With `inputs` empty, gradients accumulate into leaves' .grad and the result is empty; else
-// nothing accumulates and the result holds the gradient of each input edge (undefined where
-// none reached it).
+// only the nodes leading to an input edge run, and the result holds the gradient of each input
+// edge (undefined where none reached it); with `accumulate`, the AccumulateGrad nodes among the
+// input edges run too (backward(inputs=...)), else nothing accumulates (grad()).
 variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_outputs, bool keep_graph,
-                           bool create_graph, const std::vector<Edge>& inputs = {});
+                           bool create_graph, const std::vector<Edge>& inputs = {}, bool accumulate = false);
 
-// tensor.backward(gradient, retain_graph, create_graph) for the tensors `outputs`.
-void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph);
+// tensor.backward(gradient, retain_graph, create_graph, inputs) for the tensors `outputs`: with
+// `inputs`, only those tensors accumulate a gradient (non-leaves into their .grad).
+void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph,
+              const variable_list& inputs = {});
 // autograd.grad(outputs, inputs, ...).
 variable_list grad(const variable_list& outputs, const variable_list& inputs, const variable_list& grad_outputs,
                    bool keep_graph, bool create_graph, bool allow_unused);

@@ -69,6 +69,15 @@ Tensor value_selecting_reduction_backward(const Tensor& grad, std::int64_t dim, 
 Tensor scatter_reduce_backward(bool for_src, const Tensor& grad, const Tensor& self, std::int64_t dim,
                                const Tensor& index, const Tensor& src, std::string_view reduce, bool include_self,
                                const Tensor& result);
+// backward kernels and index_put (double_backward_formula_helpers.cpp)
+Tensor index_put_self_backward(const Tensor& grad, TensorList indices, IntArrayRef values_sizes, bool accumulate);
+Tensor gelu_double_backward(const Tensor& grad, const Tensor& self);
+Tensor gelu_tanh_double_backward(const Tensor& grad, const Tensor& self);
+Tensor embedding_double_backward(const Tensor& grad, const Tensor& indices, std::int64_t padding_idx);
+Tensor cross_entropy_losses_double_backward_grad(const Tensor& grad, const Tensor& self, const Tensor& target,
+                                                 std::int64_t ignore_index, double label_smoothing);
+Tensor cross_entropy_losses_double_backward_self(const Tensor& grad, const Tensor& grad_output, const Tensor& self,
+                                                 const Tensor& target, std::int64_t ignore_index);
 }  // namespace detail
 
 }  // namespace kael::autograd
@@ -291,6 +300,33 @@ inline Var scatter_reduce_backward_self(const Var& grad, const Var& self, std::i
 inline Var scatter_reduce_backward_src(const Var& grad, const Var& self, std::int64_t dim, const Var& index,
                                        const Var& src, std::string_view reduce, bool include_self, const Var& result) {
   return detail::scatter_reduce_backward(true, grad, self, dim, index, src, reduce, include_self, result);
+}
+
+// ---- backward kernels and index_put
+
+// The gradient of index_put(_) for self: grad, or without accumulate grad with zeros where
+// values were written.
+inline Var index_put_self_backward(const Var& grad, TensorList indices, IntArrayRef values_sizes, bool accumulate) {
+  return detail::index_put_self_backward(grad, indices, values_sizes, accumulate);
+}
+// The derivatives of gelu's backward kernels: grad times gelu''.
+inline Var gelu_double_backward(const Var& grad, const Var& self) { return detail::gelu_double_backward(grad, self); }
+inline Var gelu_tanh_double_backward(const Var& grad, const Var& self) {
+  return detail::gelu_tanh_double_backward(grad, self);
+}
+// The derivative of embedding_backward for its grad_output: grad's rows at indices (zero at
+// padding_idx).
+inline Var embedding_double_backward(const Var& grad, const Var& indices, std::int64_t padding_idx) {
+  return detail::embedding_double_backward(grad, indices, padding_idx);
+}
+// The derivatives of cross_entropy_losses_backward for its grad_output and its input.
+inline Var cross_entropy_losses_double_backward_grad(const Var& grad, const Var& self, const Var& target,
+                                                     std::int64_t ignore_index, double label_smoothing) {
+  return detail::cross_entropy_losses_double_backward_grad(grad, self, target, ignore_index, label_smoothing);
+}
+inline Var cross_entropy_losses_double_backward_self(const Var& grad, const Var& grad_output, const Var& self,
+                                                     const Var& target, std::int64_t ignore_index) {
+  return detail::cross_entropy_losses_double_backward_self(grad, grad_output, self, target, ignore_index);
 }
 
 }  // namespace kael::autograd

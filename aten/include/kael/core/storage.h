@@ -13,6 +13,11 @@
 
 namespace kael {
 
+namespace detail {
+// Whether inference mode is on on this thread (kael.inference_mode; see Note [Inference tensors]).
+inline thread_local bool tls_inference_mode KAEL_FAST_TLS = false;
+}  // namespace detail
+
 class Storage : public RefCounted, public FreeListAllocated<Storage> {
  public:
   // Called with the context when the last view of external memory dies; may run on any
@@ -39,7 +44,24 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   // Every in-place write bumps the version of the storage it writes; views share the
   // storage and so share the counter. Autograd compares versions of saved tensors.
   std::uint32_t version() const { return version_.load(std::memory_order_relaxed); }
-  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  void bump_version() {
+    if (inference_) [[unlikely]] {
+      check_inference_write();
+      return;
+    }
+    version_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Note [Inference tensors]
+  // A storage allocated while inference mode is on holds inference tensors (PyTorch's): its
+  // writes bump no version counter, and outside inference mode they raise; views of it record
+  // no base; autograd refuses to save it for backward. A view made in inference mode of a
+  // normal tensor shares its normal storage and stays a normal tensor, as in PyTorch.
+  bool is_inference() const { return inference_; }
+  // Before an in-place write: RuntimeError for an inference tensor outside inference mode.
+  void check_write() const {
+    if (inference_) [[unlikely]] check_inference_write();
+  }
 
   // Note [Growing a storage in place]
   // Makes the storage at least `nbytes` long, keeping its contents (PyTorch's resize_ of a
@@ -64,6 +86,8 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   void* external_context_ = nullptr;
   std::atomic<std::uint32_t> version_{0};
   std::uint32_t pins_ = 0;
+  bool inference_ = detail::tls_inference_mode;
+  void check_inference_write() const;
   struct Retired;
   Retired* retired_ = nullptr;  // memory replaced by grow() while pinned
   void free_retired() noexcept;

@@ -252,12 +252,14 @@ Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<Scal
 
 const Tensor& copy_cpu_(const Tensor& self, const Tensor& src, bool /*non_blocking*/) {
   KAEL_CHECK(src.device().is_cpu(), "copy_: copying from " << src.device() << " is not supported by this kernel");
+  self.impl()->storage()->check_write();  // Note [Inference tensors]
   copy_cpu_op(self, src);  // checks overlap (Note [Memory overlap]) before it writes
   self.bump_version();
   return self;
 }
 
 const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
+  self.impl()->storage()->check_write();  // Note [Inference tensors]
   {
     UnlockedSection section;  // Note [Concurrency] in kael/core/concurrency.h
     const Tensor& dst = section.own(self);

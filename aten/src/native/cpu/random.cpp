@@ -85,6 +85,7 @@ void for_blocks(const PhiloxStream& s, std::int64_t begin, std::int64_t end, Emi
 // the values of a contiguous tensor copied in, so its values equal a contiguous one's.
 template <typename T, typename Fill>
 void fill_elements(const Tensor& self, Fill fill) {
+  self.impl()->storage()->check_write();  // Note [Inference tensors]
   const Tensor dst = self.is_contiguous() ? self : alloc_cpu(self.sizes(), self.dtype());
   T* const out = dst.data<T>();
   parallel_range(dst, [&](std::int64_t begin, std::int64_t end) { fill(out, begin, end); });
