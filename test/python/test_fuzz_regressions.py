@@ -553,3 +553,37 @@ def test_data_loader_collates_and_converts_as_torch(case, batch_size):
     k = _batches(kael, COLLATED[case], batch_size=batch_size)
     t = _batches(torch, COLLATED[case], batch_size=batch_size)
     assert k == t, f"kael {k}\ntorch {t}"
+
+
+AUTOGRAD_CALLS = {
+    "grad_inputs_none": lambda lib, x, y: lib.autograd.grad(y, None),
+    "grad_inputs_empty": lambda lib, x, y: lib.autograd.grad(y, []),
+    "grad_outputs_none": lambda lib, x, y: lib.autograd.grad(None, x),
+    "grad_outputs_empty_list": lambda lib, x, y: lib.autograd.grad(y, x, grad_outputs=[]),
+    "backward_grad_tensors_empty": lambda lib, x, y: lib.autograd.backward(y, grad_tensors=[]),
+    "backward_none": lambda lib, x, y: lib.autograd.backward(None),
+    "create_graph_none": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=None),
+    "create_graph_str": lambda lib, x, y: lib.autograd.grad(y, x, create_graph="no"),
+    "create_graph_float": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=0.0),
+    "retain_graph_negative": lambda lib, x, y: lib.autograd.grad(y, x, retain_graph=-1),
+    "retain_graph_256": lambda lib, x, y: y.backward(retain_graph=256),
+    "allow_unused_str": lambda lib, x, y: lib.autograd.grad(y, x, allow_unused="yes"),
+    # these compute in both
+    "allow_unused_none": lambda lib, x, y: lib.autograd.grad(y, x, allow_unused=None),
+    "flags_as_ints": lambda lib, x, y: lib.autograd.grad(y, x, retain_graph=1, create_graph=0, allow_unused=3),
+    "numpy_bool_flag": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=np.bool_(False)),
+    "backward_flags_as_ints": lambda lib, x, y: lib.autograd.backward(y, retain_graph=0, create_graph=0),
+}
+
+
+@pytest.mark.parametrize("case", list(AUTOGRAD_CALLS))
+def test_autograd_arguments_are_read_as_torch_reads_them(case):
+    # kael read grad's inputs=None and [] as no inputs (torch: TypeError, RuntimeError), an
+    # empty grad_outputs as none given, and every flag through bool() ("no" was True); torch's
+    # engine reads the flags as an unsigned byte through __index__.
+    def make(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * x).sum()
+        r = AUTOGRAD_CALLS[case](lib, x, y)
+        return lib.stack(list(r)) if isinstance(r, tuple) else x.grad
+    same_as_torch(make)
