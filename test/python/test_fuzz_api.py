@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import kael
@@ -35,6 +35,21 @@ few = settings(max_examples=8) if CI else (lambda test: test)
 # codec error handler in decode; AssertionError: TensorDataset's size check, as torch's).
 API_ERRORS = (RuntimeError, TypeError, ValueError, IndexError, KeyError, OverflowError, MemoryError,
               NotImplementedError, OSError, LookupError, RecursionError, Boom)
+
+
+def endless(*recipes):
+    """Whether a recipe is a hostile object with __getitem__ that does not raise and no
+    __iter__: an endless iterable (Python's old sequence protocol). kael, torch, tiktoken and
+    list() read one until memory runs out; not a bug to find, so such arguments are left out
+    where an entry point iterates them."""
+    for r in recipes:
+        if isinstance(r, tuple) and r and r[0] == "obj":
+            how = dict(r[1])
+            if how.get("__getitem__", ("raise",))[0] != "raise" and "__iter__" not in how:
+                return True
+        if isinstance(r, tuple) and r and r[0] in ("list", "tuple", "ituple", "ilist") and endless(*r[1]):
+            return True
+    return False
 
 
 def outcome(call):
@@ -500,6 +515,7 @@ def _tiktoken_kwargs(allowed, disallowed):
                                                       ("lit", "ignore"), ("lit", "bogus"), ("lit", None),
                                                       ("lit", 1), ("lit", "\ud800")]), hostile_objects()))
 def test_bpe_decode_with_hostile_ids(ids, errors):
+    assume(not endless(ids))
     tok, enc = tokenizers()
     record_case("bpe_decode", (ids, errors))
     kw = {} if errors[0] == "absent" else {"errors": build(errors, kael)}
@@ -527,6 +543,7 @@ def test_bpe_decode_with_hostile_ids(ids, errors):
 @few
 @given(text=texts, allowed=special_args, disallowed=special_args)
 def test_bpe_encode_with_hostile_arguments(text, allowed, disallowed):
+    assume(not endless(allowed, disallowed))
     tok, enc = tokenizers()
     record_case("bpe_encode", (text, allowed, disallowed))
     t = build(text, kael)
@@ -562,6 +579,7 @@ thread_args = st.one_of(
 @few
 @given(texts_=text_lists, threads=thread_args, allowed=special_args)
 def test_bpe_encode_batch_with_hostile_arguments(texts_, threads, allowed):
+    assume(not endless(texts_, allowed))
     tok, enc = tokenizers()
     record_case("bpe_encode_batch", (texts_, threads, allowed))
     kw = special_kwargs(allowed, ("absent",))
@@ -751,6 +769,7 @@ def same_grads(k, t):
 @given(which=st.sampled_from(["grad", "backward", "method"]), outputs=tensor_args, inputs=tensor_args,
        grads=grad_args, retain=flag_args, create=flag_args, unused=flag_args)
 def test_autograd_with_garbage_arguments(which, outputs, inputs, grads, retain, create, unused):
+    assume(not endless(outputs, inputs, grads))
     record_case("autograd", (which, outputs, inputs, grads, retain, create, unused))
 
     def run(lib):
@@ -778,7 +797,12 @@ def test_autograd_with_garbage_arguments(which, outputs, inputs, grads, retain, 
 
 
 def autograd_difference(kerr, tres):
-    """Deliberate differences of kael's autograd API (docs/decisions.md, "Autograd")."""
+    """Deliberate differences of kael's autograd API (docs/hardening.md, "Known differences")."""
+    if isinstance(kerr, RuntimeError) and "grad_tensors has" in str(kerr):
+        # torch's backward zips tensors with grad_tensors, so extra gradients (or gradients for
+        # no tensors) are dropped silently; kael raises for lengths that differ, as torch's
+        # grad() does
+        return "backward's grad_tensors of another length"
     return None
 
 
@@ -859,6 +883,7 @@ put_indices = st.one_of(
                             hostile_objects()),
        variant=st.sampled_from(["inplace", "function"]))
 def test_index_put_with_hostile_indices(self_, indices, values, accumulate, variant):
+    assume(not endless(indices))
     record_case("index_put", (self_, indices, values, accumulate, variant))
 
     def call(lib, x, v, acc):
