@@ -227,6 +227,8 @@ class NativeFunction:
     check: str | None = None  # hand-written argument check run before a pointwise kernel
     # a one-element second input is read in float32 for float16/bfloat16 (see codegen/README.md)
     opmath_other_scalar: bool = False
+    # a number first input gives a contiguous result (see codegen/README.md)
+    number_self_contiguous: bool = False
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -298,6 +300,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     doc = _pop(entry, "doc")
     check = _pop(entry, "check")
     opmath_other_scalar = _pop(entry, "opmath_other_scalar", False)
+    number_self_contiguous = _pop(entry, "number_self_contiguous", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -376,6 +379,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'opmath_other_scalar' must be true or false")
     if opmath_other_scalar and (pointwise is None or len(schema.tensor_params) != 2):
         raise CodegenError("'opmath_other_scalar' applies to pointwise ops of two tensor inputs only")
+    if not isinstance(number_self_contiguous, bool):
+        raise CodegenError("'number_self_contiguous' must be true or false")
+    if number_self_contiguous and (pointwise is None or len(schema.tensor_params) != 2):
+        raise CodegenError("'number_self_contiguous' applies to pointwise ops of two tensor inputs only")
 
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
@@ -392,7 +399,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath_other_scalar=opmath_other_scalar,
+        opmath_other_scalar=opmath_other_scalar, number_self_contiguous=number_self_contiguous,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 

@@ -140,22 +140,38 @@ bool id_of(const char* op, PyObject* o, std::int64_t& out) {
   return !(out == -1 && PyErr_Occurred());
 }
 
+// The ids are read as they are iterated, each converted at once, as tiktoken (pyo3) reads them:
+// an id's __index__ may change the list they come from (clear it, grow it, replace it), and the
+// iterator re-reads the list's length at every step and holds each item it hands out, so the
+// reader never leaves the list; an endless iterable of bad items fails at its first one.
 bool ids_of(const char* op, PyObject* ids, std::vector<std::int64_t>& out) {
-  PyObject* seq = PySequence_Fast(ids, "expected a sequence of token ids");
-  if (seq == nullptr) {
-    PyErr_Format(PyExc_TypeError, "%s: expected a sequence of int token ids, got %s", op, Py_TYPE(ids)->tp_name);
+  PyObject* it = PyObject_GetIter(ids);
+  if (it == nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "%s: expected a sequence of int token ids, got %s", op, Py_TYPE(ids)->tp_name);
+    }
     return false;
   }
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  out.resize(static_cast<std::size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (!id_of(op, PySequence_Fast_GET_ITEM(seq, i), out[static_cast<std::size_t>(i)])) {
-      Py_DECREF(seq);
+  out.clear();
+  while (PyObject* item = PyIter_Next(it)) {
+    std::int64_t id = 0;
+    const bool ok = id_of(op, item, id);
+    Py_DECREF(item);
+    if (ok) {
+      try {
+        out.push_back(id);
+      } catch (const std::bad_alloc&) {
+        PyErr_NoMemory();
+      }
+    }
+    if (PyErr_Occurred()) {
+      Py_DECREF(it);
       return false;
     }
   }
-  Py_DECREF(seq);
-  return true;
+  Py_DECREF(it);
+  return !PyErr_Occurred();
 }
 
 // {str: int} special tokens (None: none).

@@ -6,6 +6,7 @@ detection, and text/DOT views of a graph.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Sequence
 
 from kael import _C
@@ -20,8 +21,10 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad"
            "detect_anomaly", "is_anomaly_enabled", "explain", "autograd_graph", "graphviz"]
 
 
-def _tensors(x: Tensor | Sequence[Tensor] | None, what: str) -> tuple:
+def _tensors(x: Tensor | Sequence[Tensor] | None, what: str, none_ok: bool = True) -> tuple:
     if x is None:
+        if not none_ok:  # torch: tuple(None)
+            raise TypeError(f"{what}: expected a Tensor or a sequence of Tensors, got None")
         return ()
     if isinstance(x, Tensor):
         return (x,)
@@ -30,6 +33,19 @@ def _tensors(x: Tensor | Sequence[Tensor] | None, what: str) -> tuple:
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected Tensors, got {type(t).__name__}")
     return out
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A flag as torch's engine reads it (an unsigned byte through __index__): a bool, or an
+    integer 0..255 (0 is False); None, str and float are TypeErrors, other ints OverflowError."""
+    if isinstance(value, bool):
+        return value
+    if value is None or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    v = operator.index(value)
+    if not 0 <= v <= 255:
+        raise OverflowError(f"{name} must be a bool, got {v}")
+    return bool(v)
 
 
 def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
@@ -42,8 +58,8 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence
             raise RuntimeError("'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
                                "backward(). Please only use 'grad_tensors'.")
         grad_tensors = grad_variables
-    outs = _tensors(tensors, "backward")
-    grads = _tensors(grad_tensors, "backward") or (None,) * len(outs)
+    outs = _tensors(tensors, "backward", none_ok=False)
+    grads = (None,) * len(outs) if grad_tensors is None else _tensors(grad_tensors, "backward")
     if len(grads) != len(outs):
         raise RuntimeError(f"grad_tensors has {len(grads)} tensors but tensors has {len(outs)}")
     ins = _tensors(inputs, "backward")
@@ -51,7 +67,7 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     if retain_graph is None:
         retain_graph = create_graph
-    _C._run_backward(outs, grads, bool(retain_graph), bool(create_graph), ins)
+    _C._run_backward(outs, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"), ins)
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -60,14 +76,17 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     """The gradients of `outputs` with respect to `inputs` (nothing accumulates into .grad)."""
     if is_grads_batched:
         raise NotImplementedError("grad: is_grads_batched is not supported")
-    outs = _tensors(outputs, "grad")
-    ins = _tensors(inputs, "grad")
-    grads = _tensors(grad_outputs, "grad") or (None,) * len(outs)
+    outs = _tensors(outputs, "grad", none_ok=False)
+    ins = _tensors(inputs, "grad", none_ok=False)
+    if not ins:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    grads = (None,) * len(outs) if grad_outputs is None else _tensors(grad_outputs, "grad")
     if len(grads) != len(outs):
         raise RuntimeError(f"grad_outputs has {len(grads)} tensors but outputs has {len(outs)}")
     if retain_graph is None:
         retain_graph = create_graph
-    return _C._grad(outs, ins, grads, bool(retain_graph), bool(create_graph), bool(allow_unused))
+    return _C._grad(outs, ins, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"),
+                    False if allow_unused is None else _flag(allow_unused, "allow_unused"))
 
 
 def set_detect_anomaly(mode: bool) -> None:

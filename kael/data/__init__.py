@@ -4,16 +4,18 @@ A DataLoader over a TensorDataset (with the default collation) builds each batch
 index_select per tensor instead of indexing and stacking samples one by one; shuffle draws the
 order with kael.randperm, so kael.manual_seed (or generator=) reproduces it.
 """
+import collections.abc
 import gzip
 import math
 import os
+import sys
 import zlib
 
 import kael
 from kael import _C
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "DataLoader", "random_split", "default_collate", "read_idx",
-           "load_mnist"]
+__all__ = ["Dataset", "TensorDataset", "Subset", "DataLoader", "random_split", "default_collate", "default_convert",
+           "read_idx", "load_mnist"]
 
 
 class Dataset:
@@ -92,29 +94,83 @@ def random_split(dataset, lengths, generator=None):
     return subsets
 
 
+def _is_numpy(x, kinds):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, tuple(getattr(np, k) for k in kinds))
+
+
 def default_collate(batch):
-    """Stacks a list of samples: tensors with kael.stack, Python numbers into a tensor (int64,
-    float64 or bool), and tuples, lists and dicts element by element."""
+    """Merges a list of samples into a batch as torch.utils.data.default_collate does, sample
+    type by sample type (the first sample's): tensors are stacked; NumPy arrays (not of str or
+    object) become tensors, then are stacked; NumPy scalars and Python ints and bools become one
+    tensor with the dtype kael.tensor infers from all of them (Python floats: float64); str and
+    bytes stay a list; a dict gives a dict of batches, a named tuple a named tuple, any other
+    sequence (tuples too) a list of batches, one per position (all samples of equal length)."""
     first = batch[0]
     if isinstance(first, kael.Tensor):
         return kael.stack(list(batch))
-    if isinstance(first, bool):
-        return kael.tensor(list(batch), dtype=kael.bool)
-    if isinstance(first, int):
-        return kael.tensor(list(batch), dtype=kael.int64)
+    if _is_numpy(first, ("ndarray",)):
+        if first.dtype.kind in "SaUO":
+            raise TypeError(f"default_collate: batch must contain tensors, numbers, dicts or lists; found "
+                            f"a NumPy array of {first.dtype}")
+        return default_collate([kael.as_tensor(b) for b in batch])
+    if _is_numpy(first, ("bool_", "number", "object_")):
+        return kael.as_tensor(list(batch))
     if isinstance(first, float):
         return kael.tensor(list(batch), dtype=kael.float64)
+    if isinstance(first, int):
+        return kael.tensor(list(batch))
     if isinstance(first, (str, bytes)):
         return list(batch)
-    if isinstance(first, dict):
-        return {key: default_collate([sample[key] for sample in batch]) for key in first}
-    if isinstance(first, (tuple, list)):
+    if isinstance(first, collections.abc.Mapping):
+        collated = {key: default_collate([sample[key] for sample in batch]) for key in first}
+        try:
+            return type(first)(collated)
+        except TypeError:
+            return collated
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a named tuple
+        return type(first)(*(default_collate(list(column)) for column in zip(*batch)))
+    if isinstance(first, collections.abc.Sequence):
         size = len(first)
         if any(len(sample) != size for sample in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
         columns = [default_collate(list(column)) for column in zip(*batch)]
-        return tuple(columns) if isinstance(first, tuple) else columns
+        if isinstance(first, tuple):
+            return columns
+        try:
+            return type(first)(columns)
+        except TypeError:
+            return columns
     raise TypeError(f"default_collate: batch must contain tensors, numbers, dicts or lists; found {type(first)}")
+
+
+def default_convert(data):
+    """One sample as torch.utils.data.default_convert leaves it (what a DataLoader with
+    batch_size=None yields): NumPy arrays (not of str or object) and scalars become tensors,
+    mappings and sequences are converted item by item (a tuple becomes a list), the rest is
+    returned as it is."""
+    if isinstance(data, kael.Tensor):
+        return data
+    if _is_numpy(data, ("ndarray",)):
+        return data if data.dtype.kind in "SaUO" else kael.as_tensor(data)
+    if _is_numpy(data, ("bool_", "number", "object_")):
+        return kael.as_tensor(data)
+    if isinstance(data, collections.abc.Mapping):
+        converted = {key: default_convert(data[key]) for key in data}
+        try:
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            return type(data)([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
+    return data
 
 
 class DataLoader:
@@ -160,8 +216,9 @@ class DataLoader:
         order = self._order()
         n = order.size(0)
         if self.batch_size is None:
+            convert = self.collate_fn if self.collate_fn is not None else default_convert
             for i in order.tolist():
-                yield self.dataset[i]
+                yield convert(self.dataset[i])
             return
         fast = isinstance(self.dataset, TensorDataset) and self.collate_fn is None
         collate = self.collate_fn if self.collate_fn is not None else default_collate
@@ -171,7 +228,7 @@ class DataLoader:
                 return
             index = order[start:stop]
             if fast:
-                yield tuple(t.index_select(0, index) for t in self.dataset.tensors)
+                yield [t.index_select(0, index) for t in self.dataset.tensors]
             else:
                 yield collate([self.dataset[i] for i in index.tolist()])
 

@@ -402,6 +402,27 @@ def test_check_must_be_a_function_name(name):
     assert error(text) == "t.yaml:3: add: 'check' must be a C++ function name"
 
 
+# ============================================================================ opmath_other_scalar, number_self_contiguous
+
+@pytest.mark.parametrize("key", ["opmath_other_scalar", "number_self_contiguous"])
+def test_two_input_pointwise_flags(key, tmp_path):
+    f = parse_one(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b", f"  {key}: true\n"))
+    assert getattr(f, key) is True
+    assert getattr(parse_one(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b")), key) is False
+    assert error(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b", f"  {key}: 1\n")) == \
+        f"t.yaml:3: pow: '{key}' must be true or false"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", f"  {key}: true\n")) == \
+        f"t.yaml:3: f: '{key}' applies to pointwise ops of two tensor inputs only"
+    # the kernel's PointwiseSpec gets the flag in its field (the other one false)
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b",
+                                            f"  {key}: true\n"))
+    gen.generate(yaml_path, tmp_path / "out")
+    kernel = (tmp_path / "out/src/pointwise/pow.cpp").read_text()
+    other = "number_self_contiguous" if key == "opmath_other_scalar" else "opmath_other_scalar"
+    assert f"/*{key}=*/true" in kernel and f"/*{other}=*/true" not in kernel
+
+
 # ============================================================================ dispatch
 
 def test_dispatch_keys_and_alias():

@@ -2,7 +2,9 @@
 
 The properties (test_fuzz_ops.py: every registry op, generated from native_functions.yaml;
 test_fuzz_inputs.py: kael.tensor, kael.frombuffer, indexing and the hand-written Tensor and
-module functions) throw hostile arguments at kael and at torch alike: wrong types, None,
+module functions; test_fuzz_pyobject.py: the Python Tensor object; test_fuzz_api.py:
+safetensors, Module state dicts, the tokenizer, the data loader, autograd.grad/backward,
+scatter_reduce_ and index_put_) throw hostile arguments at kael and at torch alike: wrong types, None,
 objects whose __index__/__float__/__int__/__bool__/__len__/__iter__/__getitem__ raise or
 return wrong types or extreme values, huge and negative sizes, NaN and inf where ints are
 expected, deep and self-referencing nesting, foreign buffers, extreme values of every dtype,

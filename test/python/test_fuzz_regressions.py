@@ -4,6 +4,7 @@ import itertools
 import math
 import subprocess
 import sys
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -305,3 +306,284 @@ def test_mT_of_a_0d_tensor_is_the_tensor_itself_with_torchs_warning():
         with pytest.raises(RuntimeError, match="only supported on matrices or batches of matrices. Got 1-D"):
             lib.ones(3).mT
         assert tuple(lib.ones(2, 3).mT.stride()) == (1, 3)
+
+
+# ---------------------------------------------------------------- the long run of 2026-11-30
+
+@pytest.mark.parametrize("variant", ["function", "method"])  # (kael has no clamp_.Tensor, no clamp.Tensor out=)
+@pytest.mark.parametrize("dtypes", [("int64", "float64", "float16"), ("int64", "float16", "float64"),
+                                    ("uint8", "int8", "bfloat16"), ("int32", "bool", "float64"),
+                                    ("float16", "bfloat16", "int64"), ("bool", "int8", "uint8")])
+def test_clamp_tensor_promotes_self_min_and_max_at_once(variant, dtypes):
+    # The long run: kael promoted pairwise (clamp_min, then clamp_max), so a 0-d min of another
+    # dtype could change the result's dtype or, through an intermediate float16, its values;
+    # torch promotes the three in one TensorIterator.
+    s, lo, hi = dtypes
+    for lo_0d, hi_0d in itertools.product((True, False), repeat=2):
+        def make(lib):
+            x = lib.tensor([0, 1, 3, 100, 250]).to(getattr(lib, s))
+            a = lib.tensor(1.5 if lo_0d else [1.5, 0, 2, 2, 70000 if lo != "float16" else 2]).to(getattr(lib, lo))
+            b = lib.tensor(2049.0 if hi_0d else [7.5, 1, 60, 2049, 3000]).to(getattr(lib, hi))
+            if variant == "function":
+                return lib.clamp(x, a, b)
+            return x.clamp(a, b)
+        same_as_torch(make)
+
+
+def test_pow_with_a_number_base_is_contiguous_as_torchs_scalar_overload():
+    # torch.pow(Scalar, Tensor) allocates its result without the exponent's strides; kael kept
+    # the exponent's layout (as torch does for a 0-d tensor base, which is TensorIterator's op).
+    for lib in (torch, kael):
+        e = lib.arange(6.0).reshape(2, 3).T
+        for base in (-3, 2.5, True, 1):
+            for r in (lib.pow(base, e), base ** e):
+                assert r.is_contiguous() and tuple(r.stride()) == (2, 1), (lib.__name__, base, r.stride())
+        r = lib.pow(lib.tensor(2.5), e)  # a 0-d tensor base keeps the exponent's layout
+        assert tuple(r.stride()) == (1, 3), (lib.__name__, r.stride())
+        r = e.pow(2)  # a number exponent too
+        assert tuple(r.stride()) == (1, 3), (lib.__name__, r.stride())
+        out = lib.zeros(6)[::2]  # an out= resized keeps contiguous strides from its offset
+        lib.pow(2, e, out=out)
+        assert tuple(out.stride()) == (2, 1), (lib.__name__, out.stride())
+    same_as_torch(lambda lib: lib.pow(-3, lib.arange(6.0).reshape(2, 3).T))
+    same_as_torch(lambda lib: lib.pow(2, lib.arange(24).reshape(2, 3, 4).permute(2, 0, 1)))
+
+
+@pytest.mark.parametrize("base", [1.0, 1, True, 2.0, 0.5, -1.0])
+def test_pow_number_base_into_an_integer_out_checks_the_cast_for_every_base(base):
+    # torch's pow(Scalar, Tensor) returns out.fill_(1) for a base equal to 1 before it checks
+    # that the result type (float32 for a float base) casts to out's dtype, so 1.0 fills ones
+    # where 2.0 raises "result type Float can't be cast to the desired output type Long". kael
+    # checks the cast whatever the base's value (docs/decisions.md, "pow with a base of 1").
+    def make(lib):
+        return lib.pow(base, lib.tensor([0.5, 2.0, -1.0]), out=lib.zeros(3, dtype=lib.int64))
+    t, k = _outcome(make, torch), _outcome(make, kael)
+    assert k == ("raises", RuntimeError), k
+    with pytest.raises(RuntimeError, match="pow: result type .* can't be cast to the desired output type"):
+        make(kael)
+    # (torch's shortcut compares the base with 1.0: True is not taken)
+    assert t == (("ok", "int64", (3,), [1, 1, 1]) if base == 1 and base is not True else ("raises", RuntimeError)), t
+    # with an integer exponent every base computes, base 1 included, and both agree
+    same_as_torch(lambda lib: lib.pow(base if not isinstance(base, float) else int(base) or 2,
+                                      lib.tensor([0, 2, 3]), out=lib.zeros(3, dtype=lib.int64)))
+
+
+def test_eye_with_no_rows_and_2_62_columns_is_an_empty_tensor_in_both():
+    # The oracle asked NumPy for an array of shape (0, 2**62) ("array is too big"); an empty
+    # result is compared by shape and dtype (test_fuzz.assert_same_tensor).
+    from test_fuzz import assert_same_tensor
+    for n, m in ((0, 2 ** 62), (2 ** 62, 0)):
+        k, t = kael.eye(n, m), torch.eye(n, m)
+        assert tuple(k.shape) == tuple(t.shape) == (n, m) and k.numel() == 0
+        assert_same_tensor(k, t, "eye")
+
+
+@pytest.mark.parametrize("count", [2 ** 62, 2 ** 62 + 1, 2 ** 62 + 3])
+def test_frombuffer_count_whose_byte_size_wraps_raises_where_torch_returns_a_broken_tensor(count):
+    # torch.frombuffer computes count * itemsize in int64; 2**62 * 4 wraps to 0 (2**62 + 3: to
+    # 12) and passes its length check, so it returns a tensor of 2**62 elements over a storage
+    # of 12 bytes or none (a torch bug: printing it raises). kael raises its ValueError; the oracle checks kael alone there.
+    buf = bytearray(12)
+    t = torch.frombuffer(buf, dtype=torch.float32, count=count)
+    assert t.numel() * t.element_size() > t.untyped_storage().nbytes()
+    with pytest.raises(ValueError, match="requested buffer length .* must not be greater than actual buffer length"):
+        kael.frombuffer(buf, dtype=kael.float32, count=count)
+    same_as_torch(lambda lib: lib.frombuffer(bytearray(12), dtype=lib.float32, count=3))
+
+
+# ---------------------------------------------------------------- the entry points above the ops (test_fuzz_api.py)
+
+MUTATE_IDS = {"clear": "ids.clear()", "extend": "ids.extend([104] * 1000)", "shrink": "del ids[1:]",
+              "replace": "ids[:] = [104, 97, 122, 122]", "junk": "ids[:] = [None, 'x', 2.5, object()]"}
+
+
+@pytest.mark.parametrize("how", list(MUTATE_IDS))
+@pytest.mark.parametrize("method", ["decode", "decode_bytes"])
+def test_bpe_decode_reads_ids_an_index_method_mutates_as_tiktoken(how, method):
+    # decode read the ids from the list itself with the length it had before the first
+    # __index__ call: an id that clears or shrinks the list made it read freed memory. It now
+    # reads them as tiktoken does, converting each as it iterates (the list iterator re-reads
+    # the length and holds the item), so both see what the mutation left.
+    tiktoken = pytest.importorskip("tiktoken")
+    from gpt2_assets import GPT2_PATTERN
+    code = f"""
+ids = [104, 105, 106]
+class E:
+    def __index__(self):
+        {MUTATE_IDS[how]}
+        return 97
+ids.insert(1, E())
+try:
+    print(repr(tok.{method}(ids)))
+except TypeError as e:
+    print("TypeError")
+"""
+    ranks = {bytes([b]): b for b in range(256)}
+    out = run_kael(f"tok = kael.BpeTokenizer({ranks!r})\n" + code)
+    enc = tiktoken.Encoding("bytes", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {"tok": enc})
+    assert out == buf.getvalue().strip(), (out, buf.getvalue())
+
+
+def test_bpe_decode_of_an_endless_iterable_of_junk_fails_at_its_first_item():
+    # (it materialised the sequence first: memory without bound)
+    class Endless:
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            return (2,)
+    tok = kael.BpeTokenizer({bytes([b]): b for b in range(256)})
+    with pytest.raises(TypeError, match="token ids must be ints, got tuple"):
+        tok.decode(Endless())
+
+
+class _TwoFacedMapping(Mapping):
+    """A mapping whose value for a key is `first` on the first read and `later` afterwards."""
+
+    def __init__(self, first, later):
+        self.first, self.later, self.reads = first, later, {}
+
+    def __getitem__(self, key):
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return (self.first if self.reads[key] == 1 else self.later)[key]
+
+    def __iter__(self):
+        return iter(self.first)
+
+    def __len__(self):
+        return len(self.first)
+
+
+def _linear(lib):
+    m = lib.nn.Linear(3, 2)
+    with lib.no_grad():
+        m.weight.copy_(lib.arange(6.0).reshape(2, 3))
+        m.bias.copy_(lib.tensor([1.0, -1.0]))
+    return m
+
+
+def test_load_state_dict_reads_each_value_once_as_torch_does():
+    # kael checked the shape of state_dict[key] and then copied a second state_dict[key]: a
+    # mapping that answers differently passed the check with a (2, 3) tensor and had a (3,)
+    # one broadcast into the weight. torch copies the mapping into an OrderedDict first.
+    results = []
+    for lib in (torch, kael):
+        m = _linear(lib)
+        sd = _TwoFacedMapping({"weight": lib.full((2, 3), 5.0), "bias": lib.zeros(2)},
+                              {"weight": lib.full((3,), 7.0), "bias": lib.ones(2)})
+        m.load_state_dict(sd)
+        results.append((m.weight.tolist(), m.bias.tolist()))
+    assert results[0] == results[1] == ([[5.0] * 3] * 2, [0.0, 0.0]), results
+
+
+def test_load_state_dict_unexpected_keys_in_torchs_order():
+    # module by module (the root first), each in the state dict's order; kael listed them in the
+    # state dict's order alone
+    for keys in (["0.weight.x", "extra", "1.bias.y", "0", "1.x"], ["1.x", "0.z", "zz"]):
+        got = []
+        for lib in (torch, kael):
+            m = lib.nn.Sequential(_linear(lib), lib.nn.LayerNorm(2))
+            sd = dict(m.state_dict())
+            sd.update({k: lib.zeros(1) for k in keys})
+            got.append(m.load_state_dict(sd, strict=False))
+        assert list(got[1].unexpected_keys) == list(got[0].unexpected_keys), (got[1], got[0])
+        assert list(got[1].missing_keys) == list(got[0].missing_keys) == []
+
+
+@pytest.mark.parametrize("bad", [[("weight", None)], "weight", 3, {1: None}, {None: None}, {("weight",): None}])
+def test_load_state_dict_rejects_what_is_not_a_mapping_of_str_before_any_copy(bad):
+    # kael took anything `in` and `[]` work on (a list gave "missing keys"); torch raises
+    # TypeError for a non-mapping and fails on a key that is not a str (AttributeError).
+    for lib in (torch, kael):
+        m = _linear(lib)
+        sd = bad
+        if isinstance(bad, dict):
+            sd = {**{k: v.detach() * 2 for k, v in m.state_dict().items()}, **{k: lib.zeros(2) for k in bad}}
+        with pytest.raises(TypeError if lib is kael or not isinstance(bad, dict) else AttributeError):
+            m.load_state_dict(sd)
+        if lib is kael:  # and nothing was copied
+            assert m.weight.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and m.bias.tolist() == [1.0, -1.0]
+
+
+def _batches(lib, dataset, **kw):
+    """Every batch of the library's DataLoader as plain data, container types included."""
+    import torch.utils.data as tdata
+    loader = (kael.data.DataLoader if lib is kael else tdata.DataLoader)(dataset(lib), **kw)
+
+    def plain(b):
+        if isinstance(b, (torch.Tensor, kael.Tensor)):
+            return ("tensor", str(b.dtype).split(".")[-1], tuple(b.shape), b.tolist())
+        if isinstance(b, (list, tuple)):
+            return (type(b).__name__, [plain(x) for x in b])
+        if isinstance(b, dict):
+            return ("dict", [(k, plain(v)) for k, v in b.items()])
+        return (type(b).__name__, b)
+    return [plain(b) for b in loader]
+
+
+COLLATED = {
+    "bool_then_int": lambda lib: [True, 2, False],
+    "int_then_float": lambda lib: [1, 2.5, 3],
+    "bools": lambda lib: [True, False, True],
+    "numpy_ints": lambda lib: [np.int64(3), np.int64(-4), np.int64(5)],
+    "numpy_float32": lambda lib: [np.float32(1.5), np.float32(2.5), np.float32(-1)],
+    "numpy_bools": lambda lib: [np.bool_(True), np.bool_(False), np.bool_(True)],
+    "numpy_arrays": lambda lib: [np.arange(3, dtype=np.int32) + i for i in range(3)],
+    "tuples": lambda lib: [(lib.tensor([i, i]), i, float(i)) for i in range(3)],
+    "lists": lambda lib: [[lib.tensor(i), [i, True]] for i in range(3)],
+    "dicts_of_tuples": lambda lib: [{"x": (i, 2.5), "y": "s"} for i in range(3)],
+    "tensor_dataset": lambda lib: (kael.data.TensorDataset if lib is kael else torch.utils.data.TensorDataset)(
+        lib.arange(6).reshape(3, 2), lib.tensor([True, False, True])),
+}
+
+
+@pytest.mark.parametrize("batch_size", [2, None])
+@pytest.mark.parametrize("case", list(COLLATED))
+def test_data_loader_collates_and_converts_as_torch(case, batch_size):
+    # kael's default_collate made bool batches bool and int batches int64 from the first sample
+    # alone ([True, 2] was [True, True]; [1, 2.5] raised), refused NumPy scalars and arrays, and
+    # gave tuples where torch gives lists (a batch of tuple samples, a TensorDataset's batch);
+    # with batch_size=None torch converts each sample (default_convert), kael returned it as is.
+    import torch.utils.data  # noqa: F401
+    k = _batches(kael, COLLATED[case], batch_size=batch_size)
+    t = _batches(torch, COLLATED[case], batch_size=batch_size)
+    assert k == t, f"kael {k}\ntorch {t}"
+
+
+AUTOGRAD_CALLS = {
+    "grad_inputs_none": lambda lib, x, y: lib.autograd.grad(y, None),
+    "grad_inputs_empty": lambda lib, x, y: lib.autograd.grad(y, []),
+    "grad_outputs_none": lambda lib, x, y: lib.autograd.grad(None, x),
+    "grad_outputs_empty_list": lambda lib, x, y: lib.autograd.grad(y, x, grad_outputs=[]),
+    "backward_grad_tensors_empty": lambda lib, x, y: lib.autograd.backward(y, grad_tensors=[]),
+    "backward_none": lambda lib, x, y: lib.autograd.backward(None),
+    "create_graph_none": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=None),
+    "create_graph_str": lambda lib, x, y: lib.autograd.grad(y, x, create_graph="no"),
+    "create_graph_float": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=0.0),
+    "retain_graph_negative": lambda lib, x, y: lib.autograd.grad(y, x, retain_graph=-1),
+    "retain_graph_256": lambda lib, x, y: y.backward(retain_graph=256),
+    "allow_unused_str": lambda lib, x, y: lib.autograd.grad(y, x, allow_unused="yes"),
+    # these compute in both
+    "allow_unused_none": lambda lib, x, y: lib.autograd.grad(y, x, allow_unused=None),
+    "flags_as_ints": lambda lib, x, y: lib.autograd.grad(y, x, retain_graph=1, create_graph=0, allow_unused=3),
+    "numpy_bool_flag": lambda lib, x, y: lib.autograd.grad(y, x, create_graph=np.bool_(False)),
+    "backward_flags_as_ints": lambda lib, x, y: lib.autograd.backward(y, retain_graph=0, create_graph=0),
+}
+
+
+@pytest.mark.parametrize("case", list(AUTOGRAD_CALLS))
+def test_autograd_arguments_are_read_as_torch_reads_them(case):
+    # kael read grad's inputs=None and [] as no inputs (torch: TypeError, RuntimeError), an
+    # empty grad_outputs as none given, and every flag through bool() ("no" was True); torch's
+    # engine reads the flags as an unsigned byte through __index__.
+    def make(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * x).sum()
+        r = AUTOGRAD_CALLS[case](lib, x, y)
+        return lib.stack(list(r)) if isinstance(r, tuple) else x.grad
+    same_as_torch(make)

@@ -1,5 +1,6 @@
 """kael.nn.Module: the base class of layers, with PyTorch's registration rules."""
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import kael
 from kael.nn._grad import no_grad
@@ -223,6 +224,23 @@ class Module:
                     entries[base + name] = buffer
         return entries
 
+    def _unexpected_keys(self, keys):
+        """The keys that name no parameter or persistent buffer, in torch's order: module by
+        module (this one first, then its children depth-first), each in the order of keys."""
+        out = []
+        for prefix, module in self.named_modules(remove_duplicate=False):
+            base = prefix + "." if prefix else ""
+            local = {name for name, p in module._parameters.items() if p is not None}
+            local |= {name for name, b in module._buffers.items()
+                      if b is not None and name not in module._non_persistent_buffers}
+            for key in keys:
+                if not key.startswith(base):
+                    continue
+                head, dot, _ = key[len(base):].partition(".")
+                if (head not in module._modules) if dot else (head not in local):
+                    out.append(key)
+        return out
+
     def save(self, path, metadata=None):
         """Writes state_dict() to path as a safetensors file (kael.save_safetensors), with
         metadata (a dict of str to str) in its header."""
@@ -244,9 +262,18 @@ class Module:
         """
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported")
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}.")
+        # One read of every key and value, as torch's OrderedDict(state_dict): a mapping that
+        # answers differently on a second read cannot pass the checks with one value and be
+        # copied from another.
+        state_dict = OrderedDict(state_dict)
+        for key in state_dict:
+            if not isinstance(key, str):
+                raise TypeError(f"load_state_dict: keys must be str, got {key!r} ({type(key).__name__})")
         entries = self._state_entries()
         missing = [key for key in entries if key not in state_dict]
-        unexpected = [key for key in state_dict if key not in entries]
+        unexpected = self._unexpected_keys(state_dict)
         if strict and missing:
             raise KeyError(f"load_state_dict: missing key(s) in state_dict: {', '.join(map(repr, missing))}")
         if strict and unexpected:

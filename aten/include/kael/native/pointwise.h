@@ -29,6 +29,9 @@ struct PointwiseSpec {
   // A number or one-element tensor as second input is read in float32 for float16/bfloat16,
   // not rounded to them first (the registry's opmath_other_scalar, codegen/README.md).
   bool opmath_other_scalar = false;
+  // A number as first input gives a contiguous result, whatever the second input's layout
+  // (PyTorch's pow(Scalar, Tensor) overload; the registry's number_self_contiguous).
+  bool number_self_contiguous = false;
 };
 
 class PointwiseCall {

@@ -228,6 +228,7 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
 // transposed int64 tensor is a transposed float32 one, while an expanded float32 input that
 // is promoted to float64 decides nothing about the order.
 DimVector PointwiseCall::result_strides() const {
+  if (spec_.number_self_contiguous && !operands_[0]->is_tensor()) return {};
   bool all_contiguous = true;
   OperandView views[kMaxInputs];
   DimVector row_major[kMaxInputs];
