@@ -599,6 +599,13 @@ def _kael_function(cls, func, types, args=(), kwargs=None):
     return _convert(result, cls)
 
 
+def _format(self, format_spec):
+    """format(t, spec): a 0-d tensor formats as its element (format(t, ".2f")), as torch's."""
+    if self.dim() == 0 and type(self) is Tensor:
+        return self.item().__format__(format_spec)
+    return object.__format__(self, format_spec)
+
+
 _TENSOR_EXTENSIONS = {
     "__kael_function__": classmethod(_kael_function),
     # NumPy's ufuncs and a NumPy operand's operators leave tensors alone (np.complex128(1j) + t
@@ -622,11 +629,49 @@ _TENSOR_EXTENSIONS = {
     "untyped_storage": _untyped_storage,
     "__reduce_ex__": _reduce_ex,
     "__deepcopy__": _deepcopy,
+    "__format__": _format,
 }
-for _name, _value in _TENSOR_EXTENSIONS.items():
+
+
+def _overridable_method(name, fn):
+    """fn as a Tensor method that honours __kael_function__ overrides of self, as the C methods do
+    (see Note [__kael_function__] in csrc/kael_function.h): the override receives Tensor.<name>."""
+
+    def method(self, *args, **kwargs):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            return _C._handle_kael_function(getattr(Tensor, name), (self,) + args, kwargs)
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = "Tensor." + name
+    method.__doc__ = fn.__doc__
+    method.__wrapped__ = fn
+    return method
+
+
+def _overridable_property(name, prop):
+    """prop as a Tensor property whose getter and setter honour overrides of self (the override
+    receives Tensor.<name>.__get__ / __set__, as torch passes them)."""
+
+    def fget(self):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            return _C._handle_kael_function(getattr(Tensor, name).__get__, (self,))
+        return prop.fget(self)
+
+    def fset(self, value):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            _C._handle_kael_function(getattr(Tensor, name).__set__, (self, value))
+            return
+        prop.fset(self, value)
+
+    return property(fget, fset if prop.fset is not None else None, doc=prop.__doc__)
+
+
+for _name, _value in list(_TENSOR_EXTENSIONS.items()):
     if isinstance(_value, classmethod):
         _value.__func__.__name__ = _name
+    elif isinstance(_value, property):
+        _TENSOR_EXTENSIONS[_name] = _overridable_property(_name, _value)
     elif callable(_value) and hasattr(_value, "__name__"):
-        _value.__name__ = _name
-        _value.__qualname__ = "Tensor." + _name
+        _TENSOR_EXTENSIONS[_name] = _overridable_method(_name, _value)
 _C._tensor_extend(_TENSOR_EXTENSIONS)
