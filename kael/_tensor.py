@@ -513,6 +513,27 @@ _TENSOR_STATE_HOOKS: list = []
 _TENSOR_RESTORE_HOOKS: list = []
 
 
+# requires_grad survives pickle and deepcopy, as in torch (a pickled non-leaf comes back as a
+# leaf that requires grad; its history is not pickled).
+def _requires_grad_state(t) -> dict:
+    return {"requires_grad": True} if t.requires_grad else {}
+
+
+def _restore_requires_grad(t, state) -> None:
+    if state.get("requires_grad"):
+        t.requires_grad_(True)
+
+
+_TENSOR_STATE_HOOKS.append(_requires_grad_state)
+_TENSOR_RESTORE_HOOKS.append(_restore_requires_grad)
+
+
+def _slot_names(cls) -> list:
+    """The __slots__ of cls and its Python bases below Tensor (copyreg's rule)."""
+    import copyreg
+    return [n for n in copyreg._slotnames(cls) if n not in ("__dict__", "__weakref__")]
+
+
 def _state_of(self) -> dict:
     state = {}
     for hook in _TENSOR_STATE_HOOKS:
@@ -520,6 +541,10 @@ def _state_of(self) -> dict:
     instance_dict = getattr(self, "__dict__", None)
     if instance_dict:
         state["__dict__"] = instance_dict
+    if type(self) is not Tensor:
+        slots = {n: getattr(self, n) for n in _slot_names(type(self)) if hasattr(self, n)}
+        if slots:
+            state["__slots__"] = slots
     return state
 
 
@@ -530,6 +555,8 @@ def _restore(t, cls, state):
         hook(t, state)
     if state.get("__dict__"):
         t.__dict__.update(state["__dict__"])
+    for name, value in state.get("__slots__", {}).items():
+        setattr(t, name, value)
     return t
 
 
@@ -553,11 +580,20 @@ def _reduce_ex(self, protocol):
 
 def _deepcopy(self, memo):
     import copy as _copy
+    if not self.is_leaf:
+        raise RuntimeError(
+            "deepcopy: only tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+            "at the moment; call .detach() first")
     if id(self) in memo:
         return memo[id(self)]
     state = _state_of(self)
-    new = _restore(self.detach().clone(), type(self), {k: v for k, v in state.items() if k != "__dict__"})
+    new = _restore(self.detach().clone(), type(self),
+                   {k: v for k, v in state.items() if k not in ("__dict__", "__slots__")})
     memo[id(self)] = new
+    if self.grad is not None:
+        new.grad = _copy.deepcopy(self.grad, memo)
+    for name, value in state.get("__slots__", {}).items():
+        setattr(new, name, _copy.deepcopy(value, memo))
     if state.get("__dict__"):
         new.__dict__.update(_copy.deepcopy(state["__dict__"], memo))
     return new
