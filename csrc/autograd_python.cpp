@@ -186,7 +186,6 @@ int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
   }
   return guard_int([&] {
     autograd::set_requires_grad(tensor_of(self), value == Py_True);
-    ensure_tracked(self);  // its impl now has autograd metadata (a future .grad)
     return 0;
   });
 }
@@ -224,7 +223,6 @@ int set_grad(PyObject* self, PyObject* value, void*) {
     KAEL_CHECK(g.dtype() == t.dtype(), "assigned grad has data of a different type");
     KAEL_CHECK(autograd::same_sizes(g.sizes(), t.sizes()), "assigned grad has data of a different size");
     autograd::ensure_meta(t).grad = g;
-    ensure_tracked(self);  // the .grad is an edge the collector follows
     return 0;
   });
 }
@@ -270,7 +268,6 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   return guard([&] {
     autograd::set_requires_grad(tensor_of(self), value != 0);
-    ensure_tracked(self);  // its impl now has autograd metadata (a future .grad)
     Py_INCREF(self);
     return self;
   });

@@ -1,6 +1,7 @@
 // The kael.Tensor type: lifetime, identity, protocols and hand-written methods.
 #include "tensor_object.h"
 
+#include <atomic>
 #include <cmath>
 #include <new>
 #include <string>
@@ -150,9 +151,6 @@ PyObject* wrap(Tensor t) {
   auto* pt = reinterpret_cast<PyTensor*>(obj);
   new (&pt->tensor) Tensor(std::move(t));
   impl->set_pyobj(obj);
-  // An object whose impl holds C++ edges to other tensors (a base, a .grad) is tracked, so the
-  // collector can follow them (Note [Tensor objects and the garbage collector]).
-  if (impl->is_view() || impl->autograd_meta() != nullptr) [[unlikely]] PyObject_GC_Track(obj);
   return obj;
 }
 
@@ -183,8 +181,7 @@ static void release_owned_pyobj(TensorImpl* impl) noexcept {
 }
 
 void finish_dealloc(PyObject* self) {
-  auto* pt = reinterpret_cast<PyTensor*>(self);
-  PyObject_GC_UnTrack(self);
+  auto* pt = reinterpret_cast<PyTensor*>(self);  // (a GC object, a subclass's, is untracked already)
   if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
   if (pt->dict != nullptr) Py_CLEAR(pt->dict);
   if (pt->tensor.defined() && pt->tensor.impl()->pyobj() == self) pt->tensor.impl()->set_pyobj(nullptr);
@@ -204,6 +201,11 @@ PyObject* exclusively_owned_pyobj(const TensorImpl* impl) {
 }  // namespace
 
 // Note [Tensor objects and the garbage collector]
+// Plain kael.Tensor objects are not GC objects (a GC header, its link and unlink would cost the
+// a + b fast path about 3.5% of its instructions, measured with callgrind): their __dict__ is
+// plain storage, and a reference cycle through a plain tensor's __dict__ (t.me = t) is not
+// collected. Python subclasses are GC objects (CPython makes every class statement one), and
+// their traverse/clear (csrc/tensor_subclass.cpp) end with the functions below:
 // - An object that would be preserved if Python dropped it (Python owns its impl, C++ co-owns
 //   it) reports no references: what it refers to (its __dict__) counts as a root, so the
 //   collector never clears a __dict__ that the object may carry back to Python later.
@@ -236,48 +238,30 @@ int tensor_clear(PyObject* self) {
 namespace {
 
 // tp_dealloc of kael.Tensor itself (Python subclasses get theirs from the metaclass,
-// csrc/tensor_subclass.cpp). The fast path adds one branch to a plain tensor's death:
-// must_preserve() is false when the object is its impl's only owner (one load and compare).
+// csrc/tensor_subclass.cpp). The fast path tests the impl's reference count once: when the
+// object is the only owner, that test replaces the atomic decrement.
 void tensor_dealloc(PyObject* self) {
+  auto* pt = reinterpret_cast<PyTensor*>(self);
+  TensorImpl* impl = pt->tensor.impl();
+  if (impl != nullptr && impl->use_count() == 1) [[likely]] {
+    // The object is the impl's only owner: both die. No one else can reach the impl, so it is
+    // destroyed without the atomic decrement; the fence makes the writes of owners that let go
+    // (on other threads) visible, as the decrement's acquire would.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
+    if (pt->dict != nullptr) Py_CLEAR(pt->dict);
+    impl->set_pyobj(nullptr);
+    pt->tensor.release_impl().detach();
+    TensorImpl::release(impl);
+    Py_TYPE(self)->tp_free(self);
+    return;
+  }
   // (a subclass instance reaches this only from its own dealloc, which asked already)
-  if (must_preserve(self) && Py_IS_TYPE(self, &TensorType)) [[unlikely]] {
+  if (must_preserve(self) && Py_IS_TYPE(self, &TensorType)) {
     preserve(self);
     return;
   }
   finish_dealloc(self);
-}
-
-// tp_alloc of kael.Tensor: a GC object, not tracked until it gets a __dict__ (tensor_setattro,
-// __dict__). Python subclasses allocate with PyType_GenericAlloc (tracked from the start).
-PyObject* tensor_alloc(PyTypeObject* type, Py_ssize_t nitems) {
-  if (type != &TensorType) return PyType_GenericAlloc(type, nitems);
-  PyTensor* obj = PyObject_GC_New(PyTensor, type);
-  if (obj == nullptr) return nullptr;
-  obj->weakreflist = nullptr;
-  obj->dict = nullptr;
-  return reinterpret_cast<PyObject*>(obj);
-}
-
-inline void track_if_dict(PyObject* self) {
-  if (reinterpret_cast<PyTensor*>(self)->dict != nullptr) ensure_tracked(self);
-}
-
-int tensor_setattro(PyObject* self, PyObject* name, PyObject* value) {
-  const int r = PyObject_GenericSetAttr(self, name, value);
-  track_if_dict(self);
-  return r;
-}
-
-PyObject* tensor_get_dict(PyObject* self, void* context) {
-  PyObject* dict = PyObject_GenericGetDict(self, context);
-  track_if_dict(self);
-  return dict;
-}
-
-int tensor_set_dict(PyObject* self, PyObject* value, void* context) {
-  const int r = PyObject_GenericSetDict(self, value, context);
-  track_if_dict(self);
-  return r;
 }
 
 // kael.Tensor(data=None): a new tensor object sharing data's storage (like detach()), of the
@@ -784,7 +768,7 @@ PyGetSetDef tensor_getset[] = {
     {"is_cuda", get_is_cuda, nullptr, "Whether the tensor is on a CUDA device.", nullptr},
     {"itemsize", get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
     {"_version", get_version, nullptr, "Counter of in-place writes, shared by views.", nullptr},
-    {"__dict__", tensor_get_dict, tensor_set_dict, "The instance attributes.", nullptr},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, "The instance attributes.", nullptr},
     {"_base", get_base, nullptr, "The tensor this view was made from, or None when it is not a view.", nullptr},
     {"__array_priority__", get_array_priority, nullptr,
      "Above NumPy's: NumPy leaves binary operators to the tensor (np.int64(2) + t calls t.__radd__).", nullptr},
@@ -1041,20 +1025,15 @@ PyTypeObject TensorType = {
     .tp_as_mapping = &tensor_as_mapping,
     .tp_hash = tensor_hash,
     .tp_str = tensor_repr,
-    .tp_setattro = tensor_setattro,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Tensor(data=None)\n--\n\nA multi-dimensional array of one dtype on one device.",
-    .tp_traverse = tensor_traverse,
-    .tp_clear = tensor_clear,
     .tp_richcompare = richcompare,
     .tp_weaklistoffset = offsetof(PyTensor, weakreflist),
     .tp_iter = tensor_iter,
     .tp_getset = tensor_getset,
     .tp_dictoffset = offsetof(PyTensor, dict),
     .tp_init = tensor_init,
-    .tp_alloc = tensor_alloc,
     .tp_new = tensor_new,
-    .tp_free = PyObject_GC_Del,
 };
 
 int kael_init_tensor(PyObject* module) {

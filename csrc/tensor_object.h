@@ -11,9 +11,8 @@ namespace kael::python {
 // A Python tensor: the handle is stored inline, so a borrowed PyObject* gives a
 // `const Tensor&` without touching the refcount. See Note [PyObject preservation].
 //
-// kael.Tensor is a GC type with an instance __dict__ (t.tag = 1 works, as on torch tensors). A
-// plain tensor is tracked by the collector only once it has a __dict__ (its only Python
-// references), so tensors that never get an attribute cost the collector nothing.
+// kael.Tensor has an instance __dict__ (t.tag = 1 works, as on torch tensors); it is not a GC
+// type, its Python subclasses are (see Note [Tensor objects and the garbage collector]).
 struct PyTensor {
   PyObject_HEAD
   Tensor tensor;
@@ -46,13 +45,8 @@ void preserve(PyObject* self);
 // The deallocation every Python tensor ends with: weak references, __dict__, the impl's
 // back-pointer, the tensor field, the memory.
 void finish_dealloc(PyObject* self);
-// Tracks a Python tensor in the garbage collector if it is not yet (see PyTensor): called when it
-// gets a __dict__ or its impl gets edges to other tensors (a .grad, autograd metadata).
-inline void ensure_tracked(PyObject* self) {
-  if (!PyObject_GC_IsTracked(self)) PyObject_GC_Track(self);
-}
-// kael.Tensor's tp_traverse / tp_clear (the __dict__ and the objects owned through C++ alone);
-// the subclasses' versions add their slots and type (csrc/tensor_subclass.cpp).
+// The kael.Tensor part of a subclass's tp_traverse / tp_clear (the __dict__ and the objects owned
+// through C++ alone); csrc/tensor_subclass.cpp adds the slots and the type.
 int tensor_traverse(PyObject* self, visitproc visit, void* arg);
 int tensor_clear(PyObject* self);
 // The metaclass of kael.Tensor, which gives Python subclasses a preserving dealloc and a

@@ -184,8 +184,21 @@ def s_self_cycle_of_a_plain_tensor_is_collected(lib):
     return [r() is None]
 
 
+def s_self_cycle_of_a_subclass_object_is_collected(lib):
+    Sub = sub_class(lib)
+    t = make_sub(lib, Sub, lib.ones(2))
+    t.me = t
+    r = weakref.ref(t)
+    del t
+    gc.collect()
+    return [r() is None]
+
+
 def s_kept_object_keeps_its_cycle(lib):
-    x = leaf_with_grad(lib)
+    # a subclass object (GC-tracked in both libraries) kept for C++ with a cycle through its
+    # __dict__: the collector must not clear that __dict__
+    x = lib.ones(2, requires_grad=True)
+    x.grad = make_sub(lib, sub_class(lib), lib.zeros(2))
     g = x.grad
     g.me = g
     g.payload = [1, 2]
@@ -197,10 +210,10 @@ def s_kept_object_keeps_its_cycle(lib):
 
 
 def s_cycle_through_a_grad_and_a_dict(lib):
-    # x (a subclass object: GC-tracked) -> C++ .grad -> g -> g.__dict__ -> x
+    # x -> C++ .grad -> g -> g.__dict__ -> x, with x and g subclass objects (GC-tracked)
     Sub = sub_class(lib)
     x = make_sub(lib, Sub, lib.ones(2)).requires_grad_()
-    x.grad = lib.zeros(2)
+    x.grad = make_sub(lib, Sub, lib.zeros(2))
     g = x.grad
     g.owner = x
     rx, rg = weakref.ref(x), weakref.ref(g)
