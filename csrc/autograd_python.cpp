@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "kael_function.h"
 #include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
 #include "kael/ops/detach.h"
@@ -172,7 +173,11 @@ int guard_int(F&& f) {
   }
 }
 
-PyObject* get_requires_grad(PyObject* self, void*) { return PyBool_FromLong(autograd::requires_grad(tensor_of(self))); }
+PyObject* get_requires_grad(PyObject* self, void*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function_getter("requires_grad", self);
+  return PyBool_FromLong(autograd::requires_grad(tensor_of(self)));
+}
 
 int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
   if (value == nullptr || !PyBool_Check(value)) {
@@ -186,6 +191,8 @@ int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* get_grad(PyObject* self, void*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function_getter("grad", self);
   const Tensor& t = tensor_of(self);
   const AutogradMeta* m = autograd::meta_of(t);
   if (m != nullptr && m->grad_fn && !m->retains_grad && !m->grad.defined()) {
@@ -221,19 +228,40 @@ int set_grad(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* get_grad_fn(PyObject* self, void*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function_getter("grad_fn", self);
   const Tensor& t = tensor_of(self);
   if (!autograd::requires_grad(t)) Py_RETURN_NONE;
   return wrap_node(autograd::grad_fn(t));
 }
 
-PyObject* get_is_leaf(PyObject* self, void*) { return PyBool_FromLong(autograd::is_leaf(tensor_of(self))); }
+PyObject* get_is_leaf(PyObject* self, void*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function_getter("is_leaf", self);
+  return PyBool_FromLong(autograd::is_leaf(tensor_of(self)));
+}
 
 PyObject* get_retains_grad(PyObject* self, void*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function_getter("retains_grad", self);
   const AutogradMeta* m = autograd::meta_of(tensor_of(self));
   return PyBool_FromLong(m != nullptr && m->retains_grad);
 }
 
+// Note [__kael_function__]: (self, *args) and kwargs to the overrides of Tensor.<name>.
+PyObject* method_override(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* head = PyTuple_Pack(1, self);
+  PyObject* full = head == nullptr ? nullptr : PySequence_Concat(head, args);
+  Py_XDECREF(head);
+  if (full == nullptr) return nullptr;
+  PyObject* r = call_kael_function_tuple(name, full, kwargs);
+  Py_DECREF(full);
+  return r;
+}
+
 PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]]
+    return method_override("requires_grad_", self, args, kwargs);
   static const char* keywords[] = {"requires_grad", nullptr};
   int value = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:requires_grad_", const_cast<char**>(keywords), &value))
@@ -250,6 +278,8 @@ PyObject* m_is_inference(PyObject* self, PyObject*) {
 }
 
 PyObject* m_retain_grad(PyObject* self, PyObject*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function("retain_grad", true, self, nullptr, 0, nullptr);
   return guard([&] {
     autograd::retain_grad(tensor_of(self));
     Py_RETURN_NONE;
@@ -257,6 +287,8 @@ PyObject* m_retain_grad(PyObject* self, PyObject*) {
 }
 
 PyObject* m_detach_(PyObject* self, PyObject*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function("detach_", true, self, nullptr, 0, nullptr);
   return guard([&] {
     const Tensor& t = tensor_of(self);
     if (AutogradMeta* m = autograd::meta_of(t)) {
@@ -340,10 +372,14 @@ PyObject* forward_to_autograd(const char* name, PyObject* self, PyObject* args, 
 }
 
 PyObject* m_backward(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]]
+    return method_override("backward", self, args, kwargs);
   return forward_to_autograd("_tensor_backward", self, args, kwargs);
 }
 
 PyObject* m_register_hook_py(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]]
+    return method_override("register_hook", self, args, kwargs);
   return forward_to_autograd("_tensor_register_hook", self, args, kwargs);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "kael_function.h"
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/_index.h"
@@ -241,6 +242,11 @@ Tensor apply_key(const Tensor& self, PyObject* key) {
 }  // namespace
 
 PyObject* tensor_getitem(PyObject* self, PyObject* key) {
+  // Note [__kael_function__]: self, or an index (a tuple's items too), may override
+  if (self_or_arg_overrides(self, key)) [[unlikely]] {
+    PyObject* args[] = {key};
+    return call_kael_function("__getitem__", true, self, args, 1, nullptr);
+  }
   return call_op(false, [&]() -> Tensor { return apply_key(tensor_of(self), key); });
 }
 
@@ -248,6 +254,13 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
   if (value == nullptr) {
     PyErr_SetString(PyExc_TypeError, "index: tensors do not support item deletion");
     return -1;
+  }
+  if (self_or_arg_overrides(self, key) || has_kael_function(value)) [[unlikely]] {
+    PyObject* args[] = {key, value};
+    PyObject* r = call_kael_function("__setitem__", true, self, args, 2, nullptr);
+    if (r == nullptr) return -1;
+    Py_DECREF(r);
+    return 0;
   }
   try {
     const Tensor* value_tensor = nullptr;

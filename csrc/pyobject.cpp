@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "kael_function.h"
 #include "kael/core/error.h"
 #include "kael/core/tensor_impl.h"
 #include "kael/ops/as_strided.h"
@@ -316,7 +317,11 @@ PyObject* py_storage_ref(PyObject*, PyObject* arg) {
 
 // ------------------------------------------------------------------ Tensor methods
 
-PyObject* m_storage_offset(PyObject* self, PyObject*) { return PyLong_FromLongLong(tensor_of(self).impl()->offset()); }
+PyObject* m_storage_offset(PyObject* self, PyObject*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function("storage_offset", true, self, nullptr, 0, nullptr);
+  return PyLong_FromLongLong(tensor_of(self).impl()->offset());
+}
 
 // t.data = other: t takes other's storage and geometry (PyTorch's set_data); the dtypes must
 // agree.

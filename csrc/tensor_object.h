@@ -4,15 +4,20 @@
 #include <Python.h>
 
 #include "kael/core/tensor.h"
+#include "kael/core/tensor_impl.h"
 
 namespace kael::python {
 
 // A Python tensor: the handle is stored inline, so a borrowed PyObject* gives a
 // `const Tensor&` without touching the refcount. See Note [PyObject preservation].
+//
+// kael.Tensor has an instance __dict__ (t.tag = 1 works, as on torch tensors); it is not a GC
+// type, its Python subclasses are (see Note [Tensor objects and the garbage collector]).
 struct PyTensor {
   PyObject_HEAD
   Tensor tensor;
   PyObject* weakreflist;
+  PyObject* dict;
 };
 
 extern PyTypeObject TensorType;
@@ -21,6 +26,33 @@ extern PyTypeObject DtypeType;
 // Exact type first (the common case), then subclasses.
 inline bool is_tensor(PyObject* o) { return Py_IS_TYPE(o, &TensorType) || PyObject_TypeCheck(o, &TensorType); }
 inline const Tensor& tensor_of(PyObject* o) { return reinterpret_cast<PyTensor*>(o)->tensor; }
+
+// Note [PyObject preservation] (kael/core/tensor_impl.h), the binding's half: whether the
+// dealloc of self (its last Python reference gone) must keep it alive, owned by its impl,
+// because other C++ owners hold the impl. (An object its impl owns is never deallocated: the
+// impl's reference keeps it, and release_owned_pyobj clears the flag before dropping it.)
+inline bool must_preserve(PyObject* self) {
+  const TensorImpl* impl = reinterpret_cast<PyTensor*>(self)->tensor.impl();
+  return impl != nullptr && impl->use_count() != 1 && impl->pyobj() == self;
+}
+// An object that would be kept for the other C++ owners of its impl if Python dropped it now.
+inline bool python_owns_shared_impl(PyObject* self) {
+  const TensorImpl* impl = reinterpret_cast<PyTensor*>(self)->tensor.impl();
+  return impl != nullptr && !impl->owns_pyobj() && impl->use_count() != 1 && impl->pyobj() == self;
+}
+// Keeps self alive, owned by its impl (call from a dealloc when must_preserve(self)).
+void preserve(PyObject* self);
+// The deallocation every Python tensor ends with: weak references, __dict__, the impl's
+// back-pointer, the tensor field, the memory.
+void finish_dealloc(PyObject* self);
+// The kael.Tensor part of a subclass's tp_traverse / tp_clear (the __dict__ and the objects owned
+// through C++ alone); csrc/tensor_subclass.cpp adds the slots and the type.
+int tensor_traverse(PyObject* self, visitproc visit, void* arg);
+int tensor_clear(PyObject* self);
+// The metaclass of kael.Tensor, which gives Python subclasses a preserving dealloc and a
+// matching traverse/clear (csrc/tensor_subclass.cpp); set up before TensorType is readied.
+extern PyTypeObject TensorMetaType;
+int kael_init_tensor_meta();
 
 // The Python object of a tensor: the existing one when the impl has one, else a new
 // kael.Tensor. Returns a new reference (None for an undefined tensor).

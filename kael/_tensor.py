@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins as _builtins
 import copyreg as _copyreg
 import ctypes as _ctypes
+import operator as _operator
 import warnings as _warnings
 
 from kael import _C
@@ -245,6 +246,94 @@ class _CapsuleExporter:
         return (_DL_CPU, 0)
 
 
+# The DLPack structures (dlpack.h, v1.x), read to check a capsule before NumPy trusts it.
+class _DLDevice(_ctypes.Structure):
+    _fields_ = [("device_type", _ctypes.c_int32), ("device_id", _ctypes.c_int32)]
+
+
+class _DLDataType(_ctypes.Structure):
+    _fields_ = [("code", _ctypes.c_uint8), ("bits", _ctypes.c_uint8), ("lanes", _ctypes.c_uint16)]
+
+
+class _DLTensor(_ctypes.Structure):
+    _fields_ = [("data", _ctypes.c_void_p), ("device", _DLDevice), ("ndim", _ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", _ctypes.POINTER(_ctypes.c_int64)),
+                ("strides", _ctypes.POINTER(_ctypes.c_int64)), ("byte_offset", _ctypes.c_uint64)]
+
+
+class _DLManagedTensor(_ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", _ctypes.c_void_p), ("deleter", _ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(_ctypes.Structure):
+    _fields_ = [("major", _ctypes.c_uint32), ("minor", _ctypes.c_uint32), ("manager_ctx", _ctypes.c_void_p),
+                ("deleter", _ctypes.c_void_p), ("flags", _ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+# (type code, bits) of the DLPack dtypes kael imports: int, uint8, float, bfloat16, bool
+_DL_DTYPES = {(0, 8), (0, 16), (0, 32), (0, 64), (1, 8), (2, 16), (2, 32), (2, 64), (4, 16), (6, 8)}
+
+
+def _capsule_pointer(capsule, name: bytes) -> int:
+    api = _ctypes.pythonapi
+    api.PyCapsule_IsValid.restype = _ctypes.c_int
+    api.PyCapsule_IsValid.argtypes = [_ctypes.py_object, _ctypes.c_char_p]
+    if not api.PyCapsule_IsValid(capsule, name):
+        return 0
+    api.PyCapsule_GetPointer.restype = _ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [_ctypes.py_object, _ctypes.c_char_p]
+    return api.PyCapsule_GetPointer(capsule, name) or 0
+
+
+def _check_dlpack_capsule(capsule) -> None:
+    """BufferError unless capsule is an unconsumed DLPack capsule whose metadata kael can import
+    (CPU, at most 64 dims, non-negative sizes, a supported dtype with one lane, data for a
+    non-empty tensor). The memory extent the producer claims cannot be checked: a producer
+    that lies about it lies to every consumer."""
+    if type(capsule).__name__ != "PyCapsule":
+        raise TypeError(f"from_dlpack: __dlpack__() must return a DLPack capsule, got {type(capsule).__name__}")
+    address = _capsule_pointer(capsule, b"dltensor_versioned")
+    if address:
+        managed = _DLManagedTensorVersioned.from_address(address)
+        if managed.major != 1:
+            raise BufferError(f"from_dlpack: unsupported DLPack version {managed.major}.{managed.minor}")
+        dl = managed.dl_tensor
+    else:
+        address = _capsule_pointer(capsule, b"dltensor")
+        if not address:
+            raise BufferError("from_dlpack: the capsule is not an unconsumed DLPack capsule (a capsule can be "
+                              "imported once)")
+        dl = _DLManagedTensor.from_address(address).dl_tensor
+    if dl.device.device_type != _DL_CPU:
+        raise BufferError(f"from_dlpack: kael imports CPU memory only (the capsule's device type is "
+                          f"{dl.device.device_type})")
+    if not 0 <= dl.ndim <= 64:
+        raise BufferError(f"from_dlpack: the capsule's ndim {dl.ndim} is not between 0 and 64")
+    code, bits, lanes = dl.dtype.code, dl.dtype.bits, dl.dtype.lanes
+    if (code, bits) not in _DL_DTYPES or lanes != 1:
+        raise BufferError(f"from_dlpack: unsupported DLPack dtype (code {code}, bits {bits}, lanes {lanes})")
+    if dl.ndim and not dl.shape:
+        raise BufferError(f"from_dlpack: the capsule has {dl.ndim} dims and no shape")
+    numel = 1
+    for i in range(dl.ndim):
+        size = dl.shape[i]
+        if size < 0:
+            raise BufferError(f"from_dlpack: the capsule's shape has a negative size {size} (dim {i})")
+        numel *= size
+    if numel * (bits // 8) >= 2 ** 63:
+        raise BufferError(f"from_dlpack: the capsule's shape {[dl.shape[i] for i in range(dl.ndim)]} is too large")
+    if numel and not dl.data:
+        raise BufferError("from_dlpack: the capsule has elements and no data pointer")
+
+
+def _call_dlpack(producer):
+    """The producer's capsule, asked for as NumPy asks (versioned first, then the old call)."""
+    try:
+        return producer.__dlpack__(stream=None, max_version=(1, 0))
+    except TypeError:
+        return producer.__dlpack__(stream=None)
+
+
 def from_dlpack(ext_tensor) -> Tensor:
     """A tensor sharing the memory of any DLPack producer (an object with __dlpack__, such as a
     PyTorch tensor or a NumPy array, or a DLPack capsule); CPU memory only."""
@@ -260,11 +349,18 @@ def from_dlpack(ext_tensor) -> Tensor:
         raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got "
                         f"{type(ext_tensor).__name__}")
     if hasattr(ext_tensor, "__dlpack_device__"):
-        device_type, device_id = ext_tensor.__dlpack_device__()
-        if int(device_type) != _DL_CPU:
+        device = ext_tensor.__dlpack_device__()
+        if not isinstance(device, tuple) or len(device) != 2:
+            raise TypeError(f"from_dlpack: __dlpack_device__() must return a (device type, id) tuple, got "
+                            f"{device!r}")
+        device_type, device_id = device
+        if _operator.index(device_type) != _DL_CPU:
             raise BufferError(f"from_dlpack: kael imports CPU memory only (got DLPack device type "
                               f"{int(device_type)}, id {device_id})")
-    return _from_numpy(np.from_dlpack(ext_tensor), copy_read_only=not capsule)
+    # the capsule is asked for once, checked, and handed to NumPy as it is
+    dlpack_capsule = _call_dlpack(ext_tensor)
+    _check_dlpack_capsule(dlpack_capsule)
+    return _from_numpy(np.from_dlpack(_CapsuleExporter(dlpack_capsule)), copy_read_only=not capsule)
 
 
 # ---------------------------------------------------------------------------------- factories
@@ -513,6 +609,27 @@ _TENSOR_STATE_HOOKS: list = []
 _TENSOR_RESTORE_HOOKS: list = []
 
 
+# requires_grad survives pickle and deepcopy, as in torch (a pickled non-leaf comes back as a
+# leaf that requires grad; its history is not pickled).
+def _requires_grad_state(t) -> dict:
+    return {"requires_grad": True} if t.requires_grad else {}
+
+
+def _restore_requires_grad(t, state) -> None:
+    if state.get("requires_grad"):
+        t.requires_grad_(True)
+
+
+_TENSOR_STATE_HOOKS.append(_requires_grad_state)
+_TENSOR_RESTORE_HOOKS.append(_restore_requires_grad)
+
+
+def _slot_names(cls) -> list:
+    """The __slots__ of cls and its Python bases below Tensor (copyreg's rule)."""
+    import copyreg
+    return [n for n in copyreg._slotnames(cls) if n not in ("__dict__", "__weakref__")]
+
+
 def _state_of(self) -> dict:
     state = {}
     for hook in _TENSOR_STATE_HOOKS:
@@ -520,6 +637,10 @@ def _state_of(self) -> dict:
     instance_dict = getattr(self, "__dict__", None)
     if instance_dict:
         state["__dict__"] = instance_dict
+    if type(self) is not Tensor:
+        slots = {n: getattr(self, n) for n in _slot_names(type(self)) if hasattr(self, n)}
+        if slots:
+            state["__slots__"] = slots
     return state
 
 
@@ -530,6 +651,8 @@ def _restore(t, cls, state):
         hook(t, state)
     if state.get("__dict__"):
         t.__dict__.update(state["__dict__"])
+    for name, value in state.get("__slots__", {}).items():
+        setattr(t, name, value)
     return t
 
 
@@ -553,11 +676,20 @@ def _reduce_ex(self, protocol):
 
 def _deepcopy(self, memo):
     import copy as _copy
+    if not self.is_leaf:
+        raise RuntimeError(
+            "deepcopy: only tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+            "at the moment; call .detach() first")
     if id(self) in memo:
         return memo[id(self)]
     state = _state_of(self)
-    new = _restore(self.detach().clone(), type(self), {k: v for k, v in state.items() if k != "__dict__"})
+    new = _restore(self.detach().clone(), type(self),
+                   {k: v for k, v in state.items() if k not in ("__dict__", "__slots__")})
     memo[id(self)] = new
+    if self.grad is not None:
+        new.grad = _copy.deepcopy(self.grad, memo)
+    for name, value in state.get("__slots__", {}).items():
+        setattr(new, name, _copy.deepcopy(value, memo))
     if state.get("__dict__"):
         new.__dict__.update(_copy.deepcopy(state["__dict__"], memo))
     return new
@@ -599,6 +731,13 @@ def _kael_function(cls, func, types, args=(), kwargs=None):
     return _convert(result, cls)
 
 
+def _format(self, format_spec):
+    """format(t, spec): a 0-d tensor formats as its element (format(t, ".2f")), as torch's."""
+    if self.dim() == 0 and type(self) is Tensor:
+        return self.item().__format__(format_spec)
+    return object.__format__(self, format_spec)
+
+
 _TENSOR_EXTENSIONS = {
     "__kael_function__": classmethod(_kael_function),
     # NumPy's ufuncs and a NumPy operand's operators leave tensors alone (np.complex128(1j) + t
@@ -622,11 +761,49 @@ _TENSOR_EXTENSIONS = {
     "untyped_storage": _untyped_storage,
     "__reduce_ex__": _reduce_ex,
     "__deepcopy__": _deepcopy,
+    "__format__": _format,
 }
-for _name, _value in _TENSOR_EXTENSIONS.items():
+
+
+def _overridable_method(name, fn):
+    """fn as a Tensor method that honours __kael_function__ overrides of self, as the C methods do
+    (see Note [__kael_function__] in csrc/kael_function.h): the override receives Tensor.<name>."""
+
+    def method(self, *args, **kwargs):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            return _C._handle_kael_function(getattr(Tensor, name), (self,) + args, kwargs)
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = "Tensor." + name
+    method.__doc__ = fn.__doc__
+    method.__wrapped__ = fn
+    return method
+
+
+def _overridable_property(name, prop):
+    """prop as a Tensor property whose getter and setter honour overrides of self (the override
+    receives Tensor.<name>.__get__ / __set__, as torch passes them)."""
+
+    def fget(self):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            return _C._handle_kael_function(getattr(Tensor, name).__get__, (self,))
+        return prop.fget(self)
+
+    def fset(self, value):
+        if type(self) is not Tensor and _C._has_kael_function((self,)):
+            _C._handle_kael_function(getattr(Tensor, name).__set__, (self, value))
+            return
+        prop.fset(self, value)
+
+    return property(fget, fset if prop.fset is not None else None, doc=prop.__doc__)
+
+
+for _name, _value in list(_TENSOR_EXTENSIONS.items()):
     if isinstance(_value, classmethod):
         _value.__func__.__name__ = _name
+    elif isinstance(_value, property):
+        _TENSOR_EXTENSIONS[_name] = _overridable_property(_name, _value)
     elif callable(_value) and hasattr(_value, "__name__"):
-        _value.__name__ = _name
-        _value.__qualname__ = "Tensor." + _name
+        _TENSOR_EXTENSIONS[_name] = _overridable_method(_name, _value)
 _C._tensor_extend(_TENSOR_EXTENSIONS)

@@ -23,3 +23,12 @@ class Parameter(kael.Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        # as torch's Parameter: a new Parameter of a copy of the data with the same
+        # requires_grad; the grad and the instance __dict__ are not copied
+        if id(self) in memo:
+            return memo[id(self)]
+        result = type(self)(self.data.clone(), self.requires_grad)
+        memo[id(self)] = result
+        return result

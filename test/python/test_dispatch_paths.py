@@ -206,7 +206,8 @@ MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_th
                 "promote_types", "result_type", "can_cast",  # dtype queries
                 "return_types",  # the module of named tuple types (no callable)
                 "Size", "_register_device_class", "_tensor_extend", "_parse_device", "_storage_ref",
-                "_kael_function_enabled"}  # kael.Size, device objects, Python-level methods, overrides
+                "_kael_function_enabled", "_has_kael_function",
+                "_handle_kael_function"}  # kael.Size, device objects, Python-level methods, overrides
 MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the dtypes and their aliases
 # random generators (Generator.get_state makes its tensor with the registered empty)
 MODULE_OTHER |= {"Generator", "default_generator"}

@@ -136,14 +136,21 @@ def test_weak_key_dictionary_and_finalize():
 
 
 def test_dead_weakref_never_resurrects():
-    t = kael.ones(2)
-    r = weakref.ref(t)
-    impl_owner = t[0:1]  # a view keeps the storage, not the dead object
-    del t
-    gc.collect()
-    assert r() is None
-    assert impl_owner.tolist() == [1.0]
-    assert r() is None
+    # A view holds its base's impl, and the impl keeps the base's object (PyObject preservation,
+    # as in torch): the weak reference stays alive with the view and dies with it, for good.
+    for lib in (kael, torch):
+        t = lib.ones(2)
+        r = weakref.ref(t)
+        impl_owner = t[0:1]
+        del t
+        gc.collect()
+        assert r() is impl_owner._base
+        assert impl_owner.tolist() == [1.0]
+        del impl_owner
+        gc.collect()
+        assert r() is None
+        lib.ones(2)[0:1]  # a new tensor and view do not bring it back
+        assert r() is None
 
 
 def test_same_impl_same_object_while_alive():

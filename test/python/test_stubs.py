@@ -68,6 +68,14 @@ def _scratch_file(name, write=False):
 
 # A valid value for each parameter of a hand-written callable, for calling it every way its
 # signature allows (callables give fresh values).
+class _Overrides:
+    """An argument with a __kael_function__ override (a sample for _handle_kael_function)."""
+
+    @classmethod
+    def __kael_function__(cls, func, types, args=(), kwargs=None):
+        return "handled"
+
+
 SAMPLES = {
     ("tensor", "data"): [1.0],
     ("tensor", "dtype"): kael.float32,
@@ -124,6 +132,11 @@ SAMPLES = {
     ("_storage_ref", "tensor"): lambda: kael.ones(1),
     ("_parse_device", "name"): "cpu",
     ("_kael_function_enabled", "enabled"): True,
+    ("_has_kael_function", "args"): (),
+    ("_has_kael_function", "kwargs"): None,
+    ("_handle_kael_function", "func"): lambda: len,
+    ("_handle_kael_function", "args"): lambda: (_Overrides(),),
+    ("_handle_kael_function", "kwargs"): None,
     ("Tensor._set_data", "other"): lambda: kael.ones(1, 1),
     ("Tensor.as_subclass", "cls"): kael.Tensor,
     ("Generator.manual_seed", "seed"): 0,

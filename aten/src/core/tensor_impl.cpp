@@ -33,7 +33,14 @@ IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector
   return impl;
 }
 
-void TensorImpl::release(TensorImpl* impl) noexcept { delete impl; }
+void TensorImpl::release(TensorImpl* impl) noexcept {
+  // See Note [PyObject preservation]: the impl owns its Python object, which dies with it.
+  if (impl->owns_pyobj_) [[unlikely]] {
+    pyobj_releaser(impl);
+    return;
+  }
+  delete impl;
+}
 
 void TensorImpl::set_geometry(DimVector sizes, DimVector strides, std::int64_t offset) {
   check_max_dims("tensor", static_cast<std::int64_t>(sizes.size()));

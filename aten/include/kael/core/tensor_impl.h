@@ -70,12 +70,27 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   void set_data(const TensorImpl& other);
 
   // Note [PyObject preservation]
-  // The Python object that wraps this impl, or null. The Python object holds a strong
-  // reference to the impl; the impl holds this borrowed back-pointer, cleared when the
-  // Python object dies, so that handing the same impl to Python again returns the same
-  // object (`t.add_(1) is t`, a Python subclass survives a round trip through C++).
+  // The Python object that wraps this impl, or null. Handing the same impl to Python again
+  // returns the same object (`t.add_(1) is t`, `x.grad is x.grad`, a Python subclass and its
+  // __dict__ survive a round trip through C++), for as long as the impl lives:
+  // - Normally the Python object owns a reference to the impl and the impl holds a borrowed
+  //   back-pointer, cleared when the Python object dies.
+  // - When the last Python reference goes while C++ still holds the impl (a .grad, a view's
+  //   base, a tensor saved by autograd), the object is not deallocated: ownership flips, the
+  //   impl owns the object (owns_pyobj()) and the object's pointer to the impl is borrowed.
+  //   The binding flips it back when it hands the object to Python again.
+  // - When the last reference to an impl that owns its object goes, release() does not
+  //   destroy the impl: it calls pyobj_releaser, which (under the GIL) gives the impl's
+  //   reference back to the object and drops the object, whose deallocation destroys the impl.
+  // The binding (csrc/tensor_object.cpp) does the rest; the core only keeps the flag and the
+  // one branch in release().
   void* pyobj() const { return pyobj_; }
   void set_pyobj(void* obj) { pyobj_ = obj; }
+  bool owns_pyobj() const { return owns_pyobj_; }
+  void set_owns_pyobj(bool owns) { owns_pyobj_ = owns; }
+  // Called instead of destroying an impl that owns its Python object (set by the binding).
+  using PyObjReleaser = void (*)(TensorImpl*) noexcept;
+  static inline PyObjReleaser pyobj_releaser = nullptr;
 
   // See Note [Autograd metadata]; null for tensors autograd never saw.
   AutogradMetaBase* autograd_meta() const { return autograd_meta_.get(); }
@@ -93,6 +108,7 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   IntrusivePtr<Storage> storage_;
   ScalarType dtype_ = ScalarType::Float32;
   bool contiguous_ = true;
+  bool owns_pyobj_ = false;  // see Note [PyObject preservation]
   DispatchKeySet keys_;
   void* pyobj_ = nullptr;
   IntrusivePtr<TensorImpl> view_base_;
