@@ -274,6 +274,8 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* m_is_inference(PyObject* self, PyObject*) {
+  if (self_overrides(self)) [[unlikely]]
+    return call_kael_function("is_inference", true, self, nullptr, 0, nullptr);
   return PyBool_FromLong(tensor_of(self).impl()->storage()->is_inference());
 }
 

@@ -188,7 +188,7 @@ def parse_args(argv=None):
         description="Train a small character-level transformer language model on the bundled Shakespeare "
                     "corpus with kael, report its validation loss against a unigram baseline, save a checkpoint "
                     "and print a sampled passage.")
-    parser.add_argument("--steps", type=int, default=1000,
+    parser.add_argument("--steps", type=int, default=2000,
                         help="training steps (batches); the default takes about 3 minutes on 2 CPU cores")
     parser.add_argument("--device", default="cpu", help="device to train on: cpu (default) or cuda")
     parser.add_argument("--temperature", type=float, default=0.8,
