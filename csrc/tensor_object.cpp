@@ -146,11 +146,16 @@ PyObject* wrap(Tensor t) {
     Py_INCREF(obj);
     return obj;
   }
-  PyObject* obj = TensorType.tp_alloc(&TensorType, 0);
-  if (obj == nullptr) return nullptr;
-  auto* pt = reinterpret_cast<PyTensor*>(obj);
+  // PyType_GenericAlloc without its generic parts (size computation, memset): every field is
+  // set here, and the object is tracked once it is complete.
+  PyTensor* pt = PyObject_GC_New(PyTensor, &TensorType);
+  if (pt == nullptr) return nullptr;
+  pt->weakreflist = nullptr;
+  pt->dict = nullptr;
   new (&pt->tensor) Tensor(std::move(t));
+  auto* obj = reinterpret_cast<PyObject*>(pt);
   impl->set_pyobj(obj);
+  PyObject_GC_Track(obj);
   return obj;
 }
 
@@ -181,7 +186,8 @@ static void release_owned_pyobj(TensorImpl* impl) noexcept {
 }
 
 void finish_dealloc(PyObject* self) {
-  auto* pt = reinterpret_cast<PyTensor*>(self);  // (a GC object, a subclass's, is untracked already)
+  auto* pt = reinterpret_cast<PyTensor*>(self);
+  PyObject_GC_UnTrack(self);  // (a subclass's dealloc untracked it already)
   if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
   if (pt->dict != nullptr) Py_CLEAR(pt->dict);
   if (pt->tensor.defined() && pt->tensor.impl()->pyobj() == self) pt->tensor.impl()->set_pyobj(nullptr);
@@ -201,11 +207,12 @@ PyObject* exclusively_owned_pyobj(const TensorImpl* impl) {
 }  // namespace
 
 // Note [Tensor objects and the garbage collector]
-// Plain kael.Tensor objects are not GC objects (a GC header, its link and unlink would cost the
-// a + b fast path about 3.5% of its instructions, measured with callgrind): their __dict__ is
-// plain storage, and a reference cycle through a plain tensor's __dict__ (t.me = t) is not
-// collected. Python subclasses are GC objects (CPython makes every class statement one), and
-// their traverse/clear (csrc/tensor_subclass.cpp) end with the functions below:
+// kael.Tensor is a GC type, as torch.Tensor is: a tensor's __dict__ can close a reference cycle
+// (t.me = t), which only the collector can break. It costs a tiny a + b about 65 of its 2240
+// instructions (allocation with a GC header, track, untrack; callgrind, docs/decisions.md);
+// wrap() allocates with PyObject_GC_New and tracks the object once every field is set.
+// Python subclasses add their __slots__ and their type (csrc/tensor_subclass.cpp) and end with
+// the functions below:
 // - An object that would be preserved if Python dropped it (Python owns its impl, C++ co-owns
 //   it) reports no references: what it refers to (its __dict__) counts as a root, so the
 //   collector never clears a __dict__ that the object may carry back to Python later.
@@ -248,6 +255,7 @@ void tensor_dealloc(PyObject* self) {
     // destroyed without the atomic decrement; the fence makes the writes of owners that let go
     // (on other threads) visible, as the decrement's acquire would.
     std::atomic_thread_fence(std::memory_order_acquire);
+    PyObject_GC_UnTrack(self);  // before anything below can run Python code (and the collector)
     if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
     if (pt->dict != nullptr) Py_CLEAR(pt->dict);
     impl->set_pyobj(nullptr);
@@ -258,7 +266,7 @@ void tensor_dealloc(PyObject* self) {
   }
   // (a subclass instance reaches this only from its own dealloc, which asked already)
   if (must_preserve(self) && Py_IS_TYPE(self, &TensorType)) {
-    preserve(self);
+    preserve(self);  // the object stays tracked
     return;
   }
   finish_dealloc(self);
@@ -1029,15 +1037,19 @@ PyTypeObject TensorType = {
     .tp_as_mapping = &tensor_as_mapping,
     .tp_hash = tensor_hash,
     .tp_str = tensor_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(data=None)\n--\n\nA multi-dimensional array of one dtype on one device.",
+    .tp_traverse = tensor_traverse,
+    .tp_clear = tensor_clear,
     .tp_richcompare = richcompare,
     .tp_weaklistoffset = offsetof(PyTensor, weakreflist),
     .tp_iter = tensor_iter,
     .tp_getset = tensor_getset,
     .tp_dictoffset = offsetof(PyTensor, dict),
     .tp_init = tensor_init,
+    .tp_alloc = PyType_GenericAlloc,
     .tp_new = tensor_new,
+    .tp_free = PyObject_GC_Del,
 };
 
 int kael_init_tensor(PyObject* module) {

@@ -11,8 +11,8 @@ namespace kael::python {
 // A Python tensor: the handle is stored inline, so a borrowed PyObject* gives a
 // `const Tensor&` without touching the refcount. See Note [PyObject preservation].
 //
-// kael.Tensor has an instance __dict__ (t.tag = 1 works, as on torch tensors); it is not a GC
-// type, its Python subclasses are (see Note [Tensor objects and the garbage collector]).
+// kael.Tensor has an instance __dict__ (t.tag = 1 works, as on torch tensors) and is a GC type
+// (see Note [Tensor objects and the garbage collector]).
 struct PyTensor {
   PyObject_HEAD
   Tensor tensor;

@@ -209,6 +209,36 @@ def s_kept_object_keeps_its_cycle(lib):
     return [g.me is g, g.payload]
 
 
+def s_kept_plain_object_keeps_its_cycle(lib):
+    # the same with a plain tensor (a GC object in both libraries), kept as a .grad, and a cycle
+    # through a list in its __dict__ too
+    x = lib.ones(2, requires_grad=True)
+    x.grad = lib.zeros(2)
+    g = x.grad
+    g.me = g
+    g.box = [g, "payload"]
+    del g
+    for _ in range(3):
+        gc.collect()
+    g = x.grad
+    return [g.me is g, g.box[0] is g, g.box[1]]
+
+
+def s_dict_cycles_of_plain_tensors_are_collected(lib):
+    # t -> __dict__ -> list -> t; a -> b -> a; and a view whose __dict__ holds its base's
+    # object, with the base's __dict__ holding the view
+    a, b, t = lib.ones(2), lib.ones(3), lib.ones(4)
+    t.box = [t]
+    a.other, b.other = b, a
+    base = lib.ones(5)
+    view = base[1:]
+    view.base_obj, base.view_obj = base, view
+    refs = [weakref.ref(o) for o in (a, b, t, base, view)]
+    del a, b, t, base, view
+    gc.collect()
+    return [r() is None for r in refs]
+
+
 def s_cycle_through_a_grad_and_a_dict(lib):
     # x -> C++ .grad -> g -> g.__dict__ -> x, with x and g subclass objects (GC-tracked)
     Sub = sub_class(lib)
