@@ -349,28 +349,7 @@ PyObject* m_remove_hook(PyObject* self, PyObject* id) {
 
 // Tensor.backward and Tensor.register_hook are written in Python (kael/autograd/__init__.py).
 PyObject* forward_to_autograd(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
-  PyObject* mod = PyImport_ImportModule("kael.autograd");
-  if (mod == nullptr) return nullptr;
-  PyObject* fn = PyObject_GetAttrString(mod, name);
-  Py_DECREF(mod);
-  if (fn == nullptr) return nullptr;
-  const Py_ssize_t n = PyTuple_GET_SIZE(args);
-  PyObject* full = PyTuple_New(n + 1);
-  if (full == nullptr) {
-    Py_DECREF(fn);
-    return nullptr;
-  }
-  Py_INCREF(self);
-  PyTuple_SET_ITEM(full, 0, self);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* a = PyTuple_GET_ITEM(args, i);
-    Py_INCREF(a);
-    PyTuple_SET_ITEM(full, i + 1, a);
-  }
-  PyObject* r = PyObject_Call(fn, full, kwargs);
-  Py_DECREF(full);
-  Py_DECREF(fn);
-  return r;
+  return call_module_function("kael.autograd", name, self, args, kwargs);
 }
 
 PyObject* m_backward(PyObject* self, PyObject* args, PyObject* kwargs) {

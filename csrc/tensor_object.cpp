@@ -929,19 +929,12 @@ PyObject* m_is_view(PyObject* self, PyObject*) {
   return PyBool_FromLong(tensor_of(self).impl()->is_view());
 }
 
-// Tensor.<name>(...) as kael.functional.<name>(self, ...): the ops that return a Python value
-// rather than a tensor (allclose, equal) are written once, in Python.
-PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
-  if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]] {
-    PyObject* head = PyTuple_Pack(1, self);
-    PyObject* full = head == nullptr ? nullptr : PySequence_Concat(head, args);  // (self, *args)
-    Py_XDECREF(head);
-    if (full == nullptr) return nullptr;
-    PyObject* r = call_kael_function_tuple(name, full, kwargs);
-    Py_DECREF(full);
-    return r;
-  }
-  PyObject* module = PyImport_ImportModule("kael.functional");
+}  // namespace
+
+// module_name.name(self, *args, **kwargs): the hand-written methods that are Python functions.
+PyObject* call_module_function(const char* module_name, const char* name, PyObject* self, PyObject* args,
+                               PyObject* kwargs) {
+  PyObject* module = PyImport_ImportModule(module_name);
   if (module == nullptr) return nullptr;
   PyObject* fn = PyObject_GetAttrString(module, name);
   Py_DECREF(module);
@@ -963,6 +956,23 @@ PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args
   Py_DECREF(full);
   Py_DECREF(fn);
   return result;
+}
+
+namespace {
+
+// Tensor.<name>(...) as kael.functional.<name>(self, ...): the ops that return a Python value
+// rather than a tensor (allclose, equal) are written once, in Python.
+PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]] {
+    PyObject* head = PyTuple_Pack(1, self);
+    PyObject* full = head == nullptr ? nullptr : PySequence_Concat(head, args);  // (self, *args)
+    Py_XDECREF(head);
+    if (full == nullptr) return nullptr;
+    PyObject* r = call_kael_function_tuple(name, full, kwargs);
+    Py_DECREF(full);
+    return r;
+  }
+  return call_module_function("kael.functional", name, self, args, kwargs);
 }
 PyObject* m_allclose(PyObject* self, PyObject* args, PyObject* kwargs) {
   return forward_to_functional("allclose", self, args, kwargs);

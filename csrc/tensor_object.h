@@ -58,6 +58,10 @@ int kael_init_tensor_meta();
 // kael.Tensor. Returns a new reference (None for an undefined tensor).
 PyObject* wrap(Tensor t);
 
+// module_name.name(self, *args, **kwargs), for methods written in Python (new reference).
+PyObject* call_module_function(const char* module_name, const char* name, PyObject* self, PyObject* args,
+                               PyObject* kwargs);
+
 // The kael.dtype singleton of a ScalarType (borrowed).
 PyObject* dtype_object(ScalarType t);
 ScalarType dtype_of_object(PyObject* o);
