@@ -113,6 +113,8 @@ struct Walk {
   Tensor view;
   std::vector<std::int64_t> dims;  // dims of `view` an index tensor addresses, increasing
   std::vector<Tensor> indices;     // integer index tensors, one per entry of dims
+  int index_tensors = 0;           // items of the key that are index tensors (a bool counts)
+  bool mask = false;               // one of them is a bool mask with dims
 };
 
 Walk walk_key(const Tensor& self, PyObject* key) {
@@ -148,6 +150,7 @@ Walk walk_key(const Tensor& self, PyObject* key) {
         break;
       case Index::Kind::Bool: {
         // a 0-d bool: a new dim of size 1, indexed by [0] (True) or [] (False), as in NumPy
+        ++w.index_tensors;
         t = kael::unsqueeze(t, dim);
         const std::int64_t size[] = {item.value};
         Tensor idx = kael::empty(size, ScalarType::Int64);
@@ -170,7 +173,9 @@ Walk walk_key(const Tensor& self, PyObject* key) {
         ++dim;
         break;
       case Index::Kind::Tensor:
+        ++w.index_tensors;
         if (item.tensor.dtype() == ScalarType::Bool) {
+          w.mask = true;
           const Tensor& mask = item.tensor;
           for (std::int64_t j = 0; j < mask.dim(); ++j)
             KAEL_CHECK_INDEX(mask.sizes()[j] == t.sizes()[dim + j],
@@ -272,6 +277,9 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
       if (m == Match::Error) return -1;
       KAEL_CHECK_TYPE(m == Match::Yes, "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
     }
+    // PyTorch's shortcut for a key that is False itself (not in a tuple): nothing is written and
+    // nothing about the value but its type is checked.
+    if (key == Py_False) return 0;
     const Walk w = walk_key(tensor_of(self), key);
     if (w.dims.empty()) {
       if (value_tensor != nullptr) {
@@ -282,8 +290,20 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     } else {
       // the value, broadcast and converted to the result's shape and dtype, then laid out as
       // index_put_ reads it (B + other dims) and written through the indices
+      //
+      // A tensor value keeps its dtype, so index_put_ refuses one of another dtype (torch's
+      // "Index put requires the source and destination dtypes match"), except where PyTorch
+      // converts it: a key that is True itself (a copy into t.unsqueeze(0)), and its masked_fill
+      // shortcut (one bool mask the only index tensor, a one-element value), which converts
+      // value.item() with the overflow check of a number.
       const Advanced a = plan_advanced(w);
-      Tensor values = kael::empty(a.result_shape, w.view.dtype(), w.view.device());
+      bool convert = value_tensor == nullptr || key == Py_True;
+      if (!convert && value_tensor->numel() == 1) {
+        convert = w.index_tensors == 1 && w.mask;
+        if (convert) check_convertible("index", value_tensor->item(), w.view.dtype());
+      }
+      const ScalarType values_dtype = convert ? w.view.dtype() : value_tensor->dtype();
+      Tensor values = kael::empty(a.result_shape, values_dtype, w.view.device());
       if (value_tensor != nullptr) {
         native::assign(values, *value_tensor);
       } else {

@@ -35,6 +35,22 @@ def _tensors(x: Tensor | Sequence[Tensor] | None, what: str, none_ok: bool = Tru
     return out
 
 
+def _gradients(grads: Any, outs: tuple, what: str) -> tuple:
+    """The gradients for `outs`, as torch reads them: a Tensor is one gradient, None one None
+    per output, anything else is iterated whole; then zipped with the outputs, so gradients
+    beyond the last output are never looked at, and fewer gradients than outputs raise."""
+    if grads is None:
+        return (None,) * len(outs)
+    grads = (grads,) if isinstance(grads, Tensor) else tuple(grads)
+    grads = grads[:len(outs)]
+    for g in grads:
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"{what}: gradients can be either Tensors or None, but got {type(g).__name__}")
+    if len(grads) != len(outs):
+        raise RuntimeError(f"{what}: got {len(outs)} tensors and {len(grads)} gradients")
+    return grads
+
+
 def _flag(value: Any, name: str) -> bool:
     """A flag as torch's engine reads it (an unsigned byte through __index__): a bool, or an
     integer 0..255 (0 is False); None, str and float are TypeErrors, other ints OverflowError."""
@@ -58,13 +74,11 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence
             raise RuntimeError("'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
                                "backward(). Please only use 'grad_tensors'.")
         grad_tensors = grad_variables
-    outs = _tensors(tensors, "backward", none_ok=False)
-    grads = (None,) * len(outs) if grad_tensors is None else _tensors(grad_tensors, "backward")
-    if len(grads) != len(outs):
-        raise RuntimeError(f"grad_tensors has {len(grads)} tensors but tensors has {len(outs)}")
     ins = _tensors(inputs, "backward")
     if inputs is not None and not ins:
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    outs = _tensors(tensors, "backward", none_ok=False)
+    grads = _gradients(grad_tensors, outs, "backward")
     if retain_graph is None:
         retain_graph = create_graph
     _C._run_backward(outs, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"), ins)
@@ -80,9 +94,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     ins = _tensors(inputs, "grad", none_ok=False)
     if not ins:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    grads = (None,) * len(outs) if grad_outputs is None else _tensors(grad_outputs, "grad")
-    if len(grads) != len(outs):
-        raise RuntimeError(f"grad_outputs has {len(grads)} tensors but outputs has {len(outs)}")
+    grads = _gradients(grad_outputs, outs, "grad")
     if retain_graph is None:
         retain_graph = create_graph
     return _C._grad(outs, ins, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"),

@@ -790,20 +790,10 @@ def test_autograd_with_garbage_arguments(which, outputs, inputs, grads, retain, 
     tkind, tres = outcome(lambda: run(torch))
     if kind == "raises":
         assert_ordinary(kres, tres if tkind == "raises" else None)
-        assert tkind == "raises" or autograd_difference(kres, tres), f"kael raised {kres!r} where torch gave {tres!r}"
+        assert tkind == "raises", f"kael raised {kres!r} where torch gave {tres!r}"
         return
     assert tkind == "ok", f"kael gave {kres!r} where torch raised {tres!r}"
     assert same_grads(kres, tres), f"kael {kres!r}\ntorch {tres!r}"
-
-
-def autograd_difference(kerr, tres):
-    """Deliberate differences of kael's autograd API (docs/hardening.md, "Known differences")."""
-    if isinstance(kerr, RuntimeError) and "grad_tensors has" in str(kerr):
-        # torch's backward zips tensors with grad_tensors, so extra gradients (or gradients for
-        # no tensors) are dropped silently; kael raises for lengths that differ, as torch's
-        # grad() does
-        return "backward's grad_tensors of another length"
-    return None
 
 
 # ---------------------------------------------------------------- scatter_reduce_ and index_put_

@@ -395,7 +395,10 @@ def build_key(recipe, lib):
     or a tensor (csrc/indexing.cpp, Python's rule); torch only some of those (not an object that
     also has __len__), so torch gets what kael's rule makes of it."""
     if isinstance(recipe, tuple) and recipe and recipe[0] == "slice":
-        return slice(*(build_key(b, lib) for b in recipe[1]))
+        bounds = [build_key(b, lib) for b in recipe[1]]
+        if lib is torch:
+            bounds[2] = exact_slice_step(bounds[2])
+        return slice(*bounds)
     if isinstance(recipe, tuple) and recipe and recipe[0] == "tuple":
         return tuple(build_key(r, lib) for r in recipe[1])
     k = build(recipe, lib)
@@ -403,6 +406,19 @@ def build_key(recipe, lib):
             hasattr(type(k), "__index__"):
         return operator.index(k)
     return k
+
+
+def exact_slice_step(step):
+    """torch's slice length, (len + step - 1) // step in int64, overflows for a step near 2**63:
+    it raises "Storage size calculation overflowed" (a dim of 2 or 3) or gives an empty slice (4
+    or more, where Python's slice has one element). kael's length is exact (docs/hardening.md,
+    "Known differences"), so torch gets 2**62 for such a step, which picks the same single
+    element from every dim the suite makes."""
+    try:
+        v = operator.index(step)
+    except Exception:  # noqa: BLE001 - not an integer: torch's own verdict
+        return step
+    return 2 ** 62 if v > 2 ** 62 else step
 
 
 def sequence_like(recipe):

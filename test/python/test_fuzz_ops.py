@@ -5,6 +5,7 @@ method, in-place method, out=) is called on kael and on torch by the entry's nam
 from __future__ import annotations
 
 import operator
+import re
 import sys
 
 import numpy as np
@@ -345,6 +346,31 @@ def norm_tensor_or_int(o):
     return o if isinstance(o, torch.Tensor) else norm_int(o)
 
 
+def _int_or_intlist():
+    by_name = {}
+    for g in REGISTRY:
+        by_name.setdefault(g.name, []).append(g)
+    pairs = set()
+    for name, group in by_name.items():
+        for g in group:
+            for i, p in enumerate(g.schema.params):
+                if p.type.base.startswith("int[") and any(
+                        i < len(h.schema.params) and h.schema.params[i].type.base == "int"
+                        and h.schema.params[i].name == p.name for h in group if h is not g):
+                    pairs.add((name, p.name))
+    return pairs
+
+
+# (op, parameter) pairs that are an int[] in one overload where another takes an int at that
+# position (split.sizes and split): one integer binds the int overload, in kael's parser and in
+# torch's Tensor.split and torch.split, so torch gets it as an int too, not as a list of one
+INT_OR_INTLIST = _int_or_intlist()
+
+
+def norm_int_or_intlist(o):
+    return norm_int(o) if _index_like(o) else norm_intlist(o)
+
+
 def _normaliser(param, f):
     base = param.type.base
     if (f.name, param.name) in OVERLOADED:
@@ -357,6 +383,8 @@ def _normaliser(param, f):
         return norm_dim
     if base == "int":
         return norm_int
+    if base.startswith("int[") and (f.name, param.name) in INT_OR_INTLIST:
+        return norm_int_or_intlist
     if base.startswith("int["):
         return norm_intlist
     if base == "Scalar":
@@ -584,6 +612,8 @@ def test_registry_op(case_id, data):
             return _inner(lib, *args)
     else:
         call = make_call(f, variant, positional, keywords, splat)
+        if f.name == "arange":
+            call = exact_arange_oracle(call, positional + keywords)
     record_case(f"{f.schema.full_name}-{variant}", (positional, keywords, recipe))
     if has_kind(tuple(recipe), "mutlist"):
         # A list whose element mutates it while it is parsed: torch reads each length once and
@@ -619,6 +649,28 @@ def test_registry_op(case_id, data):
 
 
 INT_MINS = {-2 ** 7, -2 ** 15, -2 ** 31, -2 ** 63}
+
+
+def exact_arange_oracle(call, names):
+    """torch counts an int64 arange as (end - start + step - sign(step)) / step in int64, which
+    overflows for a step near 2**63 or ends far apart: it then raises "invalid size, possible
+    overflow?" (arange(-3, -1, 2**63 - 1)) or returns an empty tensor (arange(-3, 2**40,
+    2**63 - 1), arange(-2**63 + 1, 2**63 - 1, 2**63 - 1)). kael counts exactly, as Python's
+    range does (docs/hardening.md, "Known differences"); for those arguments the oracle is
+    Python's range."""
+    def oracle(lib, *args):
+        if lib is torch:
+            kw = dict(zip(names, args))
+            start, end, step = kw.get("start", 0), kw.get("end"), kw.get("step", 1)
+            if (all(type(v) is int and -2 ** 63 <= v < 2 ** 63 for v in (start, end, step))
+                    and all(v is None for k, v in kw.items() if k not in ("start", "end", "step", "dtype"))
+                    and kw.get("dtype") in (None, torch.int64)
+                    and step != 0 and ((step > 0 and end >= start) or (step < 0 and end <= start))
+                    and not -2 ** 63 <= end - start + step - (1 if step > 0 else -1) < 2 ** 63
+                    and len(range(start, end, step)) <= 2 ** 20):
+                return torch.tensor(list(range(start, end, step)), dtype=torch.int64)
+        return call(lib, *args)
+    return oracle
 
 
 def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
@@ -682,6 +734,13 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # check, so pow(1.0, t, out=int64 tensor) fills ones where every other float base
             # raises "can't be cast"; kael raises for every base (docs/hardening.md)
             return "torch's pow skips the cast check for base 1"
+        if (f.name == "to" and isinstance(kerr, TypeError) and terr is None
+                and re.search(r"received an invalid combination of arguments - got \((int|float|bool)\b", str(kerr))):
+            # torch's parser reads a Python number as a 0-d tensor for `to` (its short list of
+            # "numbers as tensors" ops), so t.to(6, True) is t.to(torch.tensor(6), True), int64,
+            # while t.to(6) is device 6; kael's to takes a device, a dtype or a tensor
+            # (docs/hardening.md, "Known differences")
+            return "torch reads a number as to's tensor"
         if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
                 and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
             return "torch's sub negates alpha"

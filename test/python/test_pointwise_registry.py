@@ -380,14 +380,11 @@ class TorchOp:
         expected = self.function(targs, kw)
         if not torch.can_cast(expected.dtype, out.dtype):
             raise RuntimeError(f"result type {expected.dtype} can't be cast to the desired output type {out.dtype}")
-        if out.shape != expected.shape:
-            if out.numel() > 0:
-                warnings.warn("An output with one or more elements was resized", UserWarning)
-            out.resize_(expected.shape)
-        if overlaps_internally(out):
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to "
-                               "a single memory location")
-        return out.copy_(expected)
+        # torch's out= rules for the write, from one of its own out= ops that changes no value
+        # (x * True keeps x's dtype and -0.0): an out that must be resized is restrided in the
+        # result's layout (which is the inputs'), as every torch op with out= does (out.resize_
+        # would make it row-major); the overlap check is torch's own.
+        return torch.mul(expected, True, out=out)
 
     def layout(self, targs, kw):
         """The result of the function with numbers as 0-d tensors: the layout torch's

@@ -75,7 +75,7 @@ double reduced_count(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
 }
 
 // A bool tensor as 0/1 of dtype.
-Tensor as_mask(const Tensor& b, ScalarType dtype) { return kael::to(b, dtype, false); }
+Tensor as_mask(const Tensor& b, ScalarType dtype) { return kael::to(b, dtype); }
 
 // sum_{j >= i} v_j along dim.
 Tensor reverse_cumsum(const Tensor& v, std::int64_t dim) {

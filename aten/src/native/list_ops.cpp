@@ -190,8 +190,8 @@ Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<bool>& sum_d
   const DimVector rperm = concat({&lro, &summed, &ro, &lo, &rest});
   if (left.dtype() != right.dtype()) {  // an integer operand summed above became int64
     const ScalarType common = promote_types(left.dtype(), right.dtype());
-    left = kael::to(left, common, false);
-    right = kael::to(right, common, false);
+    left = kael::to(left, common);
+    right = kael::to(right, common);
   }
   const std::int64_t l3[] = {lro_size, lo_size, sum_size}, r3[] = {lro_size, sum_size, ro_size};
   const Tensor product =

@@ -65,7 +65,7 @@ void check_copy_shapes(const Tensor& dst, const Tensor& src) {
 
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {
   if (src.device().is_cpu()) return to_dtype_cpu(src, dtype);
-  return kael::to(src, dtype, false);  // the kernel of the tensor's device
+  return kael::to(src, dtype);  // the kernel of the tensor's device
 }
 
 void copy_on_device(const Tensor& dst, const Tensor& src) {

@@ -236,11 +236,22 @@ Tensor slice(const Tensor& self, std::int64_t dim, std::optional<std::int64_t> s
   };
   const std::int64_t lo = start ? clamp(*start) : 0;
   const std::int64_t hi = std::max(lo, end ? clamp(*end) : size);
-  const std::int64_t length = (hi - lo + step - 1) / step;
+  // Python's length, exact for every step: PyTorch's (hi - lo + step - 1) / step overflows for
+  // a step near 2**63 (docs/hardening.md, "Known differences").
+  const std::int64_t length = hi == lo ? 0 : (hi - lo - 1) / step + 1;
   DimVector sizes(self.sizes()), strides(self.strides());
   sizes[d] = length;
-  strides[d] *= step;
-  return make_view(self, std::move(sizes), std::move(strides), self.impl()->offset() + lo * self.strides()[d]);
+  // The new stride overflows only where it is never used (at most one element along d, or an
+  // empty tensor with strides no storage bounds). PyTorch wraps it and refuses a negative
+  // result; kael does the same without the signed overflow.
+  const auto stride = static_cast<std::int64_t>(static_cast<std::uint64_t>(strides[d]) * static_cast<std::uint64_t>(step));
+  KAEL_CHECK(stride >= 0, "slice: the stride " << strides[d] << " times the step " << step << " overflows");
+  strides[d] = stride;
+  std::int64_t offset = 0;  // overflows only for an empty tensor with strides no storage bounds
+  KAEL_CHECK(!__builtin_mul_overflow(lo, self.strides()[d], &offset) &&
+                 !__builtin_add_overflow(offset, self.impl()->offset(), &offset),
+             "slice: the storage offset of start " << lo << " with stride " << self.strides()[d] << " overflows");
+  return make_view(self, std::move(sizes), std::move(strides), offset);
 }
 
 Tensor as_strided(const Tensor& self, IntArrayRef size, IntArrayRef stride, std::optional<std::int64_t> storage_offset) {
@@ -317,12 +328,14 @@ Tensor detach(const Tensor& self) {
   return out;
 }
 
-Tensor to_dtype(const Tensor& self, ScalarType dtype, bool copy) {
-  return kael::to(self, self.device(), dtype, copy);
+// non_blocking is accepted for PyTorch's signature (its position matters: t.to(dtype, True)
+// is non_blocking, not copy); every copy on the CPU is synchronous.
+Tensor to_dtype(const Tensor& self, ScalarType dtype, bool non_blocking, bool copy) {
+  return kael::to(self, self.device(), dtype, non_blocking, copy);
 }
 
-Tensor to_other(const Tensor& self, const Tensor& other, bool copy) {
-  return kael::to(self, other.device(), other.dtype(), copy);
+Tensor to_other(const Tensor& self, const Tensor& other, bool non_blocking, bool copy) {
+  return kael::to(self, other.device(), other.dtype(), non_blocking, copy);
 }
 
 }  // namespace kael::native

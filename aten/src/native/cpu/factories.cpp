@@ -270,7 +270,8 @@ const Tensor& fill_cpu_(const Tensor& self, const Scalar& value) {
   return self;
 }
 
-Tensor to_device_cpu(const Tensor& self, Device device, std::optional<ScalarType> dtype, bool copy) {
+Tensor to_device_cpu(const Tensor& self, Device device, std::optional<ScalarType> dtype, bool /*non_blocking*/,
+                     bool copy) {
   check_cpu("to", device);
   const ScalarType target = dtype.value_or(self.dtype());
   if (target == self.dtype() && !copy) return self;

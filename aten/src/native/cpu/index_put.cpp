@@ -67,9 +67,15 @@ std::int64_t read_index(const char* p, ScalarType t) {
 
 namespace {
 
+void check_index_ranges(const char* op, const Tensor& self, const std::vector<Tensor>& idx) {
+  for (std::size_t d = 0; d < idx.size(); ++d)
+    check_index_range(op, idx[d], self.sizes()[d], static_cast<std::int64_t>(d), /*allow_negative=*/true);
+}
+
 // The index tensors as int32/int64 tensors, one per dim of self they address (a bool index of m
-// dims becomes the m columns of its nonzero positions), checked against self's shape.
-std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorList indices) {
+// dims becomes the m columns of its nonzero positions), checked against self's shape (their
+// values too unless check_ranges is false: index_put_ checks them after the values).
+std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorList indices, bool check_ranges = true) {
   std::vector<Tensor> idx;
   for (const Tensor& index : indices) {
     check_same_device(op, self.device(), index.device());
@@ -94,8 +100,7 @@ std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorLi
   KAEL_CHECK_INDEX(static_cast<std::int64_t>(idx.size()) <= self.dim(),
                    op << ": too many indices for tensor of dimension " << self.dim() << " (got " << idx.size()
                       << ")");
-  for (std::size_t d = 0; d < idx.size(); ++d)
-    check_index_range(op, idx[d], self.sizes()[d], static_cast<std::int64_t>(d), /*allow_negative=*/true);
+  if (check_ranges) check_index_ranges(op, self, idx);
   return idx;
 }
 
@@ -157,25 +162,38 @@ Tensor index_cpu(const Tensor& self, TensorList indices) {
 
 const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tensor& values, bool accumulate) {
   constexpr const char* op = "index_put_";
-  const std::vector<Tensor> idx = integer_indices(op, self, indices);
+  // PyTorch's order: index shapes and dtypes, the values' shape, their dtype, then the index
+  // values (its kernel checks those).
+  const std::vector<Tensor> idx = integer_indices(op, self, indices, /*check_ranges=*/false);
   check_same_device(op, self.device(), values.device());
-  KAEL_CHECK(values.dtype() == self.dtype(), op << ": Index put requires the source and destination dtypes match, "
-                                                   "got "
-                                                << self.dtype() << " for the destination and " << values.dtype()
-                                                << " for the source.");
+  Tensor values_in = values;
+  if (!accumulate && values.numel() == 1 && indices.size() == 1 && indices[0].dtype() == ScalarType::Bool &&
+      values.dtype() != self.dtype()) {
+    // PyTorch's masked_fill shortcut (one bool mask, one value, no accumulation) takes
+    // value.item() as a number: any dtype, with a number's overflow check.
+    const Scalar v = values.item();
+    check_convertible(op, v, self.dtype());
+    values_in = alloc_cpu({}, self.dtype());
+    fill_cpu(values_in, v);
+  }
   const auto [bshape, target] = index_shapes(op, self, idx);
-  KAEL_CHECK_VALUE(values.dim() <= static_cast<std::int64_t>(target.size()) &&
-                       broadcast_shapes(op, target, values.sizes()) == target,
-                   op << ": shape mismatch: value tensor of shape " << shape_str(values.sizes())
+  KAEL_CHECK_VALUE(values_in.dim() <= static_cast<std::int64_t>(target.size()) &&
+                       broadcast_shapes(op, target, values_in.sizes()) == target,
+                   op << ": shape mismatch: value tensor of shape " << shape_str(values_in.sizes())
                       << " cannot be broadcast to indexing result of shape " << shape_str(target));
+  KAEL_CHECK(values_in.dtype() == self.dtype(), op << ": Index put requires the source and destination dtypes match, "
+                                                      "got "
+                                                   << self.dtype() << " for the destination and " << values_in.dtype()
+                                                   << " for the source.");
+  check_index_ranges(op, self, idx);
   assert_no_internal_overlap(op, self);
   std::vector<Tensor> idx_read;
   for (const Tensor& i : idx) {
     assert_no_overlap(op, self, i);
     idx_read.push_back(may_share_memory(self, i) ? snapshot_cpu(i) : i);
   }
-  assert_no_overlap(op, self, values);
-  const Tensor vals = may_share_memory(self, values) ? snapshot_cpu(values) : values;
+  assert_no_overlap(op, self, values_in);
+  const Tensor vals = may_share_memory(self, values_in) ? snapshot_cpu(values_in) : values_in;
   self.bump_version();
   if (self.numel() == 0 || vals.numel() == 0) return self;
 

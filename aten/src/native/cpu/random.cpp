@@ -295,6 +295,8 @@ const Tensor& bernoulli_float_cpu_(const Tensor& self, double p, std::optional<G
 
 const Tensor& bernoulli_tensor_cpu_(const Tensor& self, const Tensor& p, std::optional<Generator> generator) {
   assert_no_internal_overlap("bernoulli_", self);
+  // PyTorch returns an empty self before it looks at p (its shape, dtype and values)
+  if (self.numel() == 0) return self;
   KAEL_CHECK(is_floating(p.dtype()), "bernoulli_: not implemented for probabilities of dtype "
                                          << dtype_name(p.dtype()) << " (a floating dtype is needed)");
   check_same_device("bernoulli_", self.device(), p.device());
