@@ -4,6 +4,7 @@ import itertools
 import math
 import subprocess
 import sys
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -587,3 +588,283 @@ def test_autograd_arguments_are_read_as_torch_reads_them(case):
         r = AUTOGRAD_CALLS[case](lib, x, y)
         return lib.stack(list(r)) if isinstance(r, tuple) else x.grad
     same_as_torch(make)
+
+
+# ---------------------------------------------------------------- the long run of 2026-11-30, 18:34 (seed 20261131)
+
+M64 = 2 ** 63 - 1
+
+
+@pytest.mark.parametrize("step", [M64, M64 - 1, 2 ** 63, 2 ** 62 + 1])
+def test_slice_with_a_step_near_int64_max_has_pythons_length(step):
+    # kael computed torch's (len + step - 1) // step in int64, which wrapped: x[::2**63 - 1] of 2
+    # or 3 elements had size -1 (printed as an empty tensor), where torch raises "Storage size
+    # calculation overflowed". The length is now exact, as Python's: one element.
+    lines = run_kael(f"""
+import warnings
+warnings.simplefilter("ignore")
+out = []
+for n in range(7):
+    t = kael.arange(float(n))
+    for start in (None, 1):
+        r = t[start::{step}]
+        out.append((tuple(r.shape), r.tolist()))
+    t[::{step}] = 9.0
+    out.append(t.tolist())
+print(out)
+""")
+    expected = []
+    for n in range(7):
+        for start in (None, 1):
+            s = list(map(float, range(n)))[start::step]
+            expected.append(((len(s),), s))
+        expected.append(([9.0] + list(map(float, range(1, n)))) if n else [])
+    assert lines == repr(expected)
+    # torch's verdicts where its int64 arithmetic wraps: an error for 2 or 3 elements, an empty
+    # slice for more (docs/hardening.md, "Known differences")
+    if step >= M64:
+        with pytest.raises(RuntimeError, match="Storage size calculation overflowed"):
+            torch.arange(2.)[::step]
+        assert torch.arange(6.)[::step].numel() == 0
+    for n in range(2):  # where torch's arithmetic does not overflow, the same
+        assert kael.arange(float(n))[::step].tolist() == torch.arange(float(n))[::step].tolist()
+
+
+def test_slice_whose_stride_overflows_raises_as_in_torch():
+    # strides[d] * step wrapped to a negative stride in kael (a view with stride -2)
+    for lib in (torch, kael):
+        x = lib.arange(1.)[::M64]
+        with pytest.raises(RuntimeError):
+            x[::2]
+        with pytest.raises(RuntimeError):
+            lib.arange(3.)[::2 ** 62][::2]
+    # a product that wraps to a non-negative stride is kept, as torch keeps it (one element)
+    k, t = kael.arange(1.)[::M64][::M64], torch.arange(1.)[::M64][::M64]
+    assert k.tolist() == t.tolist() and k.stride() == t.stride()
+
+
+ARANGE_OVERFLOWS = [(-3, -1, M64), (-3, 2 ** 40, M64), (0, 2, M64), (-1, 1, M64), (0, M64, M64), (-M64, M64, M64),
+                    (-2 ** 62, 2 ** 62, 2 ** 62), (M64, 0, -M64), (-2 ** 63, 0, 2 ** 62)]
+
+
+@pytest.mark.parametrize("args", ARANGE_OVERFLOWS, ids=str)
+def test_int64_arange_has_pythons_length_where_torchs_arithmetic_overflows(args):
+    # torch counts (end - start + step - sign) / step in int64: for these it raises "invalid
+    # size, possible overflow?" or returns an empty tensor. kael counts exactly (Note [arange
+    # semantics]); the fuzz suite's oracle is Python's range there.
+    k = kael.arange(*args)
+    assert k.dtype == kael.int64 and k.tolist() == list(range(*args))
+    try:
+        t = torch.arange(*args)
+    except RuntimeError as e:
+        assert "invalid size, possible overflow" in str(e)
+    else:
+        assert t.tolist() != list(range(*args)) and t.numel() == 0
+
+
+def test_int64_arange_too_long_still_raises_in_both():
+    for lib in (torch, kael):
+        with pytest.raises(RuntimeError, match="invalid size, possible overflow"):
+            lib.arange(-2 ** 63, M64, 1)
+
+
+def _f64(lib, v):
+    return lib.tensor(v, dtype=lib.float64)
+
+
+SETITEM_DTYPES = {
+    # index_put_ refuses a tensor value of another dtype ...
+    "0d_int_list": lambda L: (L.zeros(3), [0, 1], _f64(L, 2.5)),
+    "0d_int_tensor": lambda L: (L.zeros(3), L.tensor([0, 1]), _f64(L, 2.5)),
+    "1d_int_tensor": lambda L: (L.zeros(3), L.tensor([0, 1]), _f64(L, [2.5, 1.5])),
+    "1elem_int_tensor": lambda L: (L.zeros(3), L.tensor([0, 1]), _f64(L, [2.5])),
+    "int64_into_float": lambda L: (L.zeros(3), L.tensor([0, 1]), L.tensor(2)),
+    "float_into_int64": lambda L: (L.zeros(3, dtype=L.int64), L.tensor([0, 1]), L.tensor(2.5)),
+    "bool_into_float": lambda L: (L.zeros(3), L.tensor([0]), L.tensor(True)),
+    "slice_and_index": lambda L: (L.zeros(2, 3), (slice(None), L.tensor([0, 1])), _f64(L, 2.5)),
+    "empty_index": lambda L: (L.zeros(3), L.tensor([], dtype=L.int64), _f64(L, 2.5)),
+    "index_out_of_range": lambda L: (L.zeros(3), L.tensor([5]), _f64(L, 2.5)),  # the dtype error first
+    "mask_two_values": lambda L: (L.zeros(3), L.tensor([True, False, True]), _f64(L, [2.5, 1.5])),
+    "tuple_true": lambda L: (L.zeros(3), (True,), _f64(L, 2.5)),
+    "tuple_false": lambda L: (L.zeros(3), (False,), _f64(L, 2.5)),
+    "true_and_int": lambda L: (L.zeros(3), (True, 0), _f64(L, 2.5)),
+    "0d_bool_tensor": lambda L: (L.zeros(3), L.tensor(True), _f64(L, 2.5)),
+    "mask_and_list": lambda L: (L.zeros(2, 3), (L.tensor([True, False]), [0]), _f64(L, 2.5)),
+    "mask_and_true": lambda L: (L.zeros(3), (L.tensor([True, False, True]), True), _f64(L, 2.5)),
+    "two_masks": lambda L: (L.zeros(2, 3), (L.tensor([True, False]), L.tensor([True, False, True])), _f64(L, 2.5)),
+    # ... except where torch converts: numbers, a key that is True or False itself, basic keys,
+    "number": lambda L: (L.zeros(3), L.tensor([0, 1]), 2.5),
+    "true": lambda L: (L.zeros(3), True, _f64(L, [1.0, 2.0, 3.0])),
+    "false_any_shape": lambda L: (L.zeros(3), False, L.ones(9, 9)),
+    "slice": lambda L: (L.zeros(3), slice(0, 2), _f64(L, 2.5)),
+    "int_0d_tensor": lambda L: (L.zeros(3), L.tensor(1), _f64(L, 2.5)),
+    # and masked_fill's shortcut: one bool mask the only index tensor, a one-element value
+    "mask": lambda L: (L.zeros(3), L.tensor([True, False, True]), _f64(L, 2.5)),
+    "mask_1elem": lambda L: (L.zeros(3), L.tensor([True, False, True]), _f64(L, [2.5])),
+    "mask_list": lambda L: (L.zeros(3), [True, False, True], _f64(L, 2.5)),
+    "mask_2d": lambda L: (L.zeros(2, 2), L.tensor([[True, False], [False, True]]), _f64(L, 2.5)),
+    "mask_after_select": lambda L: (L.zeros(2, 3), (0, L.tensor([True, False, True])), _f64(L, 2.5)),
+    "mask_int_into_uint8": lambda L: (L.zeros(3, dtype=L.uint8), L.tensor([True, False, True]), L.tensor(-1)),
+    "mask_float_into_bool": lambda L: (L.zeros(3, dtype=L.bool), L.tensor([True, False, True]), L.tensor(2.5)),
+    "mask_inf_into_half": lambda L: (L.zeros(3, dtype=L.float16), L.tensor([True, False]).repeat(2)[:3],
+                                     L.tensor(float("inf"))),
+    # with a number's overflow check (raised even when the mask selects nothing)
+    "mask_overflow_uint8": lambda L: (L.zeros(3, dtype=L.uint8), L.tensor([True, False, True]), L.tensor(300)),
+    "mask_overflow_int32": lambda L: (L.zeros(3, dtype=L.int32), L.tensor([True, False, True]), _f64(L, 1e10)),
+    "mask_overflow_float": lambda L: (L.zeros(3), L.tensor([True, False, True]), _f64(L, 1e300)),
+    "mask_overflow_half": lambda L: (L.zeros(3, dtype=L.float16), L.tensor([True, False, True]), L.tensor(1e10)),
+    "mask_nan_into_int": lambda L: (L.zeros(3, dtype=L.int64), L.tensor([True, False, True]), L.tensor(float("nan"))),
+    "mask_empty_overflow": lambda L: (L.zeros(3, dtype=L.int8), L.tensor([False] * 3), L.tensor(300)),
+}
+
+
+@pytest.mark.parametrize("case", list(SETITEM_DTYPES))
+def test_setitem_with_a_tensor_value_of_another_dtype_as_torch(case):
+    # kael converted the value in every case; torch's advanced-index assignment is index_put_,
+    # which requires the value's dtype, but for its copy and masked_fill shortcuts.
+    def make(lib):
+        t, key, value = SETITEM_DTYPES[case](lib)
+        t[key] = value
+        return t
+    same_as_torch(make)
+
+
+INDEX_PUT_DTYPES = {
+    "int_index": lambda L: (L.zeros(3), (L.tensor([0, 1]),), _f64(L, 2.5), False),
+    "int_index_accumulate": lambda L: (L.zeros(3), (L.tensor([0, 1]),), _f64(L, 2.5), True),
+    "mask_0d": lambda L: (L.zeros(3, dtype=L.uint8), (L.tensor([True, False, True]),), _f64(L, 2.5), False),
+    "mask_1elem": lambda L: (L.zeros(3, dtype=L.uint8), (L.tensor([True, False, True]),), _f64(L, [2.5]), False),
+    "mask_overflow": lambda L: (L.zeros(3, dtype=L.uint8), (L.tensor([True, False, True]),), L.tensor(300), False),
+    "mask_accumulate": lambda L: (L.zeros(3, dtype=L.uint8), (L.tensor([True, False, True]),), _f64(L, 2.5), True),
+    "mask_two_values": lambda L: (L.zeros(3), (L.tensor([True, False, True]),), _f64(L, [1.0, 2.0]), False),
+    "range_after_dtype": lambda L: (L.zeros(3), (L.tensor([7]),), _f64(L, 1.0), False),
+    "range_same_dtype": lambda L: (L.zeros(3), (L.tensor([7]),), L.tensor(1.0), False),
+}
+
+
+@pytest.mark.parametrize("case", list(INDEX_PUT_DTYPES))
+def test_index_put_dtype_rule_and_check_order_as_torch(case):
+    def make(lib):
+        t, indices, values, accumulate = INDEX_PUT_DTYPES[case](lib)
+        return t.index_put_(indices, values, accumulate=accumulate)
+    same_as_torch(make)
+
+
+BACKWARD_GRADIENTS = {
+    "extra_junk": lambda L, y, z: L.autograd.backward([y], grad_tensors=[L.tensor(1.0), "x"]),
+    "extra_none": lambda L, y, z: L.autograd.backward([y], grad_tensors=[L.tensor(1.0), None]),
+    "extra_wrong_shape": lambda L, y, z: L.autograd.backward([y], grad_tensors=[L.tensor(1.0), L.ones(7)]),
+    "extra_for_no_tensors": lambda L, y, z: L.autograd.backward([], grad_tensors=[L.tensor(1.0)]),
+    "single_tensor_extra": lambda L, y, z: L.autograd.backward(y, grad_tensors=[None, 5, "x"]),
+    "generator": lambda L, y, z: L.autograd.backward([y], grad_tensors=(g for g in [L.tensor(1.0), 1])),
+    "tensor_backward_list": lambda L, y, z: y.backward([L.tensor(2.0), "x"]),
+    "two_outputs_extra": lambda L, y, z: L.autograd.backward([y, z], grad_tensors=[L.tensor(1.0), L.ones(2), "x"]),
+    "grad_extra": lambda L, y, z: L.autograd.grad(y, L._x, grad_outputs=[L.tensor(1.0), "junk"]),
+    # fewer gradients than tensors, or junk among those zipped: errors in both
+    "fewer": lambda L, y, z: L.autograd.backward([y, z], grad_tensors=[L.tensor(1.0)]),
+    "none_for_two": lambda L, y, z: L.autograd.backward([y, y], grad_tensors=L.tensor(1.0)),
+    "zipped_junk": lambda L, y, z: L.autograd.backward([z], grad_tensors=["x", L.tensor(1.0)]),
+    "grad_fewer": lambda L, y, z: L.autograd.grad([y, z], L._x, grad_outputs=[L.tensor(1.0)]),
+    "empty_inputs_first": lambda L, y, z: L.autograd.backward([y, z], grad_tensors=[L.tensor(1.0)], inputs=[]),
+}
+
+
+@pytest.mark.parametrize("case", list(BACKWARD_GRADIENTS))
+def test_backward_zips_gradients_with_tensors_as_torch(case):
+    # kael type-checked every gradient and raised for any length difference; torch zips them
+    # with the tensors, so extra gradients are never looked at, and fewer raise.
+    def make(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        lib._x = x
+        try:
+            r = BACKWARD_GRADIENTS[case](lib, (x * 3).sum(), x * x)
+        finally:
+            del lib._x
+        return lib.stack(list(r)) if isinstance(r, tuple) else (x.grad if x.grad is not None else lib.zeros(0))
+    same_as_torch(make)
+    with pytest.raises(RuntimeError, match="backward: got 2 tensors and 1 gradients"):
+        x = kael.tensor([1.0], requires_grad=True)
+        kael.autograd.backward([x.sum(), x.sum()], grad_tensors=[kael.tensor(1.0)])
+
+
+@pytest.mark.parametrize("p_shape", [(3,), (5,), (2, 0), (0, 3), (), (1,)])
+@pytest.mark.parametrize("p_dtype", ["float32", "float64", "int64", "bool"])
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_bernoulli_into_an_empty_tensor_ignores_p_as_torch(shape, p_dtype, p_shape):
+    # kael checked that p expands to self (and is floating) before noticing there was nothing to
+    # write: "check 'expandable' failed" for p of size [3] and an empty self; torch returns self.
+    def make(lib):
+        t = lib.zeros(shape)
+        p = lib.full(p_shape, 2, dtype=getattr(lib, p_dtype))  # not even a probability
+        r = t.bernoulli_(p)
+        assert r is t
+        return r
+    same_as_torch(make)
+
+
+@pytest.mark.parametrize("p_shape", [(2,), (0,), (2, 3)])
+def test_bernoulli_with_a_p_that_does_not_expand_still_raises(p_shape):
+    for lib in (torch, kael):
+        with pytest.raises(RuntimeError):
+            lib.zeros(3).bernoulli_(lib.full(p_shape, 0.5))
+
+
+def test_split_with_one_integer_binds_split_size_in_kael_and_torch():
+    # The fuzz oracle gave torch [1] where kael got 1 (split.sizes), so torch raised "expects
+    # split_sizes to sum exactly to 0" where both libraries split by size for an int.
+    for n in (0, 3, 4):
+        k, t = kael.zeros(n).split(1), torch.zeros(n).split(1)
+        assert [x.tolist() for x in k] == [x.tolist() for x in t]
+        k, t = kael.split(kael.zeros(n), 3), torch.split(torch.zeros(n), 3)
+        assert [x.tolist() for x in k] == [x.tolist() for x in t]
+    for lib in (torch, kael):
+        with pytest.raises((RuntimeError, ValueError), match="sum exactly to 0"):
+            lib.zeros(0).split([1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_neg_into_a_strided_out_that_must_be_resized_writes_in_the_inputs_order(dtype):
+    # The fuzz oracle emulated neg's out= of another dtype with out.resize_ (row-major) where
+    # torch's out= ops restride a resized out in the input's layout, as kael does.
+    def run(lib):
+        x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).T.contiguous().T  # strides (1, 2)
+        base = lib.zeros(6, dtype=getattr(lib, dtype))
+        out = base[::2]
+        if lib is torch and dtype != "float32":
+            torch.mul(torch.neg(x), True, out=out)  # torch.neg takes only an out of x's dtype
+        else:
+            lib.neg(x, out=out)
+        return base.tolist(), out.stride()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run(kael) == run(torch)
+        t_same = torch.zeros(6)
+        torch.neg(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).T.contiguous().T, out=t_same[::2])
+    assert run(kael)[0] == t_same.tolist()
+
+
+def test_to_takes_non_blocking_before_copy_as_torch():
+    # kael's to(dtype, copy) read t.to(dtype, True) as a copy where torch's True is non_blocking
+    # (the same tensor back), and refused non_blocking= by keyword.
+    calls = [lambda t, L: t.to(L.float32, True), lambda t, L: t.to(L.float32, False, True),
+             lambda t, L: t.to("cpu", L.float32, True), lambda t, L: t.to("cpu", L.float32, False, True),
+             lambda t, L: t.to(t, True), lambda t, L: t.to(t, False, True), lambda t, L: t.to(L.float64, True),
+             lambda t, L: t.to(L.float32, non_blocking=True), lambda t, L: t.to("cpu", non_blocking=True, copy=True)]
+    for call in calls:
+        got = []
+        for L in (torch, kael):
+            t = L.tensor([0.5, 1.5])
+            r = call(t, L)
+            got.append((r is t, str(r.dtype).split(".")[-1], r.tolist()))
+        assert got[0] == got[1]
+
+
+def test_to_with_a_number_is_a_type_error_in_kael():
+    # torch reads a number as a 0-d tensor for `to` (t.to(6, True) converts to int64, t.to(2.5,
+    # True) to float64) but t.to(6) as device 6; kael's to takes a device, a dtype or a tensor
+    # (docs/hardening.md, "Known differences")
+    t = torch.tensor([0.5])
+    assert t.to(6, True).dtype == torch.int64 and t.to(2.5, True).dtype == torch.float64
+    for args in [(6, True), (2.5, True), (True, True), (6,)]:
+        with pytest.raises(TypeError, match="to\\(\\) received an invalid combination of arguments"):
+            kael.tensor([0.5]).to(*args)

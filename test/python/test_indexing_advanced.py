@@ -85,8 +85,13 @@ def test_setitem_matches_torch(key, value):
 def test_setitem_broadcasts_converts_and_reads_values_that_overlap():
     ours, theirs = pair((5,), "int64")
     idx = [4, 0, 2]
-    ours[kael.tensor(idx)] = kael.tensor([1.9, 2.2, 3.7])  # converted to int64
+    for lib, t in ((kael, ours), (torch, theirs)):  # index_put_ takes a value of the target's dtype only
+        with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+            t[lib.tensor(idx)] = lib.tensor([1.9, 2.2, 3.7])
+    ours[kael.tensor(idx)] = kael.tensor([1.9, 2.2, 3.7]).long()
     theirs[torch.tensor(idx)] = torch.tensor([1.9, 2.2, 3.7]).long()
+    ours[kael.tensor(idx)] = 7.9  # a number is converted
+    theirs[torch.tensor(idx)] = 7.9
     assert ours.tolist() == theirs.tolist()
     ours, theirs = pair((5,))
     ours[kael.tensor([0, 1])] = ours[3:5]  # the value is a view of the target
