@@ -288,9 +288,8 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
         native::assign(w.view, s);
       }
     } else {
-      // the value, broadcast and converted to the result's shape and dtype, then laid out as
-      // index_put_ reads it (B + other dims) and written through the indices
-      //
+      // the value, broadcast to the result's shape (and converted to its dtype, see below),
+      // then laid out as index_put_ reads it (B + other dims) and written through the indices.
       // A tensor value keeps its dtype, so index_put_ refuses one of another dtype (torch's
       // "Index put requires the source and destination dtypes match"), except where PyTorch
       // converts it: a key that is True itself (a copy into t.unsqueeze(0)), and its masked_fill

@@ -244,7 +244,8 @@ Tensor slice(const Tensor& self, std::int64_t dim, std::optional<std::int64_t> s
   // The new stride overflows only where it is never used (at most one element along d, or an
   // empty tensor with strides no storage bounds). PyTorch wraps it and refuses a negative
   // result; kael does the same without the signed overflow.
-  const auto stride = static_cast<std::int64_t>(static_cast<std::uint64_t>(strides[d]) * static_cast<std::uint64_t>(step));
+  const auto stride =
+      static_cast<std::int64_t>(static_cast<std::uint64_t>(strides[d]) * static_cast<std::uint64_t>(step));
   KAEL_CHECK(stride >= 0, "slice: the stride " << strides[d] << " times the step " << step << " overflows");
   strides[d] = stride;
   std::int64_t offset = 0;  // overflows only for an empty tensor with strides no storage bounds
