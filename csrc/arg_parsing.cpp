@@ -135,8 +135,12 @@ Match conv_scalar(PyObject* o, Scalar& out) {
     out = Scalar(static_cast<std::int64_t>(v));
     return Match::Yes;
   }
-  // numpy floating scalars: __float__ and no __len__ (arrays have __len__)
-  if (Py_TYPE(o)->tp_as_number != nullptr && Py_TYPE(o)->tp_as_number->nb_float != nullptr &&
+  // numpy floating scalars: __float__ and no __len__ (arrays have __len__; so does any object
+  // that says it is a container, even one whose __len__ raises)
+  const PySequenceMethods* sq = Py_TYPE(o)->tp_as_sequence;
+  const PyMappingMethods* mp = Py_TYPE(o)->tp_as_mapping;
+  const bool has_len = (sq != nullptr && sq->sq_length != nullptr) || (mp != nullptr && mp->mp_length != nullptr);
+  if (Py_TYPE(o)->tp_as_number != nullptr && Py_TYPE(o)->tp_as_number->nb_float != nullptr && !has_len &&
       !PyMapping_Check(o)) {
     const double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) return Match::Error;

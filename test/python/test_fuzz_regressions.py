@@ -868,3 +868,22 @@ def test_to_with_a_number_is_a_type_error_in_kael():
     for args in [(6, True), (2.5, True), (True, True), (6,)]:
         with pytest.raises(TypeError, match="to\\(\\) received an invalid combination of arguments"):
             kael.tensor([0.5]).to(*args)
+
+
+def test_an_object_with_float_and_len_is_not_a_number():
+    # kael read an object with __float__ and a __len__ (one that raises, here) as a number where
+    # torch raises TypeError; kael's rule (NumPy float scalars: __float__ and no __len__) now
+    # holds as its comment said. An object with __float__ alone stays a number in kael
+    # (docs/decisions.md, "Hostile Python input").
+    class FloatLen:
+        def __float__(self):
+            return 2.5
+
+        def __len__(self):
+            raise ValueError("no length")
+
+    for lib in (torch, kael):
+        for op in ("gt", "add", "mul"):
+            with pytest.raises(TypeError):
+                getattr(lib, op)(lib.tensor(0.0), FloatLen())
+    assert kael.add(kael.tensor(0.0), np.float32(2.5)).item() == 2.5
