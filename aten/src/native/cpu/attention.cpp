@@ -2,8 +2,12 @@
 // storing the (L, S) attention matrix.
 //
 // Note [Blocked attention]
-// Queries are processed in blocks of kBlockQ rows, one task per (batch, query block), tasks
-// split among the threads. For each block of kBlockK keys the task computes the block's scores
+// Queries are processed in blocks of kBlockQ rows, one task per (batch, query block). The
+// threads claim tasks one at a time from a shared counter rather than taking fixed halves: a
+// thread slowed by other work on its core (another runtime's threads spinning after their own
+// parallel region, such as OpenMP's in the same process, or another process) then takes fewer
+// tasks instead of holding up the call. Each task writes its own rows, so which thread runs it
+// does not change the result. For each block of kBlockK keys the task computes the block's scores
 // (kBlockQ x kBlockK, in a buffer of the task's own), applies the mask, and folds them into
 // running per-row state with the online softmax of flash attention: the row maximum m, the
 // sum l of exp(s - m) and the output accumulator o = sum exp(s - m) v, each rescaled by
@@ -26,6 +30,7 @@
 // draw per call with dropout_p > 0; none without) and calls _scaled_dot_product_attention,
 // whose derivatives take the stream.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -476,9 +481,14 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   visit_dtype(acc, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      nn::parallel_for(batches * qblocks, kBlockQ * S * (E + Ev), [&](std::int64_t begin, std::int64_t end) {
+      // Tasks are claimed one at a time by the threads (Note [Blocked attention]).
+      const std::int64_t tasks = batches * qblocks;
+      std::atomic<std::int64_t> next{0};
+      const std::int64_t runners = std::min<std::int64_t>(tasks, intra_op_threads());
+      nn::parallel_for(runners, kBlockQ * S * (E + Ev) * (tasks / runners), [&](std::int64_t, std::int64_t) {
         std::vector<T> buf;
-        for (std::int64_t task = begin; task < end; ++task) {
+        for (std::int64_t task = next.fetch_add(1, std::memory_order_relaxed); task < tasks;
+             task = next.fetch_add(1, std::memory_order_relaxed)) {
           const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
           AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
                              out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal,
