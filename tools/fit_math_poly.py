@@ -89,7 +89,7 @@ def main():
         return mp.log(mp.erfc(x)) + x * x
     print(f"kErfMid = {as_float(xmid)}")
     show("erfc_q (x in [1, 4], absolute error of erfc)",
-         *fit(q_direct, 1 - xmid, 4 - xmid, 6, weight=lambda u: mp.erfc(u + xmid)), True)
+         *fit(q_direct, 1 - xmid, 4 - xmid, 5, weight=lambda u: mp.erfc(u + xmid)), True)
 
     # double: erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= 6, t = 1 / (1 + x/2).
     for single, xmax, deg in ((False, 6, 16),):

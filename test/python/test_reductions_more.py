@@ -279,6 +279,76 @@ def test_logsumexp_long_rows(n):
     check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(t.T, 0))
 
 
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("n", [64, 1000, 4096, 4097, 16384, 40000])
+def test_logsumexp_blocks(dtype, n):
+    # the vectorised float kernel's paths (Note [logsumexp in one pass]): a block summed in one
+    # pass against the row's running max, a block whose max rises far above it (two passes),
+    # special values in a later block than the first, and rows of -inf
+    g = torch.Generator().manual_seed(n)
+    base = torch.randn(n, generator=g, dtype=torch.float64)
+    rises = base.clone()
+    rises[n // 2:] += 50.0  # the second half's max is far above the first half's
+    ramp = torch.linspace(-300.0, 300.0, n, dtype=torch.float64)  # a rise in every block
+    huge = base * 1e30
+    cases = [base, base * 20, rises, ramp, huge, -huge]
+    for value in (math.nan, INF, -INF):
+        for where in (0, n - 1, n // 2 + 3):
+            t = base.clone()
+            t[where] = value
+            cases.append(t)
+    t = base.clone()
+    t[n - 1], t[1] = INF, math.nan
+    cases.append(t)
+    cases.append(torch.full((n,), -INF, dtype=torch.float64))
+    t = torch.full((n,), -INF, dtype=torch.float64)
+    t[n - 2] = 3.0
+    cases.append(t)
+    t = torch.full((n,), -INF, dtype=torch.float64)
+    t[-5:] = math.nan
+    cases.append(t)
+    for t in cases:
+        t = t.to(getattr(torch, dtype))
+        oracle = t.float() if dtype in ("float16", "bfloat16") else t  # see test_logsumexp
+        want = torch.logsumexp(oracle, 0).to(t.dtype)
+        check(kael.logsumexp(to_kael(t), 0), want)
+        # the same row as the last dim of a 2-d tensor (keepdim, dim list), and strided
+        check(kael.logsumexp(to_kael(t.reshape(1, n)), (1,), keepdim=True), want.reshape(1, 1))
+        wide = torch.stack([t, t.flip(0)], 1)  # column 0 is t with stride 2
+        check(kael.logsumexp(to_kael(wide), 0), torch.logsumexp(wide.to(oracle.dtype), 0).to(t.dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_logsumexp_rows(dtype):
+    # many rows of the last dim, rows longer than a block, rows of special values among them
+    g = torch.Generator().manual_seed(7)
+    for shape in [(0, 5), (5, 0), (33, 1024), (7, 5000), (300, 70)]:
+        t = (torch.randn(shape, generator=g, dtype=torch.float64) * 30).to(getattr(torch, dtype))
+        if t.numel():
+            t[0, -1] = INF
+            t[-1, 0] = math.nan
+            t[t.shape[0] // 2] = -INF
+        oracle = t.float() if dtype in ("float16", "bfloat16") else t
+        for dim, keepdim in [(1, False), (-1, True), ((1,), False), ((0, 1), True)]:
+            check(kael.logsumexp(to_kael(t), dim, keepdim=keepdim),
+                  torch.logsumexp(oracle, dim, keepdim=keepdim).to(t.dtype))
+        check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(oracle.T, 0).to(t.dtype))
+
+
+def test_logsumexp_same_bits_across_threads():
+    t = to_kael(torch.randn(3 * 2**20 + 5) * 10)
+    rows = to_kael(torch.randn(4096, 1500) * 10)
+    old = kael.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2):
+            kael.set_num_threads(n)
+            results.append((kael.logsumexp(t, 0).item(), kael.logsumexp(rows, 1).tolist()))
+    finally:
+        kael.set_num_threads(old)
+    assert results[0] == results[1]
+
+
 # ------------------------------------------------------------------------------------- var/std
 
 @pytest.mark.parametrize("name", ["var", "std"])

@@ -153,6 +153,18 @@ def test_float32_ulp_error_within_documented_bound(name):
     assert e <= bound, f"{name} float32: {e:.3f} ulp at {at!r} (documented bound {bound})"
 
 
+def test_float32_erf_dense_where_branches_meet():
+    # every 5th float32 in [0.5, 4.5] and its negation: erf's polynomial and exp branches meet at
+    # 1, and exp_moderate's reduction with one constant for ln2 errs most at the top of its range
+    lo, hi = np.float32(0.5).view(np.uint32), np.float32(4.5).view(np.uint32)
+    x = np.arange(lo, hi, 5, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x])
+    err = ulp_errors(kael_apply("erf", x), float32_reference("erf", x), np.float32)
+    bound = BOUNDS[("erf", "float32")]
+    e, at = worst(err, x)
+    assert e <= bound, f"erf float32: {e:.3f} ulp at {at!r} (documented bound {bound})"
+
+
 @pytest.mark.parametrize("name", FUNCS)
 def test_float64_ulp_error_within_documented_bound(name):
     rng = np.random.default_rng(sum(map(ord, name)))

@@ -2,8 +2,12 @@
 // storing the (L, S) attention matrix.
 //
 // Note [Blocked attention]
-// Queries are processed in blocks of kBlockQ rows, one task per (batch, query block), tasks
-// split among the threads. For each block of kBlockK keys the task computes the block's scores
+// Queries are processed in blocks of kBlockQ rows, one task per (batch, query block). The
+// threads claim tasks one at a time from a shared counter rather than taking fixed halves: a
+// thread slowed by other work on its core (another runtime's threads spinning after their own
+// parallel region, such as OpenMP's in the same process, or another process) then takes fewer
+// tasks instead of holding up the call. Each task writes its own rows, so which thread runs it
+// does not change the result. For each block of kBlockK keys the task computes the block's scores
 // (kBlockQ x kBlockK, in a buffer of the task's own), applies the mask, and folds them into
 // running per-row state with the online softmax of flash attention: the row maximum m, the
 // sum l of exp(s - m) and the output accumulator o = sum exp(s - m) v, each rescaled by
@@ -26,6 +30,7 @@
 // draw per call with dropout_p > 0; none without) and calls _scaled_dot_product_attention,
 // whose derivatives take the stream.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -151,6 +156,73 @@ void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std
 }
 #endif
 
+#if defined(__AVX512F__)
+#define KAEL_ATTENTION_AVX512 1
+static_assert(kTileRows == 4 && kTileCols == 16);
+// With AVX-512: tiles of kTileRows x 2 kTileCols, two 16-float registers per row (8
+// accumulators, 6 loads per 8 fused multiply-adds), about 1.7x the AVX2 tiles' rate.
+
+// Scores of two neighbouring packed key tiles kt0, kt1 (see scores): s[r][0..32).
+inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, const float* kt1, float scale, float* s) {
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  for (std::int64_t e = 0; e < E; ++e) {
+    const __m512 k0 = _mm512_loadu_ps(kt0 + e * kTileCols), k1 = _mm512_loadu_ps(kt1 + e * kTileCols);
+    __m512 qv = _mm512_set1_ps(q[e]);
+    a00 = _mm512_fmadd_ps(qv, k0, a00);
+    a01 = _mm512_fmadd_ps(qv, k1, a01);
+    qv = _mm512_set1_ps(q[E + e]);
+    a10 = _mm512_fmadd_ps(qv, k0, a10);
+    a11 = _mm512_fmadd_ps(qv, k1, a11);
+    qv = _mm512_set1_ps(q[2 * E + e]);
+    a20 = _mm512_fmadd_ps(qv, k0, a20);
+    a21 = _mm512_fmadd_ps(qv, k1, a21);
+    qv = _mm512_set1_ps(q[3 * E + e]);
+    a30 = _mm512_fmadd_ps(qv, k0, a30);
+    a31 = _mm512_fmadd_ps(qv, k1, a31);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  _mm512_storeu_ps(s, _mm512_mul_ps(a00, sc));
+  _mm512_storeu_ps(s + 16, _mm512_mul_ps(a01, sc));
+  _mm512_storeu_ps(s + kBlockK, _mm512_mul_ps(a10, sc));
+  _mm512_storeu_ps(s + kBlockK + 16, _mm512_mul_ps(a11, sc));
+  _mm512_storeu_ps(s + 2 * kBlockK, _mm512_mul_ps(a20, sc));
+  _mm512_storeu_ps(s + 2 * kBlockK + 16, _mm512_mul_ps(a21, sc));
+  _mm512_storeu_ps(s + 3 * kBlockK, _mm512_mul_ps(a30, sc));
+  _mm512_storeu_ps(s + 3 * kBlockK + 16, _mm512_mul_ps(a31, sc));
+}
+
+// accumulate_tile over 32 columns.
+inline void accumulate_tile_x2(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
+  __m512 a00 = _mm512_loadu_ps(o), a01 = _mm512_loadu_ps(o + 16);
+  __m512 a10 = _mm512_loadu_ps(o + Ev), a11 = _mm512_loadu_ps(o + Ev + 16);
+  __m512 a20 = _mm512_loadu_ps(o + 2 * Ev), a21 = _mm512_loadu_ps(o + 2 * Ev + 16);
+  __m512 a30 = _mm512_loadu_ps(o + 3 * Ev), a31 = _mm512_loadu_ps(o + 3 * Ev + 16);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const __m512 v0 = _mm512_loadu_ps(v + j * Ev), v1 = _mm512_loadu_ps(v + j * Ev + 16);
+    __m512 pv = _mm512_set1_ps(p[j]);
+    a00 = _mm512_fmadd_ps(pv, v0, a00);
+    a01 = _mm512_fmadd_ps(pv, v1, a01);
+    pv = _mm512_set1_ps(p[kBlockK + j]);
+    a10 = _mm512_fmadd_ps(pv, v0, a10);
+    a11 = _mm512_fmadd_ps(pv, v1, a11);
+    pv = _mm512_set1_ps(p[2 * kBlockK + j]);
+    a20 = _mm512_fmadd_ps(pv, v0, a20);
+    a21 = _mm512_fmadd_ps(pv, v1, a21);
+    pv = _mm512_set1_ps(p[3 * kBlockK + j]);
+    a30 = _mm512_fmadd_ps(pv, v0, a30);
+    a31 = _mm512_fmadd_ps(pv, v1, a31);
+  }
+  _mm512_storeu_ps(o, a00);
+  _mm512_storeu_ps(o + 16, a01);
+  _mm512_storeu_ps(o + Ev, a10);
+  _mm512_storeu_ps(o + Ev + 16, a11);
+  _mm512_storeu_ps(o + 2 * Ev, a20);
+  _mm512_storeu_ps(o + 2 * Ev + 16, a21);
+  _mm512_storeu_ps(o + 3 * Ev, a30);
+  _mm512_storeu_ps(o + 3 * Ev + 16, a31);
+}
+#endif
+
 // s[i][j] = scale * dot(q_i, k_j) for rows i < rows (<= kBlockQ) and keys j < cols, from
 // q (rows x E, row stride E) and kp, the block's keys packed in tiles of kTileCols keys: key j's
 // element e at kp[(j / kTileCols) * E * kTileCols + e * kTileCols + j % kTileCols], zero-padded
@@ -159,9 +231,17 @@ template <typename T>
 void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale, T* s) {
   const std::int64_t tile = E * kTileCols;
   std::int64_t i = 0;
-  for (; i + kTileRows <= rows; i += kTileRows)
-    for (std::int64_t j = 0; j < cols; j += kTileCols)
+  for (; i + kTileRows <= rows; i += kTileRows) {
+    std::int64_t j = 0;
+#ifdef KAEL_ATTENTION_AVX512
+    if constexpr (std::is_same_v<T, float>)  // pairs of tiles whose second holds a key j < cols
+      for (; j + kTileCols < cols; j += 2 * kTileCols)
+        scores_tile_x2(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile, scale,
+                       s + i * kBlockK + j);
+#endif
+    for (; j < cols; j += kTileCols)
       scores_tile(q + i * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
+  }
   for (; i < rows; ++i) {
     T* sr = s + i * kBlockK;
     for (std::int64_t j = 0; j < cols; ++j) {
@@ -179,6 +259,11 @@ void accumulate(const T* p, const T* v, std::int64_t Ev, std::int64_t rows, std:
   std::int64_t i = 0;
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t c0 = 0;
+#ifdef KAEL_ATTENTION_AVX512
+    if constexpr (std::is_same_v<T, float>)
+      for (; c0 + 2 * kTileCols <= Ev; c0 += 2 * kTileCols)
+        accumulate_tile_x2(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+#endif
     for (; c0 + kTileCols <= Ev; c0 += kTileCols)
       accumulate_tile(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
     for (int r = 0; r < kTileRows; ++r)
@@ -476,9 +561,14 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   visit_dtype(acc, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      nn::parallel_for(batches * qblocks, kBlockQ * S * (E + Ev), [&](std::int64_t begin, std::int64_t end) {
+      // Tasks are claimed one at a time by the threads (Note [Blocked attention]).
+      const std::int64_t tasks = batches * qblocks;
+      std::atomic<std::int64_t> next{0};
+      const std::int64_t runners = std::min<std::int64_t>(tasks, intra_op_threads());
+      nn::parallel_for(runners, kBlockQ * S * (E + Ev) * (tasks / runners), [&](std::int64_t, std::int64_t) {
         std::vector<T> buf;
-        for (std::int64_t task = begin; task < end; ++task) {
+        for (std::int64_t task = next.fetch_add(1, std::memory_order_relaxed); task < tasks;
+             task = next.fetch_add(1, std::memory_order_relaxed)) {
           const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
           AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
                              out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal,

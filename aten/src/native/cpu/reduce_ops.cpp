@@ -6,6 +6,10 @@
 // (reduce_engine.h), which owns the walk, the threading and its determinism. Accumulators:
 // double for float32/float64 (as sum's, docs/decisions.md "float32 sums"), float for
 // float16/bfloat16, wrapping uint64 for integers.
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -19,6 +23,7 @@
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
 #include "kael/native/reduce.h"
+#include "kael/native/vec_math.h"
 #include "reduce_engine.h"
 
 namespace kael::native {
@@ -279,64 +284,33 @@ struct ExtremeAbsOp {
 
 // Note [logsumexp in one pass]
 // PyTorch computes log(sum(exp(x - m))) + m with m = max(x) (m taken as 0 when infinite) in four
-// passes over memory (amax, subtract, exp, sum). Here each row is read once: blocks of
-// kLseBlock elements (in L1) are scanned for their max, then summed as exp(x - M) with M the
-// running max of the row so far; when a block raises M, the sum so far is rescaled by
-// exp(M_old - M_new) once. The state (m, s) stands for sum(exp(x)) = s * exp(m); NaN anywhere
-// makes the result NaN and +inf (without NaN) makes it +inf, as in PyTorch. Terms are added in
-// double; float exp uses exp_nonpositive (at most 2 ulp from exp on (-87, 0], 0 below: such terms
-// are below 2^-125 of the row's largest term, which is 1).
-constexpr std::int64_t kLseBlock = 256;
-
-// exp(x) for x <= 0, 8 floats at a time (Cephes' expf: a degree-6 polynomial on
-// [-ln2/2, ln2/2] scaled by 2^n), written with the compiler's vector extensions so it compiles
-// to straight AVX2 code; x above 0 is taken as 0, x below -87 gives 0, NaN gives NaN.
-using f32x8 = float __attribute__((vector_size(32)));
-using i32x8 = std::int32_t __attribute__((vector_size(32)));
-
-inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline f32x8 exp_nonpositive(f32x8 x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const f32x8 zero = f32x8{} + 0.0f, low = zero - 87.0f;
-  f32x8 xc = x < zero ? x : zero;
-  xc = xc > low ? xc : low;  // NaN -> -87
-  const f32x8 t = xc * kLog2e + kRound;
-  const i32x8 n = reinterpret_cast<i32x8>(t) - std::bit_cast<std::int32_t>(kRound);  // -126..0
-  const f32x8 nf = t - kRound;
-  const f32x8 r = (xc - nf * kLn2Hi) - nf * kLn2Lo;
-  f32x8 p = zero + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const f32x8 y = p * r * r + r + 1.0f;
-  const f32x8 e = y * reinterpret_cast<f32x8>((n + 127) << 23);
-  const f32x8 under = x < low ? zero : e;
-  return x != x ? x : under;
-}
-
-inline float exp_nonpositive(float x) {
-  f32x8 v{};
-  v[0] = x;
-  return exp_nonpositive(v)[0];
-}
-
-template <typename C>
-C exp_shifted(C v) {
-  if constexpr (std::is_same_v<C, float>) {
-    return exp_nonpositive(v);
-  } else {
-    return std::exp(v);
-  }
-}
+// passes over memory (amax, subtract, exp, sum). Here each row is read from memory once, in
+// blocks of kLseBlock elements, into a state (m, s) that stands for sum(exp(x)) = s * exp(m):
+// m a reference max (at least the max of the terms so far, up to kLseMargin below it while a
+// block is summed), s in double. float32 (float16 and bfloat16 converted to it a block at a time)
+// runs in the widest vectors the build targets (16 lanes with AVX-512, 8 with AVX2 + FMA), with
+// per-lane maxima and sums and one horizontal step per block:
+//   - one pass: a block's max and its sum of exp(x - m) are computed together against the
+//     state's m (seeded with the max of the row's first 4 vectors); when the block's max bm is
+//     finite and at most kLseMargin above m, the sum is kept and, if bm > m, rescaled to bm;
+//     loads are prefetched ahead, since each starts a long chain of work;
+//   - else (the first block of a short row, a block of -inf, an infinite max, a steep rise) two
+//     passes, the second from L1: the block's max, which raises m (rescaling s by
+//     exp(m_old - m_new) once), then the sum of exp(x - m) with every term at most 1.
+// float64 (and float32 in a build without AVX2) takes the two passes in loops of independent
+// lanes with vmath::exp. Special values as in PyTorch: NaN anywhere makes the result NaN, else
+// +inf makes it +inf; a row of -inf (or an empty one) gives -inf. The max skips NaN and the sum
+// propagates it, so a NaN in a block with a finite max shows as a NaN block sum; only blocks whose
+// max is infinite (and blocks after a +inf) are scanned for NaN separately.
+//
+// The float32 terms use lse_exp: a degree-5 polynomial (relative error 1.7e-7 per term, so the
+// sum's relative error and the result's absolute error stay below 2e-7 plus the rounding of the
+// additions); differences below -87 count as -87, a term of at most 2^-125 where the true one is
+// smaller, and every row's sum holds a term of at least 1 (its largest element's) once rescaled,
+// so those terms change a result by less than n 2^-125 relative. Chunks of a long row (Note
+// [Reduction rows]) are cut by the shape alone, so results are the same bits on any number of
+// threads.
+constexpr std::int64_t kLseBlock = 4096;
 
 template <typename C>
 struct LseState {
@@ -357,73 +331,248 @@ void lse_merge(LseState<C>& a, const LseState<C>& b) {
   }
 }
 
-// The max of a block and whether it holds a NaN.
+// The state of a block whose max bm is infinite, or that follows a +inf: NaN if the block holds
+// one, else +inf where bm or the state is +inf; a block of -inf adds nothing.
 template <typename C>
-C block_max(const C* x, std::int64_t n, bool& nan) {
-  C m = -std::numeric_limits<C>::infinity();
-  std::int64_t i = 0;
-  if constexpr (std::is_same_v<C, float>) {
-    f32x8 mv[4];
-    for (f32x8& v : mv) v = f32x8{} - std::numeric_limits<float>::infinity();
-    i32x8 nv{};
-    for (; i + 32 <= n; i += 32)
-      for (int a = 0; a < 4; ++a) {
-        const f32x8 v = load8(x + i + 8 * a);
-        nv |= (v != v);
-        mv[a] = v > mv[a] ? v : mv[a];
-      }
-    for (int j = 0; j < 8; ++j) {
-      nan |= nv[j] != 0;
-      for (const f32x8& v : mv) m = v[j] > m ? v[j] : m;
-    }
-  }
-  for (; i < n; ++i) {
-    nan |= x[i] != x[i];
-    m = x[i] > m ? x[i] : m;
-  }
-  return m;
-}
-
-// sum of exp(x - m) over a block (x <= m), in C lanes then double.
-template <typename C>
-double block_sum_exp(const C* x, std::int64_t n, C m) {
-  double total = 0;
-  std::int64_t i = 0;
-  if constexpr (std::is_same_v<C, float>) {
-    f32x8 acc[2] = {};
-    for (; i + 16 <= n; i += 16) {
-      acc[0] += exp_nonpositive(load8(x + i) - m);
-      acc[1] += exp_nonpositive(load8(x + i + 8) - m);
-    }
-    for (; i + 8 <= n; i += 8) acc[0] += exp_nonpositive(load8(x + i) - m);
-    for (int j = 0; j < 8; ++j) total += static_cast<double>(acc[0][j]) + static_cast<double>(acc[1][j]);
-  }
-  for (; i < n; ++i) total += static_cast<double>(exp_shifted<C>(x[i] - m));
-  return total;
-}
-
-// Adds a block of n values of C to the state.
-template <typename C>
-void lse_block(const C* x, std::int64_t n, LseState<C>& st) {
-  constexpr C kInf = std::numeric_limits<C>::infinity();
-  if (is_nan(st.m)) return;  // the result is NaN already
+void lse_infinite_block(const C* x, std::int64_t n, C bm, LseState<C>& st) {
   bool nan = false;
-  const C bm = block_max(x, n, nan);
+  for (std::int64_t i = 0; i < n; ++i) nan |= x[i] != x[i];
   if (nan) {
-    lse_merge(st, {std::numeric_limits<C>::quiet_NaN(), 1.0});
-    return;
+    st = {std::numeric_limits<C>::quiet_NaN(), 1.0};
+  } else if (bm == std::numeric_limits<C>::infinity() || st.m == std::numeric_limits<C>::infinity()) {
+    st = {std::numeric_limits<C>::infinity(), 1.0};
   }
-  if (bm == kInf || st.m == kInf) {
-    lse_merge(st, {kInf, 1.0});
-    return;
-  }
-  if (bm == -kInf) return;  // every term is 0
+}
+
+// Raises the state's max to bm (finite) if it is larger, rescaling the sum.
+template <typename C>
+void lse_raise(LseState<C>& st, C bm) {
   if (bm > st.m) {
     st.s *= std::exp(static_cast<double>(st.m) - static_cast<double>(bm));  // 0 when st.m is -inf
     st.m = bm;
   }
-  st.s += block_sum_exp(x, n, st.m);
 }
+
+// Adds a block of n values of C to the state: any C, in loops of independent lanes that the
+// compiler vectorises.
+template <typename C>
+void lse_block(const C* x, std::int64_t n, LseState<C>& st) {
+  constexpr C kInf = std::numeric_limits<C>::infinity();
+  if (is_nan(st.m)) return;  // the result is NaN already
+  C lanes[kLanes];
+  for (C& l : lanes) l = -kInf;
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];  // skips NaN
+  C bm = -kInf;
+  for (; i < n; ++i) bm = x[i] > bm ? x[i] : bm;
+  for (const C& l : lanes) bm = l > bm ? l : bm;
+  if (!(bm > -kInf && bm < kInf) || st.m == kInf) {
+    lse_infinite_block(x, n, bm, st);
+    return;
+  }
+  lse_raise(st, bm);
+  const C m = st.m;
+  C sums[kLanes] = {};
+  i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) sums[j] += vmath::exp(x[i + j] - m);
+  double total = 0;
+  for (; i < n; ++i) total += static_cast<double>(vmath::exp(x[i] - m));
+  for (const C& l : sums) total += static_cast<double>(l);
+  if (total != total) {
+    st = {std::numeric_limits<C>::quiet_NaN(), 1.0};  // a NaN in the block
+  } else {
+    st.s += total;
+  }
+}
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define KAEL_LSE_SIMD 1
+// float32 vectors of the widest kind the build targets.
+struct LseVec {
+#if defined(__AVX512F__)
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set(float v) { return _mm512_set1_ps(v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+#else
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set(float v) { return _mm256_set1_ps(v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+#endif
+  // (in the compiler's vector extensions: GCC 12's _mm512_max_ps and _mm512_slli_epi32 warn)
+  using I = std::int32_t __attribute__((vector_size(sizeof(V))));
+  static V max(V a, V b) { return a > b ? a : b; }  // b when either is NaN
+  static V shift_exponent(V t) { return reinterpret_cast<V>(reinterpret_cast<I>(t) << 23); }
+};
+
+// exp(d) for d <= kLseMargin, a term of a block sum (Note [logsumexp in one pass]): d below -87
+// is taken as -87, NaN gives NaN. d = k ln2 + r with one constant for ln2 (the error k 2e-9 of r
+// is below 3e-8 for the terms that matter, those of k >= -12), e^r by a degree-5 polynomial
+// (relative error 1.7e-7), scaled by 2^k (scalef with AVX-512, else the bits of t).
+inline LseVec::V lse_exp(LseVec::V d) {
+  using V = LseVec;
+  constexpr float kShift = 0x1.8p23f;  // t = d log2e + kShift rounds to an integer k
+  d = V::max(V::set(-87.0f), d);      // NaN stays NaN
+#if defined(__AVX512F__)
+  const V::V t = V::fma(d, V::set(0x1.715476p+0f), V::set(kShift));
+  const V::V k = V::sub(t, V::set(kShift));
+#else
+  const V::V t = V::fma(d, V::set(0x1.715476p+0f), V::set(kShift + 127.0f));  // bits: kShift's + 127 + k
+  const V::V k = V::sub(t, V::set(kShift + 127.0f));
+#endif
+  const V::V r = V::fma(k, V::set(-0x1.62e430p-1f), d);
+  V::V p = V::fma(V::set(0x1.0eab2cp-7f), r, V::set(0x1.5745bap-5f));
+  p = V::fma(p, r, V::set(0x1.555d3ap-3f));
+  p = V::fma(p, r, V::set(0x1.fffda8p-2f));
+  p = V::fma(p, r, V::set(0x1.fffff0p-1f));
+  p = V::fma(p, r, V::set(1.0f));
+#if defined(__AVX512F__)
+  return _mm512_mask_scalef_ps(p, static_cast<__mmask16>(0xffff), p, k);  // p 2^k
+#else
+  return V::mul(p, V::shift_exponent(t));  // 2^k: (127 + k) in the exponent field
+#endif
+}
+
+// How far a block's max may exceed the reference max of its one-pass sum (e^8 times 4096 terms
+// stays far from float's range, and k <= 12 keeps lse_exp's reduction exact enough).
+constexpr float kLseMargin = 8.0f;
+constexpr std::int64_t kLsePrefetch = 512;  // elements
+
+// The largest of v's lanes.
+inline float lse_hmax(LseVec::V v) {
+  alignas(64) float lanes[LseVec::kWidth];
+  LseVec::store(lanes, v);
+  float m = lanes[0];
+  for (const float l : lanes) m = l > m ? l : m;
+  return m;
+}
+
+inline double lse_hsum(LseVec::V v) {
+  alignas(64) float lanes[LseVec::kWidth];
+  LseVec::store(lanes, v);
+  double s = 0;
+  for (const float l : lanes) s += static_cast<double>(l);
+  return s;
+}
+
+// lse_block for float32 in vectors (Note [logsumexp in one pass]).
+inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
+  using V = LseVec;
+  constexpr int W = V::kWidth;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (is_nan(st.m)) return;  // the result is NaN already
+  if (st.m > -kInf && st.m < kInf && n >= W) {
+    // One pass: the block's max and its sum of exp(x - m) relative to the state's max m, kept when
+    // the block's max is finite and at most kLseMargin above m.
+    const float m = st.m;
+    const V::V mv = V::set(m);
+    V::V m0 = V::set(-kInf), m1 = m0, m2 = m0, m3 = m0;
+    V::V a0 = V::set(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    std::int64_t i = 0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      // the loads start long chains of work: fetch ahead (past the block too: the next row's)
+      for (int l = 0; l < 4 * W; l += 16) __builtin_prefetch(x + i + kLsePrefetch + l);
+      const V::V v0 = V::load(x + i), v1 = V::load(x + i + W), v2 = V::load(x + i + 2 * W), v3 = V::load(x + i + 3 * W);
+      m0 = V::max(v0, m0);  // max(x, m) is m when x is NaN: NaN is skipped
+      m1 = V::max(v1, m1);
+      m2 = V::max(v2, m2);
+      m3 = V::max(v3, m3);
+      a0 = V::add(a0, lse_exp(V::sub(v0, mv)));
+      a1 = V::add(a1, lse_exp(V::sub(v1, mv)));
+      a2 = V::add(a2, lse_exp(V::sub(v2, mv)));
+      a3 = V::add(a3, lse_exp(V::sub(v3, mv)));
+    }
+    for (; i + W <= n; i += W) {
+      const V::V v = V::load(x + i);
+      m0 = V::max(v, m0);
+      a0 = V::add(a0, lse_exp(V::sub(v, mv)));
+    }
+    float bm = lse_hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
+    double total = lse_hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+    for (; i < n; ++i) {
+      bm = x[i] > bm ? x[i] : bm;
+      total += static_cast<double>(vmath::exp(x[i] - m));
+    }
+    if (bm > -kInf && bm - m <= kLseMargin) {
+      if (total != total) {
+        st = {std::numeric_limits<float>::quiet_NaN(), 1.0};  // a NaN in the block
+      } else if (bm > m) {
+        // exp(m - bm), m - bm in [-kLseMargin, 0), with the terms' own exp (cheaper than a call)
+        alignas(64) float scale[LseVec::kWidth];
+        V::store(scale, lse_exp(V::set(m - bm)));
+        st = {bm, (st.s + total) * static_cast<double>(scale[0])};
+      } else {
+        st.s += total;
+      }
+      return;
+    }
+    // else the two passes below (a block of -inf and NaN, an infinite max, or a large rise)
+  }
+  float bm = -kInf;
+  std::int64_t i = 0;
+  if (n >= W) {
+    V::V m0 = V::set(-kInf), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      m0 = V::max(V::load(x + i), m0);
+      m1 = V::max(V::load(x + i + W), m1);
+      m2 = V::max(V::load(x + i + 2 * W), m2);
+      m3 = V::max(V::load(x + i + 3 * W), m3);
+    }
+    for (; i + W <= n; i += W) m0 = V::max(V::load(x + i), m0);
+    bm = lse_hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
+  }
+  for (; i < n; ++i) bm = x[i] > bm ? x[i] : bm;
+  if (!(bm > -kInf && bm < kInf) || st.m == kInf) {
+    lse_infinite_block(x, n, bm, st);
+    return;
+  }
+  lse_raise(st, bm);
+  const float m = st.m;
+  double total = 0;
+  i = 0;
+  if (n >= W) {
+    const V::V mv = V::set(m);
+    V::V a0 = V::set(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      a0 = V::add(a0, lse_exp(V::sub(V::load(x + i), mv)));
+      a1 = V::add(a1, lse_exp(V::sub(V::load(x + i + W), mv)));
+      a2 = V::add(a2, lse_exp(V::sub(V::load(x + i + 2 * W), mv)));
+      a3 = V::add(a3, lse_exp(V::sub(V::load(x + i + 3 * W), mv)));
+    }
+    for (; i + W <= n; i += W) a0 = V::add(a0, lse_exp(V::sub(V::load(x + i), mv)));
+    total = lse_hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+  }
+  for (; i < n; ++i) total += static_cast<double>(vmath::exp(x[i] - m));
+  if (total != total) {
+    st = {std::numeric_limits<float>::quiet_NaN(), 1.0};  // a NaN in the block
+  } else {
+    st.s += total;
+  }
+}
+
+// Seeds an empty state's max with the max of x's first 4 vectors (when finite), so that the
+// first block of a row is summed in one pass too.
+inline void lse_seed_f32(const float* x, std::int64_t n, LseState<float>& st) {
+  using V = LseVec;
+  constexpr int W = V::kWidth;
+  if (n < 4 * W) return;  // short rows: two passes, the second from L1
+  const float m = lse_hmax(V::max(V::max(V::load(x), V::load(x + W)), V::max(V::load(x + 2 * W), V::load(x + 3 * W))));
+  if (m > -std::numeric_limits<float>::infinity() && m < std::numeric_limits<float>::infinity()) st.m = m;
+}
+#endif
 
 template <typename T>
 struct LogSumExpOp {
@@ -432,14 +581,26 @@ struct LogSumExpOp {
   LseState<C> identity() const { return {-std::numeric_limits<C>::infinity(), 0.0}; }
   LseState<C> run(const T* x, std::int64_t n, std::int64_t) const {
     LseState<C> st = identity();
-    C buf[kLseBlock];
-    for (std::int64_t b = 0; b < n; b += kLseBlock) {
-      const std::int64_t len = std::min(kLseBlock, n - b);
-      if constexpr (std::is_same_v<T, C>) {
-        lse_block<C>(x + b, len, st);
-      } else {
+    if constexpr (std::is_same_v<T, C>) {
+#ifdef KAEL_LSE_SIMD
+      if constexpr (std::is_same_v<C, float>) {
+        lse_seed_f32(x, n, st);
+        for (std::int64_t b = 0; b < n; b += kLseBlock) lse_block_f32(x + b, std::min(kLseBlock, n - b), st);
+        return st;
+      }
+#endif
+      for (std::int64_t b = 0; b < n; b += kLseBlock) lse_block<C>(x + b, std::min(kLseBlock, n - b), st);
+    } else {
+      C buf[kLseBlock];
+      for (std::int64_t b = 0; b < n; b += kLseBlock) {
+        const std::int64_t len = std::min(kLseBlock, n - b);
         for (std::int64_t i = 0; i < len; ++i) buf[i] = static_cast<C>(x[b + i]);
+#ifdef KAEL_LSE_SIMD
+        if (b == 0) lse_seed_f32(buf, len, st);
+        lse_block_f32(buf, len, st);
+#else
         lse_block<C>(buf, len, st);
+#endif
       }
     }
     return st;
@@ -453,7 +614,6 @@ struct LogSumExpOp {
     }
   }
 };
-
 // ---------------------------------------------------------------------------------- var, std
 
 struct Moments {
