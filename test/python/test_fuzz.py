@@ -536,8 +536,10 @@ def _limit_memory():
         resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
 
 
-def run_child(profile, extra_args=(), timeout=None, env=None):
-    """Runs the property files in a child pytest; returns (returncode, output, stats, trace)."""
+def run_child(profile, extra_args=(), timeout=None, env=None, log_path=None):
+    """Runs the property files in a child pytest; returns (returncode, output, stats, trace).
+    With log_path, the child's output (stdout and stderr) goes to that file as it runs, so a run
+    that is interrupted or dies keeps all of it, and is read back from there."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         stats_path, trace_path = os.path.join(tmp, "stats.json"), os.path.join(tmp, "trace.txt")
@@ -546,11 +548,18 @@ def run_child(profile, extra_args=(), timeout=None, env=None):
         cmd = [sys.executable, "-m", "pytest", *FUZZ_FILES, "-q", "-p", "no:cacheprovider",
                "--rootdir", str(ROOT), *extra_args]
         # (in the current directory: tools/run_sanitizers.sh runs from the instrumented package's)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=timeout,
-                              preexec_fn=_limit_memory)
+        if log_path is None:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=timeout,
+                                  preexec_fn=_limit_memory)
+            out = proc.stdout + proc.stderr
+        else:
+            with open(log_path, "w") as log:
+                proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env, timeout=timeout,
+                                      preexec_fn=_limit_memory)
+            out = Path(log_path).read_text(errors="replace")
         stats = json.loads(Path(stats_path).read_text()) if os.path.exists(stats_path) else {}
         trace = Path(trace_path).read_text() if os.path.exists(trace_path) else ""
-    return proc.returncode, proc.stdout + proc.stderr, stats, trace
+    return proc.returncode, out, stats, trace
 
 
 if not IN_CHILD:
