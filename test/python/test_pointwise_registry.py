@@ -322,6 +322,12 @@ class TorchOp:
         """Numbers as 0-d tensors of the dtype the op computes in (the promoted dtype, float32 for
         an int_to_float op on integers): what torch computes with wrapped numbers, which are
         cast to that dtype (atan2(-3, uint8 tensor) computes with -3.0, not with 253)."""
+        if self.f.name == "where":
+            # where's condition takes no part in promotion: self and other alone give the dtype
+            return list(targs[:1]) + self._wrapped_values(targs[1:])
+        return self._wrapped_values(targs)
+
+    def _wrapped_values(self, targs):
         r = result_type(targs)
         if self.f.promotion == "int_to_float" and not r.is_floating_point:
             r = torch.get_default_dtype()
