@@ -516,6 +516,12 @@ def known_difference(kerr, terr, tres=None):
         # NumPy's IndexError in kael; torch takes it (pytorch/pytorch#59787)
         if isinstance(kerr, IndexError) and "can only have a single ellipsis" in msg:
             return "more than one Ellipsis"
+        # docs/hardening.md (Known differences): an index out of range is an IndexError in kael
+        # (and NumPy) even where the indexed tensor has no elements; torch's index kernel checks
+        # only the elements it reads or writes (zeros(2, 0, 3)[[2]] has shape (1, 0, 3))
+        if (isinstance(kerr, IndexError) and "is out of bounds for dimension" in msg
+                and isinstance(tres, torch.Tensor) and tres.numel() == 0):
+            return "index out of range into no elements"
     return None
 
 
