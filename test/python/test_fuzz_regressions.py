@@ -852,3 +852,51 @@ def test_where_out_with_a_number_other_computes_as_torch_with_the_number_wrapped
     got = kael.where(kael.tensor([True, False, True]), kx, other)
     assert str(got.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
     assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("key", [[2], [-3], [5, 0], (slice(None), [0], [7])], ids=str)
+def test_an_out_of_range_index_into_no_elements_is_an_index_error(key):
+    # The re-run of seed 20261201: torch.zeros(2, 0, 3)[[2]] has shape (1, 0, 3) (its index
+    # kernel checks only the elements it reads; index_select and NumPy raise). Kept in kael, for
+    # reading and assignment, before any write (docs/hardening.md, "Known differences").
+    from test_fuzz import known_difference
+    x = kael.zeros(2, 0, 3)
+    with pytest.raises(IndexError, match="is out of bounds for dimension"):
+        x[key]
+    with pytest.raises(IndexError, match="is out of bounds for dimension"):
+        x[key] = 1.0
+    with pytest.raises(IndexError):
+        np.zeros((2, 0, 3))[key if not isinstance(key, list) else (key,)]
+    try:
+        tres = torch.zeros(2, 0, 3)[key]
+    except IndexError:
+        tres = None
+    if tres is not None:
+        assert tres.numel() == 0
+        try:
+            x[key]
+        except IndexError as kerr:
+            assert known_difference(kerr, None, tres) == "index out of range into no elements"
+    # in range, both compute the same empty result
+    same_as_torch(lambda lib: lib.zeros(2, 0, 3)[[1, -2]])
+
+
+def test_where_with_a_number_condition_is_a_type_error_in_both():
+    # The re-run: the oracle wrapped the method's condition (t.where(True, True)) as a tensor,
+    # so torch computed; torch and kael both refuse a number condition.
+    for make in (lambda lib: lib.zeros(2).where(True, 1.0), lambda lib: lib.where(True, lib.zeros(2), 1.0)):
+        assert _outcome(make, torch) == _outcome(make, kael) == ("raises", TypeError)
+    from test_pointwise_registry import TorchOp
+    from test_fuzz_ops import CASE_BY_ID
+    op = TorchOp(CASE_BY_ID["where-method"][0])
+    with pytest.raises(TypeError):
+        op.method([torch.zeros(()), True, True], {})
+    # torch's where takes only an out= of the result's dtype; kael (and the oracle) cast
+    c = [True, False]
+    out = kael.zeros(2)
+    kael.where(kael.tensor(c), kael.tensor([1.5, 2.5], dtype=kael.float64), 7, out=out)
+    assert out.dtype == kael.float32 and out.tolist() == [1.5, 7.0]
+    tout = torch.zeros(2)
+    op = TorchOp(CASE_BY_ID["where-out"][0])
+    op.out([torch.tensor(c), torch.tensor([1.5, 2.5], dtype=torch.float64), 7], {}, tout)
+    assert tout.tolist() == [1.5, 7.0]
