@@ -9,8 +9,11 @@ all, and a random seed (printed, so a run can be repeated with --seed).
 
 It runs the suite in a child pytest (as the normal test run does, test_fuzz.py), so a crash
 ends the child, not this script: the script then reports the example that was running
-(written before each call) and the child's output. Prints the cases run, the failures and the
-wall time, and exits non-zero if anything failed. --python picks the interpreter (the sanitizer
+(written before each call) and the end of the child's output. The child's complete output
+(every failure's example and traceback) goes to the file --log names (default
+fuzz_long-SEED.log in the current directory) as it runs; the script prints its path. Prints the
+cases run, each failing property with its first error line, and the wall time, and exits
+non-zero if anything failed. --python picks the interpreter (the sanitizer
 script passes its environment through: LD_PRELOAD, PYTHONPATH, ASAN_OPTIONS, UBSAN_OPTIONS).
 """
 from __future__ import annotations
@@ -40,15 +43,31 @@ def count_properties(python):
     return len(ids)
 
 
+def first_error(out, name):
+    """': <the first error line>' of the failure section of the test `name` in pytest's output."""
+    test = name.split("::", 1)[-1]
+    head = re.search(r"^_{3,} " + re.escape(test) + r" _{3,}$", out, re.M)
+    if head is None:
+        return ""
+    section = out[head.end():]
+    nxt = re.search(r"^(_{3,} \S.* _{3,}|=+ .* =+)$", section, re.M)
+    section = section[:nxt.start()] if nxt else section
+    err = re.search(r"^E +(\S.*)$", section, re.M)
+    return f": {err.group(1)[:200]}" if err else ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=100_000, help="cases to run in all (default 100,000)")
     ap.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random, printed)")
     ap.add_argument("--python", default=sys.executable, help="interpreter to run the suite with")
     ap.add_argument("-k", default=None, help="only the properties pytest -k selects")
+    ap.add_argument("--log", default=None,
+                    help="file for pytest's complete output (default: fuzz_long-SEED.log in the current directory)")
     args = ap.parse_args()
 
     seed = args.seed if args.seed is not None else random.randrange(2 ** 32)
+    log_path = Path(args.log if args.log is not None else f"fuzz_long-{seed}.log").resolve()
     n_props = count_properties(args.python)
     # Properties stop early when hypothesis runs out of distinct examples (small search spaces),
     # so each gets a share with a margin; the count below is what actually ran.
@@ -62,21 +81,29 @@ def main():
         extra += ["-k", args.k]
     print(f"fuzz_long: {n_props} properties x up to {per_property} examples, seed {seed}, "
           f"python {args.python}", flush=True)
+    print(f"fuzz_long: pytest's complete output goes to {log_path}", flush=True)
     start = time.monotonic()
-    rc, out, stats, trace = test_fuzz.run_child("kael-long", extra_args=extra, env=dict(os.environ))
+    rc, out, stats, trace = test_fuzz.run_child("kael-long", extra_args=extra, env=dict(os.environ),
+                                                log_path=log_path)
     elapsed = time.monotonic() - start
     failed = re.findall(r"^FAILED (\S+)", out, re.M)
-    summary = [line for line in out.splitlines() if re.match(r"^=+ .*(passed|failed|error).* =+$", line)]
-    print(out[-20000:] if rc != 0 else "\n".join(summary))
+    # pytest's last line ("3 failed, 480 passed in 12.0s"; framed by "=" unless -q)
+    summary = [line for line in out.splitlines()
+               if re.match(r"^(=+ )?\d+ (passed|failed|errors?|skipped|deselected)\b.* in [\d.]+s\b.*$", line)]
     total = stats.get("total", 0)
     crashed = rc not in (0, 1) or not summary
+    if crashed:
+        print(out[-20000:])
+    print("\n".join(summary))
     print(f"fuzz_long: cases run {total}, failing properties {len(failed)}"
           f"{', child died (exit %d)' % rc if crashed else ''}, {elapsed:.0f} s, seed {seed}")
     for name in failed:
-        print(f"  FAILED {name}")
+        print(f"  FAILED {name}{first_error(out, name)}")
     if crashed:
         print(f"  the example running when it died: {trace}")
-    if rc == 0 and total < args.cases:
+    if failed or crashed:
+        print(f"fuzz_long: the details are in {log_path}")
+    if rc == 0 and total < args.cases and not args.k:  # (-k runs a part of the suite)
         print(f"fuzz_long: only {total} of {args.cases} cases ran")
         return 1
     return 0 if rc == 0 else 1

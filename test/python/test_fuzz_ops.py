@@ -428,10 +428,13 @@ def make_call(f, variant, positional, keywords, splat):
         if lib is torch:
             pos = [normaliser(by_name[n], f)(a) for n, a in zip(positional, pos)]
             kw = {k: normaliser(by_name["self" if k == "input" else k], f)(a) for k, a in kw.items()}
-            # an optional parameter given as None is left out (kael's schema says None is its
-            # default; torch's overloads often have no None)
-            kw = {k: v for k, v in kw.items() if not (v is None and k in by_name and by_name[k].type.optional)}
-            while pos and pos[-1] is None and by_name[positional[len(pos) - 1]].type.optional:
+            # an optional parameter given as None is left out where None is its default in
+            # kael's schema (torch's overloads often have no None); one without a default keeps
+            # its None: random_(-3, None) is random_.from (to=None), random_(-3) random_.to
+            def none_is_default(name):
+                return name in by_name and by_name[name].type.optional and by_name[name].has_default
+            kw = {k: v for k, v in kw.items() if not (v is None and none_is_default(k))}
+            while pos and pos[-1] is None and none_is_default(positional[len(pos) - 1]):
                 pos = pos[:-1]
             if f.name in ("sum", "mean") and "keepdim" in kw and "dim" not in kw and len(pos) < 2:
                 kw["dim"] = None  # kael's schema: dim=None with keepdim; torch needs dim=None said

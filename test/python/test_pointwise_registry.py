@@ -318,10 +318,19 @@ class TorchOp:
         self.f = f
         self.fn = getattr(torch, f.name)
 
-    def _wrapped(self, targs):
+    def _wrapped(self, targs, method=False):
         """Numbers as 0-d tensors of the dtype the op computes in (the promoted dtype, float32 for
         an int_to_float op on integers): what torch computes with wrapped numbers, which are
         cast to that dtype (atan2(-3, uint8 tensor) computes with -3.0, not with 253)."""
+        if self.f.name == "where":
+            # where's condition (first; second in the method's arguments, after self) takes no
+            # part in promotion and is never wrapped: torch refuses a number there, as kael does
+            c = 1 if method else 0
+            rest = self._wrapped_values([a for i, a in enumerate(targs) if i != c])
+            return rest[:c] + [targs[c]] + rest[c:]
+        return self._wrapped_values(targs)
+
+    def _wrapped_values(self, targs):
         r = result_type(targs)
         if self.f.promotion == "int_to_float" and not r.is_floating_point:
             r = torch.get_default_dtype()
@@ -341,7 +350,7 @@ class TorchOp:
         except TypeError as e:
             if not _takes_numbers_error(e):
                 raise
-        return getattr(targs[0], self.f.name)(*self._wrapped(targs)[1:], **kw)
+        return getattr(targs[0], self.f.name)(*self._wrapped(targs, method=True)[1:], **kw)
 
     def inplace(self, targs, kw):
         self_ = targs[0]
@@ -373,9 +382,10 @@ class TorchOp:
                 raise
         except RuntimeError as e:
             # torch.abs and torch.neg take only an out of the input's dtype ("Found dtype Double but
-            # expected Float"); every other op, and kael throughout, casts to any out dtype the
-            # result can be cast to. Those two follow the general rule below.
-            if not re.match(r"Found dtype \w+ but expected \w+", str(e)):
+            # expected Float"), torch.where one of the result's ("Expected out type to be Double but
+            # got Float"); every other op, and kael throughout, casts to any out dtype the result
+            # can be cast to. Those follow the general rule below.
+            if not re.match(r"Found dtype \w+ but expected \w+|Expected out type to be \w+ but got \w+", str(e)):
                 raise
         expected = self.function(targs, kw)
         if not torch.can_cast(expected.dtype, out.dtype):

@@ -7,6 +7,7 @@
 
 #include "kael/core/error.h"
 #include "kael/core/half.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/core/warning.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
@@ -14,6 +15,7 @@
 #include "kael/ops/_gelu_tanh.h"
 #include "kael/ops/_nan_to_num.h"
 #include "kael/ops/abs.h"
+#include "kael/ops/any.h"
 #include "kael/ops/add.h"
 #include "kael/ops/eq.h"
 #include "kael/ops/isfinite.h"
@@ -27,6 +29,7 @@
 #include "kael/ops/copy_.h"
 #include "kael/ops/expand.h"
 #include "kael/ops/full.h"
+#include "kael/ops/narrow.h"
 #include "kael/ops/to.h"
 #include "kael/ops/where.h"
 
@@ -98,6 +101,27 @@ const Tensor& masked_fill_inplace(const char* op, const Tensor& self, const Tens
                  std::equal(shape.begin(), shape.end(), self.sizes().begin()),
              op << ": mask of shape " << shape_str(mask.sizes()) << " does not broadcast to input's shape "
                 << shape_str(self.sizes()));
+  if (has_internal_overlap(self) == MemOverlap::Yes) {
+    // As PyTorch: a warning, then value is written where mask is set and nowhere else, so a
+    // memory location gets value when any element that refers to it is masked (whatever the
+    // order). That is the fill of self with each expanded dim (stride 0) narrowed to one
+    // element, masked by any() of the mask over those dims; copying where()'s result instead
+    // would write an unmasked element's old value over a masked one.
+    warn(WarningKind::User,
+         std::string("Use of ") + op +
+             " on expanded tensors is deprecated. Please clone() the tensor before performing this operation. "
+             "This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    DimVector expanded;
+    Tensor compact = self;
+    for (std::int64_t d = 0; d < self.dim(); ++d) {
+      if (self.strides()[d] == 0 && self.sizes()[d] > 1) {
+        expanded.push_back(d);
+        compact = kael::narrow(compact, d, 0, 1);
+      }
+    }
+    masked_fill_inplace(op, compact, kael::any(kael::expand(mask, self.sizes()), IntArrayRef(expanded), true), value);
+    return self;
+  }
   // Computed out of place, then copied: the copy checks self against the mask for overlap.
   kael::copy_(self, kael::where(mask, value, self));
   return self;

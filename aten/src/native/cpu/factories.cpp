@@ -1,4 +1,5 @@
 // Factories and copies on the CPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,10 +38,24 @@ Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<Sca
   check_cpu("empty_strided", device);
   KAEL_CHECK(size.size() == stride.size(), "empty_strided: mismatch in length of strides and shape ("
                                                << size.size() << " sizes, " << stride.size() << " strides)");
-  checked_numel("empty_strided", size);
-  for (std::int64_t st : stride)
-    KAEL_CHECK(st >= 0, "empty_strided: negative strides are not supported (got " << shape_str(stride) << ")");
-  return alloc_strided_cpu(size, stride, dtype.value_or(kDefaultFloat));
+  const std::int64_t numel = checked_numel("empty_strided", size);
+  // As PyTorch (TensorImpl::set_sizes_and_strides): a negative stride stands for the stride a
+  // contiguous layout would give that dim after the later ones (1 for the last), and it is taken
+  // only where it moves to no element: a dim of size 1, or an empty tensor. Elsewhere it is
+  // refused (PyTorch: "Storage size calculation overflowed"); kael has no negative strides.
+  DimVector strides(stride);
+  for (std::size_t i = strides.size(); i-- > 0;) {
+    if (strides[i] >= 0) continue;
+    KAEL_CHECK(size[i] == 1 || numel == 0, "empty_strided: negative strides are not supported (got "
+                                               << shape_str(stride) << " for size " << shape_str(size) << ")");
+    std::int64_t st = 1;
+    KAEL_CHECK(i + 1 == strides.size() ||
+                   !__builtin_mul_overflow(std::max<std::int64_t>(size[i + 1], 1), strides[i + 1], &st),
+               "empty_strided: storage size calculation overflowed for size " << shape_str(size) << " and strides "
+                                                                              << shape_str(stride));
+    strides[i] = st;
+  }
+  return alloc_strided_cpu(size, strides, dtype.value_or(kDefaultFloat));
 }
 
 // Note [arange semantics]: PyTorch's rules, checked against it case by case in test_factories.py.

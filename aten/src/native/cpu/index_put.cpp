@@ -8,13 +8,16 @@
 // before the first write (Note [Index checks come first]); values or indices that share memory
 // with self are read from a snapshot, so the write cannot clobber what is still to be read. The
 // loop is serial: with duplicate indices the last write wins (accumulate adds them all up, in
-// index order), which is deterministic where PyTorch leaves the order unspecified.
+// index order), which is deterministic where PyTorch leaves the order unspecified. That holds
+// for an expanded self too (elements sharing memory), which PyTorch takes with a deprecation
+// warning.
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "kael/core/error.h"
 #include "kael/core/mem_overlap.h"
+#include "kael/core/warning.h"
 #include "kael/native/declarations.h"
 #include "kael/native/index_ops.h"
 #include "kael/native/pointwise.h"
@@ -186,7 +189,13 @@ const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tenso
                                                    << self.dtype() << " for the destination and " << values_in.dtype()
                                                    << " for the source.");
   check_index_ranges(op, self, idx);
-  assert_no_internal_overlap(op, self);
+  if (has_internal_overlap(self) == MemOverlap::Yes) {
+    // As PyTorch: writing through an expanded self is deprecated, not refused (`x.expand(3, 4)[i]
+    // = v` works); the serial loop below makes the outcome deterministic (the last write wins).
+    warn(WarningKind::User,
+         "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing this "
+         "operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  }
   std::vector<Tensor> idx_read;
   for (const Tensor& i : idx) {
     assert_no_overlap(op, self, i);

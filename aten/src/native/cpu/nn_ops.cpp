@@ -297,7 +297,7 @@ Tensor classes_last(const Tensor& t) {
 }
 
 CrossEntropyGeometry cross_entropy_setup(const char* op, const Tensor& self, const Tensor& target,
-                                         double label_smoothing) {
+                                         std::int64_t ignore_index, double label_smoothing) {
   check_cpu(op, self);
   check_cpu(op, target);
   KAEL_CHECK(self.dim() >= 1, op << ": Expected input to have at least 1 dimension (the classes), got 0");
@@ -315,6 +315,10 @@ CrossEntropyGeometry cross_entropy_setup(const char* op, const Tensor& self, con
     KAEL_CHECK_VALUE(std::equal(target.sizes().begin(), target.sizes().end(), self.sizes().begin(), self.sizes().end()),
                      op << ": Expected input batch_size and target batch_size to match: input of shape "
                         << shape_str(self.sizes()) << " and probability target of shape " << shape_str(target.sizes()));
+    // As PyTorch: no class index to ignore in a probability target; only a negative
+    // ignore_index (the default -100) is taken, and it means nothing there.
+    KAEL_CHECK(ignore_index < 0, op << ": ignore_index is not supported for floating point target (got ignore_index="
+                                    << ignore_index << ")");
     KAEL_CHECK(target.dtype() == self.dtype(),
                op << ": expected target of dtype " << self.dtype() << " (probabilities), got " << target.dtype());
   } else {
@@ -527,7 +531,7 @@ Tensor cross_entropy_losses_cpu(const Tensor& self, const Tensor& target, std::i
     return cross_entropy_losses_cpu(to_dtype_cpu(self, common), to_dtype_cpu(target, common), ignore_index,
                                     label_smoothing);
   }
-  CrossEntropyGeometry g = cross_entropy_setup(op, self, target, label_smoothing);
+  CrossEntropyGeometry g = cross_entropy_setup(op, self, target, ignore_index, label_smoothing);
   if (!g.probabilities) check_targets(op, g.target.data<std::int64_t>(), g.rows, g.classes, ignore_index);
   Tensor result = alloc_cpu(g.out_shape, self.dtype());
   if (g.rows == 0) return result;
@@ -557,7 +561,7 @@ Tensor cross_entropy_losses_cpu(const Tensor& self, const Tensor& target, std::i
 Tensor cross_entropy_losses_backward_cpu(const Tensor& grad, const Tensor& self, const Tensor& target,
                                          std::int64_t ignore_index, double label_smoothing) {
   constexpr const char* op = "cross_entropy_losses_backward";
-  CrossEntropyGeometry g = cross_entropy_setup(op, self, target, label_smoothing);
+  CrossEntropyGeometry g = cross_entropy_setup(op, self, target, ignore_index, label_smoothing);
   if (!g.probabilities) check_targets(op, g.target.data<std::int64_t>(), g.rows, g.classes, ignore_index);
   check_cpu(op, grad);
   KAEL_CHECK_VALUE(std::equal(grad.sizes().begin(), grad.sizes().end(), g.out_shape.begin(), g.out_shape.end()),
