@@ -12,13 +12,16 @@
 
 #include "arg_parsing.h"
 #include "kael_function.h"
+#include "tensor_new.h"
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/_index.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/index_put.h"
 #include "kael/ops/index_put_.h"
+#include "kael/ops/ne.h"
 #include "kael/ops/nonzero.h"
 #include "kael/ops/permute.h"
 #include "kael/ops/select.h"
@@ -27,7 +30,6 @@
 
 namespace kael::python {
 
-PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);  // tensor_new.cpp
 
 namespace {
 
@@ -72,9 +74,17 @@ Tensor tensor_from_sequence(PyObject* item) {
 }
 
 Index convert_tensor_index(Tensor idx) {
+  if (idx.dtype() == ScalarType::UInt8) {
+    // As PyTorch: a uint8 index is a mask, read as its nonzero bytes (deprecated, with a warning
+    // where it has dims; a 0-d one is read as a bool, as torch reads it, without one).
+    if (idx.dim() > 0)
+      warn(WarningKind::User,
+           "indexing with dtype kael.uint8 is now deprecated, please use a dtype kael.bool instead.");
+    idx = kael::ne(idx, Scalar(std::int64_t{0}));
+  }
   const ScalarType t = idx.dtype();
-  KAEL_CHECK_INDEX(t == ScalarType::Bool || (is_integral(t, /*include_bool=*/false) && t != ScalarType::UInt8),
-                   "index: tensors used as indices must be long, int or bool tensors (got " << t << ")");
+  KAEL_CHECK_INDEX(t == ScalarType::Bool || is_integral(t, /*include_bool=*/false),
+                   "index: tensors used as indices must be long, int, byte or bool tensors (got " << t << ")");
   if (idx.dim() == 0 && t != ScalarType::Bool) return {Index::Kind::Int, idx.item().to<std::int64_t>()};
   if (idx.dim() == 0) return {Index::Kind::Bool, idx.item().to<bool>() ? 1 : 0};
   Index r{Index::Kind::Tensor};
@@ -86,6 +96,12 @@ Index convert_index(PyObject* item) {
   if (item == Py_Ellipsis) return {Index::Kind::Ellipsis};
   if (item == Py_None) return {Index::Kind::None};
   if (PyBool_Check(item)) return {Index::Kind::Bool, item == Py_True ? 1 : 0};
+  // A NumPy array implements __index__ (for one integer element), but as a key it is an index
+  // tensor, as in PyTorch: `t[np.array([0, 1])]` selects rows; a 0-d array is an integer or a
+  // bool as its tensor would be. NumPy scalars are integers through __index__ or invalid
+  // (np.bool_, np.float64), never index tensors.
+  const NumpyKind np = PyLong_Check(item) ? NumpyKind::None : numpy_kind(item);
+  if (np == NumpyKind::Array) return convert_tensor_index(tensor_from_sequence(item));
   if (is_index_key(item)) {
     const Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
     if (i == -1 && PyErr_Occurred()) throw PythonError();
@@ -99,7 +115,7 @@ Index convert_index(PyObject* item) {
     return r;
   }
   if (is_tensor(item)) return convert_tensor_index(tensor_of(item));
-  if (PyList_Check(item) || PyObject_HasAttrString(item, "__array_interface__"))
+  if (PyList_Check(item) || (np == NumpyKind::None && PyObject_HasAttrString(item, "__array_interface__")))
     return convert_tensor_index(tensor_from_sequence(item));
   KAEL_CHECK_INDEX(false, "index: unsupported index of type "
                               << Py_TYPE(item)->tp_name

@@ -13,6 +13,7 @@
 #include "kael/native/pointwise.h"
 #include "kael/runtime/threads.h"
 #include "tensor_object.h"
+#include "tensor_new.h"
 
 namespace kael::python {
 
@@ -31,7 +32,6 @@ void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_fun
 int kael_init_pyobject(PyObject* module);
 void append_autograd_functions(std::vector<PyMethodDef>& out);  // autograd_python.cpp
 int kael_init_autograd(PyObject* module);                        // autograd_python.cpp
-PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 namespace {
 

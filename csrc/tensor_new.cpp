@@ -26,6 +26,7 @@
 #include "kael/ops/clone.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/to.h"
+#include "tensor_new.h"
 
 namespace kael::python {
 
@@ -556,6 +557,13 @@ Match conv_numpy_scalar(PyObject* o, Scalar& out) {
     translate_exception();
     return Match::Error;
   }
+}
+
+NumpyKind numpy_kind(PyObject* o) {
+  const NumpyTypes& np = numpy_types();
+  if (np.ndarray == nullptr) return NumpyKind::None;
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(np.ndarray))) return NumpyKind::Array;
+  return is_numpy_scalar(o) ? NumpyKind::Scalar : NumpyKind::None;
 }
 
 PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

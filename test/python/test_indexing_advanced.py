@@ -170,3 +170,82 @@ def test_indexing_goes_through_the_dispatcher():
     _, ops = kael._C._trace_dispatch(assign)
     assert "nonzero" in ops and ops.count("index_put_") == 2
     assert x.tolist() == [[7.0, 1.0, 2.0, 3.0], [4.0, 5.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+# ---- NumPy arrays and uint8 tensors as keys
+
+NUMPY_KEYS = [
+    lambda np: np.array([0, 2, -1]),
+    lambda np: np.array([[0, 1], [3, 2]]),
+    lambda np: np.array([1, 3], dtype=np.int32),
+    lambda np: np.array([True, False, True, True]),
+    lambda np: np.array([], dtype=np.int64),
+    lambda np: (slice(None), np.array([4, 0])),
+    lambda np: (0, np.array([1, 1, 2]), slice(1, 3)),
+    lambda np: (np.array([0, 1]), [1, 2]),
+    lambda np: np.array(2),  # 0-d: an integer, the dim is dropped
+    lambda np: np.array(True),  # 0-d bool: a new dim of 1, as True
+    lambda np: np.array(False),
+    lambda np: np.int64(3),  # NumPy scalars: integers through __index__
+    lambda np: (np.int32(1), Ellipsis, np.array([0, 5])),
+]
+
+
+@pytest.mark.parametrize("make_key", NUMPY_KEYS)
+def test_numpy_arrays_are_index_tensors_as_in_torch(make_key):
+    import numpy as np
+    ours, theirs = pair()
+    key = make_key(np)
+    expected = theirs[key]
+    got = ours[key]
+    assert got.shape == expected.shape
+    assert got.tolist() == expected.tolist()
+    theirs[key] = -3.5
+    ours[key] = -3.5
+    assert ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("make_key", [lambda np: np.bool_(True), lambda np: np.float64(1.0),
+                                      lambda np: np.array([[True, False]])])
+def test_numpy_keys_torch_refuses(make_key):
+    # NumPy scalars that are not integers are no index (IndexError), and a mask's shape must match.
+    import numpy as np
+    ours, theirs = pair()
+    with pytest.raises(IndexError):
+        theirs[make_key(np)]
+    with pytest.raises(IndexError):
+        ours[make_key(np)]
+
+
+@pytest.mark.parametrize("key", [torch.tensor([1, 0, 2, 0], dtype=torch.uint8),
+                                 (slice(None), torch.tensor([0, 1, 1, 0, 1], dtype=torch.uint8)),
+                                 torch.tensor(1, dtype=torch.uint8), torch.tensor(0, dtype=torch.uint8)],
+                         ids=key_id)
+def test_uint8_tensor_keys_are_deprecated_masks_as_in_torch(key):
+    import warnings
+    ours, theirs = pair()
+    messages = []
+    for lib, t in ((torch, theirs), (kael, ours)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = t[convert(key, lib)]
+        messages.append([str(w.message).replace("torch.", "kael.").split(" (Triggered")[0] for w in caught])
+        if lib is torch:
+            expected = r
+        else:
+            got = r
+    assert messages[0] == messages[1]  # a warning where the mask has dims, none for a 0-d one
+    assert got.shape == expected.shape
+    assert got.tolist() == expected.tolist()
+    mask = key[-1] if isinstance(key, tuple) else key
+    if mask.dim() > 0:  # torch's one-value shortcut refuses a uint8 mask; a full value goes through index_put_
+        value = torch.arange(expected.numel(), dtype=torch.float32).reshape(expected.shape) - 9
+        with pytest.warns(UserWarning):
+            theirs[key] = value
+        with pytest.warns(UserWarning):
+            ours[convert(key, kael)] = kael.tensor(value.tolist())
+        assert ours.tolist() == theirs.tolist()
+    with pytest.raises(IndexError):  # a mask of the wrong length, as torch
+        theirs[torch.tensor([1, 0, 1], dtype=torch.uint8)]
+    with pytest.raises(IndexError), pytest.warns(UserWarning):
+        ours[kael.tensor([1, 0, 1], dtype=kael.uint8)]
