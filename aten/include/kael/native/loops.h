@@ -52,13 +52,21 @@ DimVector iteration_order(IntArrayRef shape, const DimVector* strides, int count
 template <int N>
 LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N>& ops, bool reorder = true) {
   const std::int64_t nd = static_cast<std::int64_t>(shape.size());
+  LoopGeometry<N> g;
+  for (int k = 0; k < N; ++k) g.data[k] = ops[k].data;
+  if (std::find(shape.begin(), shape.end(), std::int64_t{0}) != shape.end()) {
+    // No element: nothing moves. The other dims' product, and an empty operand's strides in
+    // bytes, may not fit in int64 (shape (0, 2^62)), so they are not computed.
+    g.numel = 0;
+    g.shape.push_back(0);
+    for (int k = 0; k < N; ++k) g.strides[k].push_back(0);
+    return g;
+  }
   DimVector bstrides[N];  // broadcast strides in bytes, natural dim order
   for (int k = 0; k < N; ++k) bstrides[k] = broadcast_strides(shape, ops[k], ops[k].itemsize);
   DimVector perm = reorder ? iteration_order(shape, bstrides, N) : DimVector(nd);
   if (!reorder)
     for (std::int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  LoopGeometry<N> g;
-  for (int k = 0; k < N; ++k) g.data[k] = ops[k].data;
   for (std::int64_t i = 0; i < nd; ++i) {
     const std::int64_t d = perm[i];
     g.numel *= shape[d];
@@ -78,7 +86,6 @@ LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N
     g.shape.push_back(1);
     for (int k = 0; k < N; ++k) g.strides[k].push_back(0);
   }
-  if (g.numel == 0) g.shape[0] = 0;
   return g;
 }
 

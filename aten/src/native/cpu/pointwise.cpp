@@ -27,7 +27,12 @@ DimVector broadcast_strides(IntArrayRef shape, const OperandView& op, std::int64
   const std::int64_t nd = static_cast<std::int64_t>(shape.size());
   const std::int64_t od = static_cast<std::int64_t>(op.sizes.size());
   DimVector out(nd, 0);
-  for (std::int64_t i = 0; i < od; ++i) out[nd - od + i] = op.sizes[i] == 1 ? 0 : op.strides[i] * scale;
+  // An operand with elements has strides in bytes that fit in int64 (its storage does); an empty
+  // one's may not (shape (0, 2^62)), and nothing reads them, so the product wraps there.
+  for (std::int64_t i = 0; i < od; ++i)
+    out[nd - od + i] = op.sizes[i] == 1 ? 0
+                                        : static_cast<std::int64_t>(static_cast<std::uint64_t>(op.strides[i]) *
+                                                                    static_cast<std::uint64_t>(scale));
   return out;
 }
 

@@ -228,10 +228,12 @@ inline LinePlan make_line_plan(const Tensor& x, std::int64_t dim) {
 
 // Calls line(i, a_offset, b_offset) for every line i of two tensors of the same line structure
 // (an input and its output: offsets of line i's first element in each), spread over threads in
-// tasks of about kRowChunk elements (cost: elements touched per line).
+// tasks of about kRowChunk elements (cost: elements touched per line). A line of a's with no
+// element is not visited (the callers' lines only visit elements): an empty tensor such as
+// (2^61, 0) scanned along its empty dim has 2^61 such lines.
 template <typename F>
 void for_each_line(const LinePlan& a, const LinePlan& b, std::int64_t cost, F&& line) {
-  if (a.lines == 0) return;
+  if (a.lines == 0 || a.length == 0) return;
   cost = std::max<std::int64_t>(cost, 1);
   const std::int64_t per_task = std::max<std::int64_t>(1, kRowChunk / cost);
   const std::int64_t tasks = (a.lines + per_task - 1) / per_task;
