@@ -80,16 +80,26 @@ def main():
         show("log_p", *fit(log_p, mp.mpf(0), zmax, log_deg), single)
         show("erf_small", *erf_small(erf_deg), single)
 
-    # float: erfc(x) = exp(-x^2 + Q(x - xmid)) for 1 <= x <= 4, fitted for the absolute error of
-    # erfc (the error erf = 1 - erfc gets), that is Q's error weighted by erfc(x).
-    xmid = mp.mpf("2.5")
+    # float: erfc(x) = 2^W(x - xmid) for 1 <= x <= 4, W ~ log2(erfc), fitted for the absolute
+    # error of erfc (the error erf = 1 - erfc gets), that is W's error weighted by erfc(x) ln2.
+    # Expanded at 1, where erfc is largest, so that W's terms do not cancel there.
+    xmid = mp.mpf(1)
 
-    def q_direct(u):
-        x = u + xmid
-        return mp.log(mp.erfc(x)) + x * x
+    def w_erfc(u):
+        return mp.log(mp.erfc(u + xmid)) / ln2
     print(f"kErfMid = {as_float(xmid)}")
-    show("erfc_q (x in [1, 4], absolute error of erfc)",
-         *fit(q_direct, 1 - xmid, 4 - xmid, 5, weight=lambda u: mp.erfc(u + xmid)), True)
+    show("erfc_w (x in [1, 4], absolute error of erfc)",
+         *fit(w_erfc, 1 - xmid, 4 - xmid, 5, weight=lambda u: mp.erfc(u + xmid) * ln2), True)
+
+    # float: 2^f = 1 + f P(f) on |f| <= 1/2 (exp2_moderate).
+    def exp2_p(f):
+        return (mp.power(2, f) - 1) / f if f != 0 else ln2
+    show("exp2_moderate's P", *fit(exp2_p, -mp.mpf("0.50005"), mp.mpf("0.50005"), 5), True)
+
+    # float gelu: Phi(-a) = 2^V(a) for 0 <= a <= 4 sqrt(2) (absolute error of V: the relative
+    # error of Phi(-a)).
+    show("gelu_v (a in [0, 4 sqrt(2)])",
+         *fit(lambda a: mp.log(mp.ncdf(-a)) / ln2, mp.mpf(0), 4 * mp.sqrt(2), 11, rel=False), True)
 
     # double: erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= 6, t = 1 / (1 + x/2).
     for single, xmax, deg in ((False, 6, 16),):

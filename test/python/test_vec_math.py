@@ -223,3 +223,128 @@ def test_strided_and_half_inputs_use_the_same_functions(name):
         check(getattr(kael, name)(to_kael(rows).t()), getattr(torch, name)(rows.t()))
         row = t.to(dt)[:1000]
         check(getattr(kael, name)(to_kael(row).expand(4, 1000)), getattr(torch, name)(row.expand(4, 1000)))
+
+
+# ---------------------------------------------------------------- log1p and erf, densely
+
+def test_float32_log1p_dense_where_rounding_of_one_plus_x_matters():
+    # every 7th float32 in [2^-26, 2] and in [-1, -2^-26], where 1 + x rounds and the correction
+    # term carries the lost bits, plus every float32 within 2^-20 of -1 (results near -16)
+    lo, hi = np.float32(2.0 ** -26).view(np.uint32), np.float32(2.0).view(np.uint32)
+    pos = np.arange(lo, hi, 7, dtype=np.uint32).view(np.float32)
+    neg = -np.arange(lo, np.float32(1.0).view(np.uint32), 7, dtype=np.uint32).view(np.float32)
+    near = -np.arange(np.float32(1 - 2.0 ** -20).view(np.uint32), np.float32(1.0).view(np.uint32),
+                      dtype=np.uint32).view(np.float32)
+    x = np.concatenate([pos, neg, near])
+    err = ulp_errors(kael_apply("log1p", x), float32_reference("log1p", x), np.float32)
+    bound = BOUNDS[("log1p", "float32")]
+    e, at = worst(err, x)
+    assert e <= bound, f"log1p float32: {e:.3f} ulp at {at!r} (documented bound {bound})"
+
+
+def test_float32_log1p_tiny_inputs_are_returned_exactly():
+    # |x| < 2^-25: log1p(x) rounds to x; 1 + x is 1 and the whole result is the correction term
+    x = np.concatenate([np.float32(2.0) ** -np.arange(25, 150, dtype=np.float32), np.float32([1e-45, 3e-39])])
+    x = np.concatenate([x, -x]).astype(np.float32)
+    assert np.array_equal(kael_apply("log1p", x), x)
+
+
+# ---------------------------------------------------------------- float32 gelu
+
+def documented_gelu_bounds():
+    """(ulps for x >= -1, ulps for -4 sqrt(2) <= x < -1) from Note [Vectorised math]."""
+    text = (ROOT / "aten/include/kael/native/vec_math.h").read_text()
+    m = re.search(r"float32 gelu.*?; ([\d.]+) ulp for x >= -1 and ([\d.]+) ulp", text, re.S)
+    return float(m.group(1)), float(m.group(2))
+
+
+GELU_HI = 4 * math.sqrt(2)
+
+
+def gelu_apply(x, lib=kael):
+    """gelu of a float32 NumPy array through the generated contiguous kernel (kael) or torch."""
+    if lib is torch:
+        return torch.nn.functional.gelu(torch.from_numpy(x.copy())).numpy()
+    import kael.nn.functional as KF
+    return np.array(KF.gelu(kael.frombuffer(np.ascontiguousarray(x), dtype=kael.float32)).tolist(),
+                    dtype=np.float32)
+
+
+def gelu_reference(x):
+    xd = torch.from_numpy(x.astype(np.float64))
+    return (xd * 0.5 * torch.special.erfc(-xd / math.sqrt(2))).numpy()
+
+
+def test_float32_gelu_ulp_error_within_documented_bound():
+    pos_bound, neg_bound = documented_gelu_bounds()
+    x = float32_sweep()
+    dense = np.arange(np.float32(0.25).view(np.uint32), np.float32(6.0).view(np.uint32), 97,
+                      dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, dense, -dense])
+    got = gelu_apply(x)
+    err = ulp_errors(got, gelu_reference(x), np.float32)
+    for sel, bound in ((x >= -1, pos_bound), ((x < -1) & (x >= -GELU_HI), neg_bound)):
+        e, at = worst(err[sel], x[sel])
+        assert e <= bound, f"gelu float32: {e:.3f} ulp at {at!r} (documented bound {bound})"
+    # below -4 sqrt(2): x * 0, as torch's float32 formula gives there (|exact value| < 2^-24)
+    low = x < -GELU_HI
+    assert np.all(got[low] == 0) and np.all(np.signbit(got[low]))
+    assert np.abs(gelu_reference(x[low])).max() < 2.0 ** -24
+
+
+def test_float32_gelu_is_more_accurate_than_the_erf_formula_for_negative_inputs():
+    # torch's float32 result x (1 + erf(x / sqrt(2))) / 2 cancels as x falls; kael's does not
+    x = -np.linspace(1.5, 5.5, 4001, dtype=np.float32)
+    ref = gelu_reference(x)
+    err_kael = np.abs(gelu_apply(x) - ref) / np.abs(ref)
+    err_torch = np.abs(gelu_apply(x, torch) - ref) / np.abs(ref)
+    assert err_kael.max() < 1e-5 < err_torch.max()
+
+
+def test_float32_gelu_special_values():
+    x = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 1e-30, -1e-30, 6.0, -6.0, 10.0,
+                  -10.0, 3e38, -3e38, GELU_HI, -GELU_HI], dtype=np.float32)
+    got, want = gelu_apply(x), gelu_apply(x, torch)
+    # NaN for NaN and -inf only (torch's vectorised loop also gives NaN at +inf, its scalar loop
+    # inf, and inf at 3e38, where x (1 + erf) overflows before the halving)
+    assert np.array_equal(np.isnan(got), np.isnan(x) | (x == -math.inf)), (x, got)
+    assert got[13] == x[13] and got[14] == 0
+    assert np.array_equal(got[x == 0], x[x == 0]) and np.array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+    assert got[2] == math.inf and math.isnan(got[3])  # +inf (torch's scalar loop; docs/decisions.md), -inf: NaN
+    assert np.array_equal(got[[9, 11, 13]], x[[9, 11, 13]])  # x where Phi(x) rounds to 1
+    assert np.all(got[[10, 12, 14]] == 0) and np.all(np.signbit(got[[10, 12, 14]]))  # -0.0, as torch
+    np.testing.assert_allclose(got[5:9], want[5:9], rtol=0, atol=1e-44)
+
+
+@pytest.mark.parametrize("name", ["log1p", "erf", "gelu"])
+def test_one_and_two_threads_give_identical_bits(name):
+    import kael.nn.functional as KF
+    fn = KF.gelu if name == "gelu" else getattr(kael, name)
+    x = torch.randn(1 << 20, dtype=torch.float32) * 4
+    if name == "log1p":
+        x = x.abs() - 0.999
+    before = kael.get_num_threads()
+    try:
+        kael.set_num_threads(1)
+        one = np.array(fn(to_kael_tensor(x)).tolist(), dtype=np.float32)
+        kael.set_num_threads(2)
+        two = np.array(fn(to_kael_tensor(x)).tolist(), dtype=np.float32)
+    finally:
+        kael.set_num_threads(before)
+    assert np.array_equal(one.view(np.uint32), two.view(np.uint32))
+
+
+def to_kael_tensor(t):
+    from helpers import to_kael
+    return to_kael(t)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_gelu_strided_and_every_float_dtype_match_torch(dtype):
+    from helpers import check, to_kael
+    import kael.nn.functional as KF
+    t = torch.linspace(-12, 12, 3001, dtype=torch.float64).to(dtype)
+    rows = t[:3000].reshape(3, 1000)
+    check(KF.gelu(to_kael(rows).t()), torch.nn.functional.gelu(rows.t()))
+    check(KF.gelu(to_kael(t[:1000]).expand(4, 1000)), torch.nn.functional.gelu(t[:1000].expand(4, 1000)))
+    check(KF.gelu(to_kael(t)[::3]), torch.nn.functional.gelu(t[::3]))

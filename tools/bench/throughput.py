@@ -16,6 +16,15 @@ Method
   one warm-up call, then `--repeats` timed runs (default 7), round-robin across libraries
   so that machine noise hits all of them alike; a run repeats the call until it lasts at
   least 20 ms and reports the time per call. Each cell is the median of the runs.
+* Settling: before each timed run the script sleeps `--settle` seconds (default 0.02). torch's
+  OpenMP runtime (libgomp) keeps its worker threads spinning for a while after each parallel
+  region (GOMP_SPINCOUNT, a few ms by default) before they sleep; in one process that alternates
+  libraries, a run that starts right after torch's could share its cores with those spinning
+  threads (kael's pool threads block on a condition variable instead and take no core once
+  idle). The pause lets every library start its run on a quiet machine; torch keeps its own
+  wait policy (nothing is set in its environment). Measured on 2026-12-01 on a machine loaded by
+  other work, kael's 2-thread attention timed right after a torch call and after a 100 ms pause
+  did not differ (3.9 and 4.1 ms, medians of 40), so the pause is a safeguard, not a correction.
 * Threads: torch.set_num_threads(n) and kael.set_num_threads(n). NumPy's ufuncs are
   single-threaded and its OpenBLAS is pinned to 1 thread (OPENBLAS_NUM_THREADS=1 is set
   before NumPy is imported), so the NumPy column appears in the 1-thread table only.
@@ -250,6 +259,7 @@ def make_cases(quick):
 # ---------------------------------------------------------------------------
 CLOCK = time.perf_counter
 CLOCK_DIVISOR = 1
+SETTLE_S = 0.02
 
 
 def time_call(fn, min_s=0.02):
@@ -334,6 +344,8 @@ def run(cases, libs, threads, repeats, warnings, skipped):
         order = list(runners)
         for r in range(repeats):
             for lib in order[r % len(order):] + order[:r % len(order)]:
+                if SETTLE_S:
+                    time.sleep(SETTLE_S)
                 samples[lib].append(time_call(runners[lib]))
         for lib, ts in samples.items():
             results[(case.key, lib)] = case.amount / statistics.median(ts) / 1e9
@@ -406,11 +418,15 @@ def main():
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: elapsed time (an idle machine); cpu: the process's CPU time over the "
                          "thread count, for a machine shared with other work (see the docstring)")
+    ap.add_argument("--settle", type=float, default=0.02,
+                    help="seconds to sleep before each timed run, so that no library's idle threads "
+                         "(OpenMP's spin after a region) still hold a core (see the docstring)")
     ap.add_argument("--fail-on-miss", action="store_true", help="exit with status 2 when a target is missed")
     args = ap.parse_args()
 
-    global CLOCK
+    global CLOCK, SETTLE_S
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    SETTLE_S = max(0.0, args.settle)
     import torch
     import kael
     libs = {"kael": kael, "torch": torch, "numpy": np}
@@ -431,7 +447,7 @@ def main():
     print(f"# {platform.machine()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}; {load_s}")
     print(f"# kael {getattr(kael, '__version__', '?')}, torch {torch.__version__}, numpy {np.__version__}, "
           f"python {platform.python_version()}; median of {args.runs} measurement(s) of {args.repeats} runs each; "
-          f"{args.clock} clock")
+          f"{args.clock} clock; {SETTLE_S:g} s settle before each run")
     warnings, misses, skipped = [], [], set()
     for threads in (int(t) for t in args.threads.split(",")):
         runs = [run(cases, libs, threads, args.repeats, warnings, skipped) for _ in range(args.runs)]

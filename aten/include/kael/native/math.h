@@ -372,6 +372,11 @@ KAEL_HOST_DEVICE inline T silu(T a) {
 // kael's vectorisable versions for float and double (Note [Vectorised math]).
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu(T a) {
+#ifndef __CUDACC__
+  if constexpr (std::is_same_v<T, float>) {
+    return vmath::gelu(a);  // one branch, no cancellation for a < 0 (Note [Vectorised math])
+  }
+#endif
   return a * T(0.5) * (T(1) + erf(a * T(0.70710678118654752440)));
 }
 template <typename T>

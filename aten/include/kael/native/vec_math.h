@@ -1,6 +1,7 @@
 #pragma once
 // Note [Vectorised math]
-// kael's own float/double exp, expm1, log, log1p, tanh, sigmoid and erf for CPU kernels.
+// kael's own float/double exp, expm1, log, log1p, tanh, sigmoid and erf, and float gelu, for
+// CPU kernels.
 // Each is straight-line code: range reduction, a polynomial, integer operations on the bit
 // pattern and selects for the special values. No branches, tables or calls, so that GCC
 // vectorises a loop that calls one (the contiguous loops of kael/native/loops.h; formulas
@@ -17,19 +18,30 @@
 // Accuracy: bounds on the error in units in the last place of the correctly rounded result,
 // checked by test/python/test_vec_math.py (float32: every 251st bit pattern and the overflow
 // and underflow boundaries against float64; float64: random bit patterns and ranges against
-// long double or mpmath). The largest errors measured are in brackets (float32 erf: every 5th
-// float32 in [0.5, 4.5] and its negation as well, where its two branches and exp_moderate's
-// one-constant reduction meet).
+// long double or mpmath). The largest errors measured are in brackets (float32 log1p and erf:
+// every float32).
 //
 //   function   float32   float64   method
 //   exp        1.5 ulp   1.5 ulp   x = k ln2 + r, |r| <= ln2/2; exp(r) = 1 + r + r^2 P(r)  [1.05, 1.04]
 //   expm1      2 ulp     2.5 ulp   as exp; 2^k (expm1(r) + 1) - 1 in one fused step        [1.52, 2.15]
 //   log        1.5 ulp   1.5 ulp   x = 2^e m, m in [sqrt(1/2), sqrt(2)); s = f / (2 + f)    [0.91, 1.10]
-//   log1p      2 ulp     2 ulp     log(1 + x) + the rounding error of 1 + x over (1 + x)    [1.44, 1.48]
+//   log1p      2 ulp     2 ulp     log(1 + x) + the rounding error of 1 + x over (1 + x)    [1.36, 1.48]
 //   tanh       3 ulp     3 ulp     e = expm1(2|x|); e / (e + 2), with x's sign              [2.42, 2.49]
 //   sigmoid    2.5 ulp   2.5 ulp   1 / (1 + exp(-x)), PyTorch's formula (see below)          [2.26, 2.23]
-//   erf        1.5 ulp   1.5 ulp   |x| < 1: x + x P(x^2); else float: 1 - exp(-x^2 + Q(x)), [1.19, 1.15]
+//   erf        1.5 ulp   1.5 ulp   |x| < 1: x + x P(x^2); else float: 1 - 2^W(|x|),        [1.23, 1.15]
 //                                  double: 1 - t exp(-x^2 + Q(t)), t = 1 / (1 + |x|/2)
+//
+// float32 gelu(x) = x Phi(x) (approximate='none'): x - |x| E for x > 0 and x E for x < 0, E =
+// Phi(-|x|) = 2^V(|x|); 4.5 ulp for x >= -1 and 50 ulp for -4 sqrt(2) <= x < -1 [3.98, 48.4], where
+// the formula x (1 + erf(x / sqrt(2))) / 2, which float64 keeps, loses all digits as x falls
+// (1 + erf cancels); below -4 sqrt(2), where |gelu(x)| < 2^-24, it returns x * 0 as that
+// formula does in float32 (-0.0, NaN at -inf).
+//
+// These kernels are bound by their instructions and their dependency chains rather than by
+// memory (a 16M-element call at 1 thread): log1p takes log's reduction without its subnormal
+// step and replaces the division by u with 4 t^2 (1 + z), t = 1 / (2 + f) being log's own
+// division; float erf and gelu fold -x^2 and log2(e) into W and V and use exp2_moderate, one
+// polynomial in base 2 with no ln2 reduction; gelu evaluates V by Estrin's scheme.
 //
 // sigmoid's bound holds where exp(-x) is finite; below (x < -88.72 in float32, -709.78 in
 // float64) it returns 0, as PyTorch's formula does, where the exact value is below 2^-127.
@@ -165,12 +177,23 @@ struct C<float> {
     return poly(z, 0x1.06eba8p-3f, -0x1.81273ep-2f, 0x1.ce2cf0p-4f, -0x1.b7f88cp-6f, 0x1.5401dcp-8f,
                 -0x1.a3dc18p-11f, 0x1.49234ep-14f);
   }
-  // erfc(x) = exp(-x^2 + Q(x - kErfMid)) for 1 <= x <= 4 (absolute error of erfc 1.6e-8, Q
-  // fitted for it: no division, unlike double's form below).
-  static constexpr float kErfMid = 2.5f;
-  KAEL_VMATH_INLINE static float erfc_q(float u) {
-    return poly(u, -0x1.8e8b30p+0f, -0x1.69520cp-2f, 0x1.c3b05cp-5f, -0x1.a36ed6p-7f, 0x1.89040ep-12f,
-                -0x1.2ebe70p-10f);
+  // erfc(x) = 2^W(x - kErfMid) for 1 <= x <= 4, W ~ log2(erfc): the -x^2 log2(e) of erfc's
+  // exponent is in W's coefficients (absolute error of erfc 1.6e-8).
+  static constexpr float kErfMid = 1.0f;
+  KAEL_VMATH_INLINE static float erfc_w(float u) {
+    return poly(u, -0x1.558eaep+1f, -0x1.e752bep+1f, -0x1.376d9cp+0f, -0x1.e4f564p-5f, 0x1.ab3020p-7f,
+                -0x1.b4c462p-10f);
+  }
+  // Phi(-a) = 2^V(a) for 0 <= a <= kGeluHi = 4 sqrt(2), V ~ log2(Phi(-a)) (absolute error of V
+  // 3.7e-8, the relative error of Phi(-a) that gives).
+  static constexpr float kGeluHi = 0x1.6a09e6p+2f;
+  KAEL_VMATH_INLINE static float gelu_v(float a) {
+    // Estrin's scheme: a dependency chain of 5 operations instead of Horner's 11.
+    const float a2 = a * a, a4 = a2 * a2;
+    const float q0 = fmadd(a2, fmadd(a, -0x1.adc158p-5f, -0x1.d63b70p-2f), fmadd(a, -0x1.26aedep+0f, -0x1.fffffep-1f));
+    const float q1 = fmadd(a2, fmadd(a, 0x1.7457f2p-14f, -0x1.3b5bc4p-12f), fmadd(a, 0x1.d7cdf6p-17f, 0x1.c7d84ap-8f));
+    const float q2 = fmadd(a2, fmadd(a, 0x1.584654p-29f, -0x1.909220p-24f), fmadd(a, 0x1.9e6e3ap-20f, -0x1.f1cda0p-17f));
+    return fmadd(a4, fmadd(a4, q2, q1), q0);
   }
 };
 template <>
@@ -239,19 +262,36 @@ KAEL_VMATH_INLINE T expm1_reduced(T r) {
   return fmadd(r * r, C<T>::exp_p(r), r);
 }
 
-// exp for float erf's exponents, x in [-18.1, -1.8] (k in [-27, -2]; NaN gives NaN): one
-// scaling step, no clamp; the bias of 2^k is added in the rounding shift, and r = x - k ln2 takes
-// one constant for ln2, whose error (1.9e-9) puts an error of at most 27 * 1.9e-9 = 5.1e-8 into
-// r, relative to the result, which is at most 0.16 (erfc(1)).
+// The exponent e of u = 2^e m, m in [sqrt(1/2), sqrt(2)), as a T, from ub = bits(u) - bits of
+// sqrt(1/2) (u normal): the (signed) exponent field of ub. float converts the arithmetic shift;
+// double goes through the bits of a double with e + 2^11 in its low bits (no int64 -> double
+// conversion below AVX-512).
 template <typename T>
-KAEL_VMATH_INLINE T exp_moderate(T x) {
-  using K = C<T>;
-  constexpr T kShiftBias = K::kShift + static_cast<T>(K::kBias);  // its low bits are the bias
-  constexpr T kLn2 = K::kLn2Hi + K::kLn2Lo;
-  const T t = fmadd(x, K::kLog2e, kShiftBias);
-  const T r = fmadd(t - kShiftBias, -kLn2, x);
-  const T p = fmadd(r * r, K::exp_p(r), r) + T(1);
-  return p * pow2_biased<T>(bits(t));  // the shift keeps the low bits: k + bias
+KAEL_VMATH_INLINE T exponent_of_offset_bits(bits_t<T> ub) {
+  using U = bits_t<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(static_cast<std::int32_t>(ub) >> Traits<float>::kMantissa);
+  } else {
+    constexpr int kExpBits = sizeof(T) * 8 - Traits<T>::kMantissa;  // 12: sign + exponent field
+    const U e_off = (ub + (U(1) << (sizeof(T) * 8 - 1))) >> Traits<T>::kMantissa;  // e + 2^11
+    constexpr T kTwoPowMantissa = T(U(1) << Traits<T>::kMantissa);          // its mantissa field is 0
+    return from_bits<T>(bits(kTwoPowMantissa) | e_off) - (kTwoPowMantissa + T(U(1) << (kExpBits - 1)));
+  }
+}
+
+// 2^w for float w in [-64, 32] (no clamp; NaN gives NaN): 2^w = 2^k 2^f with k = round(w),
+// f = w - k in [-1/2, 1/2] exact, 2^f = 1 + f P(f) (relative error of the fit 1.1e-8). The
+// exponent bias goes in with the rounding shift (its low bits are the bias), so 2^k is one
+// shift. Used where w is already in base 2 (float erf and gelu fold log2(e) into their
+// polynomials).
+KAEL_VMATH_INLINE float exp2_moderate(float w) {
+  constexpr float kShiftBias = C<float>::kShift + static_cast<float>(C<float>::kBias);
+  const float t = w + kShiftBias;
+  const float f = w - (t - kShiftBias);
+  const float p = fmadd(f, poly(f, 0x1.62e430p-1f, 0x1.ebfbdep-3f, 0x1.c6af6ep-5f, 0x1.3b2bd8p-7f,
+                                0x1.5f078cp-10f, 0x1.42dca0p-13f),
+                        1.0f);
+  return p * pow2_biased<float>(bits(t));  // the shift keeps the low bits: k + bias
 }
 
 // expm1 for x in [kExpm1Lo, 2 kTanhHi]: no overflow, no -0.0 (tanh's use).
@@ -330,12 +370,34 @@ KAEL_VMATH_INLINE T log(T x) {
 
 template <typename T>
 KAEL_VMATH_INLINE T log1p(T x) {
+  using namespace detail;
+  using K = C<T>;
+  using U = bits_t<T>;
+  // log(u) for u = 1 + x as in log() (u is never subnormal: u >= 2^-24 or u = 0), plus the
+  // part of x that 1 + x rounded away, c = x - (u - 1) (exact), times log's slope 1 / u:
+  // log1p(x) = log(u) + c / u + O((c / u)^2).
   const T u = T(1) + x;
-  // log(u) plus the part of x that 1 + x rounded away, divided by u (log's slope there).
-  const T y = log(u) + (x - (u - T(1))) / u;
+  const U ub = bits(u) - K::kSqrtHalfBits;
+  const T m = from_bits<T>((ub & K::kMantissaMask) + K::kSqrtHalfBits);  // u = 2^e m
+  const T e = exponent_of_offset_bits<T>(ub);
+  const T f = m - T(1);
+  const T t = T(1) / (T(2) + f);
+  const T s = f * t;
+  const T z = s * s;
+  const T lg = fmadd(-s, fmadd(-z, K::log_p(z), f), f);
+  // c / u = c 2^-e / m without a second division: 1 / m = 4 t^2 / (1 - z) = 4 t^2 (1 + z + z^2 ...)
+  // (z <= 0.0295, and c / u is at most 2^-24 of the result, so 1 + z is enough). 4 * 2^-e is
+  // built from the exponent bits of ub (e in [-24, 128] wherever the result is used).
+  const T scale = from_bits<T>(bits(T(4)) - (ub & ~K::kMantissaMask));
+  const T ct = (x - (u - T(1))) * scale * t;
+  const T ct2 = ct * t;
+  const T y = fmadd(e, K::kLn2Hi, fmadd(e, K::kLn2Lo, lg)) + fmadd(ct2, z, ct2);
+  // log1p has x's sign wherever it is defined: the sign bit of x restores -0.0 (the sum gives
+  // +0.0) and leaves every other result as it is.
+  const T r = from_bits<T>(bits(y) | (bits(x) & Traits<T>::kSign));
+  // u = +inf: inf; u = 0 (x = -1): -inf; u < 0: NaN; NaN stays NaN (through y).
   constexpr T inf = std::numeric_limits<T>::infinity();
-  // -1 -> -inf, inf -> inf, -0.0 -> -0.0 (the correction is NaN or loses the sign there).
-  return detail::select((x == T(-1)) | (x == inf) | (x == T(0)), detail::select(x == T(-1), -inf, x), y);
+  return select(u < inf, select(u > T(0), r, select(u == T(0), -inf, std::numeric_limits<T>::quiet_NaN())), u);
 }
 
 template <typename T>
@@ -357,19 +419,35 @@ template <typename T>
 KAEL_VMATH_INLINE T erf(T x) {
   using namespace detail;
   using K = C<T>;
+  const T ax = abs(x);
   const T small = fmadd(x, K::erf_small(x * x), x);  // odd; keeps -0.0
-  T a = abs(x);
-  a = select(a > K::kErfHi, K::kErfHi, a);  // erf is +-1 in T beyond; NaN passes
+  const T a = select(ax > K::kErfHi, K::kErfHi, ax);  // erf is +-1 in T beyond; NaN passes
   // Below 1 this branch is selected away (its exponent stays finite there).
   T erfc;
   if constexpr (std::is_same_v<T, float>) {
-    erfc = exp_moderate(fmadd(-a, a, K::erfc_q(a - K::kErfMid)));
+    erfc = exp2_moderate(K::erfc_w(a - K::kErfMid));
   } else {
     const T t = T(1) / fmadd(a, T(0.5), T(1));
     erfc = t * exp(fmadd(-a, a, K::erfc_q(t - K::kErfT)));
   }
-  const T large = copysign(T(1) - erfc, x);
-  return select(abs(x) < T(1), small, large);
+  // 1 - erfc >= 0: x's sign bit goes in with an or (small has x's sign already).
+  const T y = select(ax < T(1), small, T(1) - erfc);
+  return from_bits<T>(bits(y) | (bits(x) & Traits<T>::kSign));
+}
+
+// gelu(x) = x Phi(x) = x (1 + erf(x / sqrt(2))) / 2 for float, in one branch and without the
+// cancellation of 1 + erf for x < 0: with E = Phi(-|x|) = 2^V(|x|), x (1 - E) for x > 0 (E <= 1/2)
+// and x E for x < 0. Beyond |x| = 4 sqrt(2) E is taken as 0: x for x > 0 (1 - E rounds to 1
+// there) and x * 0 for x < 0 (-0.0, and NaN at -inf, as PyTorch's formula gives; the exact
+// value is below 2^-24 in magnitude). kael/native/math.h's gelu calls it for float.
+KAEL_VMATH_INLINE float gelu(float x) {
+  using namespace detail;
+  using K = C<float>;
+  const float ax = abs(x);
+  const bool beyond = ax > K::kGeluHi;
+  const float a = select(beyond, K::kGeluHi, ax);  // NaN passes
+  const float e = select(beyond, 0.0f, exp2_moderate(K::gelu_v(a)));
+  return select(x > 0.0f, fmadd(-a, e, x), x * e);  // x - |x| E (|x| clamped: +inf stays inf), x E
 }
 
 }  // namespace kael::native::vmath
