@@ -296,7 +296,9 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     // PyTorch's shortcut for a key that is False itself (not in a tuple): nothing is written and
     // nothing about the value but its type is checked.
     if (key == Py_False) return 0;
-    const Walk w = walk_key(tensor_of(self), key);
+    // A key that is True itself is a copy into t.unsqueeze(0) in PyTorch (not index_put_): the
+    // value is converted, and an expanded t is refused by the copy's overlap check.
+    const Walk w = key == Py_True ? Walk{kael::unsqueeze(tensor_of(self), 0), {}, {}} : walk_key(tensor_of(self), key);
     if (w.dims.empty()) {
       if (value_tensor != nullptr) {
         native::assign(w.view, *value_tensor);
@@ -308,11 +310,10 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
       // then laid out as index_put_ reads it (B + other dims) and written through the indices.
       // A tensor value keeps its dtype, so index_put_ refuses one of another dtype (torch's
       // "Index put requires the source and destination dtypes match"), except where PyTorch
-      // converts it: a key that is True itself (a copy into t.unsqueeze(0)), and its masked_fill
-      // shortcut (one bool mask the only index tensor, a one-element value), which converts
-      // value.item() with the overflow check of a number.
+      // converts it: its masked_fill shortcut (one bool mask the only index tensor, a
+      // one-element value), which converts value.item() with the overflow check of a number.
       const Advanced a = plan_advanced(w);
-      bool convert = value_tensor == nullptr || key == Py_True;
+      bool convert = value_tensor == nullptr;
       if (!convert && value_tensor->numel() == 1) {
         convert = w.index_tensors == 1 && w.mask;
         if (convert) check_convertible("index", value_tensor->item(), w.view.dtype());

@@ -1252,3 +1252,37 @@ def test_where_with_a_number_condition_is_a_type_error_in_both():
     op = TorchOp(CASE_BY_ID["where-out"][0])
     op.out([torch.tensor(c), torch.tensor([1.5, 2.5], dtype=torch.float64), 7], {}, tout)
     assert tout.tolist() == [1.5, 7.0]
+
+
+# ---------------------------------------------------------------- the long run of 2026-12-01, seed 20261202
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e30, -1e30, 2.5, -2.0 ** 63])
+@pytest.mark.parametrize("form", ["function", "method", "inplace"])
+def test_masked_fill_with_a_0d_tensor_value_checks_the_conversion_as_torch(value, form):
+    # masked_fill(int64 x, mask, tensor(nan)) stored INT64_MIN: the 0-d value tensor was cast
+    # unchecked; torch fills with value.item() and raises "value cannot be converted".
+    def make(lib):
+        x = lib.zeros(3, dtype=lib.int64)
+        mask = lib.tensor([True, False, True])
+        v = lib.tensor(value, dtype=lib.float64)
+        if form == "function":
+            return lib.masked_fill(x, mask, v)
+        if form == "method":
+            return x.masked_fill(mask, v)
+        x.masked_fill_(mask, v)
+        return x
+    same_as_torch(make)
+
+
+@pytest.mark.parametrize("value", ["row", "number", "other_dtype"])
+def test_setitem_with_true_is_a_copy_into_unsqueeze_as_torch(value):
+    # x[True] = v went through index_put_, which (as torch's index_put_) writes into an expanded
+    # x with a warning; torch copies into x.unsqueeze(0), whose overlap check refuses it.
+    def make(lib, expanded):
+        x = lib.zeros(1).expand(3) if expanded else lib.zeros(2, 3)
+        v = {"row": lib.tensor([1.0, 2.0, 3.0]), "number": 7,
+             "other_dtype": lib.tensor([1.5, 2.5, 3.5], dtype=lib.float64)}[value]
+        x[True] = v
+        return x
+    same_as_torch(lambda lib: make(lib, False))
+    same_as_torch(lambda lib: make(lib, True))

@@ -84,6 +84,9 @@ Tensor fill_value(const char* op, const Tensor& self, const Scalar& value) {
 Tensor fill_value(const char* op, const Tensor& self, const Tensor& value) {
   KAEL_CHECK(value.dim() == 0, op << ": only supports a 0-dimensional value tensor, but got tensor with "
                                   << value.dim() << " dimension(s).");
+  // As PyTorch, which fills with value.item(): the value is converted with a number's overflow
+  // check (NaN, an infinity or 1e30 into int64 raise instead of storing INT64_MIN).
+  check_convertible(op, value.item(), self.dtype());
   return kael::to(value, self.dtype());
 }
 
