@@ -91,7 +91,11 @@ cd "$pkg"  # so that `import kael` finds the instrumented package, not the check
 export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" PYTHONPATH="$PWD"
 "$root/.venv/bin/python" -c "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
 if [ "$mode" != "--fuzz-only" ]; then
-  "$root/.venv/bin/python" -m pytest "$root/test/python" -q -p no:cacheprovider --rootdir "$root"
+  # kael is imported before the first test module: several put the checkout on sys.path[0], and an
+  # `import kael` after that would load the checkout's own, uninstrumented _C without a word.
+  "$root/.venv/bin/python" -c "import sys, kael, pytest
+assert kael._C.__file__.startswith('$PWD'), kael._C.__file__
+sys.exit(pytest.main(sys.argv[1:]))" "$root/test/python" -q -p no:cacheprovider --rootdir "$root"
 fi
 if [ "$mode" = "--fuzz-long" ] || [ "$mode" = "--fuzz-only" ]; then
   "$root/.venv/bin/python" "$root/tools/fuzz_long.py" --cases "$cases" --python "$root/.venv/bin/python"
