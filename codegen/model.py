@@ -229,6 +229,8 @@ class NativeFunction:
     opmath_other_scalar: bool = False
     # a number first input gives a contiguous result (see codegen/README.md)
     number_self_contiguous: bool = False
+    # the first input is a condition that takes no part in type promotion (see codegen/README.md)
+    condition_first: bool = False
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -301,6 +303,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     check = _pop(entry, "check")
     opmath_other_scalar = _pop(entry, "opmath_other_scalar", False)
     number_self_contiguous = _pop(entry, "number_self_contiguous", False)
+    condition_first = _pop(entry, "condition_first", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -383,6 +386,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'number_self_contiguous' must be true or false")
     if number_self_contiguous and (pointwise is None or len(schema.tensor_params) != 2):
         raise CodegenError("'number_self_contiguous' applies to pointwise ops of two tensor inputs only")
+    if not isinstance(condition_first, bool):
+        raise CodegenError("'condition_first' must be true or false")
+    if condition_first and (pointwise is None or len(schema.tensor_params) < 2):
+        raise CodegenError("'condition_first' applies to pointwise ops of two or more tensor inputs only")
 
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
@@ -400,7 +407,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
         opmath_other_scalar=opmath_other_scalar, number_self_contiguous=number_self_contiguous,
-        key_lines=tuple(sorted((key_lines or {}).items())),
+        condition_first=condition_first, key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 

@@ -423,6 +423,21 @@ def test_two_input_pointwise_flags(key, tmp_path):
     assert f"/*{key}=*/true" in kernel and f"/*{other}=*/true" not in kernel
 
 
+def test_condition_first_flag(tmp_path):
+    sig = "where(Tensor condition, Tensor self, Tensor other) -> Tensor"
+    assert parse_one(pointwise(sig, "'truth(a) ? b : c'", "  condition_first: true\n")).condition_first is True
+    assert parse_one(pointwise(sig, "'truth(a) ? b : c'")).condition_first is False
+    assert error(pointwise(sig, "'truth(a) ? b : c'", "  condition_first: yes please\n")) == \
+        "t.yaml:3: where: 'condition_first' must be true or false"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  condition_first: true\n")) == \
+        "t.yaml:3: f: 'condition_first' applies to pointwise ops of two or more tensor inputs only"
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + pointwise(sig, "'truth(a) ? b : c'", "  condition_first: true\n"))
+    gen.generate(yaml_path, tmp_path / "out")
+    kernel = (tmp_path / "out/src/pointwise/where.cpp").read_text()
+    assert "/*condition_first=*/true" in kernel and "/*opmath_other_scalar=*/false" in kernel
+
+
 # ============================================================================ dispatch
 
 def test_dispatch_keys_and_alias():

@@ -1286,3 +1286,21 @@ def test_setitem_with_true_is_a_copy_into_unsqueeze_as_torch(value):
         return x
     same_as_torch(lambda lib: make(lib, False))
     same_as_torch(lambda lib: make(lib, True))
+
+
+@pytest.mark.parametrize("a,b", [(-3, -3), (2, 300), (2.5, 1), ("int8", "int8"), ("int8", 3), ("uint8", "int8"),
+                                 ("float16", 2.5), ("bool", "bool"), ("bool", 7)])
+@pytest.mark.parametrize("cond", ["uint8", "bool"])
+def test_where_condition_takes_no_part_in_promotion_as_torch(cond, a, b):
+    # where(uint8 c, -3, -3) was uint8 253 and where(uint8 c, int8 t, int8 t) int16: the
+    # deprecated uint8 condition was promoted with the values (registry key condition_first).
+    def make(lib):
+        def operand(v):
+            if isinstance(v, str):
+                return lib.tensor([1, 0, 2], dtype=getattr(lib, v)) if v != "bool" else lib.tensor([True, False, True])
+            return v
+        c = lib.tensor([2, 0, 255], dtype=lib.uint8) if cond == "uint8" else lib.tensor([True, False, True])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the uint8 deprecation warning, in torch's and kael's words
+            return lib.where(c, operand(a), operand(b))
+    same_as_torch(make)

@@ -32,6 +32,9 @@ struct PointwiseSpec {
   // A number as first input gives a contiguous result, whatever the second input's layout
   // (PyTorch's pow(Scalar, Tensor) overload; the registry's number_self_contiguous).
   bool number_self_contiguous = false;
+  // The first input is a condition (where's): it takes no part in type promotion, so a uint8
+  // condition does not raise the result's dtype (the registry's condition_first).
+  bool condition_first = false;
 };
 
 class PointwiseCall {

@@ -194,14 +194,15 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
   ResultTypeState state;
   bool has_device = false;
   for (const Operand* op : inputs) {
+    const bool promotes = !(spec_.condition_first && count_ == 0);
     operands_[count_++] = op;
     if (op->is_tensor()) {
       const Tensor& t = op->tensor();
-      state.add_tensor(t.dtype(), t.dim() == 0);
+      if (promotes) state.add_tensor(t.dtype(), t.dim() == 0);
       if (!has_device) device_ = t.device();
       has_device = true;
       check_same_device(spec_.name, device_, t.device());
-    } else {
+    } else if (promotes) {
       state.add_wrapped(op->scalar().wrapped_dtype());
     }
   }
