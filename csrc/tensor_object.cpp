@@ -869,7 +869,9 @@ PyObject* tolist_rec(const Tensor& t, std::int64_t dim, const char* p) {
       }
     });
   }
-  const std::int64_t n = t.sizes()[dim], step = t.strides()[dim] * t.element_size();
+  // A dim of one element may have any stride (x[::2**63 - 1]), whose size in bytes need not fit:
+  // it is never stepped over.
+  const std::int64_t n = t.sizes()[dim], step = n > 1 ? t.strides()[dim] * t.element_size() : 0;
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
   if (list == nullptr) return nullptr;
   for (std::int64_t i = 0; i < n; ++i) {

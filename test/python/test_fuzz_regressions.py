@@ -1304,3 +1304,22 @@ def test_where_condition_takes_no_part_in_promotion_as_torch(cond, a, b):
             warnings.simplefilter("ignore")  # the uint8 deprecation warning, in torch's and kael's words
             return lib.where(c, operand(a), operand(b))
     same_as_torch(make)
+
+
+def test_a_dim_of_one_element_with_a_huge_stride_is_never_stepped_over():
+    # x[::2**63 - 1] keeps its stride for its one element; tolist and repr computed the stride in
+    # bytes (UBSan: signed overflow, the ASan + UBSan run of 2026-12-01), and so did index_put_'s
+    # trailing dims and embedding's rows. Run in a child, as under tools/run_sanitizers.sh.
+    out = run_kael("""
+x = kael.arange(3.)[::2**63 - 1]
+assert x.stride() == (2**63 - 1,) and x.tolist() == [0.0] and repr(x) == "tensor([0.])"
+t = kael.zeros(2, 3)[:, ::2**63 - 1]
+assert t.stride() == (3, 2**63 - 1)
+t[kael.tensor([1])] = 5.0
+assert t.tolist() == [[0.0], [5.0]], t.tolist()
+w = kael.arange(2.).reshape(2, 1)[::2**63 - 1]
+assert w.stride() == (2**63 - 1, 1)
+assert kael.nn.functional.embedding(kael.tensor([0, 0]), w).tolist() == [[0.0], [0.0]]
+print("ok")
+""")
+    assert out == "ok"

@@ -135,7 +135,7 @@ void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, s
     out.push_back(read_value(p, t.dtype()));
     return;
   }
-  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * t.element_size();
+  const std::int64_t n = t.sizes()[dim], st = n > 1 ? t.strides()[dim] * t.element_size() : 0;  // any stride when n <= 1
   for (std::int64_t i = 0; i < n; ++i) {
     if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
     collect(t, dim + 1, p + i * st, summarize, out);
@@ -144,7 +144,7 @@ void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, s
 
 std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const Formatter& f, bool summarize,
                        int indent) {
-  const std::int64_t n = t.sizes()[dim], st = t.strides()[dim] * t.element_size();
+  const std::int64_t n = t.sizes()[dim], st = n > 1 ? t.strides()[dim] * t.element_size() : 0;  // any stride when n <= 1
   const bool cut = summarize && n > 2 * kEdgeItems;
   std::vector<std::string> items;
   for (std::int64_t i = 0; i < n; ++i) {

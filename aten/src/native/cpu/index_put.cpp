@@ -131,7 +131,8 @@ void index_loop(const Tensor& self, const std::vector<Tensor>& idx, const DimVec
   outer.emplace_back(ostrides.begin(), ostrides.begin() + nb);
   const DimVector rest(self.sizes().subspan(static_cast<std::size_t>(k)));
   std::vector<std::vector<std::int64_t>> inner(2);
-  for (std::int64_t d = k; d < self.dim(); ++d) inner[0].push_back(self.strides()[d] * esize);
+  for (std::int64_t d = k; d < self.dim(); ++d)  // a dim of one element may have any stride
+    inner[0].push_back(self.sizes()[d] > 1 ? self.strides()[d] * esize : 0);
   inner[1].assign(ostrides.begin() + nb, ostrides.end());
   char* base = static_cast<char*>(self.data_ptr());
   char* obase = static_cast<char*>(other.data_ptr());

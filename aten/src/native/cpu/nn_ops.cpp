@@ -472,7 +472,8 @@ Tensor embedding_cpu(const Tensor& weight, const Tensor& indices, std::int64_t p
   w = section.own(w);
   idx = section.own(idx);
   section.unlock();
-  const std::int64_t row_bytes = d * w.element_size(), row_stride = w.strides()[0] * w.element_size();
+  const std::int64_t row_bytes = d * w.element_size();  // one row may have any stride (never stepped over)
+  const std::int64_t row_stride = w.sizes()[0] > 1 ? w.strides()[0] * w.element_size() : 0;
   const char* src = static_cast<const char*>(w.data_ptr());
   char* dst = static_cast<char*>(result.data_ptr());
   const std::int64_t* ids = idx.data<std::int64_t>();
