@@ -14,6 +14,7 @@
 // (key, position) pairs when k * 64 <= n, otherwise nth_element and a sort of the first k - 1),
 // with the same NaN-aware comparison, so ties pick PyTorch's positions.
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -68,7 +69,9 @@ void sort_lines(const Tensor& x, std::int64_t dim, const Tensor& values, const T
     T* vd = values.defined() ? values.data<T>() : nullptr;
     std::int64_t* id = indices.data<std::int64_t>();
     const std::int64_t n = in.length, xs = in.stride, os = out.stride;
-    for_each_line(in, out, n * 8, [&](std::int64_t, std::int64_t x_offset, std::int64_t out_offset) {
+    // the cost estimate saturates: a line of an empty tensor may be 2^61 long (shape (0, 2^61))
+    const std::int64_t cost = n > std::numeric_limits<std::int64_t>::max() / 8 ? n : n * 8;
+    for_each_line(in, out, cost, [&](std::int64_t, std::int64_t x_offset, std::int64_t out_offset) {
       std::vector<Pair> line(static_cast<std::size_t>(n));
       for (std::int64_t k = 0; k < n; ++k) line[k] = {static_cast<K>(xd[x_offset + k * xs]), k};
       if (descending) {
@@ -130,7 +133,8 @@ std::tuple<Tensor, Tensor> topk_cpu(const Tensor& self, std::int64_t k, std::int
       T* vd = s.out.data<T>();
       std::int64_t* id = s.indices.data<std::int64_t>();
       const std::int64_t xs = in.stride, os = out.stride;
-      for_each_line(in, out, n * 4, [&](std::int64_t, std::int64_t x_offset, std::int64_t out_offset) {
+      const std::int64_t cost = n > std::numeric_limits<std::int64_t>::max() / 4 ? n : n * 4;  // saturates
+      for_each_line(in, out, cost, [&](std::int64_t, std::int64_t x_offset, std::int64_t out_offset) {
         std::vector<Pair> q(static_cast<std::size_t>(n));
         for (std::int64_t j = 0; j < n; ++j) q[j] = {static_cast<K>(xd[x_offset + j * xs]), j};
         auto select = [&](auto less) {
