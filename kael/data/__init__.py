@@ -213,6 +213,10 @@ class DataLoader:
         return kael.arange(n)
 
     def __iter__(self):
+        if self.batch_size is not None and self.batch_size > sys.maxsize:
+            # torch's batch sampler slices with itertools.islice, which raises this ValueError
+            # at the first batch; kael raises the same class there, with what is wrong
+            raise ValueError(f"DataLoader: batch_size={self.batch_size} is larger than sys.maxsize ({sys.maxsize})")
         order = self._order()
         n = order.size(0)
         if self.batch_size is None:

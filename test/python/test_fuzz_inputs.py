@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import kael
 from test_fuzz import (BIG_INTS, assert_same_result, dtype_name, DTYPES, MUTATIONS_OF_LIST, PYTHON_ERRORS, SMALL_INTS,
                        SPECIAL_FLOATS, build, fuzz, has_kind, hostile_objects, make_mutator, record_case, run_both, tensor_recipes)
-from test_fuzz_ops import devices, dtypes, ints, junk, norm_dtype, norm_int, norm_number, scalars, t0
+from test_fuzz_ops import devices, dtypes, float32_exponent, ints, junk, norm_dtype, norm_int, norm_number, scalars, t0
 
 # ---------------------------------------------------------------- kael.tensor on nested data
 
@@ -557,8 +557,19 @@ def test_tensor_method_one_arg(x, name, arg):
     def call(lib, t, a):
         if lib is torch and name != "__format__":
             a = norm_int(a) if name in ("size", "stride") else norm_number(a)
+            if name in ("__pow__", "__ipow__"):
+                a = float32_exponent(t, a)
         return call_method(name, t, a)
-    run_both(call, (x, arg))
+
+    def allowed(kerr, terr, tres):
+        if (name in ("__pow__", "__ipow__") and kerr is None and terr is not None
+                and "without overflow" in str(terr)):
+            # torch converts pow's number exponent to the tensor's dtype with a range check
+            # (float16 ** 2**40 raises); kael computes, as in every other op (docs/decisions.md,
+            # "Argument parsing"; the same allowance as test_fuzz_ops.ALLOWED)
+            return "torch checks the number's range"
+        return None
+    run_both(call, (x, arg), allowed=allowed)
 
 
 # ---------------------------------------------------------------- module functions

@@ -192,6 +192,8 @@ HALF_IN_FLOAT32 = {"softmax", "log_softmax", "standardize", "layer_norm", "cross
 
 
 def half_in_float32(pos, kw, state):
+    if any(isinstance(a, torch.dtype) and a not in (torch.float16, torch.bfloat16) for a in list(pos) + list(kw.values())):
+        return pos, kw  # dtype=float32 converts the input first, in both: torch's own result is the oracle
     tensors = [a for a in list(pos) + list(kw.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()]
     kinds = {a.dtype for a in tensors}
     if len(kinds) != 1 or kinds.pop() not in (torch.float16, torch.bfloat16):
@@ -336,6 +338,25 @@ def _tensor_or_int():
     return pairs
 
 
+def _tensor_or_float():
+    kinds = {}
+    for g in REGISTRY:
+        for p in g.schema.params:
+            if p.type.base in ("Tensor", "float"):
+                kinds.setdefault((g.name, p.name), set()).add(p.type.base)
+    return {key for key, k in kinds.items() if len(k) == 2}
+
+
+# (op, parameter) pairs that are a Tensor in one overload and a float in another (bernoulli_'s
+# p): a tensor binds the Tensor overload, anything else is read as the float, by torch's parser
+# and kael's
+TENSOR_OR_FLOAT = _tensor_or_float()
+
+
+def norm_tensor_or_float(o):
+    return o if isinstance(o, torch.Tensor) else norm_float(o)
+
+
 # (op, parameter) pairs that are a Tensor in one overload where another takes an int at that
 # position (max(x, other) and max(x, dim)): a tensor binds the Tensor overload, anything else is
 # read as the other's int, by torch's parser and kael's
@@ -377,6 +398,8 @@ def _normaliser(param, f):
         return norm_number
     if (f.name, param.name) in TENSOR_OR_INT:
         return norm_tensor_or_int
+    if (f.name, param.name) in TENSOR_OR_FLOAT:
+        return norm_tensor_or_float
     if base == "Tensor" and not f.is_pointwise:
         return norm_tensor
     if base == "int" and f.name == "squeeze":
@@ -458,6 +481,8 @@ def make_call(f, variant, positional, keywords, splat):
             # TorchOp takes the tensor inputs positionally
             names = ["input" if p.name == "self" else p.name for p in f.schema.tensor_params]
             pos = pos + [kw.pop(n) for n in names[len(pos):] if n in kw]
+            if f.name.rstrip("_") == "pow" and len(pos) == 2:
+                pos[1] = float32_exponent(pos[0], pos[1])
             if variant == "out":
                 return pointwise.out(pos, kw, out)
             if variant in ("function", "method", "inplace"):
@@ -478,6 +503,19 @@ def make_call(f, variant, positional, keywords, splat):
         method = name + "_" if variant == "inplace" else name
         return getattr(self, method)(*pos[1:], **kw)
     return call
+
+
+def float32_exponent(base, exponent):
+    """torch's float32 pow(Tensor, number) raises its vectorised lanes to the exponent rounded
+    to float32 and its scalar tail to the double exponent, so pow(torch.zeros(40), 5e-324) is 1
+    in 32 places and 0 in 8; kael rounds the number to float32 everywhere, as for every other
+    op and as NumPy does (docs/hardening.md, "Known differences"). The oracle gives torch the
+    rounded exponent where the result is float32."""
+    if (isinstance(base, torch.Tensor) and isinstance(exponent, float)
+            and torch.result_type(base, exponent) == torch.float32):
+        with np.errstate(over="ignore"):
+            return float(np.float32(exponent))
+    return exponent
 
 
 def float32_sum_in_float64(pos, kw, state):

@@ -1,6 +1,7 @@
 // linear, addmm, bmm and baddbmm: checks with PyTorch's messages, then matmul (oneDNN for
 // float32 and the half types, primitives cached; a hand-written loop for small products and
 // the other dtypes) and, for the add* ops, one pointwise combination with input.
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -71,17 +72,36 @@ Tensor linear(const Tensor& self, const Tensor& weight, const std::optional<Tens
   KAEL_CHECK(weight.dim() == 1 || weight.dim() == 2,
              "linear: expected a 1-D or 2-D weight, got a " << weight.dim() << "-D tensor");
   KAEL_CHECK(self.dim() >= 1, "linear: expected an input of at least 1 dim, got a 0-D tensor");
-  // As PyTorch: with a bias, a 2-d input (or a contiguous 3-d one, flattened) is one addmm, so
-  // float16/bfloat16 round once; otherwise matmul, then add.
-  if (bias && weight.dim() == 2 && (self.dim() == 2 || (self.dim() == 3 && self.is_contiguous()))) {
+  // As PyTorch: with a bias, a 2-d input is one addmm, and so is a contiguous input of any
+  // other rank, flattened to 2-d, where the bias is contiguous and has one dim of more than one
+  // element at most (a row, maybe with dims of 1): float16/bfloat16 round once, and the bias
+  // and the weight must share the input's dtype. Otherwise matmul, then the bias added in place
+  // (the product keeps its dtype and shape).
+  if (bias) {
     if (self.dim() == 2) return kael::addmm(*bias, self, kael::t(weight));
-    const DimVector flat{self.sizes()[0] * self.sizes()[1], self.sizes()[2]};
-    const Tensor out = kael::addmm(*bias, kael::view(self, flat), kael::t(weight));
-    const DimVector shape{self.sizes()[0], self.sizes()[1], out.sizes()[1]};
-    return kael::view(out, shape);
+    const IntArrayRef bias_sizes = bias->sizes();
+    const bool row_bias = bias->dim() == 1 || std::count_if(bias_sizes.begin(), bias_sizes.end(),
+                                                             [](std::int64_t n) { return n != 1; }) == 1;
+    if (row_bias && bias->is_contiguous() && self.is_contiguous()) {
+      const IntArrayRef sizes = self.sizes();
+      // The rows are a product, not -1: a dim of 0 must not make the view ambiguous. With a
+      // last dim of 0 the other dims may multiply past int64.
+      std::int64_t rows = 1;
+      bool overflow = false;
+      for (std::size_t i = 0; i + 1 < sizes.size(); ++i) overflow |= __builtin_mul_overflow(rows, sizes[i], &rows);
+      KAEL_CHECK_VALUE(!overflow || std::find(sizes.begin(), sizes.end() - 1, 0) != sizes.end() - 1,
+                       "linear: the input of shape " << shape_str(sizes) << " has more rows than int64 holds");
+      if (overflow) rows = 0;
+      const DimVector flat{rows, sizes.back()};
+      const Tensor out = kael::addmm(*bias, kael::view(self, flat), kael::t(weight));
+      DimVector shape;
+      for (std::size_t i = 0; i + 1 < sizes.size(); ++i) shape.push_back(sizes[i]);
+      shape.push_back(out.sizes()[1]);
+      return kael::view(out, shape);
+    }
   }
   Tensor out = kael::matmul(self, weight.dim() == 2 ? kael::t(weight) : weight);
-  if (bias) out = kael::add(out, *bias);
+  if (bias) kael::add_(out, *bias);
   return out;
 }
 

@@ -70,15 +70,20 @@ std::int64_t read_index(const char* p, ScalarType t) {
 
 namespace {
 
-void check_index_ranges(const char* op, const Tensor& self, const std::vector<Tensor>& idx) {
+// The index values against self's shape. Not where the index tensors broadcast to no element
+// (x[[], [3]]): no index is used, and PyTorch and NumPy check none. (An index into a tensor
+// with no elements is still checked: zeros(2, 0, 3)[[2]] raises, as in NumPy.)
+void check_index_ranges(const char* op, const Tensor& self, const std::vector<Tensor>& idx, const DimVector& bshape) {
+  for (std::int64_t n : bshape)
+    if (n == 0) return;
   for (std::size_t d = 0; d < idx.size(); ++d)
     check_index_range(op, idx[d], self.sizes()[d], static_cast<std::int64_t>(d), /*allow_negative=*/true);
 }
 
 // The index tensors as int32/int64 tensors, one per dim of self they address (a bool index of m
 // dims becomes the m columns of its nonzero positions), checked against self's shape (their
-// values too unless check_ranges is false: index_put_ checks them after the values).
-std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorList indices, bool check_ranges = true) {
+// values are checked by the caller, check_index_ranges).
+std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorList indices) {
   std::vector<Tensor> idx;
   for (const Tensor& index : indices) {
     check_same_device(op, self.device(), index.device());
@@ -103,7 +108,6 @@ std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorLi
   KAEL_CHECK_INDEX(static_cast<std::int64_t>(idx.size()) <= self.dim(),
                    op << ": too many indices for tensor of dimension " << self.dim() << " (got " << idx.size()
                       << ")");
-  if (check_ranges) check_index_ranges(op, self, idx);
   return idx;
 }
 
@@ -157,6 +161,7 @@ Tensor index_cpu(const Tensor& self, TensorList indices) {
   constexpr const char* op = "index";
   const std::vector<Tensor> idx = integer_indices(op, self, indices);
   const auto [bshape, target] = index_shapes(op, self, idx);
+  check_index_ranges(op, self, idx, bshape);
   Tensor out = alloc_cpu(target, self.dtype());
   if (out.numel() == 0) return out;
   const std::size_t esize = static_cast<std::size_t>(self.element_size());
@@ -168,7 +173,7 @@ const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tenso
   constexpr const char* op = "index_put_";
   // PyTorch's order: index shapes and dtypes, the values' shape, their dtype, then the index
   // values (its kernel checks those).
-  const std::vector<Tensor> idx = integer_indices(op, self, indices, /*check_ranges=*/false);
+  const std::vector<Tensor> idx = integer_indices(op, self, indices);
   check_same_device(op, self.device(), values.device());
   Tensor values_in = values;
   if (!accumulate && values.numel() == 1 && indices.size() == 1 && indices[0].dtype() == ScalarType::Bool &&
@@ -189,7 +194,7 @@ const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tenso
                                                       "got "
                                                    << self.dtype() << " for the destination and " << values_in.dtype()
                                                    << " for the source.");
-  check_index_ranges(op, self, idx);
+  check_index_ranges(op, self, idx, bshape);
   if (has_internal_overlap(self) == MemOverlap::Yes) {
     // As PyTorch: writing through an expanded self is deprecated, not refused (`x.expand(3, 4)[i]
     // = v` works); the serial loop below makes the outcome deterministic (the last write wins).

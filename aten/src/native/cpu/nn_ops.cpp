@@ -91,8 +91,10 @@ void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t n, bool log)
       T* yr = y + r * n;
       const T m = row_max(xr, n);
       if (log) {
-        const T lse = m + std::log(row_sum_exp<T>(xr, m, nullptr, n));
-        for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] - lse;
+        // (x - max) - log(sum), in that order, as PyTorch: max + log(sum) first would lose
+        // the log to rounding for a large max (-2**63 from int64, in float32).
+        const T log_sum = std::log(row_sum_exp<T>(xr, m, nullptr, n));
+        for (std::int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) - log_sum;
       } else {
         const T inv = T(1) / row_sum_exp(xr, m, yr, n);
         for (std::int64_t i = 0; i < n; ++i) yr[i] *= inv;
@@ -126,9 +128,9 @@ void softmax_strided(const T* x, T* y, std::int64_t outer, std::int64_t n, std::
         for (std::int64_t c = 0; c < w; ++c) s[c] += ej[c];
       }
       if (log) {
-        for (std::int64_t c = 0; c < w; ++c) s[c] = m[c] + std::log(s[c]);
+        for (std::int64_t c = 0; c < w; ++c) s[c] = std::log(s[c]);
         for (std::int64_t j = 0; j < n; ++j)
-          for (std::int64_t c = 0; c < w; ++c) yb[j * inner + c] = xb[j * inner + c] - s[c];
+          for (std::int64_t c = 0; c < w; ++c) yb[j * inner + c] = (xb[j * inner + c] - m[c]) - s[c];
       } else {
         for (std::int64_t c = 0; c < w; ++c) s[c] = T(1) / s[c];
         for (std::int64_t j = 0; j < n; ++j)
@@ -362,31 +364,32 @@ void cross_entropy_forward(const CrossEntropyGeometry& g, T* out, std::int64_t i
           continue;
         }
         const T m = row_max(xr, C);
-        const T lse = m + std::log(row_sum_exp<T>(xr, m, nullptr, C));
-        T loss = lse - xr[t];
+        // log_softmax as (x - max) - log(sum), in that order (see softmax_rows)
+        const T log_sum = std::log(row_sum_exp<T>(xr, m, nullptr, C));
+        T loss = -((xr[t] - m) - log_sum);
         if (smoothing > 0) {
           T lanes[kLanes] = {};
           std::int64_t i = 0;
           for (; i + kLanes <= C; i += kLanes)
-            for (int j = 0; j < kLanes; ++j) lanes[j] += xr[i + j];
+            for (int j = 0; j < kLanes; ++j) lanes[j] += xr[i + j] - m;
           T s = 0;
-          for (; i < C; ++i) s += xr[i];
+          for (; i < C; ++i) s += xr[i] - m;
           for (int j = 0; j < kLanes; ++j) s += lanes[j];
-          loss = (T(1) - eps) * loss + eps * (lse - s / static_cast<T>(C));
+          loss = (T(1) - eps) * loss + eps * (log_sum - s / static_cast<T>(C));
         }
         out[r] = loss;
       } else {
         const T* tr = g.target.data<T>() + r * C;
         const T m = row_max(xr, C);
-        const T lse = m + std::log(row_sum_exp<T>(xr, m, nullptr, C));
-        // -sum_c t'_c (x_c - lse), t' = t (1 - eps) + eps / C, term by term as PyTorch computes
-        // it (so infinities and NaNs come out the same)
+        const T log_sum = std::log(row_sum_exp<T>(xr, m, nullptr, C));
+        // -sum_c t'_c log_softmax(x)_c, t' = t (1 - eps) + eps / C, term by term as PyTorch
+        // computes it (so infinities and NaNs come out the same)
         T acc = 0;
         if (smoothing > 0) {
           const T uniform = eps / static_cast<T>(C);
-          for (std::int64_t i = 0; i < C; ++i) acc += (xr[i] - lse) * (tr[i] * (T(1) - eps) + uniform);
+          for (std::int64_t i = 0; i < C; ++i) acc += ((xr[i] - m) - log_sum) * (tr[i] * (T(1) - eps) + uniform);
         } else {
-          for (std::int64_t i = 0; i < C; ++i) acc += (xr[i] - lse) * tr[i];
+          for (std::int64_t i = 0; i < C; ++i) acc += ((xr[i] - m) - log_sum) * tr[i];
         }
         out[r] = -acc;
       }
