@@ -45,21 +45,28 @@ Acc sum_contiguous(const T* x, std::int64_t n) {
 #if defined(__AVX512F__)
 // float32 into double with AVX-512: each 8 floats converted straight from memory (no 512-bit
 // load and extract), four independent double accumulators of 8 lanes. The compiler's version of
-// the generic loop loads every vector twice and extracts its upper half.
+// the generic loop loads every vector twice and extracts its upper half. (The masked forms of
+// the conversion, with every lane set, and a store for the horizontal sum: GCC 12's unmasked
+// forms start from an "undefined" vector that -Wmaybe-uninitialized reports.)
+inline __m512d load_as_double(const float* p) { return _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }
+
 template <>
 double sum_contiguous<double, float>(const float* x, std::int64_t n) {
   __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
-    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
-    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+    a0 = _mm512_add_pd(a0, load_as_double(x + i));
+    a1 = _mm512_add_pd(a1, load_as_double(x + i + 8));
+    a2 = _mm512_add_pd(a2, load_as_double(x + i + 16));
+    a3 = _mm512_add_pd(a3, load_as_double(x + i + 24));
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
-  double tail = 0;
-  for (; i < n; ++i) tail += static_cast<double>(x[i]);
-  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3))) + tail;
+  for (; i + 8 <= n; i += 8) a0 = _mm512_add_pd(a0, load_as_double(x + i));
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  double total = 0;
+  for (; i < n; ++i) total += static_cast<double>(x[i]);
+  for (const double l : lanes) total += l;
+  return total;
 }
 #endif
 
