@@ -312,16 +312,17 @@ def normaliser(param, f):
 
 # Names with several overloads (clamp: Scalar? or Tensor? bounds): kael picks the overload a
 # value fits, so a tensor or a number is right for either kind of parameter.
-def _tensor_or_scalar():
+def _either(kind_a, kind_b):
+    """The (op, parameter) pairs whose parameter is of kind_a in one overload, kind_b in another."""
     kinds = {}
     for g in REGISTRY:
         for p in g.schema.params:
-            if p.type.base in ("Tensor", "Scalar"):
+            if p.type.base in (kind_a, kind_b):
                 kinds.setdefault((g.name, p.name), set()).add(p.type.base)
     return {key for key, k in kinds.items() if len(k) == 2}
 
 
-OVERLOADED = _tensor_or_scalar()  # (op, parameter) pairs that are a Tensor in one overload, a Scalar in another
+OVERLOADED = _either("Tensor", "Scalar")  # (op, parameter) pairs that are a Tensor in one overload, a Scalar in another
 
 
 def _tensor_or_int():
@@ -338,19 +339,10 @@ def _tensor_or_int():
     return pairs
 
 
-def _tensor_or_float():
-    kinds = {}
-    for g in REGISTRY:
-        for p in g.schema.params:
-            if p.type.base in ("Tensor", "float"):
-                kinds.setdefault((g.name, p.name), set()).add(p.type.base)
-    return {key for key, k in kinds.items() if len(k) == 2}
-
-
 # (op, parameter) pairs that are a Tensor in one overload and a float in another (bernoulli_'s
 # p): a tensor binds the Tensor overload, anything else is read as the float, by torch's parser
 # and kael's
-TENSOR_OR_FLOAT = _tensor_or_float()
+TENSOR_OR_FLOAT = _either("Tensor", "float")
 
 
 def norm_tensor_or_float(o):
