@@ -491,6 +491,10 @@ def test_setitem(x, key, value, vdtype, seed):
         value = ("t", vdtype, shape, "contig", (seed, seed + 1, seed + 5), None)
 
     def call(lib, t, v):
+        if lib is torch and not isinstance(v, torch.Tensor):
+            # a number value follows kael's rule for a Scalar, as fill_'s (docs/decisions.md,
+            # "Argument parsing"): torch's __setitem__ takes only Python and NumPy numbers
+            v = norm_number(v)
         t[build_key(key, lib)] = v
         return t
     run_both(call, (x, value), allowed=index_differences(key))

@@ -462,7 +462,7 @@ def make_call(f, variant, positional, keywords, splat):
                 del kw["dim"]  # squeeze(dim=None): kael's schema spells torch's squeeze()
             if f.name == "squeeze" and len(pos) > 1 and pos[1] is None:
                 pos = pos[:1]
-            if f.name in ("sum", "mean"):
+            if f.name in ("sum", "mean", "prod"):
                 float32_sum_in_float64(pos, kw, state)
             if f.name in HALF_IN_FLOAT32:
                 pos, kw = half_in_float32(pos, kw, state)
@@ -511,11 +511,13 @@ def float32_exponent(base, exponent):
 
 
 def float32_sum_in_float64(pos, kw, state):
-    """torch's side of a float32 sum or mean (the input float32, or dtype=float32): kael adds
-    every value in float64 and rounds once (docs/decisions.md, "float32 sums"), so the oracle
-    is torch summing the float32 values in float64, rounded to float32 (state["f32"] tells the
-    caller to round). Exact, not a tolerance: [3e38, 3e38, -3e38] is 3e38 and [1e8, 1, -1e8]
-    is 1 in both, where torch's own float32 sum gives inf and 0."""
+    """torch's side of a float32 sum, mean or prod (the input float32, or dtype=float32): kael
+    adds (multiplies) every value in float64 and rounds once (docs/decisions.md, "float32 sums"
+    and "Reductions": prod's accumulator is sum's), so the oracle is torch computing on the
+    float32 values in float64, rounded to float32 (state["f32"] tells the caller to round).
+    Exact, not a tolerance: [3e38, 3e38, -3e38] sums to 3e38 and [1e8, 1, -1e8] to 1 in both,
+    where torch's own float32 sum gives inf and 0; the product of [-2.5, 3.4e38, 0] is -0.0
+    (torch's float32 product: NaN, from -inf * 0)."""
     key = "input" if "input" in kw else None
     self = kw[key] if key else (pos[0] if pos else None)
     if not isinstance(self, torch.Tensor) or ("dtype" in kw and kw["dtype"] is not torch.float32):

@@ -1470,3 +1470,40 @@ def test_half_input_with_dtype_float32_computes_in_float32_as_torch(op, dtype):
     # (an oracle bug of the long run: with dtype=float32 the result is float32 in both)
     _close_to_torch(lambda lib: getattr(lib, op)(lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.5]],
                                                              dtype=getattr(lib, dtype)), -2, dtype=lib.float32))
+
+
+# ---------------------------------------------------------------- the long run of 2026-12-01, seed 20261203
+# (both findings were the oracle's: kael follows its documented rules; the tests pin the rules)
+
+@pytest.mark.parametrize("values", [[-2.5, 3.4028234663852886e38, 0.0], [3e38, 3e38, 1e-38], [1e30, 1e30, 1e-30, 1e-30]])
+def test_float32_prod_accumulates_in_double_as_sum(values):
+    # prod's accumulator is sum's (docs/decisions.md, "Reductions"): every factor multiplied in
+    # double and the product rounded once, so [-2.5, 3.4e38, 0] is -0.0 where torch's float32
+    # product is NaN (-inf * 0); the oracle is torch's product of the same values in float64.
+    k = kael.tensor(values).prod()
+    assert k.dtype == kael.float32
+    expected = torch.tensor(values, dtype=torch.float32).double().prod().float()
+    assert str(k.item()) == str(expected.item())
+    assert str(kael.tensor(values).prod(0).item()) == str(expected.item())
+
+
+class _IndexOnly:
+    def __index__(self):
+        return 3
+
+
+class _FloatOnly:
+    def __float__(self):
+        return 2.5
+
+
+@pytest.mark.parametrize("value,expected", [(_IndexOnly(), 3.0), (_FloatOnly(), 2.5)])
+def test_setitem_takes_a_number_value_as_fill_does(value, expected):
+    # x[i] = v reads v as every Scalar parameter does (docs/decisions.md, "Argument parsing"):
+    # an object with __index__ or __float__ is a number, as for fill_; torch's __setitem__
+    # takes only Python and NumPy numbers ("can't assign a _IndexOnly to a torch.FloatTensor").
+    x = kael.zeros(3)
+    x[-3] = value
+    assert x.tolist() == [expected, 0.0, 0.0] == kael.zeros(3).fill_(value).tolist()[:1] + [0.0, 0.0]
+    with pytest.raises(TypeError, match="can't assign"):
+        torch.zeros(3)[-3] = value
