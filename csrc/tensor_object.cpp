@@ -1,7 +1,6 @@
 // The kael.Tensor type: lifetime, identity, protocols and hand-written methods.
 #include "tensor_object.h"
 
-#include <atomic>
 #include <cmath>
 #include <new>
 #include <string>
@@ -250,11 +249,9 @@ namespace {
 void tensor_dealloc(PyObject* self) {
   auto* pt = reinterpret_cast<PyTensor*>(self);
   TensorImpl* impl = pt->tensor.impl();
-  if (impl != nullptr && impl->use_count() == 1) [[likely]] {
+  if (impl != nullptr && impl->unique_for_destruction()) [[likely]] {
     // The object is the impl's only owner: both die. No one else can reach the impl, so it is
-    // destroyed without the atomic decrement; the fence makes the writes of owners that let go
-    // (on other threads) visible, as the decrement's acquire would.
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // destroyed without the atomic decrement (the check's acquire stands for the decrement's).
     PyObject_GC_UnTrack(self);  // before anything below can run Python code (and the collector)
     if (pt->weakreflist != nullptr) PyObject_ClearWeakRefs(self);
     if (pt->dict != nullptr) Py_CLEAR(pt->dict);

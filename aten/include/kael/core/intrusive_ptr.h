@@ -25,6 +25,11 @@ class RefCounted {
   // Returns true when this was the last reference.
   bool decref() const noexcept { return refcount_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
   std::int64_t use_count() const noexcept { return refcount_.load(std::memory_order_relaxed); }
+  // Whether the caller holds the only reference, with the writes of the owners that let go (on
+  // other threads) visible, as the last decref's acquire would make them: the caller may then
+  // destroy the object without a decrement. (An acquire load, not a fence after a relaxed one:
+  // the same code on x86, and ThreadSanitizer models it.)
+  bool unique_for_destruction() const noexcept { return refcount_.load(std::memory_order_acquire) == 1; }
 
  protected:
   ~RefCounted() = default;
