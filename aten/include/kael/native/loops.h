@@ -138,6 +138,17 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
   }
 }
 
+// Note [Prefetching pointwise loops]
+// A contiguous run of at least kPrefetchMinElements is computed in blocks of
+// kPrefetchBlockBytes of each input, and before each block the block kPrefetchBytes ahead is
+// prefetched. Measured on the development machine (AMD Zen 5, 1 thread, 16M float32): without
+// it erf and gelu ran from memory at about 90% of their rate on data in L2, logsumexp (which
+// prefetches the same way, reduce_ops.cpp) at 87%. Addresses past the end are only prefetched,
+// never read (a prefetch does not fault).
+inline constexpr std::int64_t kPrefetchBytes = 8192;
+inline constexpr std::int64_t kPrefetchBlockBytes = 1024;
+inline constexpr std::int64_t kPrefetchMinElements = 16384;
+
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
 // compiler vectorises it.
@@ -163,7 +174,22 @@ struct PointwiseInner {
     if (contiguous) {
       Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
       const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
-      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(in[I][i]...));
+      std::int64_t i = 0;
+#ifndef __CUDACC__
+      // Long runs: the inputs are prefetched kPrefetchBytes ahead, a block at a time. The
+      // hardware's stream prefetcher alone leaves a kernel that computes much per element
+      // (erf, gelu) short of its rate on data in cache (Note [Prefetching pointwise loops]).
+      constexpr std::int64_t kBlock = kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T));
+      constexpr std::int64_t kAhead = kPrefetchBytes / static_cast<std::int64_t>(sizeof(T));
+      if (n >= kPrefetchMinElements) {
+        for (; i + kBlock <= n; i += kBlock) {
+          for (std::int64_t b = 0; b < kPrefetchBlockBytes; b += 64)
+            (__builtin_prefetch(reinterpret_cast<const char*>(in[I] + i + kAhead) + b), ...);
+          for (std::int64_t j = i; j < i + kBlock; ++j) out[j] = static_cast<Out>(f(in[I][j]...));
+        }
+      }
+#endif
+      for (; i < n; ++i) out[i] = static_cast<Out>(f(in[I][i]...));
       return;
     }
     if constexpr (K == 2) {
