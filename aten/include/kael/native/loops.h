@@ -180,11 +180,13 @@ struct PointwiseInner {
       // hardware's stream prefetcher alone leaves a kernel that computes much per element
       // (erf, gelu) short of its rate on data in cache (Note [Prefetching pointwise loops]).
       constexpr std::int64_t kBlock = kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T));
-      constexpr std::int64_t kAhead = kPrefetchBytes / static_cast<std::int64_t>(sizeof(T));
       if (n >= kPrefetchMinElements) {
         for (; i + kBlock <= n; i += kBlock) {
+          // (the address in integers: the block ahead may lie past the end of the input)
           for (std::int64_t b = 0; b < kPrefetchBlockBytes; b += 64)
-            (__builtin_prefetch(reinterpret_cast<const char*>(in[I] + i + kAhead) + b), ...);
+            (__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(in[I] + i) +
+                                                              static_cast<std::uintptr_t>(kPrefetchBytes + b))),
+             ...);
           for (std::int64_t j = i; j < i + kBlock; ++j) out[j] = static_cast<Out>(f(in[I][j]...));
         }
       }

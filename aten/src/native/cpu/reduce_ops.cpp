@@ -12,6 +12,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -484,7 +485,10 @@ inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
     std::int64_t i = 0;
     for (; i + 4 * W <= n; i += 4 * W) {
       // the loads start long chains of work: fetch ahead (past the block too: the next row's)
-      for (int l = 0; l < 4 * W; l += 16) __builtin_prefetch(x + i + kLsePrefetch + l);
+      // (the address in integers: it may lie past the end of the input)
+      for (int l = 0; l < 4 * W; l += 16)
+        __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(x + i + l) +
+                                                         static_cast<std::uintptr_t>(4 * kLsePrefetch)));
       const V::V v0 = V::load(x + i), v1 = V::load(x + i + W), v2 = V::load(x + i + 2 * W), v3 = V::load(x + i + 3 * W);
       m0 = V::max(v0, m0);  // max(x, m) is m when x is NaN: NaN is skipped
       m1 = V::max(v1, m1);
