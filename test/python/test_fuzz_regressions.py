@@ -1487,15 +1487,6 @@ def test_float32_prod_accumulates_in_double_as_sum(values):
     assert str(kael.tensor(values).prod(0).item()) == str(expected.item())
 
 
-class _IndexOnly:
-    def __index__(self):
-        return 3
-
-
-class _FloatOnly:
-    def __float__(self):
-        return 2.5
-
 
 @pytest.mark.parametrize("value,expected", [(_IndexOnly(), 3.0), (_FloatOnly(), 2.5)])
 def test_setitem_takes_a_number_value_as_fill_does(value, expected):
