@@ -8,6 +8,7 @@ base, so view backward is exercised too); binary pointwise ops also broadcast. F
 also run kael.autograd.gradcheck.
 """
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -362,10 +363,17 @@ def make_inputs(case, dtype, layout, rng):
     return tl, ti, kl, ki
 
 
+def stable_seed(*parts):
+    """A seed from the test's parameters that is the same in every process: Python's hash of a
+    str changes from one interpreter to the next (PYTHONHASHSEED), and with it the inputs, so a
+    case near a discontinuity (remainder) failed one run in many."""
+    return zlib.crc32(repr(parts).encode())
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name,case,layout", all_cases())
 def test_gradient_matches_torch(name, case, dtype, layout):
-    rng = np.random.default_rng(abs(hash((name, dtype))) % 2**32)
+    rng = np.random.default_rng(stable_seed(name, dtype))
     tl, ti, kl, ki = make_inputs(case, dtype, layout, rng)
     tres = case.fn(torch, *ti)
     kres = case.fn(kael, *ki)
@@ -395,7 +403,7 @@ def test_gradient_matches_torch(name, case, dtype, layout):
 @pytest.mark.parametrize("name,case", [pytest.param(*p.values[:2], id=p.id.rsplit("-", 1)[0]) for p in all_cases()
                                        if p.values[0] not in NO_GRADCHECK and p.values[2] == "contig"])
 def test_gradcheck(name, case):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = np.random.default_rng(stable_seed(name))
     _, _, kl, ki = make_inputs(case, "float64", "contig", rng)
     floats = [i for i, s in enumerate(case.specs) if s.kind == "float"]
 
