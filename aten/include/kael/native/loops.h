@@ -139,15 +139,30 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
 }
 
 // Note [Prefetching pointwise loops]
-// A contiguous run of at least kPrefetchMinElements is computed in blocks of
-// kPrefetchBlockBytes of each input, and before each block the block kPrefetchBytes ahead is
-// prefetched. Measured on the development machine (AMD Zen 5, 1 thread, 16M float32): without
-// it erf and gelu ran from memory at about 90% of their rate on data in L2, logsumexp (which
-// prefetches the same way, reduce_ops.cpp) at 87%. Addresses past the end are only prefetched,
-// never read (a prefetch does not fault).
+// On CPUs that gain from it (prefetch_streams()), a contiguous run of at least
+// kPrefetchMinElements is computed in blocks of kPrefetchBlockBytes of each input, and before each
+// block the block kPrefetchBytes ahead is prefetched. Whether it gains depends on the core's own
+// prefetchers, so it is decided per CPU family (1 thread, 16M float32, data from memory):
+// - AMD Zen 5 (family 0x1a): without it erf and gelu ran at about 90% of their rate on data in
+//   L2, logsumexp (which prefetches the same way, reduce_ops.cpp) at 87%; with it at their
+//   in-cache rate.
+// - AMD Zen 4 (family 0x19): it costs instead. tools/bench/throughput.py at 1 thread, without
+//   it against with it: a + b 0.91x torch against 0.79x, exp 88% of copy against 68%
+//   (2026-12-01); tools/bench/prefetch_probe.cpp, the bare loops: erf 2.33 against 2.20 and exp
+//   3.21 against 2.98 G elements/s. So it is off there, and on every CPU it has not been
+//   measured on.
+// Addresses past the end are only prefetched, never read (a prefetch does not fault).
 inline constexpr std::int64_t kPrefetchBytes = 8192;
 inline constexpr std::int64_t kPrefetchBlockBytes = 1024;
 inline constexpr std::int64_t kPrefetchMinElements = 16384;
+
+// Whether this CPU is one that gains from software prefetching of long contiguous runs (Note
+// [Prefetching pointwise loops]): AMD family 0x1a (Zen 5) and later. Decided once.
+bool detect_prefetch_streams() noexcept;
+inline bool prefetch_streams() noexcept {
+  static const bool enabled = detect_prefetch_streams();
+  return enabled;
+}
 
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
@@ -180,7 +195,7 @@ struct PointwiseInner {
       // hardware's stream prefetcher alone leaves a kernel that computes much per element
       // (erf, gelu) short of its rate on data in cache (Note [Prefetching pointwise loops]).
       constexpr std::int64_t kBlock = kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T));
-      if (n >= kPrefetchMinElements) {
+      if (n >= kPrefetchMinElements && prefetch_streams()) {
         for (; i + kBlock <= n; i += kBlock) {
           // (the address in integers: the block ahead may lie past the end of the input)
           for (std::int64_t b = 0; b < kPrefetchBlockBytes; b += 64)
