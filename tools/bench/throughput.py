@@ -34,7 +34,10 @@ Method
   Pointwise ops write into a preallocated result (out=), so page faults of a fresh 64 MB
   result are not measured: this is the kernel's rate.
 * `copy` (dst.copy_(src), np.copyto) is the bandwidth reference: `% copy` is the case's
-  rate over the best copy rate measured at the same thread count.
+  rate over the best copy rate measured at the same thread count. kael writes an output of
+  half the last-level cache or more with streaming stores (Note [Streaming stores] in
+  kael/native/loops.h), so its copy moves 8 B per element where a plain store's read of each
+  output line makes 12; the best copy is then kael's, the rate at which this machine streams.
 * A case runs for a library only when that library has the op: when kael lacks it (or it
   raises), the script prints '<case>: not available in kael (...)' and goes on, so new ops
   are picked up without editing the script. Each kael result is compared once with torch's

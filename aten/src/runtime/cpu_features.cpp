@@ -2,8 +2,12 @@
 
 #include "kael/native/loops.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -30,6 +34,46 @@ bool detect_prefetch_streams() noexcept {
 #else
   return false;
 #endif
+}
+
+std::int64_t detect_streaming_store_min_bytes() noexcept {
+  // KAEL_STREAMING_STORES=1: every output of a few blocks streams; =0: none (for measuring, and
+  // for the tests, which run both forms on every machine).
+  if (const char* env = std::getenv("KAEL_STREAMING_STORES")) {
+    if (std::strcmp(env, "1") == 0) return 1;
+    if (std::strcmp(env, "0") == 0) return std::numeric_limits<std::int64_t>::max();
+  }
+  // Half the last-level cache (Note [Streaming stores]): its size from Linux's sysfs (glibc's
+  // sysconf can be wrong in a virtual machine: 320 MB for a 32 MB L3 on one), else sysconf, else
+  // 32 MB.
+  long long llc = -1;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    char path[96];
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+    std::FILE* level_file = std::fopen(path, "r");
+    if (level_file == nullptr) break;
+    int level = 0;
+    const bool got_level = std::fscanf(level_file, "%d", &level) == 1;
+    std::fclose(level_file);
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    std::FILE* size_file = std::fopen(path, "r");
+    if (size_file == nullptr) continue;
+    long long size = 0;
+    char unit = 0;
+    const int got = std::fscanf(size_file, "%lld%c", &size, &unit);
+    std::fclose(size_file);
+    if (!got_level || got < 1 || size <= 0 || level < best_level) continue;
+    if (got == 2 && unit == 'K') size <<= 10;
+    if (got == 2 && unit == 'M') size <<= 20;
+    best_level = level;
+    llc = size;
+  }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  if (llc <= 0) llc = 32LL << 20;
+  return static_cast<std::int64_t>(llc) / 2;
 }
 
 }  // namespace kael::native

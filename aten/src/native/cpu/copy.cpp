@@ -9,12 +9,17 @@ namespace kael::native {
 namespace {
 
 template <typename To, typename From>
+struct Convert {
+  To operator()(From v) const { return convert<To>(v); }
+};
+
+template <typename To, typename From>
 void copy_loop(const LoopGeometry<2>& g) {
   run_loop<2>(g, [](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
     if (strides[0] == sizeof(To) && strides[1] == sizeof(From)) {
-      To* __restrict out = reinterpret_cast<To*>(ptrs[0]);
-      const From* __restrict in = reinterpret_cast<const From*>(ptrs[1]);
-      for (std::int64_t i = 0; i < n; ++i) out[i] = convert<To>(in[i]);
+      // the contiguous loop of pointwise ops (streaming stores for a large output)
+      constexpr std::int64_t kContiguous[2] = {sizeof(To), sizeof(From)};
+      PointwiseInner<To, From, 1, Convert<To, From>>{}(ptrs, kContiguous, n);
       return;
     }
     for (std::int64_t i = 0; i < n; ++i)

@@ -1,0 +1,114 @@
+"""The forms of the contiguous pointwise loop that depend on the machine (kael/native/loops.h):
+software prefetching (Note [Prefetching pointwise loops]), on CPUs that gain from it, and
+streaming stores (Note [Streaming stores]), for outputs of half the last-level cache or more.
+KAEL_PREFETCH_STREAMS and KAEL_STREAMING_STORES force either form on or off in a child process, so
+every machine runs all four combinations; each is compared with torch, and all four with each
+other bit for bit."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+# Lengths around the loops' edges: below the prefetching threshold (16384), at it, tails that
+# are no whole 1 KB block, outputs too short for one streamed block after the aligned head, and
+# one long enough for two threads (65536 elements per chunk and more).
+LENGTHS = [100, 300, 16383, 16384, 16384 + 255, 3 * 16384 + 17, 2 * 65536 + 999]
+# Offsets in elements: the inputs and the output start mid-block and off 64-byte boundaries.
+OFFSETS = [0, 3]
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import kael
+    lengths, offsets, path = eval(sys.argv[1]), eval(sys.argv[2]), sys.argv[3]
+    rng = np.random.default_rng(7)
+    res = {}
+
+    def shifted(arr, off, dtype=None):
+        # a kael tensor holding arr that starts off elements into its storage
+        t = kael.empty(len(arr) + off, dtype=dtype or kael.from_numpy(arr[:1]).dtype)
+        view = t[off:]
+        view.copy_(kael.from_numpy(arr))
+        return view
+
+    for n in lengths:
+        for off in offsets:
+            a_np = rng.standard_normal(n).astype(np.float32)
+            b_np = rng.standard_normal(n).astype(np.float32)
+            i_np = rng.integers(-1000, 1000, n)
+            a, b, i = shifted(a_np, off), shifted(b_np, off + 1), shifted(i_np, off)
+            key = f"{n}_{off}"
+            res["a_" + key], res["b_" + key], res["i_" + key] = a_np, b_np, i_np
+            out = kael.empty(n + off)[off:]
+            kael.add(a, b, out=out)  # an out= that starts off a 64-byte boundary
+            res["add_" + key] = out.numpy()
+            res["mul_" + key] = kael.mul(a, b).numpy()
+            res["lt_" + key] = (a < b).numpy()  # 1-byte output
+            res["iadd_" + key] = (i + 7).numpy()  # 8-byte output
+            res["exp_" + key] = kael.exp(a).numpy()
+            res["erf_" + key] = kael.erf(a).numpy()
+            res["gelu_" + key] = kael.nn.functional.gelu(a).numpy()
+            res["lse_" + key] = kael.logsumexp(a.reshape(1, n) * 4, 1).numpy()
+            res["double_" + key] = a.double().numpy()  # copies with conversion
+            res["half_" + key] = a.half().float().numpy()
+            res["ifloat_" + key] = i.float().numpy()
+            c = kael.empty(n + off + 5)[off + 5:]
+            c.copy_(a)  # a plain copy into an output off a 64-byte boundary
+            res["copy_" + key] = c.numpy()
+    np.savez(path, **res)
+    """
+)
+
+MODES = [("1", "1"), ("1", "0"), ("0", "1"), ("0", "0")]  # (prefetch, streaming stores)
+
+
+def _run_child(tmp_path, prefetch, streaming, threads):
+    out = tmp_path / f"loops_{prefetch}{streaming}_{threads}.npz"
+    env = dict(os.environ, KAEL_PREFETCH_STREAMS=prefetch, KAEL_STREAMING_STORES=streaming,
+               KAEL_NUM_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, "-c", CHILD, repr(LENGTHS), repr(OFFSETS), str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return dict(np.load(out))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("prefetch,streaming", MODES)
+def test_contiguous_loops_match_torch_in_every_form(tmp_path, prefetch, streaming, threads):
+    res = _run_child(tmp_path, prefetch, streaming, threads)
+    gelu = torch.nn.functional.gelu
+    exact = lambda got, want: torch.testing.assert_close(torch.from_numpy(got), want, rtol=0, atol=0)  # noqa: E731
+    for n in LENGTHS:
+        for off in OFFSETS:
+            key = f"{n}_{off}"
+            a, b = torch.from_numpy(res["a_" + key]), torch.from_numpy(res["b_" + key])
+            i = torch.from_numpy(res["i_" + key])
+            exact(res["add_" + key], a + b)
+            exact(res["mul_" + key], a * b)
+            exact(res["lt_" + key], a < b)
+            exact(res["iadd_" + key], i + 7)
+            exact(res["double_" + key], a.double())
+            exact(res["half_" + key], a.half().float())
+            exact(res["ifloat_" + key], i.float())
+            exact(res["copy_" + key], a)
+            # against float64 references, within the float32 bounds of Note [Vectorised math]
+            # (2 ulp for exp and erf, 50 ulp for gelu below -1; an ulp is at most 2^-23 relative)
+            ad = a.double()
+            for name, fn, ulps in [("exp", torch.exp, 2), ("erf", torch.erf, 2), ("gelu", gelu, 50)]:
+                torch.testing.assert_close(torch.from_numpy(res[name + "_" + key]).double(), fn(ad),
+                                           rtol=ulps * 2.0**-23, atol=1e-40, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(torch.from_numpy(res["lse_" + key]),
+                                       torch.logsumexp(a.reshape(1, n) * 4, 1), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_loop_forms_change_no_value(tmp_path, threads):
+    results = [_run_child(tmp_path, p, s, threads) for p, s in MODES]
+    for other in results[1:]:
+        for name, value in results[0].items():
+            np.testing.assert_array_equal(value, other[name], err_msg=name)
