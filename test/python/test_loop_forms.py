@@ -14,7 +14,7 @@ import pytest
 import torch
 
 # Lengths around the loops' edges: below the prefetching threshold (16384), at it, tails that
-# are no whole 1 KB block, outputs too short for one streamed block after the aligned head, and
+# are no whole 1 KB block, outputs of a few 64-byte lines (streamed when forced), and
 # one long enough for two threads (65536 elements per chunk and more).
 LENGTHS = [100, 300, 16383, 16384, 16384 + 255, 3 * 16384 + 17, 2 * 65536 + 999]
 # Offsets in elements: the inputs and the output start mid-block and off 64-byte boundaries.

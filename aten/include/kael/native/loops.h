@@ -171,16 +171,18 @@ inline bool prefetch_streams() noexcept {
 
 // Note [Streaming stores]
 // A contiguous output of at least streaming_store_min_bytes() is written with streaming
-// (non-temporal) stores: each 1 KB block is computed into a buffer on the stack, which stays in
-// L1, then stored with vmovntps (or its integer and narrower forms) straight to memory. A plain
-// store first reads each line of the output from memory (to own it in cache), so a + b moves 16
-// bytes per element where 12 are needed, and an output that large would leave the caches
-// anyway. The threshold is half the last-level cache (an output and an input of that size do
-// not fit in it together); below it a result stays in cache for the op that reads it next.
-// Measured (AMD Zen 4, 1 thread, 16M float32, tools/bench/throughput.py): a + b from 25.6 to
-// ... GB/s, copy_ from ... to ... GB/s. The stores are ordered (an sfence) before the loop
-// returns, so the thread pool's hand-over publishes them. KAEL_STREAMING_STORES=1 makes every
-// output of a few blocks stream, =0 none (the tests run both on every machine).
+// (non-temporal) stores: each 64-byte line is computed into a buffer on the stack, which stays in
+// L1, then stored with vmovntdq (or its narrower forms) straight to memory. A plain store first
+// reads each line of the output from memory (to own it in cache), so a + b moves 16 bytes per
+// element where 12 are needed, and an output that large would leave the caches anyway. The
+// threshold is half the last-level cache (an output and an input of that size do not fit in it
+// together); below it a result stays in cache for the op that reads it next. One line per
+// buffer: with 1 KB buffers the compute-bound kernels lost 5-10% (exp, log at 1 thread, AMD Zen
+// 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M float32,
+// tools/bench/throughput.py, KAEL_STREAMING_STORES=0 against 1): ... The stores are ordered (an
+// sfence) before the loop returns, so the thread pool's hand-over publishes them.
+// KAEL_STREAMING_STORES=1 makes every output of a line or more stream, =0 none (the tests run
+// both on every machine).
 std::int64_t detect_streaming_store_min_bytes() noexcept;
 inline std::int64_t streaming_store_min_bytes() noexcept {
   static const std::int64_t bytes = detect_streaming_store_min_bytes();
@@ -188,23 +190,20 @@ inline std::int64_t streaming_store_min_bytes() noexcept {
 }
 
 #ifndef __CUDACC__
-// dst[0, Bytes) <- src[0, Bytes) with streaming stores; both 64-byte aligned, Bytes a multiple of 64.
-template <std::size_t Bytes>
-[[gnu::always_inline]] inline void stream_store_block(void* dst, const void* src) noexcept {
-  static_assert(Bytes % 64 == 0);
+// dst[0, 64) <- src[0, 64) with streaming stores; both 64-byte aligned.
+[[gnu::always_inline]] inline void stream_store_line(void* dst, const void* src) noexcept {
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
 #if defined(__AVX512F__)
-  for (std::size_t b = 0; b < Bytes; b += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + b), _mm512_load_si512(reinterpret_cast<const __m512i*>(s + b)));
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_load_si512(reinterpret_cast<const __m512i*>(s)));
 #elif defined(__AVX__)
-  for (std::size_t b = 0; b < Bytes; b += 32)
+  for (int b = 0; b < 64; b += 32)
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d + b), _mm256_load_si256(reinterpret_cast<const __m256i*>(s + b)));
 #elif defined(__SSE2__)
-  for (std::size_t b = 0; b < Bytes; b += 16)
+  for (int b = 0; b < 64; b += 16)
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + b), _mm_load_si128(reinterpret_cast<const __m128i*>(s + b)));
 #else
-  std::memcpy(d, s, Bytes);
+  std::memcpy(d, s, 64);
 #endif
 }
 
@@ -241,7 +240,7 @@ struct PointwiseInner {
       Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
       const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
       // dst[0, count) <- f(in[begin, begin + count)): one vectorised loop, written twice below
-      // (into the output, and into a block buffer for streaming stores).
+      // (into the output, and into a line buffer for streaming stores).
       const auto body = [&](Out* __restrict dst, std::int64_t begin, std::int64_t count) __attribute__((always_inline)) {
         for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
       };
@@ -256,18 +255,23 @@ struct PointwiseInner {
            ...);
       };
       if (n * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
-        // A large output: written with streaming stores, a block at a time from a buffer in L1
-        // (Note [Streaming stores]). The first elements up to a 64-byte boundary are plain.
+        // A large output: written with streaming stores, a cache line at a time from a buffer
+        // in L1 (Note [Streaming stores]). The first elements up to a 64-byte boundary and the
+        // last partial line are plain.
+        constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(Out));
         const bool prefetch = prefetch_streams();
         const auto misalign = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(out) % 64);
         std::int64_t i = misalign == 0 ? 0 : (64 - misalign) / static_cast<std::int64_t>(sizeof(Out));
-        if (misalign % static_cast<std::int64_t>(sizeof(Out)) == 0 && i + kBlock <= n) {
+        if (misalign % static_cast<std::int64_t>(sizeof(Out)) == 0 && i + kLine <= n) {
           body(out, 0, i);
-          alignas(64) Out buffer[kBlock];
-          for (; i + kBlock <= n; i += kBlock) {
-            if (prefetch) prefetch_ahead(i);
-            body(buffer, i, kBlock);
-            stream_store_block<kBlock * sizeof(Out)>(out + i, buffer);
+          alignas(64) Out line[kLine];
+          for (std::int64_t next_prefetch = i; i + kLine <= n; i += kLine) {
+            if (prefetch && i >= next_prefetch) {
+              prefetch_ahead(i);
+              next_prefetch = i + kBlock;
+            }
+            body(line, i, kLine);
+            stream_store_line(out + i, line);
           }
           stream_store_fence();
           body(out + i, i, n - i);
