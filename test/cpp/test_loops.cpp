@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kael/native/loops.h"
@@ -184,6 +185,55 @@ TEST(RunLoop, StridedAndBroadcastThroughPointwiseOps) {
       const std::int64_t got = r.data<std::int64_t>()[i * r.stride(0) + j * r.stride(1)];
       EXPECT_EQ(got, (3 * j + i) + j) << i << "," << j;
     }
+}
+
+// The contiguous pointwise loop in whatever form this process runs it: plain, software
+// prefetching (Note [Prefetching pointwise loops]) and streaming stores (Note [Streaming stores]),
+// which KAEL_PREFETCH_STREAMS and KAEL_STREAMING_STORES select; CMakeLists.txt registers this
+// suite once per combination. Outputs start off 64-byte lines, have 1- to 8-byte elements and
+// lengths around the forms' edges, in heap blocks of their exact size (so that the sanitizer
+// build reports a write past either end).
+template <typename Out, typename T, int K, typename F>
+void expect_contiguous_loop_matches(std::int64_t n, int out_offset, int in_offset, F f) {
+  std::vector<T> a(static_cast<std::size_t>(n + in_offset)), b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<T>((i * 7) % 23);
+    b[i] = static_cast<T>((i * 5) % 11 + 1);
+  }
+  const std::unique_ptr<Out[]> out_block(new Out[static_cast<std::size_t>(n + out_offset)]);  // (no vector<bool>)
+  Out* out = out_block.get() + out_offset;
+  std::array<char*, 3> ptrs{reinterpret_cast<char*>(out), reinterpret_cast<char*>(a.data() + in_offset),
+                            reinterpret_cast<char*>(b.data() + in_offset)};
+  const std::array<std::int64_t, 3> strides{sizeof(Out), sizeof(T), sizeof(T)};
+  kael::native::PointwiseInner<Out, T, K, F>{f}(ptrs.data(), strides.data(), n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i + in_offset);
+    Out want;
+    if constexpr (K == 1) {
+      want = f(a[k]);
+    } else {
+      want = f(a[k], b[k]);
+    }
+    ASSERT_EQ(out[i], want) << "n " << n << ", element " << i << ", offsets " << out_offset << " " << in_offset;
+  }
+}
+
+TEST(LoopForms, ContiguousLoopMatchesElementwiseResults) {
+  for (const std::int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 300, 1000, 16384, 16384 + 255, 70000}) {
+    for (const int out_offset : {0, 1, 3, 5}) {
+      for (const int in_offset : {0, 1, 2}) {
+        expect_contiguous_loop_matches<float, float, 2>(n, out_offset, in_offset, [](float x, float y) { return x + y; });
+        expect_contiguous_loop_matches<bool, float, 2>(n, out_offset, in_offset, [](float x, float y) { return x < y; });
+        expect_contiguous_loop_matches<double, float, 1>(n, out_offset, in_offset, [](float x) { return double{x} * 3; });
+        expect_contiguous_loop_matches<std::int64_t, std::int64_t, 2>(
+            n, out_offset, in_offset, [](std::int64_t x, std::int64_t y) { return x * y + 7; });
+        expect_contiguous_loop_matches<std::uint8_t, std::uint8_t, 1>(
+            n, out_offset, in_offset, [](std::uint8_t x) { return static_cast<std::uint8_t>(x + 1); });
+        expect_contiguous_loop_matches<std::int16_t, double, 1>(
+            n, out_offset, in_offset, [](double x) { return static_cast<std::int16_t>(x); });
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -224,8 +224,10 @@ inline std::int64_t streaming_store_min_bytes() noexcept {
 // too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
 #ifdef __CUDACC__
 #define KAEL_INNER_INLINE
+#define KAEL_LAMBDA_INLINE
 #else
 #define KAEL_INNER_INLINE [[gnu::always_inline]]
+#define KAEL_LAMBDA_INLINE __attribute__((always_inline))  // after a lambda's parameter list
 #endif
 template <typename Out, typename T, int K, typename F>
 struct PointwiseInner {
@@ -244,13 +246,13 @@ struct PointwiseInner {
       const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
       // dst[0, count) <- f(in[begin, begin + count)): one vectorised loop, written twice below
       // (into the output, and into a line buffer for streaming stores).
-      const auto body = [&](Out* __restrict dst, std::int64_t begin, std::int64_t count) __attribute__((always_inline)) {
+      const auto body = [&](Out* __restrict dst, std::int64_t begin, std::int64_t count) KAEL_LAMBDA_INLINE {
         for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
       };
 #ifndef __CUDACC__
       constexpr std::int64_t kBlock =
           kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out));
-      const auto prefetch_ahead = [&](std::int64_t i) __attribute__((always_inline)) {
+      const auto prefetch_ahead = [&](std::int64_t i) KAEL_LAMBDA_INLINE {
         // (the address in integers: the block ahead may lie past the end of the input)
         for (std::int64_t b = 0; b < kBlock * static_cast<std::int64_t>(sizeof(T)); b += 64)
           (__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(in[I] + i) +
