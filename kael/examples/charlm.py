@@ -1,6 +1,6 @@
 """Train a character-level transformer language model on Shakespeare, with kael alone.
 
-    python -m kael.examples.charlm                  # about 2 minutes on 2 CPU cores
+    python -m kael.examples.charlm                  # 2 to 4 minutes on 2 CPU cores
     python -m kael.examples.charlm --steps 100      # a shorter run
     python -m kael.examples.charlm --help
 
@@ -189,7 +189,7 @@ def parse_args(argv=None):
                     "corpus with kael, report its validation loss against a unigram baseline, save a checkpoint "
                     "and print a sampled passage.")
     parser.add_argument("--steps", type=int, default=2000,
-                        help="training steps (batches); the default takes about 2 minutes on 2 CPU cores")
+                        help="training steps (batches); the default takes 2 to 4 minutes on 2 CPU cores")
     parser.add_argument("--device", default="cpu", help="device to train on: cpu (default) or cuda")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="sampling temperature of the printed passage (0: always the most likely character)")
