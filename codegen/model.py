@@ -208,6 +208,7 @@ class Schema:
 
 PROMOTIONS = ("default", "int_to_float", "always_bool")
 VARIANTS = ("function", "method")
+SIMD_FORMULA = re.compile(r"\s*[A-Za-z_]\w*\(a\)\s*")
 GIL_MODES = ("release", "auto", "hold")
 
 
@@ -231,6 +232,8 @@ class NativeFunction:
     number_self_contiguous: bool = False
     # the first input is a condition that takes no part in type promotion (see codegen/README.md)
     condition_first: bool = False
+    # the formula is one call f(a) of a function with a SIMD form (see codegen/README.md)
+    simd: bool = False
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -304,6 +307,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     opmath_other_scalar = _pop(entry, "opmath_other_scalar", False)
     number_self_contiguous = _pop(entry, "number_self_contiguous", False)
     condition_first = _pop(entry, "condition_first", False)
+    simd = _pop(entry, "simd", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -388,6 +392,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'number_self_contiguous' applies to pointwise ops of two tensor inputs only")
     if not isinstance(condition_first, bool):
         raise CodegenError("'condition_first' must be true or false")
+    if not isinstance(simd, bool):
+        raise CodegenError("'simd' must be true or false")
+    if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
+        raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
     if condition_first and (pointwise is None or len(schema.tensor_params) < 2):
         raise CodegenError("'condition_first' applies to pointwise ops of two or more tensor inputs only")
 
@@ -407,7 +415,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
         opmath_other_scalar=opmath_other_scalar, number_self_contiguous=number_self_contiguous,
-        condition_first=condition_first, key_lines=tuple(sorted((key_lines or {}).items())),
+        condition_first=condition_first, simd=simd, key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 

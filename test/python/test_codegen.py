@@ -438,6 +438,28 @@ def test_condition_first_flag(tmp_path):
     assert "/*condition_first=*/true" in kernel and "/*opmath_other_scalar=*/false" in kernel
 
 
+def test_simd_flag(tmp_path):
+    assert parse_one(pointwise("exp(Tensor self) -> Tensor", "exp(a)", "  simd: true\n")).simd is True
+    assert parse_one(pointwise("exp(Tensor self) -> Tensor", "exp(a)")).simd is False
+    assert error(pointwise("exp(Tensor self) -> Tensor", "exp(a)", "  simd: 1\n")) == \
+        "t.yaml:3: exp: 'simd' must be true or false"
+    only = "'simd' applies to pointwise ops of one input whose formula is one call f(a)"
+    for func, formula in [("exp(Tensor self) -> Tensor", "exp(a) + 1"), ("exp(Tensor self) -> Tensor", "a"),
+                          ("exp(Tensor self) -> Tensor", "exp(exp(a))"),
+                          ("add(Tensor self, Tensor other) -> Tensor", "add(a)"),
+                          ("f(Tensor self, Scalar s) -> Tensor", "f(a)")]:
+        assert error(pointwise(func, f"'{formula}'", "  simd: true\n")).endswith(only), (func, formula)
+    assert error(hand_written("f(Tensor self) -> Tensor", "  simd: true\n")).endswith(only)
+    # the kernel passes a formula struct whose simd() calls vmath::simd::<f>; without the key, a lambda
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + pointwise("exp(Tensor self) -> Tensor", "exp(a)", "  simd: true\n")
+                         + pointwise("log(Tensor self) -> Tensor", "log(a)"))
+    gen.generate(yaml_path, tmp_path / "out")
+    kernel = (tmp_path / "out/src/pointwise/exp.cpp").read_text()
+    assert "return vmath::simd::exp(a);" in kernel and "call.run<S, Out, 1>(Formula{});" in kernel
+    assert "simd" not in (tmp_path / "out/src/pointwise/log.cpp").read_text()
+
+
 # ============================================================================ dispatch
 
 def test_dispatch_keys_and_alias():

@@ -348,3 +348,73 @@ def test_gelu_strided_and_every_float_dtype_match_torch(dtype):
     check(KF.gelu(to_kael(rows).t()), torch.nn.functional.gelu(rows.t()))
     check(KF.gelu(to_kael(t[:1000]).expand(4, 1000)), torch.nn.functional.gelu(t[:1000].expand(4, 1000)))
     check(KF.gelu(to_kael(t)[::3]), torch.nn.functional.gelu(t[::3]))
+
+
+# ---------------------------------------------------------------- ops with a SIMD form
+# exp and gelu run a SIMD form of their formula where the build targets AVX-512 (Note [SIMD
+# forms]): contiguous float32 straight from memory, partial vectors masked, strided operands and
+# float16/bfloat16 through a buffer. Every layout must give the bits of the contiguous float32
+# result, element by element (the C++ test SimdForms checks the two forms on every float32).
+
+def simd_op(name):
+    import kael.nn.functional as KF
+    return KF.gelu if name == "gelu" else getattr(kael, name)
+
+
+def bits_of(t):
+    return np.array(t.tolist(), dtype=np.float32).view(np.uint32)
+
+
+SIMD_SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 88.7, 89.5, -103.9, -104.5, 5.6,
+                -5.66, 5.66, -6.0, 1e30, -1e30, 3e38, -3e38]
+
+
+@pytest.mark.parametrize("name", ["exp", "gelu"])
+def test_simd_ops_give_the_same_bits_in_every_layout(name):
+    fn = simd_op(name)
+    g = torch.Generator().manual_seed(7)
+    x = torch.cat([torch.tensor(SIMD_SPECIAL), torch.randn(2000, generator=g) * 6]).float()
+    kx = kael.tensor(x.tolist(), dtype=kael.float32)
+    want = bits_of(fn(kx))
+    # every length of a partial vector, and starts off a vector's alignment
+    for start in (0, 1, 5):
+        for n in list(range(0, 35)) + [255, 256, 257, 1000]:
+            got = bits_of(fn(kx[start:start + n]))
+            assert np.array_equal(got, want[start:start + n]), (name, start, n)
+    # strided: every other element, a transposed matrix, a broadcast input
+    assert np.array_equal(bits_of(fn(kx[::2])), want[::2])
+    m = kx[:2000].reshape(40, 50)
+    assert np.array_equal(np.array(fn(m.t()).t().tolist(), dtype=np.float32).view(np.uint32).ravel(), want[:2000])
+    e = kx[3:4].expand(37)
+    assert np.array_equal(bits_of(fn(e)), np.repeat(want[3:4], 37))
+    # out= and in-place (gelu has no out= in kael.nn.functional; exp does)
+    if name == "exp":
+        out = kael.empty(kx.shape, dtype=kael.float32)
+        kael.exp(kx, out=out)
+        assert np.array_equal(bits_of(out), want)
+        y = kx.clone()
+        y.exp_()
+        assert np.array_equal(bits_of(y), want)
+
+
+@pytest.mark.parametrize("name", ["exp", "gelu"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_simd_ops_round_the_float32_result_once_for_half_types(name, dtype):
+    # float16 and bfloat16 compute in float32 and round once when stored (Note [Half types]):
+    # the result is the float32 result of the same (rounded) input, rounded to the type
+    fn = simd_op(name)
+    kd = getattr(kael, dtype)
+    g = torch.Generator().manual_seed(8)
+    x = torch.cat([torch.tensor(SIMD_SPECIAL), torch.randn(3001, generator=g) * 6]).to(getattr(torch, dtype))
+    kx = kael.tensor(x.float().tolist(), dtype=kael.float32).to(kd)
+    want = fn(kx.float()).to(kd)
+    for got, ref in ((fn(kx), want), (fn(kx[::3]), want[::3]), (fn(kx[5:22]), want[5:22])):
+        a, b = bits_of(got.float()), bits_of(ref.float())
+        nan_a, nan_b = np.isnan(a.view(np.float32)), np.isnan(b.view(np.float32))
+        assert np.array_equal(nan_a, nan_b) and np.array_equal(a[~nan_a], b[~nan_b]), (name, dtype)
+    # and against torch on the random inputs (the special values are checked above and in
+    # test_float32_gelu_special_values: torch's vectorised gelu gives NaN at +inf)
+    k = len(SIMD_SPECIAL)
+    ref = torch.nn.functional.gelu(x[k:]) if name == "gelu" else torch.exp(x[k:])
+    got = torch.tensor(fn(kx[k:]).float().tolist()).to(x.dtype)
+    torch.testing.assert_close(got, ref)

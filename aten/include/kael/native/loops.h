@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
@@ -222,6 +223,55 @@ inline std::int64_t streaming_store_min_bytes() noexcept {
 // compiler vectorises it.
 // Always inlined: the tiny-tensor path calls it directly and parallel_for's chunk lambda calls it
 // too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+// A formula with a SIMD form (Note [SIMD forms] in kael/native/vec_math.h): a static
+// F::simd(__m512) -> __m512 of 16 float lanes that computes the bits of f, lane for lane. The
+// generated kernel of an op marked `simd: true` in native_functions.yaml passes one; the loop runs
+// it for one input of float, float16 or bfloat16 (computing in float) written to the same type.
+void takes_m512(__m512);  // (declared only: a requirement below)
+template <typename F, typename Out, typename T, int K>
+concept SimdFormula = K == 1 && std::is_same_v<Out, T> && requires(__m512 v) { takes_m512(F::simd(v)); } &&
+                      std::is_same_v<std::invoke_result_t<const F&, const T&>, float>;
+
+// dst[0, n) <- F::simd(src[0, n)), both contiguous: float in registers straight from memory (a
+// masked load and store for the last partial vector), float16 and bfloat16 converted through a
+// buffer with the same conversions as the scalar loop.
+template <typename F, typename T>
+[[gnu::always_inline]] inline void simd_contiguous(T* __restrict dst, const T* __restrict src, std::int64_t n) {
+  std::int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(dst + j, F::simd(_mm512_loadu_ps(src + j)));
+    if (j < n) {
+      const auto mask = static_cast<__mmask16>((1u << (n - j)) - 1u);
+      _mm512_mask_storeu_ps(dst + j, mask, F::simd(_mm512_maskz_loadu_ps(mask, src + j)));
+    }
+  } else {
+    alignas(64) float buf[16] = {};
+    for (; j < n; j += 16) {
+      const std::int64_t c = n - j < 16 ? n - j : 16;
+      for (std::int64_t l = 0; l < c; ++l) buf[l] = static_cast<float>(src[j + l]);
+      _mm512_store_ps(buf, F::simd(_mm512_load_ps(buf)));
+      for (std::int64_t l = 0; l < c; ++l) dst[j + l] = static_cast<T>(buf[l]);
+    }
+  }
+}
+
+// The same over strided operands (byte strides), 16 elements at a time through a buffer.
+template <typename F, typename T>
+[[gnu::always_inline]] inline void simd_strided(char* dst, std::int64_t dst_stride, const char* src,
+                                                std::int64_t src_stride, std::int64_t n) {
+  alignas(64) float buf[16] = {};
+  for (std::int64_t j = 0; j < n; j += 16) {
+    const std::int64_t c = n - j < 16 ? n - j : 16;
+    for (std::int64_t l = 0; l < c; ++l)
+      buf[l] = static_cast<float>(*reinterpret_cast<const T*>(src + (j + l) * src_stride));
+    _mm512_store_ps(buf, F::simd(_mm512_load_ps(buf)));
+    for (std::int64_t l = 0; l < c; ++l) *reinterpret_cast<T*>(dst + (j + l) * dst_stride) = static_cast<T>(buf[l]);
+  }
+}
+#define KAEL_LOOPS_SIMD 1
+#endif
+
 #ifdef __CUDACC__
 #define KAEL_INNER_INLINE
 #define KAEL_LAMBDA_INLINE
@@ -247,6 +297,12 @@ struct PointwiseInner {
       // dst[0, count) <- f(in[begin, begin + count)): one vectorised loop, written twice below
       // (into the output, and into a line buffer for streaming stores).
       const auto body = [&](Out* __restrict dst, std::int64_t begin, std::int64_t count) KAEL_LAMBDA_INLINE {
+#ifdef KAEL_LOOPS_SIMD
+        if constexpr (SimdFormula<F, Out, T, K>) {
+          simd_contiguous<F>(dst, in[0] + begin, count);
+          return;
+        }
+#endif
         for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
       };
 #ifndef __CUDACC__
@@ -315,6 +371,12 @@ struct PointwiseInner {
         return;
       }
     }
+#ifdef KAEL_LOOPS_SIMD
+    if constexpr (SimdFormula<F, Out, T, K>) {
+      simd_strided<F, T>(ptrs[0], strides[0], ptrs[1], strides[1], n);
+      return;
+    }
+#endif
     for (std::int64_t i = 0; i < n; ++i) {
       *reinterpret_cast<Out*>(ptrs[0] + i * strides[0]) =
           static_cast<Out>(f(*reinterpret_cast<const T*>(ptrs[I + 1] + i * strides[I + 1])...));

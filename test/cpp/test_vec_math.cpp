@@ -1,0 +1,70 @@
+// The SIMD forms of kael's vectorised math compute the bits of their scalar forms, for every
+// float32 (Note [SIMD forms] in kael/native/vec_math.h): the generated kernels of ops marked
+// `simd: true` run one form or the other depending on the build, so a difference would make
+// results depend on it.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kael/native/vec_math.h"
+
+namespace {
+
+namespace vmath = kael::native::vmath;
+
+#if defined(KAEL_VMATH_SIMD)
+
+bool same(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// The scalar form one element at a time, out of line (no vectorisation across elements).
+[[gnu::noinline]] float scalar_exp(float x) { return vmath::exp(x); }
+[[gnu::noinline]] float scalar_gelu(float x) { return vmath::gelu(x); }
+
+// Runs every float32 through the scalar form (in a loop the compiler vectorises, as in the
+// kernels, and one element at a time for every 97th, which replaces the loop's result where the
+// two differ) and through the SIMD form. NaNs compare by bits too: both forms pass the input's.
+template <typename Scalar, typename Loop, typename Simd>
+void expect_same_bits_for_every_float(const char* name, Scalar one, Loop loop, Simd simd) {
+  constexpr std::size_t kChunk = 1 << 16;
+  std::vector<float> x(kChunk), a(kChunk), b(kChunk);
+  std::int64_t differences = 0;
+  for (std::uint64_t base = 0; base < (std::uint64_t(1) << 32); base += kChunk) {
+    for (std::size_t i = 0; i < kChunk; ++i) x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(base + i));
+    for (std::size_t i = 0; i < kChunk; ++i) a[i] = loop(x[i]);
+    for (std::size_t i = 0; i < kChunk; i += vmath::simd::kLanes)
+      _mm512_storeu_ps(b.data() + i, simd(_mm512_loadu_ps(x.data() + i)));
+    for (std::size_t i = 0; i < kChunk; i += 97) a[i] = same(one(x[i]), a[i]) ? a[i] : one(x[i]);
+    if (std::memcmp(a.data(), b.data(), kChunk * sizeof(float)) == 0) continue;  // (the usual case)
+    for (std::size_t i = 0; i < kChunk; ++i) {
+      if (!same(a[i], b[i]) && ++differences <= 5)
+        ADD_FAILURE() << name << "(" << std::hexfloat << x[i] << "): scalar " << a[i] << ", SIMD " << b[i];
+    }
+  }
+  EXPECT_EQ(differences, 0) << name;
+}
+
+TEST(SimdForms, ExpGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "exp", scalar_exp, [](float v) { return vmath::exp(v); }, [](__m512 v) { return vmath::simd::exp(v); });
+}
+
+TEST(SimdForms, GeluGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "gelu", scalar_gelu, [](float v) { return vmath::gelu(v); }, [](__m512 v) { return vmath::simd::gelu(v); });
+}
+
+#else
+
+TEST(SimdForms, NotInThisBuild) {
+  GTEST_SKIP() << "the build does not target AVX-512: the SIMD forms do not exist, every kernel runs the scalar form";
+}
+
+#endif
+
+}  // namespace
