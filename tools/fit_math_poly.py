@@ -101,21 +101,25 @@ def main():
     show("gelu_v (a in [0, 4 sqrt(2)])",
          *fit(lambda a: mp.log(mp.ncdf(-a)) / ln2, mp.mpf(0), 4 * mp.sqrt(2), 11, rel=False), True)
 
-    # float gelu's SIMD form (and its scalar twin): V piecewise, 16 pieces of a degree-4
-    # polynomial in u = a c - j, j = round(a c), c = kGeluPieces (a exact float), a in [0, 4 sqrt(2)].
-    c = mp.mpf(2.6875)
+    # float gelu where the build has the SIMD forms: E = Phi(-a) itself, 32 pieces of a degree-6
+    # polynomial in u = a c - j, j = round(a c), c = kGeluPieces, a in [0, 4 sqrt(2)] (relative
+    # error of E).
+    c = mp.mpf(5.375)
     hi_s = 4 * mp.sqrt(2) * c
-    print(f"kGeluPieces = {as_float(c)}; gelu_pieces: row i = the coefficient of u^i for pieces 0..15")
-    rows = [[] for _ in range(5)]
+    print(f"kGeluPieces = {as_float(c)}; kGeluPiece[i][j]: the coefficient of u^i of piece j")
+    rows = [[] for _ in range(7)]
     worst = 0
-    for j in range(16):
+    for j in range(32):
         lo, hi = max(mp.mpf(j) - mp.mpf("0.5"), mp.mpf(0)), min(mp.mpf(j) + mp.mpf("0.5"), hi_s + mp.mpf("0.001"))
-        cs, err = fit(lambda u, j=j: mp.log(mp.ncdf(-(u + j) / c)) / ln2, lo - j, hi - j, 4, rel=False)
-        worst = max(worst, err)
-        for i in range(5):
+        if lo >= hi:
+            cs = [mp.mpf(0)] * 7  # beyond 4 sqrt(2): not reached
+        else:
+            cs, err = fit(lambda u, j=j: mp.ncdf(-(u + j) / c), lo - j, hi - j, 6)
+            worst = max(worst, err)
+        for i in range(7):
             rows[i].append(as_float(cs[i]))
-    print(f"    (largest error of the 16 fits {mp.nstr(worst, 3)})")
-    for i in range(5):
+    print(f"    (largest relative error of the fits {mp.nstr(worst, 3)})")
+    for i in range(7):
         print("    {" + ", ".join(rows[i]) + "},")
 
     # double: erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= 6, t = 1 / (1 + x/2).

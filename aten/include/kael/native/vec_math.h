@@ -32,17 +32,18 @@
 //                                  double: 1 - t exp(-x^2 + Q(t)), t = 1 / (1 + |x|/2)
 //
 // float32 gelu(x) = x Phi(x) (approximate='none'): x - |x| E for x > 0 and x E for x < 0, E =
-// Phi(-|x|) = 2^V(|x|); 4.5 ulp for x >= -1 and 50 ulp for -4 sqrt(2) <= x < -1, where the
+// Phi(-|x|); 4.5 ulp for x >= -1 and 50 ulp for -4 sqrt(2) <= x < -1, where the
 // formula x (1 + erf(x / sqrt(2))) / 2, which float64 keeps, loses all digits as x falls (1 + erf
 // cancels); below -4 sqrt(2), where |gelu(x)| < 2^-24, it returns x * 0 as that formula does in
-// float32 (-0.0, NaN at -inf). V is piecewise where the build targets AVX-512 (every float32:
-// [2.69, 22.5]) and one polynomial elsewhere ([3.98, 48.4]); see gelu below.
+// float32 (-0.0, NaN at -inf). Where the build targets AVX-512, E is piecewise (every float32:
+// [1.60, 2.81]); elsewhere E = 2^V with V one polynomial ([3.98, 48.4]); see gelu below.
 //
 // These kernels are bound by their instructions and their dependency chains rather than by
 // memory (a 16M-element call at 1 thread): log1p takes log's reduction without its subnormal
 // step and replaces the division by u with 4 t^2 (1 + z), t = 1 / (2 + f) being log's own
-// division; float erf and gelu fold -x^2 and log2(e) into W and V and use exp2_moderate, one
-// polynomial in base 2 with no ln2 reduction; gelu evaluates V by Estrin's scheme.
+// division; float erf and gelu (without AVX-512) fold -x^2 and log2(e) into W and V and use
+// exp2_moderate, one polynomial in base 2 with no ln2 reduction; gelu evaluates V by Estrin's
+// scheme.
 //
 // sigmoid's bound holds where exp(-x) is finite; below (x < -88.72 in float32, -709.78 in
 // float64) it returns 0, as PyTorch's formula does, where the exact value is below 2^-127.
@@ -448,23 +449,25 @@ KAEL_VMATH_INLINE T erf(T x) {
 // there) and x * 0 for x < 0 (-0.0, and NaN at -inf, as PyTorch's formula gives; the exact
 // value is below 2^-24 in magnitude). kael/native/math.h's gelu calls it for float.
 //
-// Where the SIMD forms exist (Note [SIMD forms]) V is piecewise: 16 pieces of a degree-4
-// polynomial in u = |x| c - j, j = round(|x| c), c = kGeluPieces, the coefficients of each lane's
-// piece picked by one permute per coefficient (here: an index into the table), and the result is
-// x E + max(x, -0.0) with x replaced by -|x| where x > 0 (the same values: x - |x| E there, x E
-// below). Elsewhere V is one degree-11 polynomial (a gather per coefficient would cost more than
-// it saves).
+// Where the SIMD forms exist (Note [SIMD forms]) E itself is piecewise, with no exponential:
+// 32 pieces of a degree-6 polynomial in u = |x| c - j, j = round(|x| c), c = kGeluPieces, the
+// coefficients of each lane's piece picked by one two-register permute per coefficient (here: an
+// index into the table), and the result is x E + max(x, -0.0) with x replaced by -|x| where x > 0
+// (the same values: x - |x| E there, x E below). Elsewhere E = 2^V with V one degree-11
+// polynomial (a gather per coefficient would cost more than it saves).
 #if defined(KAEL_VMATH_SIMD)
 namespace detail {
-inline constexpr float kGeluPieces = 0x1.58p+1f;  // 2.6875: 4 sqrt(2) c < 15.5, 16 pieces
-// kGeluPiece[i][j]: the coefficient of u^i of piece j (tools/fit_math_poly.py; largest error of
-// the 16 fits of V 8.2e-9 before rounding to float).
-alignas(64) inline constexpr float kGeluPiece[5][16] = {
-    {-0x1.000000p+0f, -0x1.7e956ep+0f, -0x1.10b38cp+1f, -0x1.75b9f0p+1f, -0x1.ef8a78p+1f, -0x1.3f8762p+2f, -0x1.927e1cp+2f, -0x1.f0f01ap+2f, -0x1.2d8a68p+3f, -0x1.688c0cp+3f, -0x1.a98e7ep+3f, -0x1.f09fdep+3f, -0x1.1ee5d6p+4f, -0x1.488daep+4f, -0x1.754b60p+4f, -0x1.a52234p+4f},
-    {-0x1.b698f2p-2f, -0x1.2048c4p-1f, -0x1.6bfc8cp-1f, -0x1.bcfddcp-1f, -0x1.09108cp+0f, -0x1.353cb0p+0f, -0x1.62a7f6p+0f, -0x1.910cb4p+0f, -0x1.c035fcp+0f, -0x1.effb7ep+0f, -0x1.101f32p+1f, -0x1.287374p+1f, -0x1.40f144p+1f, -0x1.599166p+1f, -0x1.724e1cp+1f, -0x1.8b22d2p+1f},
-    {-0x1.046da0p-4f, -0x1.226410p-4f, -0x1.3a47b6p-4f, -0x1.4cfb20p-4f, -0x1.5b817ep-4f, -0x1.66c790p-4f, -0x1.6f9096p-4f, -0x1.76754cp-4f, -0x1.7be9dep-4f, -0x1.804584p-4f, -0x1.83c966p-4f, -0x1.86a644p-4f, -0x1.8900b2p-4f, -0x1.8af458p-4f, -0x1.8c9648p-4f, -0x1.8df6aep-4f},
-    {-0x1.61f11ap-9f, -0x1.1e0f4ep-9f, -0x1.c30a96p-10f, -0x1.5f34d4p-10f, -0x1.1072eap-10f, -0x1.a79098p-11f, -0x1.4b2150p-11f, -0x1.04eab8p-11f, -0x1.9eedfep-12f, -0x1.4d1aa0p-12f, -0x1.0e0360p-12f, -0x1.b9ea50p-13f, -0x1.6cf2aap-13f, -0x1.3004cep-13f, -0x1.feb41ep-14f, -0x1.afffaap-14f},
-    {0x1.14b3f0p-13f, 0x1.04bc66p-13f, 0x1.bb555ap-14f, 0x1.63b63ep-14f, 0x1.1466fap-14f, 0x1.a6a632p-15f, 0x1.41257ep-15f, 0x1.e81f54p-16f, 0x1.748024p-16f, 0x1.1e24cep-16f, 0x1.bb245ep-17f, 0x1.5a25f8p-17f, 0x1.10d596p-17f, 0x1.b1fef6p-18f, 0x1.5c3ec8p-18f, 0x1.228ffap-18f},
+inline constexpr float kGeluPieces = 0x1.58p+2f;  // 5.375: 4 sqrt(2) c < 30.5, pieces 0 to 30
+// kGeluPiece[i][j]: the coefficient of u^i of piece j (tools/fit_math_poly.py; largest relative
+// error of the fits of E 1.4e-8 before rounding to float; piece 31 is not reached).
+alignas(64) inline constexpr float kGeluPiece[7][32] = {
+    {0x1.000000p-1f, 0x1.b46edcp-2f, 0x1.6b6e00p-2f, 0x1.274ba8p-2f, 0x1.d3b9ecp-3f, 0x1.68b468p-3f, 0x1.0ea55ep-3f, 0x1.8add68p-4f, 0x1.17dd6cp-4f, 0x1.8138dap-5f, 0x1.014f48p-5f, 0x1.4d76ccp-6f, 0x1.a31250p-7f, 0x1.fe87e2p-8f, 0x1.2d5c38p-8f, 0x1.58af0ep-9f, 0x1.7dd91ep-10f, 0x1.99a36cp-11f, 0x1.a977a6p-12f, 0x1.abc57ep-13f, 0x1.a043a8p-14f, 0x1.87fdecp-15f, 0x1.652ca2p-16f, 0x1.3ade3ep-17f, 0x1.0c8530p-18f, 0x1.bb02b8p-20f, 0x1.617634p-21f, 0x1.10bed8p-22f, 0x1.970f56p-24f, 0x1.25bc34p-25f, 0x1.99e7e4p-27f, 0x0.0p+0f},
+    {-0x1.300338p-4f, -0x1.2acbe0p-4f, -0x1.1badc2p-4f, -0x1.0429c8p-4f, -0x1.ccf596p-5f, -0x1.8a7902p-5f, -0x1.461752p-5f, -0x1.04647ep-5f, -0x1.91b682p-6f, -0x1.2b52cap-6f, -0x1.aee304p-7f, -0x1.2b9656p-7f, -0x1.926be2p-8f, -0x1.0514eep-8f, -0x1.473e0cp-9f, -0x1.8c36e0p-10f, -0x1.cf6714p-11f, -0x1.05c5d4p-11f, -0x1.1daf76p-12f, -0x1.2d2cdcp-13f, -0x1.32b3fap-14f, -0x1.2db4d8p-15f, -0x1.1eb1acp-16f, -0x1.07290ap-17f, -0x1.d2ae3cp-19f, -0x1.8fb888p-20f, -0x1.4ab882p-21f, -0x1.08527ep-22f, -0x1.982280p-24f, -0x1.306064p-25f, -0x1.b68c12p-27f, 0x0.0p+0f},
+    {0x1.e8b762p-35f, 0x1.4af460p-10f, 0x1.3a35bcp-9f, 0x1.b03ec6p-9f, 0x1.fe9206p-9f, 0x1.111480p-8f, 0x1.0ee3e2p-8f, 0x1.f8bb08p-9f, 0x1.bcf294p-9f, 0x1.74fb08p-9f, 0x1.2a49cep-9f, 0x1.c8445ap-10f, 0x1.4e4c9cp-10f, 0x1.d5eb3ep-11f, 0x1.3d2782p-11f, 0x1.9b6dbcp-12f, 0x1.00a36cp-12f, 0x1.341162p-13f, 0x1.63fc8ep-14f, 0x1.8c2330p-15f, 0x1.a8a3e4p-16f, 0x1.b69bbcp-17f, 0x1.b4a17ap-18f, 0x1.a301c6p-19f, 0x1.83ae36p-20f, 0x1.59e430p-21f, 0x1.29a170p-22f, 0x1.ee0c9cp-24f, 0x1.8b8d7cp-25f, 0x1.31874cp-26f, 0x1.c76324p-28f, 0x0.0p+0f},
+    {0x1.c0f9bap-12f, 0x1.a9ff98p-12f, 0x1.68f116p-12f, 0x1.0886c4p-12f, 0x1.2fbf34p-13f, 0x1.39d0cap-15f, -0x1.da06c0p-15f, -0x1.0babb4p-13f, -0x1.687b4cp-13f, -0x1.8ea898p-13f, -0x1.8790dep-13f, -0x1.60a60cp-13f, -0x1.27fd6ep-13f, -0x1.d379c4p-14f, -0x1.5d6d28p-14f, -0x1.f07e70p-15f, -0x1.503d56p-15f, -0x1.b31392p-16f, -0x1.0d5b02p-16f, -0x1.3f8fcep-17f, -0x1.6ba450p-18f, -0x1.8d3ccap-19f, -0x1.a0db4cp-20f, -0x1.a478b6p-21f, -0x1.97dcd0p-22f, -0x1.7ca0dap-23f, -0x1.55dda8p-24f, -0x1.279b4ap-25f, -0x1.ec4b96p-27f, -0x1.8ada50p-28f, -0x1.311eeap-29f, 0x0.0p+0f},
+    {0x1.0350b2p-28f, -0x1.6a588ap-17f, -0x1.4bf722p-16f, -0x1.ad0cecp-16f, -0x1.cd1f4ep-16f, -0x1.ae72a6p-16f, -0x1.5ed5ccp-16f, -0x1.e5fb20p-17f, -0x1.01d52cp-17f, -0x1.b08e4cp-20f, 0x1.96737ep-19f, 0x1.9052dep-18f, 0x1.e9d464p-18f, 0x1.ee67bep-18f, 0x1.bb1cfap-18f, 0x1.6ba742p-18f, 0x1.15ac56p-18f, 0x1.8e4750p-19f, 0x1.0dec0ap-19f, 0x1.5b31eap-20f, 0x1.a916c4p-21f, 0x1.f0875ap-22f, 0x1.1523bep-22f, 0x1.2813acp-23f, 0x1.2f0d4ep-24f, 0x1.2976d8p-25f, 0x1.183694p-26f, 0x1.faf9e8p-28f, 0x1.b8aa78p-29f, 0x1.703436p-30f, 0x1.27c666p-31f, 0x0.0p+0f},
+    {-0x1.2bdc1ep-19f, -0x1.1099e0p-19f, -0x1.959a46p-20f, -0x1.a1c256p-21f, 0x1.11fe44p-27f, 0x1.7342b6p-21f, 0x1.372872p-20f, 0x1.6d951ap-20f, 0x1.614858p-20f, 0x1.239ea6p-20f, 0x1.97d620p-21f, 0x1.c24300p-22f, 0x1.11671ap-23f, -0x1.664476p-24f, -0x1.bbb154p-23f, -0x1.11a42ap-22f, -0x1.0c4de6p-22f, -0x1.cc8e14p-23f, -0x1.672ba8p-23f, -0x1.035126p-23f, -0x1.5e6ee6p-24f, -0x1.be4432p-25f, -0x1.0d0a52p-25f, -0x1.342e9ap-26f, -0x1.503a82p-27f, -0x1.5e1054p-28f, -0x1.5c5988p-29f, -0x1.4bba08p-30f, -0x1.2e9caep-31f, -0x1.08ab3ep-32f, -0x1.bb7e34p-34f, 0x0.0p+0f},
+    {0x1.13517ap-26f, 0x1.08a2ccp-24f, 0x1.d2c590p-24f, 0x1.19edbep-23f, 0x1.0f5386p-23f, 0x1.a54accp-24f, 0x1.e141fap-25f, 0x1.8d3e00p-27f, -0x1.b50c4ep-26f, -0x1.a4ddbap-25f, -0x1.efb466p-25f, -0x1.cf9432p-25f, -0x1.6b4accp-25f, -0x1.d94682p-26f, -0x1.d4530ap-27f, -0x1.881b82p-29f, 0x1.143158p-28f, 0x1.f8dee6p-28f, 0x1.153a38p-27f, 0x1.f13b54p-28f, 0x1.897e44p-28f, 0x1.1bc99cp-28f, 0x1.7b59dcp-29f, 0x1.daaa2ap-30f, 0x1.17c8acp-30f, 0x1.382710p-31f, 0x1.4aaf90p-32f, 0x1.4d7626p-33f, 0x1.40b2a0p-34f, 0x1.2699e6p-35f, 0x1.0db5f0p-36f, 0x0.0p+0f},
 };
 }  // namespace detail
 
@@ -474,14 +477,16 @@ KAEL_VMATH_INLINE float gelu(float x) {
   const float ax = abs(x);
   const bool beyond = !(ax <= K::kGeluHi);                  // NaN too: E = 0, the result x's NaN
   const float a = select(K::kGeluHi < ax, K::kGeluHi, ax);  // NaN passes
-  const float t = fmadd(a, kGeluPieces, K::kShift);         // bits: j in the low 4
+  const float t = fmadd(a, kGeluPieces, K::kShift);         // bits: j in the low 5
   const float u = fmadd(a, kGeluPieces, -(t - K::kShift));  // in [-1/2, 1/2]
-  const std::uint32_t j = bits(t) & 15u;
-  float v = fmadd(kGeluPiece[4][j], u, kGeluPiece[3][j]);
-  v = fmadd(v, u, kGeluPiece[2][j]);
-  v = fmadd(v, u, kGeluPiece[1][j]);
-  v = fmadd(v, u, kGeluPiece[0][j]);
-  const float e = select(beyond, 0.0f, exp2_moderate(v));
+  const std::uint32_t j = bits(t) & 31u;
+  const auto& c = kGeluPiece;
+  float e = fmadd(c[6][j], u, c[5][j]);
+  e = fmadd(e, u, c[4][j]);
+  e = fmadd(e, u, c[3][j]);
+  e = fmadd(e, u, c[2][j]);
+  e = fmadd(e, u, c[1][j]);
+  e = select(beyond, 0.0f, fmadd(e, u, c[0][j]));
   const float xn = select(-a < x, -a, x);        // -|x| for x > 0, else x
   const float xp = select(-0.0f > x, -0.0f, x);  // x for x > 0 (and +-0), else -0.0
   return fmadd(xn, e, xp);
@@ -509,14 +514,15 @@ KAEL_VMATH_INLINE float gelu(float x) {
 //   - 2^k x by one vscalefps, where the scalar form multiplies by 2^k1 and 2^k2 built in the
 //     exponent bits (the same result: the first product is exact, the second rounds once);
 //   - clamps by vminps/vmaxps where the scalar form selects through masks on the bits;
-//   - gelu's per-lane coefficients by vpermps from a register, where the scalar form indexes a
-//     table (a gather, once vectorised).
+//   - gelu's per-lane coefficients by vpermt2ps from two registers, where the scalar form
+//     indexes a table (a gather, once vectorised).
 // Measured on AMD Zen 4 (1 thread, 8K floats in cache, tools/bench/vec_math_probe.cpp): exp's
 // scalar form runs at 3.2 G elements/s, its SIMD form at 5.4 (from memory as fast as a streaming
-// copy); gelu's SIMD form at 2.7, where the scalar form with one degree-11 V ran at 2.2 and the
-// piecewise scalar form (a gather per coefficient) runs at 0.7. With the SIMD forms every float
-// loop of these ops runs them (strided and float16/bfloat16 ones too), so the scalar forms serve
-// builds without AVX-512 (with the one-polynomial gelu) and as the reference the SIMD forms match.
+// copy); gelu's SIMD form at about 3.1, where the one-polynomial form (V of degree 11, then 2^V)
+// ran at 2.2 and a first SIMD form with V in 16 pieces and 2^V at 2.7; the piecewise scalar form
+// (a gather per coefficient) runs at 0.5. With the SIMD forms every float loop of these ops runs
+// them (strided and float16/bfloat16 ones too), so the scalar forms serve builds without AVX-512
+// (with the one-polynomial gelu) and as the reference the SIMD forms match.
 namespace simd {
 
 using F32 = __m512;
@@ -525,29 +531,15 @@ inline constexpr int kLanes = 16;
 namespace detail {
 KAEL_VMATH_INLINE F32 set(float v) { return _mm512_set1_ps(v); }
 KAEL_VMATH_INLINE F32 fmadd(F32 a, F32 b, F32 c) { return _mm512_fmadd_ps(a, b, c); }
-// (the masked forms: GCC 12's plain _mm512_min_ps, max_ps, scalef_ps and permutexvar_ps start
-// from an undefined register and warn)
+// (the masked forms: GCC 12's plain _mm512_min_ps, max_ps and scalef_ps start from an undefined
+// register and warn)
 KAEL_VMATH_INLINE F32 min(F32 a, F32 b) { return _mm512_mask_min_ps(a, static_cast<__mmask16>(0xffff), a, b); }  // b if NaN
 KAEL_VMATH_INLINE F32 max(F32 a, F32 b) { return _mm512_mask_max_ps(a, static_cast<__mmask16>(0xffff), a, b); }  // b if NaN
 // x 2^k for k an integer-valued float (the floor of k: exact here).
 KAEL_VMATH_INLINE F32 scalef(F32 x, F32 k) { return _mm512_mask_scalef_ps(x, static_cast<__mmask16>(0xffff), x, k); }
-KAEL_VMATH_INLINE F32 lookup(const float* table16, __m512i index) {
-  const F32 t = _mm512_load_ps(table16);
-  return _mm512_mask_permutexvar_ps(t, static_cast<__mmask16>(0xffff), index, t);
-}
-// 2^w as vmath::detail::exp2_moderate computes it.
-KAEL_VMATH_INLINE F32 exp2_moderate(F32 w, __mmask16 keep) {
-  constexpr float kShiftBias = vmath::detail::C<float>::kShift + static_cast<float>(vmath::detail::C<float>::kBias);
-  const F32 t = w + set(kShiftBias);
-  const F32 k = t - set(kShiftBias);
-  const F32 f = w - k;
-  F32 q = fmadd(set(0x1.42dca0p-13f), f, set(0x1.5f078cp-10f));
-  q = fmadd(q, f, set(0x1.3b2bd8p-7f));
-  q = fmadd(q, f, set(0x1.c6af6ep-5f));
-  q = fmadd(q, f, set(0x1.ebfbdep-3f));
-  q = fmadd(q, f, set(0x1.62e430p-1f));
-  const F32 p = fmadd(f, q, set(1.0f));
-  return _mm512_maskz_scalef_ps(keep, p, k);  // 0 where keep is clear
+// table32[index & 31] per lane: two registers, one permute.
+KAEL_VMATH_INLINE F32 lookup(const float* table32, __m512i index) {
+  return _mm512_permutex2var_ps(_mm512_load_ps(table32), index, _mm512_load_ps(table32 + 16));
 }
 }  // namespace detail
 
@@ -576,13 +568,14 @@ KAEL_VMATH_INLINE F32 gelu(F32 x) {
   const F32 a = min(hi, ax);
   const F32 t = fmadd(a, set(vmath::detail::kGeluPieces), set(K::kShift));
   const F32 u = fmadd(a, set(vmath::detail::kGeluPieces), -(t - set(K::kShift)));
-  const __m512i j = _mm512_castps_si512(t);  // the permutes read the low 4 bits
+  const __m512i j = _mm512_castps_si512(t);  // the permutes read the low 5 bits
   const auto& c = vmath::detail::kGeluPiece;
-  F32 v = fmadd(lookup(c[4], j), u, lookup(c[3], j));
-  v = fmadd(v, u, lookup(c[2], j));
-  v = fmadd(v, u, lookup(c[1], j));
-  v = fmadd(v, u, lookup(c[0], j));
-  const F32 e = exp2_moderate(v, keep);
+  F32 e = fmadd(lookup(c[6], j), u, lookup(c[5], j));
+  e = fmadd(e, u, lookup(c[4], j));
+  e = fmadd(e, u, lookup(c[3], j));
+  e = fmadd(e, u, lookup(c[2], j));
+  e = fmadd(e, u, lookup(c[1], j));
+  e = _mm512_maskz_fmadd_ps(keep, e, u, lookup(c[0], j));  // 0 where keep is clear
   const F32 xn = min(-a, x);
   const F32 xp = max(set(-0.0f), x);
   return fmadd(xn, e, xp);
