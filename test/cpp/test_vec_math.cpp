@@ -1,5 +1,5 @@
-// The SIMD forms of kael's vectorised math compute the bits of their scalar forms, for every
-// float32 (Note [SIMD forms] in kael/native/vec_math.h): the generated kernels of ops marked
+// The SIMD forms of kael's vectorised math (exp, gelu, sigmoid, silu) compute the bits of their
+// scalar forms, for every float32 (Note [SIMD forms] in kael/native/vec_math.h): the generated kernels of ops marked
 // `simd: true` run one form or the other depending on the build, so a difference would make
 // results depend on it.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kael/native/math.h"
 #include "kael/native/vec_math.h"
 
 namespace {
@@ -26,6 +27,8 @@ bool same(float a, float b) {
 // The scalar form one element at a time, out of line (no vectorisation across elements).
 [[gnu::noinline]] float scalar_exp(float x) { return vmath::exp(x); }
 [[gnu::noinline]] float scalar_gelu(float x) { return vmath::gelu(x); }
+[[gnu::noinline]] float scalar_sigmoid(float x) { return kael::native::math::sigmoid(x); }
+[[gnu::noinline]] float scalar_silu(float x) { return kael::native::math::silu(x); }
 
 // Runs every float32 through the scalar form (in a loop the compiler vectorises, as in the
 // kernels, and one element at a time for every 97th, which replaces the loop's result where the
@@ -58,6 +61,18 @@ TEST(SimdForms, ExpGivesTheScalarBitsForEveryFloat) {
 TEST(SimdForms, GeluGivesTheScalarBitsForEveryFloat) {
   expect_same_bits_for_every_float(
       "gelu", scalar_gelu, [](float v) { return vmath::gelu(v); }, [](__m512 v) { return vmath::simd::gelu(v); });
+}
+
+TEST(SimdForms, SigmoidGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "sigmoid", scalar_sigmoid, [](float v) { return kael::native::math::sigmoid(v); },
+      [](__m512 v) { return vmath::simd::sigmoid(v); });
+}
+
+TEST(SimdForms, SiluGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "silu", scalar_silu, [](float v) { return kael::native::math::silu(v); },
+      [](__m512 v) { return vmath::simd::silu(v); });
 }
 
 // The piecewise gelu of AVX-512 builds keeps the bounds Note [Vectorised math] gives for it

@@ -351,14 +351,14 @@ def test_gelu_strided_and_every_float_dtype_match_torch(dtype):
 
 
 # ---------------------------------------------------------------- ops with a SIMD form
-# exp and gelu run a SIMD form of their formula where the build targets AVX-512 (Note [SIMD
+# exp, gelu, sigmoid and silu run a SIMD form of their formula where the build targets AVX-512 (Note [SIMD
 # forms]): contiguous float32 straight from memory, partial vectors masked, strided operands and
 # float16/bfloat16 through a buffer. Every layout must give the bits of the contiguous float32
 # result, element by element (the C++ test SimdForms checks the two forms on every float32).
 
 def simd_op(name):
     import kael.nn.functional as KF
-    return KF.gelu if name == "gelu" else getattr(kael, name)
+    return getattr(KF, name) if name in ("gelu", "silu") else getattr(kael, name)
 
 
 def bits_of(t):
@@ -369,7 +369,10 @@ SIMD_SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 88.7, 8
                 -5.66, 5.66, -6.0, 1e30, -1e30, 3e38, -3e38]
 
 
-@pytest.mark.parametrize("name", ["exp", "gelu"])
+SIMD_OPS = ["exp", "gelu", "sigmoid", "silu"]
+
+
+@pytest.mark.parametrize("name", SIMD_OPS)
 def test_simd_ops_give_the_same_bits_in_every_layout(name):
     fn = simd_op(name)
     g = torch.Generator().manual_seed(7)
@@ -387,17 +390,17 @@ def test_simd_ops_give_the_same_bits_in_every_layout(name):
     assert np.array_equal(np.array(fn(m.t()).t().tolist(), dtype=np.float32).view(np.uint32).ravel(), want[:2000])
     e = kx[3:4].expand(37)
     assert np.array_equal(bits_of(fn(e)), np.repeat(want[3:4], 37))
-    # out= and in-place (gelu has no out= in kael.nn.functional; exp does)
-    if name == "exp":
+    # out= and in-place (gelu and silu have no out= in kael.nn.functional; exp and sigmoid do)
+    if name in ("exp", "sigmoid"):
         out = kael.empty(kx.shape, dtype=kael.float32)
-        kael.exp(kx, out=out)
+        getattr(kael, name)(kx, out=out)
         assert np.array_equal(bits_of(out), want)
         y = kx.clone()
-        y.exp_()
+        getattr(y, name + "_")()
         assert np.array_equal(bits_of(y), want)
 
 
-@pytest.mark.parametrize("name", ["exp", "gelu"])
+@pytest.mark.parametrize("name", SIMD_OPS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_simd_ops_round_the_float32_result_once_for_half_types(name, dtype):
     # float16 and bfloat16 compute in float32 and round once when stored (Note [Half types]):
@@ -415,6 +418,6 @@ def test_simd_ops_round_the_float32_result_once_for_half_types(name, dtype):
     # and against torch on the random inputs (the special values are checked above and in
     # test_float32_gelu_special_values: torch's vectorised gelu gives NaN at +inf)
     k = len(SIMD_SPECIAL)
-    ref = torch.nn.functional.gelu(x[k:]) if name == "gelu" else torch.exp(x[k:])
+    ref = getattr(torch.nn.functional, name)(x[k:]) if name in ("gelu", "silu") else getattr(torch, name)(x[k:])
     got = torch.tensor(fn(kx[k:]).float().tolist()).to(x.dtype)
     torch.testing.assert_close(got, ref)

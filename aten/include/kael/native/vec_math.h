@@ -506,11 +506,12 @@ KAEL_VMATH_INLINE float gelu(float x) {
 
 #if defined(KAEL_VMATH_SIMD)
 // Note [SIMD forms]
-// exp and gelu for float have a second form over 16 lanes in AVX-512 registers, which the
-// generated kernels of ops marked `simd: true` in native_functions.yaml run (PointwiseInner in
-// kael/native/loops.h; codegen/README.md). Each computes the same bits as its scalar form
-// above, operation for operation (a test runs every float32 through both); what the compiler
-// cannot produce from the scalar form is the instruction choice:
+// exp, gelu, sigmoid and silu for float have a second form over 16 lanes in AVX-512 registers,
+// which the generated kernels of ops marked `simd: true` in native_functions.yaml run
+// (PointwiseInner in kael/native/loops.h; codegen/README.md). Each computes the same bits as its
+// scalar form (above; sigmoid's and silu's are in kael/native/math.h, and call exp), operation
+// for operation (a test runs every float32 through both); what the compiler cannot produce from
+// the scalar form is the instruction choice:
 //   - 2^k x by one vscalefps, where the scalar form multiplies by 2^k1 and 2^k2 built in the
 //     exponent bits (the same result: the first product is exact, the second rounds once);
 //   - clamps by vminps/vmaxps where the scalar form selects through masks on the bits;
@@ -558,6 +559,11 @@ KAEL_VMATH_INLINE F32 exp(F32 x) {
   const F32 p = fmadd(r * r, q, r) + set(1.0f);
   return scalef(p, k);
 }
+
+// sigmoid and silu as kael/native/math.h writes them for float (PyTorch's formulas), with exp's
+// SIMD form: 1 / (1 + exp(-x)) and x / (1 + exp(-x)).
+KAEL_VMATH_INLINE F32 sigmoid(F32 x) { return detail::set(1.0f) / (detail::set(1.0f) + exp(-x)); }
+KAEL_VMATH_INLINE F32 silu(F32 x) { return x / (detail::set(1.0f) + exp(-x)); }
 
 KAEL_VMATH_INLINE F32 gelu(F32 x) {
   using namespace detail;
