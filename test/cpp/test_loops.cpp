@@ -7,7 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "kael/core/half.h"
 #include "kael/native/loops.h"
+#include "kael/native/vec_math.h"
 #include "kael/ops.h"
 
 namespace {
@@ -210,11 +212,57 @@ void expect_contiguous_loop_matches(std::int64_t n, int out_offset, int in_offse
     const auto k = static_cast<std::size_t>(i + in_offset);
     Out want;
     if constexpr (K == 1) {
-      want = f(a[k]);
+      want = static_cast<Out>(f(a[k]));
     } else {
-      want = f(a[k], b[k]);
+      want = static_cast<Out>(f(a[k], b[k]));
     }
     ASSERT_EQ(out[i], want) << "n " << n << ", element " << i << ", offsets " << out_offset << " " << in_offset;
+  }
+}
+
+// A formula with a SIMD form, as a kernel of an op marked `simd: true` passes (Note [SIMD forms]).
+struct ExpFormula {
+  float operator()(float x) const { return kael::native::vmath::exp(x); }
+#if defined(KAEL_VMATH_SIMD)
+  static __m512 simd(__m512 x) { return kael::native::vmath::simd::exp(x); }
+#endif
+};
+#if defined(KAEL_VMATH_SIMD)
+static_assert(kael::native::SimdFormula<ExpFormula, float, float, 1>);
+static_assert(kael::native::SimdFormula<ExpFormula, kael::BFloat16, kael::BFloat16, 1>);
+static_assert(!kael::native::SimdFormula<ExpFormula, double, float, 1>);
+#endif
+
+// The strided loop: every out_step-th element of the output from every in_step-th of the input.
+template <typename T, typename F>
+void expect_strided_loop_matches(std::int64_t n, std::int64_t out_step, std::int64_t in_step, F f) {
+  std::vector<T> a(static_cast<std::size_t>(n * in_step));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<T>(static_cast<float>((i * 7) % 23) / 4.0f - 2.0f);
+  std::vector<T> out(static_cast<std::size_t>(n * out_step), static_cast<T>(-1.0f));
+  std::array<char*, 2> ptrs{reinterpret_cast<char*>(out.data()), reinterpret_cast<char*>(a.data())};
+  const std::array<std::int64_t, 2> strides{static_cast<std::int64_t>(sizeof(T)) * out_step,
+                                            static_cast<std::int64_t>(sizeof(T)) * in_step};
+  kael::native::PointwiseInner<T, T, 1, F>{f}(ptrs.data(), strides.data(), n);
+  for (std::int64_t i = 0; i < n * out_step; ++i) {
+    const T want = i % out_step == 0 ? static_cast<T>(f(a[static_cast<std::size_t>(i / out_step * in_step)]))
+                                     : static_cast<T>(-1.0f);
+    ASSERT_EQ(static_cast<float>(out[static_cast<std::size_t>(i)]), static_cast<float>(want))
+        << "n " << n << ", element " << i << ", steps " << out_step << " " << in_step;
+  }
+}
+
+TEST(LoopForms, SimdFormulaMatchesTheScalarFormulaInEveryLoop) {
+  for (const std::int64_t n : {0, 1, 15, 16, 17, 31, 33, 63, 64, 65, 300, 16384 + 255, 70000}) {
+    for (const int out_offset : {0, 1, 3}) {
+      for (const int in_offset : {0, 1, 2}) {
+        expect_contiguous_loop_matches<float, float, 1>(n, out_offset, in_offset, ExpFormula{});
+        expect_contiguous_loop_matches<kael::Half, kael::Half, 1>(n, out_offset, in_offset, ExpFormula{});
+        expect_contiguous_loop_matches<kael::BFloat16, kael::BFloat16, 1>(n, out_offset, in_offset, ExpFormula{});
+      }
+    }
+    expect_strided_loop_matches<float>(n, 2, 3, ExpFormula{});
+    expect_strided_loop_matches<kael::Half>(n, 3, 1, ExpFormula{});
+    expect_strided_loop_matches<kael::BFloat16>(n, 1, 2, ExpFormula{});
   }
 }
 
