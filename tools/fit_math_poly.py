@@ -101,25 +101,26 @@ def main():
     show("gelu_v (a in [0, 4 sqrt(2)])",
          *fit(lambda a: mp.log(mp.ncdf(-a)) / ln2, mp.mpf(0), 4 * mp.sqrt(2), 11, rel=False), True)
 
-    # float gelu where the build has the SIMD forms: E = Phi(-a) itself, 32 pieces of a degree-6
-    # polynomial in u = a c - j, j = round(a c), c = kGeluPieces, a in [0, 4 sqrt(2)] (relative
-    # error of E).
+    # float gelu where the build has the SIMD forms: E = Phi(-a) itself, 31 pieces of a degree-5
+    # polynomial in u = a c - j, j = round(a c), c = kGeluPieces, a in [0, 30.5 / c] (relative
+    # error of E), and a piece 31 of zeros: E = 0 beyond, where |x| E < 2^-24.
     c = mp.mpf(5.375)
-    hi_s = 4 * mp.sqrt(2) * c
+    deg = 5
     print(f"kGeluPieces = {as_float(c)}; kGeluPiece[i][j]: the coefficient of u^i of piece j")
-    rows = [[] for _ in range(7)]
+    rows = [[] for _ in range(deg + 1)]
     worst = 0
     for j in range(32):
-        lo, hi = max(mp.mpf(j) - mp.mpf("0.5"), mp.mpf(0)), min(mp.mpf(j) + mp.mpf("0.5"), hi_s + mp.mpf("0.001"))
-        if lo >= hi:
-            cs = [mp.mpf(0)] * 7  # beyond 4 sqrt(2): not reached
+        if j == 31:
+            cs = [mp.mpf(0)] * (deg + 1)
         else:
-            cs, err = fit(lambda u, j=j: mp.ncdf(-(u + j) / c), lo - j, hi - j, 6)
+            lo, hi = max(mp.mpf(j) - mp.mpf("0.5"), mp.mpf(0)), mp.mpf(j) + mp.mpf("0.5")
+            cs, err = fit(lambda u, j=j: mp.ncdf(-(u + j) / c), lo - j, hi - j, deg)
             worst = max(worst, err)
-        for i in range(7):
+        for i in range(deg + 1):
             rows[i].append(as_float(cs[i]))
-    print(f"    (largest relative error of the fits {mp.nstr(worst, 3)})")
-    for i in range(7):
+    print(f"    (largest relative error of the fits {mp.nstr(worst, 3)}; "
+          f"|x| Phi(-|x|) at the cut 30.5 / c: {mp.nstr(30.5 / c * mp.ncdf(-30.5 / c), 3)})")
+    for i in range(deg + 1):
         print("    {" + ", ".join(rows[i]) + "},")
 
     # double: erfc(x) = t exp(-x^2 + Q(t - tmid)) for 1 <= x <= 6, t = 1 / (1 + x/2).

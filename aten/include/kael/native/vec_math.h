@@ -36,7 +36,8 @@
 // formula x (1 + erf(x / sqrt(2))) / 2, which float64 keeps, loses all digits as x falls (1 + erf
 // cancels); below -4 sqrt(2), where |gelu(x)| < 2^-24, it returns x * 0 as that formula does in
 // float32 (-0.0, NaN at -inf). Where the build targets AVX-512, E is piecewise (every float32:
-// [1.60, 2.81]); elsewhere E = 2^V with V one polynomial ([3.98, 48.4]); see gelu below.
+// [1.59, 10.54], the largest errors in the last pieces, -5.67 < x < -4.5; x * 0 from -5.674
+// instead of -4 sqrt(2)); elsewhere E = 2^V with V one polynomial ([3.98, 48.4]); see gelu below.
 //
 // These kernels are bound by their instructions and their dependency chains rather than by
 // memory (a 16M-element call at 1 thread): log1p takes log's reduction without its subnormal
@@ -450,46 +451,52 @@ KAEL_VMATH_INLINE T erf(T x) {
 // value is below 2^-24 in magnitude). kael/native/math.h's gelu calls it for float.
 //
 // Where the SIMD forms exist (Note [SIMD forms]) E itself is piecewise, with no exponential:
-// 32 pieces of a degree-6 polynomial in u = |x| c - j, j = round(|x| c), c = kGeluPieces, the
-// coefficients of each lane's piece picked by one two-register permute per coefficient (here: an
-// index into the table), and the result is x E + max(x, -0.0) with x replaced by -|x| where x > 0
-// (the same values: x - |x| E there, x E below). Elsewhere E = 2^V with V one degree-11
-// polynomial (a gather per coefficient would cost more than it saves).
+// 31 pieces of a degree-5 polynomial in u = |x| c - j, j = round(|x| c), c = kGeluPieces, and a
+// piece 31 of zeros, so E is 0 from |x| = 30.5 / c (5.674, just beyond 4 sqrt(2)) with no test;
+// the coefficients of each lane's piece are picked by one two-register permute per coefficient
+// (here: an index into the table). The result is x E + max(-0.0, x) with x replaced by
+// -min(|x|, kGeluCut) where x > 0 (the same values: x - |x| E there, x E below; +inf stays
+// finite in the product). Six coefficients rather than seven: on AMD Zen 4 the permutes, not
+// the FMAs, bound the loop (each costs about two FMAs' time beside them), and the seventh cost
+// 15% of the rate for an error 40 times smaller in the last pieces (Note [Vectorised math]).
+// Elsewhere E = 2^V with V one degree-11 polynomial (a gather per coefficient would cost more
+// than it saves).
 #if defined(KAEL_VMATH_SIMD)
 namespace detail {
-inline constexpr float kGeluPieces = 0x1.58p+2f;  // 5.375: 4 sqrt(2) c < 30.5, pieces 0 to 30
+inline constexpr float kGeluPieces = 0x1.58p+2f;  // 5.375: 30.5 / c = 5.674 > 4 sqrt(2)
+inline constexpr float kGeluCut = 0x1.7p+2f;      // 5.75: |x| clamped there lies in piece 31 (E = 0)
 // kGeluPiece[i][j]: the coefficient of u^i of piece j (tools/fit_math_poly.py; largest relative
-// error of the fits of E 1.4e-8 before rounding to float; piece 31 is not reached).
-alignas(64) inline constexpr float kGeluPiece[7][32] = {
-    {0x1.000000p-1f, 0x1.b46edcp-2f, 0x1.6b6e00p-2f, 0x1.274ba8p-2f, 0x1.d3b9ecp-3f, 0x1.68b468p-3f, 0x1.0ea55ep-3f, 0x1.8add68p-4f, 0x1.17dd6cp-4f, 0x1.8138dap-5f, 0x1.014f48p-5f, 0x1.4d76ccp-6f, 0x1.a31250p-7f, 0x1.fe87e2p-8f, 0x1.2d5c38p-8f, 0x1.58af0ep-9f, 0x1.7dd91ep-10f, 0x1.99a36cp-11f, 0x1.a977a6p-12f, 0x1.abc57ep-13f, 0x1.a043a8p-14f, 0x1.87fdecp-15f, 0x1.652ca2p-16f, 0x1.3ade3ep-17f, 0x1.0c8530p-18f, 0x1.bb02b8p-20f, 0x1.617634p-21f, 0x1.10bed8p-22f, 0x1.970f56p-24f, 0x1.25bc34p-25f, 0x1.99e7e4p-27f, 0x0.0p+0f},
-    {-0x1.300338p-4f, -0x1.2acbe0p-4f, -0x1.1badc2p-4f, -0x1.0429c8p-4f, -0x1.ccf596p-5f, -0x1.8a7902p-5f, -0x1.461752p-5f, -0x1.04647ep-5f, -0x1.91b682p-6f, -0x1.2b52cap-6f, -0x1.aee304p-7f, -0x1.2b9656p-7f, -0x1.926be2p-8f, -0x1.0514eep-8f, -0x1.473e0cp-9f, -0x1.8c36e0p-10f, -0x1.cf6714p-11f, -0x1.05c5d4p-11f, -0x1.1daf76p-12f, -0x1.2d2cdcp-13f, -0x1.32b3fap-14f, -0x1.2db4d8p-15f, -0x1.1eb1acp-16f, -0x1.07290ap-17f, -0x1.d2ae3cp-19f, -0x1.8fb888p-20f, -0x1.4ab882p-21f, -0x1.08527ep-22f, -0x1.982280p-24f, -0x1.306064p-25f, -0x1.b68c12p-27f, 0x0.0p+0f},
-    {0x1.e8b762p-35f, 0x1.4af460p-10f, 0x1.3a35bcp-9f, 0x1.b03ec6p-9f, 0x1.fe9206p-9f, 0x1.111480p-8f, 0x1.0ee3e2p-8f, 0x1.f8bb08p-9f, 0x1.bcf294p-9f, 0x1.74fb08p-9f, 0x1.2a49cep-9f, 0x1.c8445ap-10f, 0x1.4e4c9cp-10f, 0x1.d5eb3ep-11f, 0x1.3d2782p-11f, 0x1.9b6dbcp-12f, 0x1.00a36cp-12f, 0x1.341162p-13f, 0x1.63fc8ep-14f, 0x1.8c2330p-15f, 0x1.a8a3e4p-16f, 0x1.b69bbcp-17f, 0x1.b4a17ap-18f, 0x1.a301c6p-19f, 0x1.83ae36p-20f, 0x1.59e430p-21f, 0x1.29a170p-22f, 0x1.ee0c9cp-24f, 0x1.8b8d7cp-25f, 0x1.31874cp-26f, 0x1.c76324p-28f, 0x0.0p+0f},
-    {0x1.c0f9bap-12f, 0x1.a9ff98p-12f, 0x1.68f116p-12f, 0x1.0886c4p-12f, 0x1.2fbf34p-13f, 0x1.39d0cap-15f, -0x1.da06c0p-15f, -0x1.0babb4p-13f, -0x1.687b4cp-13f, -0x1.8ea898p-13f, -0x1.8790dep-13f, -0x1.60a60cp-13f, -0x1.27fd6ep-13f, -0x1.d379c4p-14f, -0x1.5d6d28p-14f, -0x1.f07e70p-15f, -0x1.503d56p-15f, -0x1.b31392p-16f, -0x1.0d5b02p-16f, -0x1.3f8fcep-17f, -0x1.6ba450p-18f, -0x1.8d3ccap-19f, -0x1.a0db4cp-20f, -0x1.a478b6p-21f, -0x1.97dcd0p-22f, -0x1.7ca0dap-23f, -0x1.55dda8p-24f, -0x1.279b4ap-25f, -0x1.ec4b96p-27f, -0x1.8ada50p-28f, -0x1.311eeap-29f, 0x0.0p+0f},
-    {0x1.0350b2p-28f, -0x1.6a588ap-17f, -0x1.4bf722p-16f, -0x1.ad0cecp-16f, -0x1.cd1f4ep-16f, -0x1.ae72a6p-16f, -0x1.5ed5ccp-16f, -0x1.e5fb20p-17f, -0x1.01d52cp-17f, -0x1.b08e4cp-20f, 0x1.96737ep-19f, 0x1.9052dep-18f, 0x1.e9d464p-18f, 0x1.ee67bep-18f, 0x1.bb1cfap-18f, 0x1.6ba742p-18f, 0x1.15ac56p-18f, 0x1.8e4750p-19f, 0x1.0dec0ap-19f, 0x1.5b31eap-20f, 0x1.a916c4p-21f, 0x1.f0875ap-22f, 0x1.1523bep-22f, 0x1.2813acp-23f, 0x1.2f0d4ep-24f, 0x1.2976d8p-25f, 0x1.183694p-26f, 0x1.faf9e8p-28f, 0x1.b8aa78p-29f, 0x1.703436p-30f, 0x1.27c666p-31f, 0x0.0p+0f},
-    {-0x1.2bdc1ep-19f, -0x1.1099e0p-19f, -0x1.959a46p-20f, -0x1.a1c256p-21f, 0x1.11fe44p-27f, 0x1.7342b6p-21f, 0x1.372872p-20f, 0x1.6d951ap-20f, 0x1.614858p-20f, 0x1.239ea6p-20f, 0x1.97d620p-21f, 0x1.c24300p-22f, 0x1.11671ap-23f, -0x1.664476p-24f, -0x1.bbb154p-23f, -0x1.11a42ap-22f, -0x1.0c4de6p-22f, -0x1.cc8e14p-23f, -0x1.672ba8p-23f, -0x1.035126p-23f, -0x1.5e6ee6p-24f, -0x1.be4432p-25f, -0x1.0d0a52p-25f, -0x1.342e9ap-26f, -0x1.503a82p-27f, -0x1.5e1054p-28f, -0x1.5c5988p-29f, -0x1.4bba08p-30f, -0x1.2e9caep-31f, -0x1.08ab3ep-32f, -0x1.bb7e34p-34f, 0x0.0p+0f},
-    {0x1.13517ap-26f, 0x1.08a2ccp-24f, 0x1.d2c590p-24f, 0x1.19edbep-23f, 0x1.0f5386p-23f, 0x1.a54accp-24f, 0x1.e141fap-25f, 0x1.8d3e00p-27f, -0x1.b50c4ep-26f, -0x1.a4ddbap-25f, -0x1.efb466p-25f, -0x1.cf9432p-25f, -0x1.6b4accp-25f, -0x1.d94682p-26f, -0x1.d4530ap-27f, -0x1.881b82p-29f, 0x1.143158p-28f, 0x1.f8dee6p-28f, 0x1.153a38p-27f, 0x1.f13b54p-28f, 0x1.897e44p-28f, 0x1.1bc99cp-28f, 0x1.7b59dcp-29f, 0x1.daaa2ap-30f, 0x1.17c8acp-30f, 0x1.382710p-31f, 0x1.4aaf90p-32f, 0x1.4d7626p-33f, 0x1.40b2a0p-34f, 0x1.2699e6p-35f, 0x1.0db5f0p-36f, 0x0.0p+0f},
+// error of the fits of E 6.2e-7, in piece 30, before rounding to float; 1e-8 below |x| = 3.5).
+alignas(64) inline constexpr float kGeluPiece[6][32] = {
+    {0x1.000000p-1f, 0x1.b46edcp-2f, 0x1.6b6e00p-2f, 0x1.274ba8p-2f, 0x1.d3b9ecp-3f, 0x1.68b468p-3f, 0x1.0ea55ep-3f, 0x1.8add68p-4f, 0x1.17dd6cp-4f, 0x1.8138dap-5f, 0x1.014f48p-5f, 0x1.4d76ccp-6f, 0x1.a31250p-7f, 0x1.fe87e2p-8f, 0x1.2d5c38p-8f, 0x1.58af0ep-9f, 0x1.7dd91ep-10f, 0x1.99a36cp-11f, 0x1.a977a6p-12f, 0x1.abc57ep-13f, 0x1.a043a8p-14f, 0x1.87fdecp-15f, 0x1.652ca4p-16f, 0x1.3ade40p-17f, 0x1.0c8532p-18f, 0x1.bb02bep-20f, 0x1.617638p-21f, 0x1.10bedcp-22f, 0x1.970f5ep-24f, 0x1.25bc3cp-25f, 0x1.99e7f4p-27f, 0x0.0p+0f},
+    {-0x1.300338p-4f, -0x1.2acbe0p-4f, -0x1.1badc2p-4f, -0x1.0429c8p-4f, -0x1.ccf596p-5f, -0x1.8a7902p-5f, -0x1.461752p-5f, -0x1.04647ep-5f, -0x1.91b682p-6f, -0x1.2b52cap-6f, -0x1.aee304p-7f, -0x1.2b9656p-7f, -0x1.926be2p-8f, -0x1.0514eep-8f, -0x1.473e0cp-9f, -0x1.8c36e0p-10f, -0x1.cf6714p-11f, -0x1.05c5d4p-11f, -0x1.1daf74p-12f, -0x1.2d2cdap-13f, -0x1.32b3f8p-14f, -0x1.2db4d4p-15f, -0x1.1eb1a6p-16f, -0x1.072902p-17f, -0x1.d2ae2ap-19f, -0x1.8fb872p-20f, -0x1.4ab86ap-21f, -0x1.085264p-22f, -0x1.982250p-24f, -0x1.306036p-25f, -0x1.b68bc0p-27f, 0x0.0p+0f},
+    {-0x1.8eeb66p-32f, 0x1.4af43ap-10f, 0x1.3a359ap-9f, 0x1.b03e9ep-9f, 0x1.fe91e0p-9f, 0x1.111470p-8f, 0x1.0ee3dap-8f, 0x1.f8bb06p-9f, 0x1.bcf29ap-9f, 0x1.74fb16p-9f, 0x1.2a49e0p-9f, 0x1.c8447ap-10f, 0x1.4e4cb4p-10f, 0x1.d5eb5ep-11f, 0x1.3d2792p-11f, 0x1.9b6dc4p-12f, 0x1.00a362p-12f, 0x1.341140p-13f, 0x1.63fc42p-14f, 0x1.8c22a8p-15f, 0x1.a8a30ep-16f, 0x1.b69a86p-17f, 0x1.b49fdep-18f, 0x1.a2ffc4p-19f, 0x1.83abdap-20f, 0x1.59e190p-21f, 0x1.299eacp-22f, 0x1.ee070cp-24f, 0x1.8b8828p-25f, 0x1.31826cp-26f, 0x1.c75a62p-28f, 0x0.0p+0f},
+    {0x1.c0faaep-12f, 0x1.a9ff7cp-12f, 0x1.68f0dcp-12f, 0x1.088676p-12f, 0x1.2fbe8cp-13f, 0x1.39ce8ap-15f, -0x1.da082ap-15f, -0x1.0babc8p-13f, -0x1.687b1ap-13f, -0x1.8ea832p-13f, -0x1.87905cp-13f, -0x1.60a58ap-13f, -0x1.27fd00p-13f, -0x1.d3792ep-14f, -0x1.5d6cdap-14f, -0x1.f07e4ep-15f, -0x1.503d8ap-15f, -0x1.b3145ap-16f, -0x1.0d5beap-16f, -0x1.3f9182p-17f, -0x1.6ba722p-18f, -0x1.8d410ap-19f, -0x1.a0e136p-20f, -0x1.a4806ap-21f, -0x1.97e642p-22f, -0x1.7cabcap-23f, -0x1.55e9aap-24f, -0x1.27a7d2p-25f, -0x1.ec6482p-27f, -0x1.8af1f4p-28f, -0x1.31333ap-29f, 0x0.0p+0f},
+    {-0x1.524206p-27f, -0x1.699222p-17f, -0x1.4b4830p-16f, -0x1.ac39a2p-16f, -0x1.cc5404p-16f, -0x1.add4dcp-16f, -0x1.5e7bb4p-16f, -0x1.e5d5f6p-17f, -0x1.0226ecp-17f, -0x1.b57950p-20f, 0x1.938e6ap-19f, 0x1.8ef88ap-18f, 0x1.e8c524p-18f, 0x1.edb72cp-18f, 0x1.bac5aep-18f, 0x1.6b9500p-18f, 0x1.15c60ap-18f, 0x1.8ea534p-19f, 0x1.0e5310p-19f, 0x1.5bea84p-20f, 0x1.aa3aa6p-21f, 0x1.f22beep-22f, 0x1.163c8ap-22f, 0x1.29729cp-23f, 0x1.30aa86p-24f, 0x1.2b434cp-25f, 0x1.1a1dbap-26f, 0x1.fecf12p-28f, 0x1.bc58c0p-29f, 0x1.73948ep-30f, 0x1.2ad51ap-31f, 0x0.0p+0f},
+    {-0x1.289f84p-19f, -0x1.106c92p-19f, -0x1.94e412p-20f, -0x1.9fd17ep-21f, 0x1.97b572p-27f, 0x1.750f7cp-21f, 0x1.37b96ap-20f, 0x1.6db5d8p-20f, 0x1.60f9ecp-20f, 0x1.22fb22p-20f, 0x1.963710p-21f, 0x1.bf0202p-22f, 0x1.0bf3a4p-23f, -0x1.6dd4bap-24f, -0x1.bdade2p-23f, -0x1.11dc82p-22f, -0x1.0bfa1ap-22f, -0x1.cb4b72p-23f, -0x1.65b75cp-23f, -0x1.01f312p-23f, -0x1.5c2b0cp-24f, -0x1.bada80p-25f, -0x1.0aa954p-25f, -0x1.31152cp-26f, -0x1.4c6dfep-27f, -0x1.59a9bap-28f, -0x1.5783e2p-29f, -0x1.46ad60p-30f, -0x1.299680p-31f, -0x1.03e624p-32f, -0x1.b38a7ap-34f, 0x0.0p+0f},
 };
 }  // namespace detail
 
+// In the order of the SIMD form's instructions: each select is the vmaxps/vminps it stands for
+// (the second operand where either is NaN or both are zeros).
 KAEL_VMATH_INLINE float gelu(float x) {
   using namespace detail;
   using K = C<float>;
-  const float ax = abs(x);
-  const bool beyond = !(ax <= K::kGeluHi);                  // NaN too: E = 0, the result x's NaN
-  const float a = select(K::kGeluHi < ax, K::kGeluHi, ax);  // NaN passes
+  const float nax = from_bits<float>(bits(x) | Traits<float>::kSign);  // -|x|
+  const float na = select(nax > -kGeluCut, nax, -kGeluCut);           // NaN: -kGeluCut, so E = 0
+  const float a = -na;
   const float t = fmadd(a, kGeluPieces, K::kShift);         // bits: j in the low 5
   const float u = fmadd(a, kGeluPieces, -(t - K::kShift));  // in [-1/2, 1/2]
   const std::uint32_t j = bits(t) & 31u;
   const auto& c = kGeluPiece;
-  float e = fmadd(c[6][j], u, c[5][j]);
-  e = fmadd(e, u, c[4][j]);
+  float e = fmadd(c[5][j], u, c[4][j]);
   e = fmadd(e, u, c[3][j]);
   e = fmadd(e, u, c[2][j]);
   e = fmadd(e, u, c[1][j]);
-  e = select(beyond, 0.0f, fmadd(e, u, c[0][j]));
-  const float xn = select(-a < x, -a, x);        // -|x| for x > 0, else x
-  const float xp = select(-0.0f > x, -0.0f, x);  // x for x > 0 (and +-0), else -0.0
-  return fmadd(xn, e, xp);
+  e = fmadd(e, u, c[0][j]);
+  const float xn = select(na < x, na, x);        // -min(|x|, kGeluCut) for x > 0, else x (NaN: x)
+  const float xp = select(-0.0f > x, -0.0f, x);  // x for x > 0 (and +-0, NaN), else -0.0
+  return fmadd(xn, e, xp);                       // NaN: x's, from both operands
 }
 #else
 KAEL_VMATH_INLINE float gelu(float x) {
@@ -519,11 +526,12 @@ KAEL_VMATH_INLINE float gelu(float x) {
 //     indexes a table (a gather, once vectorised).
 // Measured on AMD Zen 4 (1 thread, 8K floats in cache, tools/bench/vec_math_probe.cpp): exp's
 // scalar form runs at 3.2 G elements/s, its SIMD form at 5.4 (from memory as fast as a streaming
-// copy); gelu's SIMD form at about 3.1, where the one-polynomial form (V of degree 11, then 2^V)
-// ran at 2.2 and a first SIMD form with V in 16 pieces and 2^V at 2.7; the piecewise scalar form
-// (a gather per coefficient) runs at 0.5. With the SIMD forms every float loop of these ops runs
-// them (strided and float16/bfloat16 ones too), so the scalar forms serve builds without AVX-512
-// (with the one-polynomial gelu) and as the reference the SIMD forms match.
+// copy); gelu's SIMD form at about 3.9 (3.4 with pieces of degree 6), where the one-polynomial
+// form (V of degree 11, then 2^V) ran at 2.2 and a first SIMD form with V in 16 pieces and 2^V
+// at 2.7; the piecewise scalar form (a gather per coefficient) runs at 0.5. With the SIMD forms
+// every float loop of these ops runs them (strided and float16/bfloat16 ones too), so the scalar
+// forms serve builds without AVX-512 (with the one-polynomial gelu) and as the reference the SIMD
+// forms match.
 namespace simd {
 
 using F32 = __m512;
@@ -568,21 +576,18 @@ KAEL_VMATH_INLINE F32 silu(F32 x) { return x / (detail::set(1.0f) + exp(-x)); }
 KAEL_VMATH_INLINE F32 gelu(F32 x) {
   using namespace detail;
   using K = vmath::detail::C<float>;
-  const F32 hi = set(K::kGeluHi);
-  const F32 ax = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
-  const __mmask16 keep = _mm512_cmp_ps_mask(ax, hi, _CMP_LE_OQ);  // not beyond (nor NaN)
-  const F32 a = min(hi, ax);
-  const F32 t = fmadd(a, set(vmath::detail::kGeluPieces), set(K::kShift));
-  const F32 u = fmadd(a, set(vmath::detail::kGeluPieces), -(t - set(K::kShift)));
+  const F32 nax = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+  const F32 na = max(nax, set(-vmath::detail::kGeluCut));
+  const F32 t = _mm512_fnmadd_ps(na, set(vmath::detail::kGeluPieces), set(K::kShift));  // a c + kShift
+  const F32 u = _mm512_fnmadd_ps(na, set(vmath::detail::kGeluPieces), set(K::kShift) - t);
   const __m512i j = _mm512_castps_si512(t);  // the permutes read the low 5 bits
   const auto& c = vmath::detail::kGeluPiece;
-  F32 e = fmadd(lookup(c[6], j), u, lookup(c[5], j));
-  e = fmadd(e, u, lookup(c[4], j));
+  F32 e = fmadd(lookup(c[5], j), u, lookup(c[4], j));
   e = fmadd(e, u, lookup(c[3], j));
   e = fmadd(e, u, lookup(c[2], j));
   e = fmadd(e, u, lookup(c[1], j));
-  e = _mm512_maskz_fmadd_ps(keep, e, u, lookup(c[0], j));  // 0 where keep is clear
-  const F32 xn = min(-a, x);
+  e = fmadd(e, u, lookup(c[0], j));
+  const F32 xn = min(na, x);
   const F32 xp = max(set(-0.0f), x);
   return fmadd(xn, e, xp);
 }
