@@ -318,6 +318,19 @@ def test_logsumexp_blocks(dtype, n):
         check(kael.logsumexp(to_kael(wide), 0), torch.logsumexp(wide.to(oracle.dtype), 0).to(t.dtype))
 
 
+def test_logsumexp_float32_error_within_the_documented_bound():
+    # Note [logsumexp in one pass]: the terms' error keeps the result within 2e-7 of the exact
+    # value (here the float64 logsumexp of the same float32 inputs) beyond its final rounding
+    g = torch.Generator().manual_seed(3)
+    for n in (1000, 3 * 4096 + 17):
+        for scale, shift in [(0.1, 0.0), (1.0, 0.0), (1.0, 30.0), (5.0, -50.0), (20.0, 0.0), (60.0, 30.0)]:
+            x = torch.randn(64, n, generator=g) * scale + shift
+            ref = torch.logsumexp(x.double(), 1)
+            got = torch.tensor(kael.logsumexp(to_kael(x), 1).tolist(), dtype=torch.float64)
+            excess = (got - ref).abs() - 2.0 ** -24 * ref.abs()
+            assert excess.max().item() <= 2e-7, (n, scale, shift, excess.max().item())
+
+
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)
 def test_logsumexp_rows(dtype):
     # many rows of the last dim, rows longer than a block, rows of special values among them
