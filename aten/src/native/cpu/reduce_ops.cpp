@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <tuple>
 
 #include "kael/core/concurrency.h"
@@ -293,8 +294,10 @@ struct ExtremeAbsOp {
 // runs in the widest vectors the build targets (16 lanes with AVX-512, 8 with AVX2 + FMA), with
 // per-lane maxima and sums and one horizontal step per block:
 //   - one pass: a block's max and its sum of exp(x - m) are computed together against the
-//     state's m (seeded with the max of the row's first 4 vectors); when the block's max bm is
-//     finite and at most kLseMargin above m, the sum is kept and, if bm > m, rescaled to bm;
+//     state's m (seeded with the max of the row's first 4 vectors), the terms as exp(x - M L)
+//     for a reference M L within half a table step of m (LseRef: no subtraction per element)
+//     and the sum then scaled by exp(M L - m); when the block's max bm is finite and at most
+//     kLseMargin above m, the sum is kept and, if bm > m, rescaled to bm;
 //     loads are prefetched ahead where the CPU gains from it (Note [Prefetching pointwise
 //     loops]), since each starts a long chain of work;
 //   - else (the first block of a short row, a block of -inf, an infinite max, a steep rise) two
@@ -310,11 +313,11 @@ struct ExtremeAbsOp {
 // else a degree-5 polynomial (relative error per term at most 2.0e-7 for d >= -8, where the terms
 // that make a sum lie, and 4e-7 down to -87, measured over every float32 d for both forms; so the
 // sum's relative error and the result's absolute error stay below 2e-7 plus the rounding of the
-// additions); differences below -87 count as -87, a term of at most 2^-125 where the true one is
-// smaller, and every row's sum holds a term of at least 1 (its largest element's) once rescaled,
-// so those terms change a result by less than n 2^-125 relative. Chunks of a long row (Note
-// [Reduction rows]) are cut by the shape alone, so results are the same bits on any number of
-// threads.
+// additions); differences x - M L (or x - m) below -87 count as -87, a term of at most 2^-125
+// where the true one is smaller, and every row's sum holds a term of at least 1 (its largest
+// element's) once rescaled, so those terms change a result by less than n 2^-124 relative.
+// Chunks of a long row (Note [Reduction rows]) are cut by the shape alone, so results are the
+// same bits on any number of threads.
 constexpr std::int64_t kLseBlock = 4096;
 
 template <typename C>
@@ -423,18 +426,34 @@ struct LseVec {
   static V shift_exponent(V t) { return reinterpret_cast<V>(reinterpret_cast<I>(t) << 23); }
 };
 
-// exp(d) for d <= kLseMargin, a term of a block sum (Note [logsumexp in one pass]): d below -87
-// is taken as -87, NaN gives NaN.
+// The terms of a block sum (Note [logsumexp in one pass]) as lse_exp(v, ref) = exp(v - ref.m), with
+// ref.m = M L: L the float32 ln2 of the reduction, M a whole number of the table's steps. v log2e
+// is rounded to a step relative to M in t = v log2e + (kLseShift - M), so no term needs the
+// subtraction v - m: on AMD Zen 4 one 512-bit operation fewer of 13 per 16 floats, 7.0-7.2 ->
+// 7.9-8.1 G elements/s in L1 (tools/bench/lse_probe.cpp). r = v - (t - (kLseShift - M)) L is
+// the reduced argument relative to M L, rounded once (more exact than reducing v - m, itself a
+// rounded difference). A difference v - M L below -87 is taken as -87 (the clamp ref.lo keeps the
+// scale a normal float), NaN gives NaN. For |m| <= kLseDirect, M L lies within half a step of the
+// state's max m, kLseShift - M is exact, and the rounding of v log2e moves r by at most 1e-4 L;
+// beyond it (and in the two-pass sums) the terms are exp((v - m) - 0 L), with M = 0.
+struct LseRef {
+  LseVec::V lo;  // M L - 87
+  LseVec::V c;   // kLseShift - M
+  double m;      // M L
+};
+constexpr float kLseLn2 = 0x1.62e430p-1f;  // L
+constexpr float kLseDirect = 4096.0f;
+
 #if defined(__AVX512F__)
-// With AVX-512, in sixteenths of ln2: d = (k / 16) ln2 + r, k = 16 q + j, |r| <= ln2 / 32 (one
-// constant for ln2: the error (k / 16) 2e-9 of r is below 3e-8 for the terms that matter, those of
-// k / 16 >= -12); exp(d) = 2^q 2^(j / 16) e^r with 2^(j / 16) from a 16-entry table by one
+// With AVX-512, in sixteenths of ln2: d = v - M L = (k / 16) ln2 + r, k = 16 q + j, |r| <= ln2 /
+// 32 (one constant for ln2: the error (k / 16) 2e-9 of r is below 3e-8 for the terms that matter,
+// those of k / 16 >= -12); exp(d) = 2^q 2^(j / 16) e^r with 2^(j / 16) from a 16-entry table by one
 // permute and e^r = 1 + r + r^2 / 2 + r^3 / 6 (error 9e-9). On AMD Zen 4 the loop is bound by its
 // FMA pipe; this takes 6 operations there where a degree-5 polynomial over |r| <= ln2 / 2 and a
 // vscalefps took 8 (7.0 -> 7.5 G elements/s on data in cache, one block at a time), with the same
 // accuracy (above).
-//   t = d log2e + 1.5 2^19 rounds d log2e to sixteenths: t's bits are those of 1.5 2^19 plus k,
-//   so t's low 4 bits are j, and t's bits shifted left by 19 are q << 23 plus j << 19. The table
+//   t = v log2e + 1.5 2^19 - M rounds d log2e to sixteenths: t's bits are those of 1.5 2^19 plus
+//   k, so t's low 4 bits are j, and t's bits shifted left by 19 are q << 23 plus j << 19. The table
 //   holds the bits of 2^(j / 16) less j << 19: adding the two gives the bits of 2^(q + j / 16),
 //   a normal float for every q >= -126 (d >= -87 gives q >= -126).
 alignas(64) inline constexpr std::array<std::uint32_t, 16> kLseExp2Sixteenths = [] {
@@ -447,17 +466,18 @@ alignas(64) inline constexpr std::array<std::uint32_t, 16> kLseExp2Sixteenths = 
   return t;
 }();
 
-inline LseVec::V lse_exp(LseVec::V d) {
+constexpr float kLseShift = 0x1.8p19f;  // t = v log2e + kLseShift - M rounds to a sixteenth
+constexpr double kLseStep = 16.0;        // M counts sixteenths of ln2
+
+inline LseVec::V lse_exp(LseVec::V v, const LseRef& ref) {
   using V = LseVec;
-  constexpr float kShift = 0x1.8p19f;  // t = d log2e + kShift rounds to a sixteenth, k / 16
-  // One vmaxps (NaN in d stays: the second operand is returned when either is NaN); written
+  // One vmaxps (NaN in v stays: the second operand is returned when either is NaN); written
   // with a mask as GCC 12's _mm512_max_ps warns. V::max's select compiles to a compare and a
   // masked move here (1 thread, AMD Zen 4: 22 -> 24 GB/s at 16M floats, throughput.py).
-  const V::V lo = V::set(-87.0f);
-  d = _mm512_mask_max_ps(lo, static_cast<__mmask16>(0xffff), lo, d);
-  const V::V t = V::fma(d, V::set(0x1.715476p+0f), V::set(kShift));
-  const V::V k16 = V::sub(t, V::set(kShift));  // k / 16
-  const V::V r = V::fma(k16, V::set(-0x1.62e430p-1f), d);
+  v = _mm512_mask_max_ps(ref.lo, static_cast<__mmask16>(0xffff), ref.lo, v);
+  const V::V t = V::fma(v, V::set(0x1.715476p+0f), ref.c);
+  const V::V k16 = V::sub(t, ref.c);  // (M + k) / 16
+  const V::V r = V::fma(k16, V::set(-kLseLn2), v);
   V::V p = V::fma(V::set(0x1.555556p-3f), r, V::set(0.5f));
   p = V::fma(p, r, V::set(1.0f));
   p = V::fma(p, r, V::set(1.0f));
@@ -467,16 +487,18 @@ inline LseVec::V lse_exp(LseVec::V d) {
   return V::mul(_mm512_castsi512_ps(scale), p);
 }
 #else
-// d = k ln2 + r with one constant for ln2 (the error k 2e-9 of r is below 3e-8 for the terms that
-// matter, those of k >= -12), e^r by a degree-5 polynomial (relative error 1.7e-7), scaled by 2^k
-// through the bits of t.
-inline LseVec::V lse_exp(LseVec::V d) {
+// d = v - M L = k ln2 + r with one constant for ln2 (the error k 2e-9 of r is below 3e-8 for the
+// terms that matter, those of k >= -12), e^r by a degree-5 polynomial (relative error 1.7e-7),
+// scaled by 2^k through the bits of t.
+constexpr float kLseShift = 0x1.8p23f + 127.0f;  // t = v log2e + kLseShift - M rounds to an integer
+constexpr double kLseStep = 1.0;                  // M counts ln2s
+
+inline LseVec::V lse_exp(LseVec::V v, const LseRef& ref) {
   using V = LseVec;
-  constexpr float kShift = 0x1.8p23f;  // t = d log2e + kShift rounds to an integer k
-  d = V::max(V::set(-87.0f), d);  // NaN stays NaN
-  const V::V t = V::fma(d, V::set(0x1.715476p+0f), V::set(kShift + 127.0f));  // bits: kShift's + 127 + k
-  const V::V k = V::sub(t, V::set(kShift + 127.0f));
-  const V::V r = V::fma(k, V::set(-0x1.62e430p-1f), d);
+  v = V::max(ref.lo, v);  // NaN stays NaN
+  const V::V t = V::fma(v, V::set(0x1.715476p+0f), ref.c);  // bits: 0x1.8p23's + 127 + k
+  const V::V k = V::sub(t, ref.c);                          // M + k
+  const V::V r = V::fma(k, V::set(-kLseLn2), v);
   V::V p = V::fma(V::set(0x1.0eab2cp-7f), r, V::set(0x1.5745bap-5f));
   p = V::fma(p, r, V::set(0x1.555d3ap-3f));
   p = V::fma(p, r, V::set(0x1.fffda8p-2f));
@@ -485,6 +507,28 @@ inline LseVec::V lse_exp(LseVec::V d) {
   return V::mul(p, V::shift_exponent(t));  // 2^k: (127 + k) in the exponent field
 }
 #endif
+
+// The reference for a state's max m: M = m log2e rounded to the table's step (|m| <= kLseDirect).
+inline LseRef lse_ref(double M) {
+  const double mref = M * static_cast<double>(kLseLn2);
+  return {LseVec::set(static_cast<float>(mref - 87.0)), LseVec::set(static_cast<float>(kLseShift - M)), mref};
+}
+inline LseRef lse_ref_near(float m) {
+  return lse_ref(std::nearbyint(static_cast<double>(m) * std::numbers::log2e * kLseStep) / kLseStep);
+}
+
+// exp(d) for differences d = x - m (M = 0).
+inline LseVec::V lse_exp(LseVec::V d) { return lse_exp(d, lse_ref(0.0)); }
+
+// exp(y) for |y| <= ln2 / 2 (the step between a reference M L and m) in double: Taylor to y^10,
+// relative error below 3e-13.
+inline double lse_exp_small(double y) {
+  double p = 1.0 / 3628800.0;
+  for (const double c : {1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
+                         1.0 / 6.0, 0.5, 1.0, 1.0})
+    p = p * y + c;
+  return p;
+}
 
 // How far a block's max may exceed the reference max of its one-pass sum (e^8 times 4096 terms
 // stays far from float's range, and d log2e <= 12 keeps lse_exp's reduction exact enough).
@@ -508,6 +552,53 @@ inline double lse_hsum(LseVec::V v) {
   return s;
 }
 
+// One pass over a block (Note [logsumexp in one pass]): its max, and its sum of exp(x - m) relative
+// to the state's max m, taken with the terms' reference at M L (kDirect) or at m.
+template <bool kDirect>
+inline void lse_one_pass_f32(const float* x, std::int64_t n, float m, float& block_max, double& block_sum) {
+  using V = LseVec;
+  constexpr int W = V::kWidth;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const LseRef ref = kDirect ? lse_ref_near(m) : lse_ref(0.0);
+  const V::V mv = V::set(m);
+  const auto term = [&](V::V v) { return kDirect ? lse_exp(v, ref) : lse_exp(V::sub(v, mv), ref); };
+  V::V m0 = V::set(-kInf), m1 = m0, m2 = m0, m3 = m0;
+  V::V a0 = V::set(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  std::int64_t i = 0;
+  const bool prefetch = prefetch_streams();
+  for (; i + 4 * W <= n; i += 4 * W) {
+    // the loads start long chains of work: fetch ahead (past the block too: the next row's) on
+    // CPUs that gain from it (Note [Prefetching pointwise loops])
+    // (the address in integers: it may lie past the end of the input)
+    for (int l = 0; prefetch && l < 4 * W; l += 16)
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(x + i + l) +
+                                                       static_cast<std::uintptr_t>(4 * kLsePrefetch)));
+    const V::V v0 = V::load(x + i), v1 = V::load(x + i + W), v2 = V::load(x + i + 2 * W), v3 = V::load(x + i + 3 * W);
+    m0 = V::max(v0, m0);  // max(x, m) is m when x is NaN: NaN is skipped
+    m1 = V::max(v1, m1);
+    m2 = V::max(v2, m2);
+    m3 = V::max(v3, m3);
+    a0 = V::add(a0, term(v0));
+    a1 = V::add(a1, term(v1));
+    a2 = V::add(a2, term(v2));
+    a3 = V::add(a3, term(v3));
+  }
+  for (; i + W <= n; i += W) {
+    const V::V v = V::load(x + i);
+    m0 = V::max(v, m0);
+    a0 = V::add(a0, term(v));
+  }
+  float bm = lse_hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
+  double total = lse_hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+  if (kDirect) total *= lse_exp_small(ref.m - static_cast<double>(m));  // relative to m
+  for (; i < n; ++i) {
+    bm = x[i] > bm ? x[i] : bm;
+    total += static_cast<double>(vmath::exp(x[i] - m));
+  }
+  block_max = bm;
+  block_sum = total;
+}
+
 // lse_block for float32 in vectors (Note [logsumexp in one pass]).
 inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
   using V = LseVec;
@@ -518,38 +609,12 @@ inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
     // One pass: the block's max and its sum of exp(x - m) relative to the state's max m, kept when
     // the block's max is finite and at most kLseMargin above m.
     const float m = st.m;
-    const V::V mv = V::set(m);
-    V::V m0 = V::set(-kInf), m1 = m0, m2 = m0, m3 = m0;
-    V::V a0 = V::set(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    std::int64_t i = 0;
-    const bool prefetch = prefetch_streams();
-    for (; i + 4 * W <= n; i += 4 * W) {
-      // the loads start long chains of work: fetch ahead (past the block too: the next row's) on
-      // CPUs that gain from it (Note [Prefetching pointwise loops])
-      // (the address in integers: it may lie past the end of the input)
-      for (int l = 0; prefetch && l < 4 * W; l += 16)
-        __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(x + i + l) +
-                                                         static_cast<std::uintptr_t>(4 * kLsePrefetch)));
-      const V::V v0 = V::load(x + i), v1 = V::load(x + i + W), v2 = V::load(x + i + 2 * W), v3 = V::load(x + i + 3 * W);
-      m0 = V::max(v0, m0);  // max(x, m) is m when x is NaN: NaN is skipped
-      m1 = V::max(v1, m1);
-      m2 = V::max(v2, m2);
-      m3 = V::max(v3, m3);
-      a0 = V::add(a0, lse_exp(V::sub(v0, mv)));
-      a1 = V::add(a1, lse_exp(V::sub(v1, mv)));
-      a2 = V::add(a2, lse_exp(V::sub(v2, mv)));
-      a3 = V::add(a3, lse_exp(V::sub(v3, mv)));
-    }
-    for (; i + W <= n; i += W) {
-      const V::V v = V::load(x + i);
-      m0 = V::max(v, m0);
-      a0 = V::add(a0, lse_exp(V::sub(v, mv)));
-    }
-    float bm = lse_hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
-    double total = lse_hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
-    for (; i < n; ++i) {
-      bm = x[i] > bm ? x[i] : bm;
-      total += static_cast<double>(vmath::exp(x[i] - m));
+    float bm;
+    double total;
+    if (std::fabs(m) <= kLseDirect) {
+      lse_one_pass_f32<true>(x, n, m, bm, total);
+    } else {
+      lse_one_pass_f32<false>(x, n, m, bm, total);
     }
     if (bm > -kInf && bm - m <= kLseMargin) {
       if (total != total) {

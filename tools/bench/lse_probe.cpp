@@ -1,0 +1,174 @@
+// logsumexp's one-pass loop on one core (Note [logsumexp in one pass] in
+// aten/src/native/cpu/reduce_ops.cpp), AVX-512: the block max and sum of its terms over 16M
+// float32 from memory and over 4096 float32 in L1, with the terms as
+//   - "subtract": exp(x - m) (the loop before the terms took a reference),
+//   - "reference": exp(x - M L) as reduce_ops.cpp computes them now (LseRef),
+// next to the rates that bound it: a plain sum (what one core reads) and a copy with streaming
+// stores (throughput.py's reference, counted as 8 B per element). The kernels alternate, 21
+// rounds; each figure is the median, with the quartiles.
+//
+//   g++ -std=c++20 -O3 -march=x86-64-v4 -mprefer-vector-width=512 tools/bench/lse_probe.cpp
+//       -o /tmp/lse_probe && /tmp/lse_probe    (one line)
+
+#if !defined(__AVX512F__)
+#error "lse_probe measures the AVX-512 loop: build with -march=x86-64-v4"
+#endif
+
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// GCC 12's AVX-512 intrinsics read an undefined vector for their unused mask operand and warn
+// about it where inlined (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace {
+
+alignas(64) const std::array<std::uint32_t, 16> kTable = [] {
+  std::array<std::uint32_t, 16> t{};
+  for (std::uint32_t j = 0; j < 16; ++j) {
+    const float f = static_cast<float>(std::exp2(j / 16.0));
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    t[j] = bits - (j << 19);
+  }
+  return t;
+}();
+
+constexpr float kShift = 0x1.8p19f;
+
+// The lanes' sum and max, through memory (GCC 12's _mm512_reduce_* warn).
+float lanes_sum(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  float s = 0;
+  for (const float f : l) s += f;
+  return s;
+}
+float lanes_max(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  return *std::max_element(l, l + 16);
+}
+constexpr float kLn2 = 0x1.62e430p-1f;
+
+// exp(v - M L) with c = kShift - M and lo = M L - 87 (M = 0: exp(v)), as reduce_ops.cpp's lse_exp.
+// max(a, b) with the mask form (GCC 12's _mm512_max_ps warns); b when either is NaN.
+inline __m512 vmax(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, static_cast<__mmask16>(0xffff), a, b); }
+
+inline __m512 term(__m512 v, __m512 lo, __m512 c, __m512i table) {
+  v = _mm512_mask_max_ps(lo, static_cast<__mmask16>(0xffff), lo, v);
+  const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(0x1.715476p+0f), c);
+  const __m512 k16 = _mm512_sub_ps(t, c);
+  const __m512 r = _mm512_fmadd_ps(k16, _mm512_set1_ps(-kLn2), v);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555556p-3f), r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ti = _mm512_castps_si512(t);
+  using I = std::int32_t __attribute__((vector_size(64)));  // (GCC 12's _mm512_slli_epi32 warns)
+  const __m512i scale = _mm512_add_epi32(_mm512_permutexvar_epi32(ti, table), reinterpret_cast<__m512i>(reinterpret_cast<I>(ti) << 19));
+  return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
+}
+
+// The block's max and sum, 4 vectors a step, 4 accumulators of each.
+template <bool kReference>
+[[gnu::noinline]] float one_pass(const float* x, std::int64_t n, float m) {
+  const __m512i table = _mm512_load_si512(kTable.data());
+  const double M = std::nearbyint(m * std::log2(std::exp(1.0)) * 16.0) / 16.0;
+  const __m512 lo = _mm512_set1_ps(kReference ? static_cast<float>(M * kLn2 - 87.0) : -87.0f);
+  const __m512 c = _mm512_set1_ps(kReference ? static_cast<float>(kShift - M) : kShift);
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 mx[4], acc[4];
+  for (int j = 0; j < 4; ++j) mx[j] = _mm512_set1_ps(-INFINITY), acc[j] = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i + 64 <= n; i += 64) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
+      mx[j] = vmax(mx[j], v);
+      acc[j] = _mm512_add_ps(acc[j], term(kReference ? v : _mm512_sub_ps(v, mv), lo, c, table));
+    }
+  }
+  const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+  const __m512 b = vmax(vmax(mx[0], mx[1]), vmax(mx[2], mx[3]));
+  return lanes_sum(s) + 1e-30f * lanes_max(b);
+}
+
+[[gnu::noinline]] float sum(const float* x, std::int64_t n) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (std::int64_t i = 0; i + 64 <= n; i += 64)
+    for (int j = 0; j < 4; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(x + i + 16 * j));
+  return lanes_sum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+[[gnu::noinline]] float copy(float* __restrict out, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, _mm512_loadu_ps(x + i));
+  _mm_sfence();
+  return out[0];
+}
+
+float* huge_buffer(std::int64_t n) {
+  auto* p = static_cast<float*>(std::aligned_alloc(std::size_t{2} << 20, static_cast<std::size_t>(n) * 4));
+  if (p == nullptr) std::abort();
+  madvise(p, static_cast<std::size_t>(n) * 4, MADV_HUGEPAGE);  // as kael's allocator does
+  return p;
+}
+
+volatile float sink;
+
+}  // namespace
+
+int main() {
+  constexpr std::int64_t kBig = std::int64_t{16} << 20, kSmall = 4096;
+  constexpr int kRounds = 21, kSmallReps = 4000;
+  float* x = huge_buffer(kBig);
+  float* y = huge_buffer(kBig);
+  for (std::int64_t i = 0; i < kBig; ++i) x[i] = 3.0f * std::sin(0.001f * static_cast<float>(i)), y[i] = 0.0f;
+  const float m = 3.0f;
+  struct Kernel {
+    std::string name;
+    std::function<float(std::int64_t)> run;
+    double bytes;  // per element
+    bool small;    // also measured in L1
+  };
+  const std::vector<Kernel> kernels = {
+      {"copy (streaming stores)", [&](std::int64_t n) { return copy(y, x, n); }, 8, false},
+      {"sum", [&](std::int64_t n) { return sum(x, n); }, 4, false},
+      {"one pass, subtract", [&](std::int64_t n) { return one_pass<false>(x, n, m); }, 4, true},
+      {"one pass, reference", [&](std::int64_t n) { return one_pass<true>(x, n, m); }, 4, true},
+  };
+  std::vector<std::vector<double>> big(kernels.size()), small(kernels.size());
+  for (int r = 0; r < kRounds; ++r) {
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      sink = kernels[k].run(kBig);
+      big[k].push_back(static_cast<double>(kBig) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!kernels[k].small) continue;
+      t0 = std::chrono::steady_clock::now();
+      for (int q = 0; q < kSmallReps; ++q) sink = kernels[k].run(kSmall);
+      small[k].push_back(kSmall * double{kSmallReps} / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::printf("%-26s %-28s %s\n", "kernel", "16M floats from memory", "4096 floats in L1");
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    std::sort(big[k].begin(), big[k].end());
+    std::sort(small[k].begin(), small[k].end());
+    const double b = kernels[k].bytes / 1e9;
+    std::printf("%-26s %5.1f GB/s (%4.1f-%4.1f)      ", kernels[k].name.c_str(), big[k][kRounds / 2] * b,
+                big[k][kRounds / 4] * b, big[k][3 * kRounds / 4] * b);
+    if (kernels[k].small) std::printf("%.2f G elements/s (%.2f-%.2f)", small[k][kRounds / 2] / 1e9, small[k][kRounds / 4] / 1e9, small[k][3 * kRounds / 4] / 1e9);
+    std::printf("\n");
+  }
+}
