@@ -481,10 +481,13 @@ inline LseVec::V lse_exp(LseVec::V v, const LseRef& ref) {
   V::V p = V::fma(V::set(0x1.555556p-3f), r, V::set(0.5f));
   p = V::fma(p, r, V::set(1.0f));
   p = V::fma(p, r, V::set(1.0f));
+  // (the permute in its masked form, the shift and add in the compiler's vector extensions: GCC
+  // 12's _mm512_permutexvar_epi32 and _mm512_slli_epi32 warn where inlined)
+  const __m512i table = _mm512_load_si512(kLseExp2Sixteenths.data());
   const __m512i ti = _mm512_castps_si512(t);
-  const __m512i scale = _mm512_add_epi32(_mm512_permutexvar_epi32(ti, _mm512_load_si512(kLseExp2Sixteenths.data())),
-                                         _mm512_slli_epi32(ti, 19));
-  return V::mul(_mm512_castsi512_ps(scale), p);
+  const V::I scale = reinterpret_cast<V::I>(_mm512_mask_permutexvar_epi32(table, static_cast<__mmask16>(0xffff), ti, table)) +
+                     (reinterpret_cast<V::I>(ti) << 19);
+  return V::mul(reinterpret_cast<V::V>(scale), p);
 }
 #else
 // d = v - M L = k ln2 + r with one constant for ln2 (the error k 2e-9 of r is below 3e-8 for the
