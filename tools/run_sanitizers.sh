@@ -93,9 +93,11 @@ export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=lib
 if [ "$mode" != "--fuzz-only" ]; then
   # kael is imported before the first test module: several put the checkout on sys.path[0], and an
   # `import kael` after that would load the checkout's own, uninstrumented _C without a word.
+  # --capture=sys: a sanitizer writes its report to file descriptor 2, which pytest's default
+  # capture swallows with the process (the run would end with no report and no summary).
   "$root/.venv/bin/python" -c "import sys, kael, pytest
 assert kael._C.__file__.startswith('$PWD'), kael._C.__file__
-sys.exit(pytest.main(sys.argv[1:]))" "$root/test/python" -q -p no:cacheprovider --rootdir "$root"
+sys.exit(pytest.main(sys.argv[1:]))" "$root/test/python" -q --capture=sys -p no:cacheprovider --rootdir "$root"
 fi
 if [ "$mode" = "--fuzz-long" ] || [ "$mode" = "--fuzz-only" ]; then
   "$root/.venv/bin/python" "$root/tools/fuzz_long.py" --cases "$cases" --python "$root/.venv/bin/python"
