@@ -50,8 +50,10 @@ if [ "${1:-}" = "--tsan" ]; then
   export LD_PRELOAD="$(g++ -print-file-name=libtsan.so)" PYTHONPATH="$PWD"
   setarch "$(uname -m)" -R "$root/.venv/bin/python" -c \
     "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
+  # --capture=sys, as in the ASan steps below: a report written to file descriptor 2 reaches the
+  # terminal instead of pytest's capture of it.
   setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "$root/test/python/test_concurrency.py" \
-    "$root/test/python/test_threads.py" -q -p no:cacheprovider --rootdir "$root"
+    "$root/test/python/test_threads.py" -q --capture=sys -p no:cacheprovider --rootdir "$root"
   # The thread tests of the other files: backward on two threads and with the GIL released, the
   # tokenizer's encode_batch and encodes from several Python threads, safetensors loads without
   # the GIL, owners released from other threads, and the kernels checked on 1 and 2 threads.
@@ -60,7 +62,7 @@ if [ "${1:-}" = "--tsan" ]; then
            nn_ops random reductions reductions_more sort_scan values_indices scatter_reduce interop; do
     thread_files+=("$root/test/python/test_$f.py")
   done
-  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "${thread_files[@]}" -q -p no:cacheprovider \
+  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "${thread_files[@]}" -q --capture=sys -p no:cacheprovider \
     --rootdir "$root" -k "thread or gil or concurren"
   exit 0
 fi

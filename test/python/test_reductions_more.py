@@ -456,6 +456,80 @@ def test_single_long_row_is_split_and_merged(name):
         run_both(lambda lib, x: REDUCERS[name](lib, x, 1), t32, to_kael(t32))
 
 
+# ------------------------------------------------------------------------------------- tiles
+# Reductions over outer dims, where the innermost kept dim is contiguous, copy tiles of
+# neighbouring rows (Note [Reduction tiles] in aten/src/native/cpu/reduce_engine.h; 4-byte types
+# through a 16 x 16 transpose in registers on AVX-512 builds).
+
+TILE_CASES = [
+    ((37, 53), 0),          # neither size a multiple of 16: the scalar edges
+    ((64, 48), 0),          # whole 16 x 16 blocks
+    ((20000, 17), 0),       # rows longer than a chunk (16384): partial results merged in order
+    ((6, 40, 35), (0, 1)),  # two reduced dims (walked)
+    ((33, 5, 40), 1),       # several runs of the kept dims
+    ((9, 70, 130), (0, 1)),
+]
+TILE_DTYPES = ["float32", "float64", "int32", "int64", "float16", "bfloat16", "bool"]
+
+
+# (argmax and argmin take one dim)
+TILE_OPS = [(name, shape, dim) for name in sorted(REDUCERS) for shape, dim in TILE_CASES
+            if isinstance(dim, int) or name not in ("argmax", "argmin")]
+
+
+@pytest.mark.parametrize("name,shape,dim", TILE_OPS, ids=str)
+@pytest.mark.parametrize("dtype", TILE_DTYPES)
+def test_outer_reductions_in_tiles(name, dtype, shape, dim):
+    domain = "small" if name == "prod" else "any"
+    if dtype in ("float32", "float16", "bfloat16") and name in ("prod", "norm", "norm_inf", "logsumexp", "var", "std"):
+        # kael accumulates these in float64 (float32 for float16/bfloat16) and rounds once; over
+        # rows this long torch's float32 accumulation drifts by more than the float tolerance
+        # (norm over 20000 float32: torch 7e-4 from the exact value, kael 1.5e-5, the exact
+        # value rounded). The oracle is torch in float64, rounded, as for long rows above.
+        p = make_pair(shape, dtype, "contig", domain)
+        check(REDUCERS[name](kael, p.k, dim), REDUCERS[name](torch, p.t.double(), dim).to(p.t.dtype))
+        return
+    both(lambda lib, x: REDUCERS[name](lib, x, dim), shape, dtype, domain=domain)
+
+
+@pytest.mark.parametrize("name,dtype", [(name, dtype) for name in sorted(REDUCERS)
+                                        for dtype in ("float32", "float64", "int32", "float16")
+                                        if dtype != "int32" or name in ("prod", "amax", "amin", "argmax", "argmin", "all", "any")])
+def test_tiles_match_contiguous_rows_bit_for_bit(name, dtype):
+    # The tile holds each row's elements in row order, and its segments are those of a contiguous
+    # row (one, for rows of at most 16384): x.op(0) is the bits of x.t().contiguous().op(1).
+    t = rand_torch((16000, 35), dtype, "small" if name == "prod" else "any")  # one segment per row
+    x = to_kael(t)
+    rows = to_kael(t.t().contiguous())
+    a = REDUCERS[name](kael, x, 0)
+    b = REDUCERS[name](kael, rows, 1)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert torch.equal(torch.from_numpy(a.float().numpy()), torch.from_numpy(b.float().numpy())) or \
+        a.tolist() == b.tolist()
+
+
+def test_tiles_same_bits_across_threads():
+    t = to_kael(torch.randn(40000, 100) * 10)
+    old = kael.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2):
+            kael.set_num_threads(n)
+            results.append([REDUCERS[name](kael, t, 0).tolist() for name in sorted(REDUCERS)])
+    finally:
+        kael.set_num_threads(old)
+    assert results[0] == results[1]
+
+
+def test_tiles_of_a_transposed_view_and_a_slice():
+    base = torch.randn(300, 200)
+    # rows of x.t() are contiguous after the transpose; a column slice's kept dim has stride 1
+    for tx, kx in ((base.t(), to_kael(base).t()), (base[:, 3:150], to_kael(base)[:, 3:150])):
+        for name in sorted(REDUCERS):
+            run_both(lambda lib, x: REDUCERS[name](lib, x, 0), tx, kx)
+        run_both(lambda lib, x: lib.max(x, 0), tx, kx)
+
+
 # ------------------------------------------------------------------------------------- errors
 
 ERROR_CALLS = [

@@ -33,6 +33,14 @@ CASES = {
     "norm": (lambda lib, x: lib.norm(x), (N,)),
     "var": (lambda lib, x: lib.var(x), (N,)),
     "all": (lambda lib, x: lib.all(x), (N,)),
+    # over the outer dim (Note [Reduction tiles]): a square matrix, and a tall one of 2 columns
+    "amax_cols": (lambda lib, x: lib.amax(x, 0), (4096, N // 4096)),
+    "prod_cols": (lambda lib, x: lib.prod(x, 0), (4096, N // 4096)),
+    "argmax_cols": (lambda lib, x: lib.argmax(x, 0), (4096, N // 4096)),
+    "all_cols": (lambda lib, x: lib.all(x, 0), (4096, N // 4096)),
+    "max_dim_tall": (lambda lib, x: lib.max(x, 0), (N // 2, 2)),
+    "norm_tall": (lambda lib, x: lib.norm(x, 2, 0), (N // 2, 2)),
+    "sum_tall": (lambda lib, x: lib.sum(x, 0), (N // 2, 2)),
     "cumsum": (lambda lib, x: lib.cumsum(x, 1), (N // 1024, 1024)),
     "argsort_rows": (lambda lib, x: lib.argsort(x, 1), (N // 1024 // 4, 1024)),
 }
@@ -41,7 +49,7 @@ CASES = {
 def measure(case, threads, repeat):
     fn, shape = CASES[case]
     t = torch.rand(shape) * 2 - 1 + 1.0 / 16  # values near 1 in magnitude: products stay finite
-    if case == "prod":
+    if case.startswith("prod"):
         t = 1 + (torch.rand(shape) - 0.5) * 1e-6
     k = kael.tensor(t.numpy())
     torch.set_num_threads(threads)

@@ -75,6 +75,7 @@ class DimVector {
   std::int64_t& operator[](std::size_t i) noexcept { return data_[i]; }
   std::int64_t operator[](std::size_t i) const noexcept { return data_[i]; }
   std::int64_t& back() noexcept { return data_[size_ - 1]; }
+  const std::int64_t& back() const noexcept { return data_[size_ - 1]; }
   std::int64_t* begin() noexcept { return data_; }
   std::int64_t* end() noexcept { return data_ + size_; }
   const std::int64_t* begin() const noexcept { return data_; }
