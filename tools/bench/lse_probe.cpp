@@ -114,11 +114,9 @@ inline __m512 term_degree2(__m512 v, __m512 lo, __m512i t0, __m512i t1) {
   return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
 }
 
-template <int kEntries>
-[[gnu::noinline]] float one_pass_degree2(const float* x, std::int64_t n) {
-  const __m512i t0 = _mm512_load_si512(kEntries == 32 ? kTable32.data() : kTable.data());
-  const __m512i t1 = _mm512_load_si512(kTable32.data() + 16);
-  const __m512 lo = _mm512_set1_ps(-87.0f);
+// The block's max and the sum of term(v) over it, 4 vectors a step, 4 accumulators of each.
+template <typename Term>
+inline float max_and_sum(const float* x, std::int64_t n, Term term) {
   __m512 mx[4], acc[4];
   for (int j = 0; j < 4; ++j) mx[j] = _mm512_set1_ps(-INFINITY), acc[j] = _mm512_setzero_ps();
   for (std::int64_t i = 0; i + 64 <= n; i += 64) {
@@ -126,7 +124,7 @@ template <int kEntries>
     for (int j = 0; j < 4; ++j) {
       const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
       mx[j] = vmax(mx[j], v);
-      acc[j] = _mm512_add_ps(acc[j], term_degree2<kEntries>(v, lo, t0, t1));
+      acc[j] = _mm512_add_ps(acc[j], term(v));
     }
   }
   const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
@@ -134,7 +132,15 @@ template <int kEntries>
   return lanes_sum(s) + 1e-30f * lanes_max(b);
 }
 
-// The block's max and sum, 4 vectors a step, 4 accumulators of each.
+template <int kEntries>
+[[gnu::noinline]] float one_pass_degree2(const float* x, std::int64_t n) {
+  const __m512i t0 = _mm512_load_si512(kEntries == 32 ? kTable32.data() : kTable.data());
+  const __m512i t1 = _mm512_load_si512(kTable32.data() + 16);
+  const __m512 lo = _mm512_set1_ps(-87.0f);
+  return max_and_sum(x, n, [&](__m512 v) { return term_degree2<kEntries>(v, lo, t0, t1); });
+}
+
+// The one-pass loop with the terms as exp(x - m) or exp(x - M L) (kReference).
 template <bool kReference>
 [[gnu::noinline]] float one_pass(const float* x, std::int64_t n, float m) {
   const __m512i table = _mm512_load_si512(kTable.data());
@@ -142,19 +148,7 @@ template <bool kReference>
   const __m512 lo = _mm512_set1_ps(kReference ? static_cast<float>(M * kLn2 - 87.0) : -87.0f);
   const __m512 c = _mm512_set1_ps(kReference ? static_cast<float>(kShift - M) : kShift);
   const __m512 mv = _mm512_set1_ps(m);
-  __m512 mx[4], acc[4];
-  for (int j = 0; j < 4; ++j) mx[j] = _mm512_set1_ps(-INFINITY), acc[j] = _mm512_setzero_ps();
-  for (std::int64_t i = 0; i + 64 <= n; i += 64) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
-      mx[j] = vmax(mx[j], v);
-      acc[j] = _mm512_add_ps(acc[j], term(kReference ? v : _mm512_sub_ps(v, mv), lo, c, table));
-    }
-  }
-  const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-  const __m512 b = vmax(vmax(mx[0], mx[1]), vmax(mx[2], mx[3]));
-  return lanes_sum(s) + 1e-30f * lanes_max(b);
+  return max_and_sum(x, n, [&](__m512 v) { return term(kReference ? v : _mm512_sub_ps(v, mv), lo, c, table); });
 }
 
 [[gnu::noinline]] float sum(const float* x, std::int64_t n) {
