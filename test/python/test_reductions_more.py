@@ -351,17 +351,23 @@ def test_logsumexp_rows(dtype):
         check(kael.logsumexp(to_kael(t.T), 0), torch.logsumexp(oracle.T, 0).to(t.dtype))
 
 
-def test_logsumexp_same_bits_across_threads():
-    t = to_kael(torch.randn(3 * 2**20 + 5) * 10)
-    rows = to_kael(torch.randn(4096, 1500) * 10)
+def on_one_and_two_threads(fn):
+    """[fn() on 1 thread, fn() on 2 threads], the thread count restored after."""
     old = kael.get_num_threads()
     try:
         results = []
         for n in (1, 2):
             kael.set_num_threads(n)
-            results.append((kael.logsumexp(t, 0).item(), kael.logsumexp(rows, 1).tolist()))
+            results.append(fn())
     finally:
         kael.set_num_threads(old)
+    return results
+
+
+def test_logsumexp_same_bits_across_threads():
+    t = to_kael(torch.randn(3 * 2**20 + 5) * 10)
+    rows = to_kael(torch.randn(4096, 1500) * 10)
+    results = on_one_and_two_threads(lambda: (kael.logsumexp(t, 0).item(), kael.logsumexp(rows, 1).tolist()))
     assert results[0] == results[1]
 
 
@@ -510,14 +516,7 @@ def test_tiles_match_contiguous_rows_bit_for_bit(name, dtype):
 
 def test_tiles_same_bits_across_threads():
     t = to_kael(torch.randn(40000, 100) * 10)
-    old = kael.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2):
-            kael.set_num_threads(n)
-            results.append([REDUCERS[name](kael, t, 0).tolist() for name in sorted(REDUCERS)])
-    finally:
-        kael.set_num_threads(old)
+    results = on_one_and_two_threads(lambda: [REDUCERS[name](kael, t, 0).tolist() for name in sorted(REDUCERS)])
     assert results[0] == results[1]
 
 

@@ -322,6 +322,7 @@ def run(cases, libs, threads, repeats, warnings, skipped):
             mod.set_num_threads(threads)
         elif lib == "kael":
             mod.set_num_threads(threads)
+    copy_case = next((c for c in cases if c.kind == "copy"), None)
     for case in cases:
         runners = {}
         outputs = {}
@@ -352,7 +353,6 @@ def run(cases, libs, threads, repeats, warnings, skipped):
             msg = compare(outputs["kael"], outputs["torch"], case.key)
             if msg:
                 warnings.append(msg)
-        copy_case = next((c for c in cases if c.kind == "copy"), None)
         if case.kind in PCT_KINDS and "kael" in runners and copy_case is not None:
             ref, _ = copy_case.build("kael", libs["kael"])
             ref()  # warm-up

@@ -148,6 +148,16 @@ void parallel_tasks(std::int64_t n, std::int64_t work, F&& task) {
 // offsets, merged in order), so the results are the same bits, on any number of threads.
 inline constexpr std::int64_t kTileAhead = 16;  // positions (Note [Reduction tiles])
 
+// Merges each output's chunk results (partial[o * chunks + c]) in chunk order and writes it.
+template <typename Op, typename Acc>
+void merge_partials(const Op& op, const Acc* partial, std::int64_t outputs, std::int64_t chunks) {
+  for (std::int64_t o = 0; o < outputs; ++o) {
+    Acc acc = partial[o * chunks];
+    for (std::int64_t c = 1; c < chunks; ++c) op.merge(acc, partial[o * chunks + c]);
+    op.write(o, acc);
+  }
+}
+
 #if defined(__AVX512F__)
 // Copies a 16 x 16 block of 4-byte elements transposed: element b0 + c of row r (src[r] + b0 +
 // c) goes to out[c * ld + r]. Four steps of unpacks and lane shuffles in 512-bit registers.
@@ -270,12 +280,7 @@ void reduce_tiles(const T* base, const RowPlan& p, const Op& op) {
       }
     }
   });
-  if (chunks == 1) return;
-  for (std::int64_t o = 0; o < M; ++o) {
-    Acc acc = partial[o * chunks];
-    for (std::int64_t c = 1; c < chunks; ++c) op.merge(acc, partial[o * chunks + c]);
-    op.write(o, acc);
-  }
+  if (chunks > 1) merge_partials(op, partial.get(), M, chunks);
 }
 
 // Reduces the rows of x (element type T) with op (Note [Reduction rows]).
@@ -333,11 +338,7 @@ void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
       const std::int64_t k0 = c * kRowChunk;
       partial[t] = segment(kept.offset, k0, std::min(kRowChunk, K - k0), buf);
     });
-    for (std::int64_t o = 0; o < M; ++o) {
-      Acc acc = partial[o * chunks];
-      for (std::int64_t c = 1; c < chunks; ++c) op.merge(acc, partial[o * chunks + c]);
-      op.write(o, acc);
-    }
+    merge_partials(op, partial.get(), M, chunks);
     return;
   }
   const std::int64_t rows_per_task = std::max<std::int64_t>(1, kRowChunk / K);

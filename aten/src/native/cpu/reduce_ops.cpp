@@ -484,11 +484,10 @@ inline LseVec::V lse_exp(LseVec::V v, const LseRef& ref) {
   // (the permute in its masked form, the shift and add in the compiler's vector extensions: GCC
   // 12's _mm512_permutexvar_epi32 and _mm512_slli_epi32 warn where inlined; unsigned lanes, as
   // the sum wraps modulo 2^32 by design)
-  using U = std::uint32_t __attribute__((vector_size(sizeof(V::V))));
   const __m512i table = _mm512_load_si512(kLseExp2Sixteenths.data());
   const __m512i ti = _mm512_castps_si512(t);
-  const U scale = reinterpret_cast<U>(_mm512_mask_permutexvar_epi32(table, static_cast<__mmask16>(0xffff), ti, table)) +
-                  (reinterpret_cast<U>(ti) << 19);
+  const V::I scale = reinterpret_cast<V::I>(_mm512_mask_permutexvar_epi32(table, static_cast<__mmask16>(0xffff), ti, table)) +
+                     (reinterpret_cast<V::I>(ti) << 19);
   return V::mul(reinterpret_cast<V::V>(scale), p);
 }
 #else
