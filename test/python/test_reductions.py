@@ -183,3 +183,90 @@ def test_full_sum_is_the_same_on_any_thread_count(dtype, n):
         kael.set_num_threads(before)
     assert results[0::2] == [results[0]] * 3 and results[1::2] == [results[1]] * 3, results
     check(k.sum(), t.double().sum().to(t.dtype))
+
+
+# Note [Column sums] (kael/native/cpu/reduce.cpp): the innermost dim kept and contiguous, the next
+# one reduced. K columns: below 256 the rows go in blocks of 32768 // K rows with partial sums
+# (one contiguous run per block when the rows lie next to each other), from 256 the pool's chunks
+# take runs of columns, one row or four rows a sweep (rows over 2048 columns, or part of a row
+# on 2 threads); the row counts reach several blocks, and leave rows over after the fours.
+COLUMN_CASES = [(40000, 1), (40000, 2), (40000, 3), (9000, 5), (3000, 16), (3000, 63), (3000, 64), (3000, 65),
+                (700, 255), (300, 256), (300, 257), (200, 600), (41, 2500), (7, 3), (1, 40)]
+
+
+def _oracle_sum(t, dim, mean=False, keepdim=False):
+    """torch's sum in float64 for floating inputs (kael adds float32 in double), rounded back."""
+    if t.dtype.is_floating_point:
+        exact = t.double().mean(dim, keepdim=keepdim) if mean else t.double().sum(dim, keepdim=keepdim)
+        return exact.to(t.dtype)
+    return t.sum(dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("rows,cols", COLUMN_CASES, ids=str)
+def test_column_sums(dtype, rows, cols):
+    if dtype in ("float16", "bfloat16"):
+        t = (torch.randn(rows, cols) * 0.25).to(getattr(torch, dtype))
+    elif dtype == "bool":
+        t = torch.rand(rows, cols) < 0.3
+    elif dtype.startswith(("int", "uint")):
+        info = torch.iinfo(getattr(torch, dtype))
+        t = torch.randint(info.min, info.max, (rows, cols), dtype=getattr(torch, dtype))  # int64 sums wrap
+    else:
+        t = torch.randn(rows, cols, dtype=getattr(torch, dtype)) * 10
+    k = to_kael(t)
+    check(k.sum(0), _oracle_sum(t, 0))
+    check(k.sum(0, keepdim=True), _oracle_sum(t, 0, keepdim=True))
+    if t.dtype.is_floating_point:
+        check(k.mean(0), _oracle_sum(t, 0, mean=True))
+
+
+@pytest.mark.parametrize("shape", [(3, 5000, 7), (3, 100, 300), (2, 20000, 2), (5, 3, 1000)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bfloat16"])
+def test_column_sums_of_slabs(shape, dtype):
+    """x.sum(1) of (B, R, K): R rows of K columns in each of B slabs."""
+    t = (torch.randn(shape) * 4).to(getattr(torch, dtype))
+    k = to_kael(t)
+    check(k.sum(1), _oracle_sum(t, 1))
+    check(k.sum(-2, keepdim=True), _oracle_sum(t, -2, keepdim=True))
+    if t.dtype.is_floating_point:
+        check(k.mean(1), _oracle_sum(t, 1, mean=True))
+
+
+@pytest.mark.parametrize("layout", ["column_slice", "row_step", "expanded", "slab_slice"])
+@pytest.mark.parametrize("cols", [3, 300], ids=str)
+def test_column_sums_of_views(layout, cols):
+    base = torch.randn(50000 // cols + 7, cols + 5, dtype=torch.float64)
+    if layout == "column_slice":  # rows apart by more than their length
+        make = lambda x: x[:, 2:2 + cols]  # noqa: E731
+    elif layout == "row_step":
+        make = lambda x: x[::3, :cols]  # noqa: E731
+    elif layout == "expanded":  # every row the same memory (row stride 0)
+        make = lambda x: x[:1, :cols].expand(40000 // cols, cols)  # noqa: E731
+    else:  # (B, R, K) with slabs and rows apart
+        make = lambda x: x[:, :cols].unflatten(0, (1, -1))[:, 1:]  # noqa: E731
+    t = make(base)
+    k = make(to_kael(base))
+    check(k.sum(-2), t.sum(-2))
+    check(k.mean(-2), t.mean(-2))
+    check(k.float().sum(-2), _oracle_sum(t.float(), -2))
+
+
+@pytest.mark.parametrize("rows,cols", [(40000, 3), (3000, 64), (300, 600), (41, 2500)], ids=str)
+def test_column_sums_same_bits_across_threads(rows, cols):
+    t = torch.randn(rows, cols) * 100
+    k = to_kael(t)
+    old = kael.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2, 3):
+            kael.set_num_threads(n)
+            results.append(to_torch_exact(k.sum(0)))
+    finally:
+        kael.set_num_threads(old)
+    assert all(torch.equal(r, results[0]) for r in results), "column sums differ across thread counts"
+    check(k.sum(0), _oracle_sum(t, 0))
+
+
+def to_torch_exact(k):
+    return torch.from_numpy(k.numpy().copy())

@@ -41,6 +41,11 @@ CASES = {
     "max_dim_tall": (lambda lib, x: lib.max(x, 0), (N // 2, 2)),
     "norm_tall": (lambda lib, x: lib.norm(x, 2, 0), (N // 2, 2)),
     "sum_tall": (lambda lib, x: lib.sum(x, 0), (N // 2, 2)),
+    # column sums (Note [Column sums] in cpu/reduce.cpp): wide, narrow, and over the middle dim
+    "sum_cols": (lambda lib, x: lib.sum(x, 0), (4096, N // 4096)),
+    "sum_tall4": (lambda lib, x: lib.sum(x, 0), (N // 4, 4)),
+    "sum_tall16": (lambda lib, x: lib.sum(x, 0), (N // 16, 16)),
+    "mean_mid": (lambda lib, x: lib.mean(x, 1), (64, N // 64 // 256, 256)),
     "cumsum": (lambda lib, x: lib.cumsum(x, 1), (N // 1024, 1024)),
     "argsort_rows": (lambda lib, x: lib.argsort(x, 1), (N // 1024 // 4, 1024)),
 }
