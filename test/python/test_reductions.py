@@ -187,11 +187,11 @@ def test_full_sum_is_the_same_on_any_thread_count(dtype, n):
 
 # Note [Column sums] (kael/native/cpu/reduce.cpp): the innermost dim kept and contiguous, the next
 # one reduced. K columns: below 256 the rows go in blocks of 32768 // K rows with partial sums
-# (one contiguous run per block when the rows lie next to each other), from 256 the pool's chunks
-# take runs of columns, one row or four rows a sweep (rows over 2048 columns, or part of a row
-# on 2 threads); the row counts reach several blocks, and leave rows over after the fours.
+# (one contiguous run per block when the rows lie next to each other), from 256 in blocks of 256
+# rows by up to 65536 columns, one row or four rows a sweep (rows over 2048 columns); the cases
+# reach several blocks, leave rows over after the fours and cut rows of 70000 columns.
 COLUMN_CASES = [(40000, 1), (40000, 2), (40000, 3), (9000, 5), (3000, 16), (3000, 63), (3000, 64), (3000, 65),
-                (700, 255), (300, 256), (300, 257), (200, 600), (41, 2500), (7, 3), (1, 40)]
+                (700, 255), (300, 256), (300, 257), (200, 600), (41, 2500), (520, 2100), (3, 70000), (7, 3), (1, 40)]
 
 
 def _oracle_sum(t, dim, mean=False, keepdim=False):
@@ -252,7 +252,7 @@ def test_column_sums_of_views(layout, cols):
     check(k.float().sum(-2), _oracle_sum(t.float(), -2))
 
 
-@pytest.mark.parametrize("rows,cols", [(40000, 3), (3000, 64), (300, 600), (41, 2500)], ids=str)
+@pytest.mark.parametrize("rows,cols", [(40000, 3), (3000, 64), (300, 600), (41, 2500), (520, 2100)], ids=str)
 def test_column_sums_same_bits_across_threads(rows, cols):
     t = torch.randn(rows, cols) * 100
     k = to_kael(t)

@@ -97,9 +97,9 @@ Acc sum_all_contiguous(const T* x, std::int64_t n) {
 // matrix, x.mean(1) of (B, T, C)) adds columns: for each output slab, acc[k] += x[r, k] over the
 // rows r. The loop engine would run its inner loop once per row, over the K columns, and on one
 // thread (every row writes the same outputs); here:
-//   - K >= kWideColumns: the pool's chunks take runs of columns (whole groups of kColumnGroup),
-//     each adding its columns down all the rows in row order, one row or four rows a sweep (the
-//     same additions); no partial sums, so the same bits on any number of threads;
+//   - K >= kWideColumns: tasks of kWideBlockRows rows (by up to kWideRunColumns columns) add
+//     their rows in order, each into the partial sums of its block (a slab of one block: into
+//     the output), read in memory order; the partials are added in block order after;
 //   - narrower: the rows are cut into blocks of kSumBlock / K rows at fixed offsets, each block's
 //     column sums go into a partial buffer and the partials are added in block order (Note
 //     [Deterministic sums]). A block of rows that lie next to each other in memory is one run:
@@ -107,7 +107,8 @@ Acc sum_all_contiguous(const T* x, std::int64_t n) {
 //     loop the compiler vectorises), and lane j counts for column j mod K.
 // Either way the blocks depend on the shape alone.
 constexpr std::int64_t kWideColumns = 256;
-constexpr std::int64_t kColumnGroup = 16;
+constexpr std::int64_t kWideBlockRows = 256;
+constexpr std::int64_t kWideRunColumns = 65536;
 constexpr std::int64_t kColumnsInL1 = 2048;  // 16 KB of double sums
 
 // out[k] += the sum over `rows` rows (byte stride rs) of x[r, k], k < K < kWideColumns.
@@ -155,6 +156,25 @@ void add_four_rows(const char* x, std::int64_t rs, std::int64_t n, Acc* o) {
     o[c] = o[c] + static_cast<Acc>(p0[c]) + static_cast<Acc>(p1[c]) + static_cast<Acc>(p2[c]) + static_cast<Acc>(p3[c]);
 }
 
+// o[c] += the sum over `rows` rows (byte stride rs) of x[r, c], c < n, each column's additions in
+// row order. Sums that stay in L1 (n up to kColumnsInL1) take one row at a time, reading memory in
+// order; wider ones four rows a sweep (add_four_rows: the same additions, with a quarter of the
+// loads and stores of the sums, which no longer stay in L1). On AMD Zen 4 (a C++ loop over 16M
+// float32): (4096, 4096) one row at a time 6.1 ms, four rows 3.2; 64 slabs of (1024, 256) one
+// row at a time 2.6 ms, four rows 6.5 (four short streams at once, which the prefetchers follow
+// worse).
+template <typename Acc, typename T>
+void add_rows(const char* x, std::int64_t rows, std::int64_t rs, std::int64_t n, Acc* o) {
+  std::int64_t r = 0;
+  if (n > kColumnsInL1)
+    for (; r + 4 <= rows; r += 4) add_four_rows<Acc, T>(x + r * rs, rs, n, o);
+  for (; r < rows; ++r) {
+    const T* __restrict p = reinterpret_cast<const T*>(x + r * rs);
+    Acc* __restrict q = o;
+    for (std::int64_t c = 0; c < n; ++c) q[c] += static_cast<Acc>(p[c]);
+  }
+}
+
 // Note [Column sums]: takes the geometry when it is a column sum (and returns true).
 template <typename Acc, typename T>
 bool sum_columns(const LoopGeometry<2>& g) {
@@ -169,32 +189,29 @@ bool sum_columns(const LoopGeometry<2>& g) {
   char* const out = g.data[0];
   const char* const x = g.data[1];
   if (K >= kWideColumns) {
-    // groups of kColumnGroup columns; a chunk of the pool takes a run of them, one sweep down
-    // the rows for each slab (with one thread: whole rows, in memory order)
-    const std::int64_t groups = (K + kColumnGroup - 1) / kColumnGroup;
-    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / (R * kColumnGroup));
-    parallel_for(0, B * groups, grain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t b = begin / groups; b * groups < end; ++b) {
-        const std::int64_t c0 = std::max(begin - b * groups, std::int64_t{0}) * kColumnGroup;
-        const std::int64_t c1 = std::min({(end - b * groups) * kColumnGroup, K});
-        Acc* __restrict o = reinterpret_cast<Acc*>(out + b * slab_out) + c0;
-        const char* xb = x + b * slab_x + c0 * static_cast<std::int64_t>(sizeof(T));
-        // A run of whole rows whose sums stay in L1 (up to kColumnsInL1) goes one row at a time,
-        // reading memory in order. Others go four rows a sweep: each column's additions in row
-        // order, as one row at a time makes them, with a quarter of the loads and stores of the
-        // sums, which no longer stay in L1 (or, for part of a row, would be read and written
-        // once per piece). On AMD Zen 4 (tools/bench/reductions.py): 64 slabs of (1024, 256)
-        // one row at a time 2.6 ms, four rows 6.5 (four short streams at once, which the
-        // prefetchers follow worse); (4096, 4096) one row at a time 6.1 ms, four rows 3.2.
-        std::int64_t r = 0;
-        if (c1 - c0 < K || K > kColumnsInL1)
-          for (; r + 4 <= R; r += 4) add_four_rows<Acc, T>(xb + r * rs, rs, c1 - c0, o);
-        for (; r < R; ++r) {
-          const T* __restrict p = reinterpret_cast<const T*>(xb + r * rs);
-          for (std::int64_t c = 0; c < c1 - c0; ++c) o[c] += static_cast<Acc>(p[c]);
-        }
+    // tasks of up to kWideBlockRows rows by kWideRunColumns columns of one slab; a slab of more
+    // rows than one block gives each block its own partial sums, added in block order after
+    const std::int64_t nblocks = (R + kWideBlockRows - 1) / kWideBlockRows;
+    const std::int64_t nruns = (K + kWideRunColumns - 1) / kWideRunColumns;
+    std::vector<Acc> partial(nblocks > 1 ? static_cast<std::size_t>(B * nblocks * K) : 0, Acc(0));
+    const std::int64_t grain =
+        std::max<std::int64_t>(1, kParallelGrain / (std::min(R, kWideBlockRows) * std::min(K, kWideRunColumns)));
+    parallel_for(0, B * nblocks * nruns, grain, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) {
+        const std::int64_t run = t % nruns, blk = (t / nruns) % nblocks, b = t / (nruns * nblocks);
+        const std::int64_t c0 = run * kWideRunColumns, r0 = blk * kWideBlockRows;
+        Acc* o = nblocks > 1 ? partial.data() + (b * nblocks + blk) * K : reinterpret_cast<Acc*>(out + b * slab_out);
+        add_rows<Acc, T>(x + b * slab_x + r0 * rs + c0 * static_cast<std::int64_t>(sizeof(T)),
+                         std::min(kWideBlockRows, R - r0), rs, std::min(kWideRunColumns, K - c0), o + c0);
       }
     });
+    for (std::int64_t b = 0; b < B && nblocks > 1; ++b) {
+      Acc* o = reinterpret_cast<Acc*>(out + b * slab_out);
+      for (std::int64_t blk = 0; blk < nblocks; ++blk) {
+        const Acc* p = partial.data() + (b * nblocks + blk) * K;
+        for (std::int64_t k = 0; k < K; ++k) o[k] += p[k];
+      }
+    }
     return true;
   }
   const std::int64_t block_rows = std::max<std::int64_t>(1, kSumBlock / K);
