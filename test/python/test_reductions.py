@@ -270,3 +270,41 @@ def test_column_sums_same_bits_across_threads(rows, cols):
 
 def to_torch_exact(k):
     return torch.from_numpy(k.numpy().copy())
+
+
+# Short rows (kael/native/cpu/reduce.cpp): x.sum(1) of (R, K) with K < 16 adds each row in order
+# in tasks of whole rows; from 16 the loop engine's inner loop (lane sums) takes them.
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int8", "bool"])
+@pytest.mark.parametrize("cols", [1, 2, 3, 7, 15, 16, 17], ids=str)
+def test_short_row_sums(dtype, cols):
+    rows = 40000
+    if dtype == "bool":
+        t = torch.rand(rows, cols) < 0.5
+    elif dtype.startswith("int"):
+        info = torch.iinfo(getattr(torch, dtype))
+        t = torch.randint(info.min, info.max, (rows, cols), dtype=getattr(torch, dtype))
+    else:
+        t = (torch.randn(rows, cols) * 3).to(getattr(torch, dtype))
+    k = to_kael(t)
+    check(k.sum(1), _oracle_sum(t, 1))
+    check(k.sum(-1, keepdim=True), _oracle_sum(t, -1, keepdim=True))
+    if t.dtype.is_floating_point:
+        check(k.mean(1), _oracle_sum(t, 1, mean=True))
+        # each row's sum is the bits of that row summed on its own
+        picked = range(0, rows, 997)
+        alone = torch.stack([to_torch_exact(k[i].sum()) for i in picked])
+        assert torch.equal(to_torch_exact(k.sum(1))[list(picked)], alone)
+
+
+@pytest.mark.parametrize("layout", ["column_slice", "row_step", "transposed_out"])
+def test_short_row_sums_of_views(layout):
+    base = torch.randn(30003, 9, dtype=torch.float64)
+    k_base = to_kael(base)
+    if layout == "column_slice":
+        t, k = base[:, 2:5], k_base[:, 2:5]
+    elif layout == "row_step":
+        t, k = base[::2, :3], k_base[::2, :3]
+    else:  # (3, R, 3) reduced over the last dim: the outputs of one slab R apart
+        t, k = (x[:, :3].reshape(3, 10001, 3).transpose(0, 1) for x in (base, k_base))
+    check(k.sum(-1), t.sum(-1))
+    check(k.mean(-1), t.mean(-1))

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -103,51 +102,13 @@ struct Region {
   }
 };
 
-// Note [Spinning before sleeping]
-// A worker that finishes a chunk, and the region's thread that waits for its workers, poll for
-// up to kSpin before they block on their condition variable. Waking a blocked thread costs a
-// system call and, in a virtual machine whose idle CPU has halted, tens of microseconds more
-// before the thread runs: on the 2-core KVM machine of docs/performance.md, x.sum(1) of a
-// (512, 512) float32 matrix took 77 us on 2 threads against 24 on 1. A training step issues its
-// operators back to back, so a worker that polls finds the next region within microseconds.
-// The cost is a core kept busy for at most kSpin after each region (OpenMP's workers, which
-// PyTorch uses, poll far longer by default); the thread polls with the CPU's pause hint.
-constexpr std::chrono::microseconds kSpin{100};
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#else
-  std::this_thread::yield();
-#endif
-}
-
-// Polls ready() for up to kSpin; whether it became true.
-template <typename F>
-bool spin_until(const F& ready) {
-  if (ready()) return true;
-  const auto until = std::chrono::steady_clock::now() + kSpin;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      cpu_relax();
-      if (ready()) return true;
-    }
-    if (std::chrono::steady_clock::now() >= until) return ready();
-  }
-}
-
 // One worker thread; its slot is handed one chunk of one region at a time.
 struct Worker {
   std::mutex mutex;
   std::condition_variable wake;
-  // Written under mutex; `pending` is also read without it while the worker polls.
   Region* region = nullptr;  // the region whose chunk `chunk` to run next
   std::int64_t chunk = 0;
-  std::atomic<bool> pending{false};  // region and chunk are set and not taken yet
-  std::atomic<bool> stop{false};
-  bool sleeping = false;  // blocked on `wake` (under mutex): the hand-off notifies it
+  bool stop = false;
   std::thread thread;
 };
 
@@ -160,24 +121,22 @@ class Pool {
   // Runs r's `chunks` chunks: 0 here, the others on the first chunks - 1 workers (resize() has
   // made them live). region_mutex is held.
   void run(Region& r, std::int64_t chunks) {
-    remaining_.store(chunks - 1, std::memory_order_relaxed);  // published by the hand-offs' locks
+    {
+      std::lock_guard<std::mutex> lock(done_mutex_);
+      remaining_ = chunks - 1;
+    }
     for (std::int64_t c = 1; c < chunks; ++c) {
       Worker& w = *workers_[static_cast<std::size_t>(c - 1)];
-      bool sleeping;
       {
         std::lock_guard<std::mutex> lock(w.mutex);
         w.region = &r;
         w.chunk = c;
-        w.pending.store(true, std::memory_order_release);
-        sleeping = w.sleeping;
       }
-      if (sleeping) w.wake.notify_one();
+      w.wake.notify_one();
     }
     r.run_chunk(0);
-    const auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
-    if (spin_until(done)) return;
     std::unique_lock<std::mutex> lock(done_mutex_);
-    done_.wait(lock, done);
+    done_.wait(lock, [&] { return remaining_ == 0; });
   }
 
   // Makes `wanted` workers live (starting or stopping threads); returns how many are live, fewer
@@ -188,7 +147,7 @@ class Pool {
       workers_.pop_back();
       {
         std::lock_guard<std::mutex> lock(w->mutex);
-        w->stop.store(true, std::memory_order_relaxed);
+        w->stop = true;
       }
       w->wake.notify_one();
       w->thread.join();
@@ -212,31 +171,21 @@ class Pool {
  private:
   void work(Worker* w) {
     tls_in_region = true;  // nested parallel_for calls run inline on a worker
+    std::unique_lock<std::mutex> lock(w->mutex);
     for (;;) {
-      // Note [Spinning before sleeping]: poll, then block until a hand-off or a stop
-      spin_until([&] { return w->pending.load(std::memory_order_acquire) || w->stop.load(std::memory_order_relaxed); });
-      std::unique_lock<std::mutex> lock(w->mutex);
-      if (!w->pending.load(std::memory_order_relaxed) && !w->stop.load(std::memory_order_relaxed)) {
-        w->sleeping = true;
-        w->wake.wait(lock, [&] {
-          return w->pending.load(std::memory_order_relaxed) || w->stop.load(std::memory_order_relaxed);
-        });
-        w->sleeping = false;
-      }
-      if (!w->pending.load(std::memory_order_relaxed)) return;  // stopped
+      w->wake.wait(lock, [&] { return w->region != nullptr || w->stop; });
+      if (w->region == nullptr) return;  // stopped
       Region* r = w->region;
       const std::int64_t chunk = w->chunk;
       w->region = nullptr;
-      w->pending.store(false, std::memory_order_relaxed);
       lock.unlock();
       r->run_chunk(chunk);
-      // The last touch of r: the region's thread may return as soon as remaining_ is 0. The
-      // notify is under done_mutex_, so a region thread that has checked remaining_ and not yet
-      // blocked cannot miss it.
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      {
+        // The last touch of r: the region's thread may return as soon as remaining_ is 0.
         std::lock_guard<std::mutex> done_lock(done_mutex_);
-        done_.notify_one();
+        if (--remaining_ == 0) done_.notify_one();
       }
+      lock.lock();
     }
   }
 
@@ -244,7 +193,7 @@ class Pool {
   std::atomic<int> live_{0};
   std::mutex done_mutex_;
   std::condition_variable done_;
-  std::atomic<std::int64_t> remaining_{0};  // chunks handed to workers and not finished yet
+  std::int64_t remaining_ = 0;  // chunks handed to workers and not finished yet
 };
 
 // The pool. Never destroyed: workers may outlive static destruction (they wait for work, and the

@@ -239,6 +239,31 @@ bool sum_columns(const LoopGeometry<2>& g) {
   return true;
 }
 
+// Short rows: the innermost dim reduced and contiguous, of fewer than kShortRow elements, the
+// next dim kept (x.sum(1) of an (n, 2) matrix). The loop engine would call its inner loop once per
+// row; here a task adds whole rows, each in order, as sum_contiguous adds a row that short (its
+// lanes take 16 elements at a time), so the bits are the loop engine's.
+constexpr std::int64_t kShortRow = 16;
+
+template <typename Acc, typename T>
+bool sum_short_rows(const LoopGeometry<2>& g) {
+  if (g.ndim() != 2 || g.strides[0][0] != 0 || g.strides[1][0] != static_cast<std::int64_t>(sizeof(T)) ||
+      g.strides[0][1] == 0 || g.shape[0] >= kShortRow)
+    return false;
+  const std::int64_t K = g.shape[0], R = g.shape[1], rs = g.strides[1][1], os = g.strides[0][1];
+  char* const out = g.data[0];
+  const char* const x = g.data[1];
+  parallel_for(0, R, std::max<std::int64_t>(1, kParallelGrain / K), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const T* p = reinterpret_cast<const T*>(x + r * rs);
+      Acc s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += static_cast<Acc>(p[k]);
+      *reinterpret_cast<Acc*>(out + r * os) += s;
+    }
+  });
+  return true;
+}
+
 // acc[out] += x over the reduction; acc is contiguous with kept_shape's non-reduced dims.
 template <typename Acc, typename T>
 void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
@@ -253,7 +278,7 @@ void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
   OperandView out{reinterpret_cast<char*>(acc), self.sizes(), out_strides, sizeof(Acc)};
   // The broadcast rule of make_geometry would treat size-1 dims as stride 0 anyway.
   const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {out, view_of(self)});
-  if (sum_columns<Acc, T>(g)) return;
+  if (sum_columns<Acc, T>(g) || sum_short_rows<Acc, T>(g)) return;
   // Rows may go to different threads only if no two rows write the same output: every outer
   // dim moves the output, and a single row is not split while it reduces into one element.
   bool parallel = g.ndim() > 1 || g.strides[0][0] != 0;
