@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kael/core/allocator.h"
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
@@ -310,6 +311,27 @@ void sum_into(const Tensor& self, const ReduceDims& r, Acc* acc) {
       parallel);
 }
 
+// The sums of a reduction, zeroed, in a block of the caching allocator (Note [Caching CPU
+// allocator]): a reduction with many outputs (x.sum(1) of an (n, 2) matrix: 8M doubles) would
+// otherwise map fresh pages and fault each one in on every call.
+template <typename Acc>
+class SumBuffer {
+ public:
+  explicit SumBuffer(std::int64_t n)
+      : bytes_(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(Acc)),
+        data_(static_cast<Acc*>(cpu_allocator::allocate(bytes_))) {
+    std::fill(data_, data_ + n, Acc(0));
+  }
+  ~SumBuffer() { cpu_allocator::deallocate(data_, bytes_); }
+  SumBuffer(const SumBuffer&) = delete;
+  SumBuffer& operator=(const SumBuffer&) = delete;
+  Acc* data() const { return data_; }
+
+ private:
+  std::size_t bytes_;
+  Acc* data_;
+};
+
 // Sums the set-up's input over its dims into its output (dividing by the count for mean).
 void reduce_sum(const SumSetup& setup, bool mean) {
   const Tensor& self = setup.input;
@@ -337,16 +359,16 @@ void reduce_sum(const SumSetup& setup, bool mean) {
     using T = typename decltype(tag)::type;
     if constexpr (is_reduced_floating_v<T>) {
       // float16/bfloat16 accumulate in float32 and round once into the output.
-      std::vector<float> acc(out_numel, 0.0f);
+      const SumBuffer<float> acc(out_numel);
       sum_into<float, T>(self, r, acc.data());
       finish(acc.data());
     } else if (floating) {
-      std::vector<double> acc(out_numel, 0.0);
+      const SumBuffer<double> acc(out_numel);
       sum_into<double, T>(self, r, acc.data());
       finish(acc.data());
     } else {
       // integers wrap around on overflow, as in PyTorch (unsigned arithmetic: never undefined)
-      std::vector<std::uint64_t> acc(out_numel, 0);
+      const SumBuffer<std::uint64_t> acc(out_numel);
       sum_into<std::uint64_t, T>(self, r, acc.data());
       finish(acc.data());
     }
