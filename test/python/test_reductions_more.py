@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kael
-from helpers import (DTYPE_NAMES, FLOAT_NAMES, LAYOUTS, check, make_pair, rand_torch, to_kael)
+from helpers import (DTYPE_NAMES, FLOAT_NAMES, LAYOUTS, check, make_pair, rand_torch, to_kael, to_torch)
 
 INF = math.inf
 
@@ -627,3 +627,51 @@ def test_same_bits_with_one_and_two_threads(name):
     finally:
         kael.set_num_threads(before)
     assert results[0] == results[1]
+
+
+# Note [Extremes down columns] (cpu/reduce_ops.cpp): amax/amin over one outer dim with contiguous
+# outputs walk the input rows in blocks of 256, one running extreme per column.
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("rows,cols", [(2, 5), (255, 3), (256, 16), (257, 1), (1000, 100), (3000, 2)], ids=str)
+def test_extremes_down_columns(name, dtype, rows, cols):
+    t = rand_torch((rows, cols), dtype)
+    k = to_kael(t)
+    check(getattr(kael, name)(k, 0), getattr(torch, name)(t, 0))
+    check(getattr(kael, name)(k, -2, keepdim=True), getattr(torch, name)(t, -2, keepdim=True))
+    slabs = rand_torch((3, rows, cols), dtype)
+    check(getattr(kael, name)(to_kael(slabs), 1), getattr(torch, name)(slabs, 1))
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+def test_extremes_down_columns_of_views(name):
+    base = torch.randn(700, 50)
+    k = to_kael(base)
+    for view in (lambda x: x[:, 3:40], lambda x: x[::3, :7], lambda x: x[:600].unflatten(0, (3, 200))[:, 1:, 5:30],
+                 lambda x: x[:1].expand(500, 50)):
+        check(getattr(kael, name)(view(k), -2), getattr(torch, name)(view(base), -2))
+
+
+def float_bits(x):
+    return to_torch(x).view(torch.int32)
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+def test_extremes_down_columns_keep_the_first_nan(name):
+    """A column's first NaN in row order, as the row of a contiguous input gives it (its bits:
+    NaNs of two signs), in the first block of 256 rows or a later one; +-0 as torch orders them."""
+    t = torch.randn(1000, 40)
+    t[5, 1], t[700, 1] = float("nan"), -float("nan")  # first block, then a later one
+    t[300, 2], t[900, 2] = -float("nan"), float("nan")  # two later blocks
+    t[999, 3] = float("nan")
+    t[:, 4] = 0.0
+    t[::2, 4] = -0.0
+    t[:, 5] = -0.0
+    t[500:, 5] = 0.0
+    k = to_kael(t)
+    down = getattr(kael, name)(k, 0)
+    check(down, getattr(torch, name)(t, 0))
+    along = getattr(kael, name)(k.t().contiguous(), 1)
+    assert torch.equal(float_bits(down), float_bits(along))
+    threads = on_one_and_two_threads(lambda: float_bits(getattr(kael, name)(k, 0)))
+    assert torch.equal(threads[0], threads[1])

@@ -154,6 +154,58 @@ struct ExtremeOp {
   void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
 };
 
+// Note [Extremes down columns]
+// amax/amin over one reduced dim that lies outside the innermost kept dim, whose outputs are
+// contiguous (x.amax(0) of a matrix, x.amax(1) of (B, T, C)): the rows of the outputs lie side
+// by side in memory, so rather than copy tiles of them (Note [Reduction tiles]) each task walks
+// kExtremeBlockRows input rows in order, keeping one running extreme per output column. A slab
+// of more rows than a block gives each block its own extremes, merged in block order after. The
+// result is the one the rows give in any order (max and min are exact), NaN included: a column's
+// first NaN in row order is kept (as extreme_vector returns a row's first NaN).
+constexpr std::int64_t kExtremeBlockRows = 256;
+
+// acc[c] = the extreme of acc[c] and x[c] (a NaN in acc stays: the first NaN in row order),
+// c < n: a select the compiler vectorises.
+template <bool Max, typename C, typename T>
+void extreme_into(C* __restrict acc, const T* __restrict x, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) {
+    const C a = acc[c], v = static_cast<C>(x[c]);
+    acc[c] = (!is_nan(a) & replaces<Max>(v, a)) ? v : a;
+  }
+}
+
+// Whether the plan is a column case for extreme_columns.
+inline bool extreme_columns_apply(const RowPlan& p) {
+  return !p.contiguous && p.red_sizes.size() == 1 && !p.kept_sizes.empty() && p.kept_strides.back() == 1 &&
+         p.red_strides[0] != 0 && p.length > 1;
+}
+
+template <typename T, bool Max>
+void extreme_columns(const T* base, const RowPlan& p, T* out) {
+  using C = opmath_t<T>;
+  const std::int64_t R = p.length, rs = p.red_strides[0], run = p.kept_sizes.back();
+  const std::int64_t slabs = p.outputs / run;
+  const std::int64_t nblocks = (R + kExtremeBlockRows - 1) / kExtremeBlockRows;
+  // the extremes of each (slab, block), or, with one block, of each slab (then written out)
+  const std::unique_ptr<C[]> part = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(p.outputs * nblocks));
+  parallel_tasks(slabs * nblocks, std::min(R, kExtremeBlockRows) * run, [&](std::int64_t t) {
+    const std::int64_t slab = t / nblocks, blk = t % nblocks;
+    StridedWalk kept(p.kept_sizes, p.kept_strides);
+    kept.seek(slab * run);
+    const std::int64_t r0 = blk * kExtremeBlockRows, r1 = std::min(R, r0 + kExtremeBlockRows);
+    C* __restrict acc = part.get() + t * run;
+    const T* first = base + kept.offset + r0 * rs;
+    for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(first[c]);
+    for (std::int64_t r = r0 + 1; r < r1; ++r) extreme_into<Max>(acc, base + kept.offset + r * rs, run);
+  });
+  parallel_tasks(slabs, nblocks * run, [&](std::int64_t slab) {
+    const C* blocks = part.get() + slab * nblocks * run;
+    C* first = part.get() + slab * nblocks * run;  // block 0's extremes, then all blocks'
+    for (std::int64_t b = 1; b < nblocks; ++b) extreme_into<Max>(first, blocks + b * run, run);
+    for (std::int64_t c = 0; c < run; ++c) out[slab * run + c] = convert<T>(first[c]);
+  });
+}
+
 // ---------------------------------------------------------------------------------- all, any
 
 template <typename T>
@@ -796,7 +848,13 @@ Tensor extreme(const char* op, const Tensor& self, ReduceDims dims, bool dim_giv
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (max) {
+      if (extreme_columns_apply(p)) {  // Note [Extremes down columns]
+        if (max) {
+          extreme_columns<T, true>(x.data<T>(), p, s.out.data<T>());
+        } else {
+          extreme_columns<T, false>(x.data<T>(), p, s.out.data<T>());
+        }
+      } else if (max) {
         reduce_rows<T>(x, p, ExtremeOp<T, true>{s.out.data<T>()});
       } else {
         reduce_rows<T>(x, p, ExtremeOp<T, false>{s.out.data<T>()});
