@@ -675,3 +675,26 @@ def test_extremes_down_columns_keep_the_first_nan(name):
     assert torch.equal(float_bits(down), float_bits(along))
     threads = on_one_and_two_threads(lambda: float_bits(getattr(kael, name)(k, 0)))
     assert torch.equal(threads[0], threads[1])
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("rows,cols", [(50000, 3), (40000, 2), (3000, 63), (100, 5)], ids=str)
+def test_extremes_of_narrow_rows_keep_the_first_nan(name, rows, cols):
+    """Narrow rows side by side go in lanes (extreme_run_into): a column's first NaN in row order
+    wins over NaNs of other lanes and later blocks, whatever lane holds it."""
+    t = torch.randn(rows, cols)
+    g = torch.Generator().manual_seed(rows + cols)
+    for c in range(cols):
+        picks = torch.randperm(rows, generator=g)[:3].tolist()
+        for i, r in enumerate(sorted(picks, reverse=True)):  # the first in row order gets -NaN
+            t[r, c] = -float("nan") if i == 2 else float("nan")
+    t[:, 0] = torch.where(torch.arange(rows) % 7 == 3, float("nan"), t[:, 0])
+    t[rows // 2 + 1, 0] = -float("nan")
+    k = to_kael(t)
+    down = getattr(kael, name)(k, 0)
+    check(down, getattr(torch, name)(t, 0))
+    assert torch.equal(float_bits(down), float_bits(getattr(kael, name)(k.t().contiguous(), 1)))
+    threads = on_one_and_two_threads(lambda: float_bits(getattr(kael, name)(k, 0)))
+    assert torch.equal(threads[0], threads[1])
+    clean = torch.randn(rows, cols)
+    check(getattr(kael, name)(to_kael(clean), 0), getattr(torch, name)(clean, 0))

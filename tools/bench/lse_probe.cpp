@@ -3,6 +3,13 @@
 // float32 from memory and over 4096 float32 in L1, with the terms as
 //   - "subtract": exp(x - m) (the loop before the terms took a reference),
 //   - "reference": exp(x - M L) as reduce_ops.cpp computes them now (LseRef),
+// three forms without the block max, which a kernel would instead bound by the block's sum (a
+// term, and so the block's max, is at most the sum):
+//   - "clamp, no block max": the terms of now;
+//   - "no clamp, no block max": also without the clamp to M L - 87 (wrong for such elements: the
+//     floor of what dropping both operations is worth);
+//   - "running min only": a running min in place of the clamp, which a kernel would test
+//     against M L - 87 after the block, taking a careful pass when it fails (rows with -inf);
 // and, in L1 only, two forms with one FMA fewer (a degree-2 polynomial) that reduce_ops.cpp does
 // not take:
 //   - "32-entry table, degree 2": steps of ln2 / 32, so |r| <= ln2 / 64, the table's 32 entries
@@ -151,6 +158,42 @@ template <bool kReference>
   return max_and_sum(x, n, [&](__m512 v) { return term(kReference ? v : _mm512_sub_ps(v, mv), lo, c, table); });
 }
 
+// term() without the clamp of v to M L - 87.
+inline __m512 term_noclamp(__m512 v, __m512 c, __m512i table) {
+  const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(0x1.715476p+0f), c);
+  const __m512 k16 = _mm512_sub_ps(t, c);
+  const __m512 r = _mm512_fmadd_ps(k16, _mm512_set1_ps(-kLn2), v);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555556p-3f), r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ti = _mm512_castps_si512(t);
+  using I = std::int32_t __attribute__((vector_size(64)));
+  const __m512i scale = _mm512_add_epi32(_mm512_permutexvar_epi32(ti, table), reinterpret_cast<__m512i>(reinterpret_cast<I>(ti) << 19));
+  return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
+}
+// The loop without the block max (kMode 0: terms with the clamp; 1: without it, which is only
+// right where no element lies 87 below M L; 2: without it, with a running min of the block in
+// its place, which a kernel would test against M L - 87 to take a careful pass instead).
+template <int kMode>
+[[gnu::noinline]] float variant(const float* x, std::int64_t n, float m) {
+  const __m512i table = _mm512_load_si512(kTable.data());
+  const double M = std::nearbyint(m * std::log2(std::exp(1.0)) * 16.0) / 16.0;
+  const __m512 lo = _mm512_set1_ps(static_cast<float>(M * kLn2 - 87.0));
+  const __m512 c = _mm512_set1_ps(static_cast<float>(kShift - M));
+  __m512 mn[4], acc[4];
+  for (int j = 0; j < 4; ++j) mn[j] = _mm512_set1_ps(INFINITY), acc[j] = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i + 64 <= n; i += 64) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
+      if (kMode == 2) mn[j] = _mm512_mask_min_ps(mn[j], static_cast<__mmask16>(0xffff), mn[j], v);
+      acc[j] = _mm512_add_ps(acc[j], kMode == 0 ? term(v, lo, c, table) : term_noclamp(v, c, table));
+    }
+  }
+  const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+  return lanes_sum(s) + (kMode == 2 ? 1e-30f * lanes_max(mn[0]) : 0.0f);
+}
+
 [[gnu::noinline]] float sum(const float* x, std::int64_t n) {
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   for (std::int64_t i = 0; i + 64 <= n; i += 64)
@@ -194,6 +237,9 @@ int main() {
       {"sum", [&](std::int64_t n) { return sum(x, n); }, 4, false},
       {"one pass, subtract", [&](std::int64_t n) { return one_pass<false>(x, n, m); }, 4, true},
       {"one pass, reference", [&](std::int64_t n) { return one_pass<true>(x, n, m); }, 4, true},
+      {"clamp, no block max", [&](std::int64_t n) { return variant<0>(x, n, m); }, 4, true},
+      {"no clamp, no block max", [&](std::int64_t n) { return variant<1>(x, n, m); }, 4, true},
+      {"running min only", [&](std::int64_t n) { return variant<2>(x, n, m); }, 4, true},
       {"32-entry table, degree 2", [&](std::int64_t n) { return one_pass_degree2<32>(x, n); }, 4, true, false},
       {"16-entry table, degree 2", [&](std::int64_t n) { return one_pass_degree2<16>(x, n); }, 4, true, false},
   };

@@ -47,6 +47,7 @@ CASES = {
     "sum_tall16": (lambda lib, x: lib.sum(x, 0), (N // 16, 16)),
     "mean_mid": (lambda lib, x: lib.mean(x, 1), (64, N // 64 // 256, 256)),
     "sum_short": (lambda lib, x: lib.sum(x, 1), (N // 2, 2)),
+    "amax_tall": (lambda lib, x: lib.amax(x, 0), (N // 2, 2)),
     "cumsum": (lambda lib, x: lib.cumsum(x, 1), (N // 1024, 1024)),
     "argsort_rows": (lambda lib, x: lib.argsort(x, 1), (N // 1024 // 4, 1024)),
 }

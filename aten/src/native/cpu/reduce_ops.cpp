@@ -145,12 +145,13 @@ struct ExtremeOp {
       C r = static_cast<C>(x[0]);
       for (std::int64_t i = 1; i < n; ++i) {
         const C v = static_cast<C>(x[i]);
-        r = replaces<Max>(v, r) ? v : r;
+        r = (!is_nan(r) & replaces<Max>(v, r)) ? v : r;  // the first NaN stays
       }
       return r;
     }
   }
-  void merge(C& a, const C& b) const { a = replaces<Max>(b, a) ? b : a; }
+  // b's elements follow a's: a NaN in a (the row's first) stays
+  void merge(C& a, const C& b) const { a = (!is_nan(a) & replaces<Max>(b, a)) ? b : a; }
   void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
 };
 
@@ -158,11 +159,20 @@ struct ExtremeOp {
 // amax/amin over one reduced dim that lies outside the innermost kept dim, whose outputs are
 // contiguous (x.amax(0) of a matrix, x.amax(1) of (B, T, C)): the rows of the outputs lie side
 // by side in memory, so rather than copy tiles of them (Note [Reduction tiles]) each task walks
-// kExtremeBlockRows input rows in order, keeping one running extreme per output column. A slab
-// of more rows than a block gives each block its own extremes, merged in block order after. The
-// result is the one the rows give in any order (max and min are exact), NaN included: a column's
-// first NaN in row order is kept (as extreme_vector returns a row's first NaN).
+// a block of input rows in order (kExtremeBlockRows, or about kParallelGrain elements of narrow
+// rows), keeping one running extreme per output column; narrow rows that lie side by side are
+// one run of elements, taken in lanes (extreme_run_into). A slab of more rows than a block gives
+// each block its own extremes, merged in block order after. The result is the one the rows give
+// in any order (max and min are exact), NaN included: a column's first NaN in row order is kept
+// (as extreme_vector returns a row's first NaN). Which of +0 and -0 a tie keeps is not fixed
+// (neither is it in a contiguous row's lanes).
 constexpr std::int64_t kExtremeBlockRows = 256;
+
+// The extreme of a and v, v after a (a NaN in a stays).
+template <bool Max, typename C>
+C extreme_step(C a, C v) {
+  return (!is_nan(a) & replaces<Max>(v, a)) ? v : a;
+}
 
 // acc[c] = the extreme of acc[c] and x[c] (a NaN in acc stays: the first NaN in row order),
 // c < n: a select the compiler vectorises.
@@ -171,6 +181,36 @@ void extreme_into(C* __restrict acc, const T* __restrict x, std::int64_t n) {
   for (std::int64_t c = 0; c < n; ++c) {
     const C a = acc[c], v = static_cast<C>(x[c]);
     acc[c] = (!is_nan(a) & replaces<Max>(v, a)) ? v : a;
+  }
+}
+
+// The extremes of the columns of `rows` rows of `run` < kExtremeLanes elements that lie side by
+// side from x (one run of rows * run elements) into acc: element i goes into lane i mod P, P =
+// run ceil(kExtremeLanes / run), a loop the compiler vectorises, and lane j counts for column
+// j mod run. A column whose extreme is NaN then takes its first NaN in row order.
+constexpr std::int64_t kExtremeLanes = 64;
+
+template <bool Max, typename C, typename T>
+void extreme_run_into(const T* x, std::int64_t rows, std::int64_t run, C* acc) {
+  const std::int64_t n = rows * run, P = run * ((kExtremeLanes + run - 1) / run);
+  for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(x[c]);
+  std::int64_t i = run;
+  if (n >= 2 * P) {
+    C lanes[2 * kExtremeLanes];
+    for (std::int64_t j = 0; j < P; ++j) lanes[j] = static_cast<C>(x[j]);
+    for (i = P; i + P <= n; i += P) extreme_into<Max>(lanes, x + i, P);
+    for (std::int64_t j = run; j < P; ++j) acc[j % run] = extreme_step<Max>(acc[j % run], lanes[j]);
+    for (std::int64_t c = 0; c < run; ++c) acc[c] = extreme_step<Max>(lanes[c], acc[c]);
+  }
+  for (; i < n; i += run) extreme_into<Max>(acc, x + i, run);
+  for (std::int64_t c = 0; c < run; ++c) {
+    if (!is_nan(acc[c])) continue;
+    for (std::int64_t k = c; k < n; k += run) {
+      if (is_nan(static_cast<C>(x[k]))) {
+        acc[c] = static_cast<C>(x[k]);
+        break;
+      }
+    }
   }
 }
 
@@ -185,16 +225,22 @@ void extreme_columns(const T* base, const RowPlan& p, T* out) {
   using C = opmath_t<T>;
   const std::int64_t R = p.length, rs = p.red_strides[0], run = p.kept_sizes.back();
   const std::int64_t slabs = p.outputs / run;
-  const std::int64_t nblocks = (R + kExtremeBlockRows - 1) / kExtremeBlockRows;
+  // blocks of kExtremeBlockRows rows, or of about kParallelGrain elements for narrow rows
+  const std::int64_t block_rows = std::max(kExtremeBlockRows, kParallelGrain / run);
+  const std::int64_t nblocks = (R + block_rows - 1) / block_rows;
   // the extremes of each (slab, block), or, with one block, of each slab (then written out)
   const std::unique_ptr<C[]> part = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(p.outputs * nblocks));
-  parallel_tasks(slabs * nblocks, std::min(R, kExtremeBlockRows) * run, [&](std::int64_t t) {
+  parallel_tasks(slabs * nblocks, std::min(R, block_rows) * run, [&](std::int64_t t) {
     const std::int64_t slab = t / nblocks, blk = t % nblocks;
     StridedWalk kept(p.kept_sizes, p.kept_strides);
     kept.seek(slab * run);
-    const std::int64_t r0 = blk * kExtremeBlockRows, r1 = std::min(R, r0 + kExtremeBlockRows);
+    const std::int64_t r0 = blk * block_rows, r1 = std::min(R, r0 + block_rows);
     C* __restrict acc = part.get() + t * run;
     const T* first = base + kept.offset + r0 * rs;
+    if (rs == run && run < kExtremeLanes) {
+      extreme_run_into<Max>(first, r1 - r0, run, acc);
+      return;
+    }
     for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(first[c]);
     for (std::int64_t r = r0 + 1; r < r1; ++r) extreme_into<Max>(acc, base + kept.offset + r * rs, run);
   });
