@@ -172,16 +172,8 @@ def test_full_sum_is_the_same_on_any_thread_count(dtype, n):
     scale = 10 if dtype in ("float32", "float64") else 0.1
     t = torch.randn(n, dtype=torch.float64).mul_(scale).to(getattr(torch, dtype))
     k = to_kael(t)
-    before = kael.get_num_threads()
-    try:
-        results = []
-        for threads in (1, 2, 3):
-            kael.set_num_threads(threads)
-            results.append(k.sum().item())
-            results.append(k.mean().item())
-    finally:
-        kael.set_num_threads(before)
-    assert results[0::2] == [results[0]] * 3 and results[1::2] == [results[1]] * 3, results
+    results = on_thread_counts(lambda: (k.sum().item(), k.mean().item()))
+    assert results == [results[0]] * 3, results
     check(k.sum(), t.double().sum().to(t.dtype))
 
 
@@ -256,20 +248,26 @@ def test_column_sums_of_views(layout, cols):
 def test_column_sums_same_bits_across_threads(rows, cols):
     t = torch.randn(rows, cols) * 100
     k = to_kael(t)
-    old = kael.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            kael.set_num_threads(n)
-            results.append(to_torch_exact(k.sum(0)))
-    finally:
-        kael.set_num_threads(old)
+    results = on_thread_counts(lambda: to_torch_exact(k.sum(0)))
     assert all(torch.equal(r, results[0]) for r in results), "column sums differ across thread counts"
     check(k.sum(0), _oracle_sum(t, 0))
 
 
 def to_torch_exact(k):
     return torch.from_numpy(k.numpy().copy())
+
+
+def on_thread_counts(fn, counts=(1, 2, 3)):
+    """[fn() on each thread count], the thread count restored after."""
+    old = kael.get_num_threads()
+    try:
+        results = []
+        for n in counts:
+            kael.set_num_threads(n)
+            results.append(fn())
+    finally:
+        kael.set_num_threads(old)
+    return results
 
 
 # Short rows (kael/native/cpu/reduce.cpp): x.sum(1) of (R, K) with K < 16 adds each row in order

@@ -85,12 +85,11 @@ float lanes_max(__m512 v) {
 }
 constexpr float kLn2 = 0x1.62e430p-1f;
 
-// exp(v - M L) with c = kShift - M and lo = M L - 87 (M = 0: exp(v)), as reduce_ops.cpp's lse_exp.
 // max(a, b) with the mask form (GCC 12's _mm512_max_ps warns); b when either is NaN.
 inline __m512 vmax(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, static_cast<__mmask16>(0xffff), a, b); }
 
-inline __m512 term(__m512 v, __m512 lo, __m512 c, __m512i table) {
-  v = _mm512_mask_max_ps(lo, static_cast<__mmask16>(0xffff), lo, v);
+// The term without the clamp of v to M L - 87 (right only where no element lies that far below).
+inline __m512 term_noclamp(__m512 v, __m512 c, __m512i table) {
   const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(0x1.715476p+0f), c);
   const __m512 k16 = _mm512_sub_ps(t, c);
   const __m512 r = _mm512_fmadd_ps(k16, _mm512_set1_ps(-kLn2), v);
@@ -101,6 +100,11 @@ inline __m512 term(__m512 v, __m512 lo, __m512 c, __m512i table) {
   using I = std::int32_t __attribute__((vector_size(64)));  // (GCC 12's _mm512_slli_epi32 warns)
   const __m512i scale = _mm512_add_epi32(_mm512_permutexvar_epi32(ti, table), reinterpret_cast<__m512i>(reinterpret_cast<I>(ti) << 19));
   return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
+}
+
+// exp(v - M L) with c = kShift - M and lo = M L - 87 (M = 0: exp(v)), as reduce_ops.cpp's lse_exp.
+inline __m512 term(__m512 v, __m512 lo, __m512 c, __m512i table) {
+  return term_noclamp(_mm512_mask_max_ps(lo, static_cast<__mmask16>(0xffff), lo, v), c, table);
 }
 
 // The forms with a degree-2 polynomial (M = 0): 32 entries (vpermt2d) or 16 (vpermd).
@@ -158,19 +162,6 @@ template <bool kReference>
   return max_and_sum(x, n, [&](__m512 v) { return term(kReference ? v : _mm512_sub_ps(v, mv), lo, c, table); });
 }
 
-// term() without the clamp of v to M L - 87.
-inline __m512 term_noclamp(__m512 v, __m512 c, __m512i table) {
-  const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(0x1.715476p+0f), c);
-  const __m512 k16 = _mm512_sub_ps(t, c);
-  const __m512 r = _mm512_fmadd_ps(k16, _mm512_set1_ps(-kLn2), v);
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555556p-3f), r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i ti = _mm512_castps_si512(t);
-  using I = std::int32_t __attribute__((vector_size(64)));
-  const __m512i scale = _mm512_add_epi32(_mm512_permutexvar_epi32(ti, table), reinterpret_cast<__m512i>(reinterpret_cast<I>(ti) << 19));
-  return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
-}
 // The loop without the block max (kMode 0: terms with the clamp; 1: without it, which is only
 // right where no element lies 87 below M L; 2: without it, with a running min of the block in
 // its place, which a kernel would test against M L - 87 to take a careful pass instead).
