@@ -245,9 +245,8 @@ void extreme_columns(const T* base, const RowPlan& p, T* out) {
     for (std::int64_t r = r0 + 1; r < r1; ++r) extreme_into<Max>(acc, base + kept.offset + r * rs, run);
   });
   parallel_tasks(slabs, nblocks * run, [&](std::int64_t slab) {
-    const C* blocks = part.get() + slab * nblocks * run;
     C* first = part.get() + slab * nblocks * run;  // block 0's extremes, then all blocks'
-    for (std::int64_t b = 1; b < nblocks; ++b) extreme_into<Max>(first, blocks + b * run, run);
+    for (std::int64_t b = 1; b < nblocks; ++b) extreme_into<Max>(first, first + b * run, run);
     for (std::int64_t c = 0; c < run; ++c) out[slab * run + c] = convert<T>(first[c]);
   });
 }
