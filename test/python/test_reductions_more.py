@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import kael
-from helpers import (DTYPE_NAMES, FLOAT_NAMES, LAYOUTS, check, make_pair, rand_torch, to_kael, to_torch)
+from helpers import (DTYPE_NAMES, FLOAT_NAMES, LAYOUTS, check, make_pair, rand_torch, tdtype, to_kael,
+                     to_torch)
 
 INF = math.inf
 
@@ -698,3 +699,104 @@ def test_extremes_of_narrow_rows_keep_the_first_nan(name, rows, cols):
     assert torch.equal(threads[0], threads[1])
     clean = torch.randn(rows, cols)
     check(getattr(kael, name)(to_kael(clean), 0), getattr(torch, name)(clean, 0))
+
+
+# ------------------------------------------------------------------------------------- first extreme in blocks
+# argmax/argmin and max/min along a dim over rows of 2 or more blocks of 4096 bytes (Note [First
+# extreme in blocks] in cpu/reduce_ops.cpp): each block's extreme in vectors, the first block
+# that beats the earlier ones searched again. Rows cross the blocks' and the chunks' (16384
+# elements, merged in order) edges; the values must be x at the index, bit for bit.
+
+def block_elems(dtype):
+    return 4096 // tdtype(dtype).itemsize
+
+
+def check_first_extreme(t, name, dim):
+    """kael's argmax/argmin (index) and max/min (values, indices) against torch, and each value
+    equal, bit for bit, to the input at its index."""
+    k = to_kael(t)
+    arg = "argmax" if name == "max" else "argmin"
+    check(getattr(kael, arg)(k, dim), getattr(torch, arg)(t, dim))
+    if dim is None:
+        return
+    values, indices = getattr(kael, name)(k, dim)
+    tvalues, tindices = getattr(torch, name)(t, dim)
+    check(indices, tindices)
+    check(values, tvalues)
+    at = t.gather(dim, to_torch(indices).unsqueeze(dim)).squeeze(dim)
+    got = to_torch(values)
+    if t.dtype.is_floating_point:
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.dtype.itemsize]
+        assert torch.equal(got.view(bits), at.view(bits))
+    else:
+        assert torch.equal(got, at)
+
+
+FIRST_DTYPES = ["float32", "float64", "int64", "int32", "int16", "int8", "uint8", "float16", "bfloat16"]
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", FIRST_DTYPES)
+@pytest.mark.parametrize("blocks", [2, 2.5, 5.25, 0])
+def test_first_extreme_of_long_rows(name, dtype, blocks):
+    """Many ties ("small" values) in rows of several blocks, a partial last block, and rows longer
+    than a chunk (blocks=0: 3 chunks and a bit), at dim=-1 and dim=None."""
+    B = block_elems(dtype)
+    n = 3 * 16384 + 5 if blocks == 0 else int(blocks * B) - (1 if blocks == 2 else 0)
+    t = rand_torch((3, n), dtype, domain="small")
+    check_first_extreme(t, name, -1)
+    check_first_extreme(t, name, None)
+    check_first_extreme(t[1], name, 0)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int8", "uint8", "int16"])
+def test_first_extreme_planted_in_later_blocks(name, dtype):
+    """The extreme planted in a later block, then again in a block after it, in the last (partial)
+    block, or in the first element only; the rest of the row below (above) it."""
+    B = block_elems(dtype)
+    n = 4 * B + 100
+    td = tdtype(dtype)
+    top = 100 if name == "max" else -100 if td.is_signed or td.is_floating_point else 0
+    fill = 3 if td.is_floating_point or td.is_signed or name == "max" else 50
+    for positions in ([2 * B + 17, 3 * B + 1], [4 * B + 99], [0], [B - 1, B], [3 * B, 4 * B + 5]):
+        t = torch.full((n,), fill, dtype=td)
+        if name == "max" and not td.is_floating_point:
+            t[::3] = 1
+        for p in positions:
+            t[p] = top
+        check_first_extreme(t.unsqueeze(0), name, -1)
+        check_first_extreme(t, name, None)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_first_extreme_nan_and_zeros(name, dtype):
+    """The first NaN wins over +-inf and later NaNs (of either sign), in whichever block it lies;
+    a row of zeros reports its first element, -0 or +0 as it is."""
+    td = tdtype(dtype)
+    B = block_elems(dtype)
+    n = 3 * 16384 + 7
+    for nans in ([5 * B + 3, 2 * B + 9], [16384 + 2, 40000], [n - 1], [0, 7 * B]):
+        t = torch.randn(n, dtype=torch.float64).to(td)
+        t[B + 5] = math.inf
+        t[B + 6] = -math.inf
+        for i, p in enumerate(sorted(nans)):
+            t[p] = -math.nan if i == 0 else math.nan
+        check_first_extreme(t.unsqueeze(0), name, -1)
+        check_first_extreme(t, name, None)
+    for first in (0.0, -0.0):
+        z = torch.zeros(3 * B + 1, dtype=td)
+        z[1::2] = -first
+        z[0] = first
+        check_first_extreme(z.unsqueeze(0), name, -1)
+        check_first_extreme(z, name, None)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_first_extreme_same_on_thread_counts(name):
+    t = torch.randint(0, 5, (4, 5 * 16384 + 3)).float()
+    k = to_kael(t)
+    results = on_one_and_two_threads(lambda: to_torch(getattr(kael, name)(k, 1)))
+    assert torch.equal(results[0], results[1])
+    assert torch.equal(results[0], getattr(torch, name)(t, 1))

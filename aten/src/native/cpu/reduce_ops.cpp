@@ -285,6 +285,40 @@ struct ValueIndex {
   std::int64_t index;
 };
 
+// Note [First extreme in blocks]
+// argmax/argmin and max/min along a dim want the first position of a row's extreme (the first
+// NaN when the row holds one). A walk that compares and moves an index per element runs one
+// element per cycle at best; instead, for rows of C itself (every dtype but float16, bfloat16 and
+// bool), the row is cut into blocks of kArgBlockBytes, each block's extreme comes from
+// extreme_vector (vectors of lanes), the first block whose extreme beats every earlier one is
+// kept (strictly: a later tie does not replace it; after a NaN nothing does), and that block alone
+// is searched again, from L1, for the first element equal to its extreme (the first NaN when it
+// is NaN; -0 == +0, so the first of tied zeros, as the walk finds it). The value reported is that
+// element. The result is the walk's, index and value bits alike.
+constexpr std::int64_t kArgBlockBytes = 4096;
+
+// The position of the first element of x[0, n) equal to v (the first NaN when v is NaN); v is
+// one of them. Chunks of 64 bytes are tested as a whole (a loop the compiler vectorises) before
+// the elements of the one that holds it.
+template <typename C>
+std::int64_t first_equal(const C* x, std::int64_t n, C v) {
+  constexpr std::int64_t L = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
+  const bool nan = is_nan(v);
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    bool hit = false;
+    if (nan) {
+      for (std::int64_t j = 0; j < L; ++j) hit |= x[i + j] != x[i + j];
+    } else {
+      for (std::int64_t j = 0; j < L; ++j) hit |= x[i + j] == v;
+    }
+    if (hit) break;
+  }
+  for (; i < n; ++i)
+    if (nan ? is_nan(x[i]) : x[i] == v) return i;
+  return n - 1;  // not reached: v is in x
+}
+
 // The first maximum (or minimum); the first NaN wins over every number.
 template <typename T, bool Max>
 struct ArgOp {
@@ -296,6 +330,24 @@ struct ArgOp {
   }
   ValueIndex<C> identity() const { return {C(0), 0}; }  // unused: refused at set-up
   ValueIndex<C> run(const T* x, std::int64_t n, std::int64_t k0) const {
+    if constexpr (std::is_same_v<T, C> && !std::is_same_v<T, bool>) {
+      // Note [First extreme in blocks]
+      constexpr std::int64_t B = kArgBlockBytes / static_cast<std::int64_t>(sizeof(C));
+      if (n >= 2 * B) {
+        C best = x[0];
+        std::int64_t block = -1;
+        for (std::int64_t b = 0; b < n; b += B) {
+          const C e = extreme_vector<Max>(x + b, std::min(B, n - b));
+          if (block < 0 || better(e, best)) {
+            best = e;
+            block = b;
+            if (is_nan(best)) break;  // nothing beats it
+          }
+        }
+        const std::int64_t at = block + first_equal(x + block, std::min(B, n - block), best);
+        return {x[at], k0 + at};
+      }
+    }
     C best = static_cast<C>(x[0]);
     std::int64_t at = 0;
     for (std::int64_t i = 1; i < n; ++i) {
