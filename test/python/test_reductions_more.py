@@ -711,10 +711,11 @@ def block_elems(dtype):
     return 4096 // tdtype(dtype).itemsize
 
 
-def check_first_extreme(t, name, dim):
+def check_first_extreme(t, name, dim, k=None):
     """kael's argmax/argmin (index) and max/min (values, indices) against torch, and each value
-    equal, bit for bit, to the input at its index."""
-    k = to_kael(t)
+    equal, bit for bit, to the input at its index; k: kael's input (a view of the same values),
+    else a contiguous copy of t."""
+    k = to_kael(t) if k is None else k
     arg = "argmax" if name == "max" else "argmin"
     check(getattr(kael, arg)(k, dim), getattr(torch, arg)(t, dim))
     if dim is None:
@@ -800,3 +801,163 @@ def test_first_extreme_same_on_thread_counts(name):
     results = on_one_and_two_threads(lambda: to_torch(getattr(kael, name)(k, 1)))
     assert torch.equal(results[0], results[1])
     assert torch.equal(results[0], getattr(torch, name)(t, 1))
+
+
+# ------------------------------------------------------------------------------------- columns in blocks
+# prod, norm (every p) and all/any over one reduced dim outside contiguous outputs walk blocks of
+# rows with one accumulator per column (Note [Columns in blocks] in cpu/reduce_engine.h): blocks of
+# 256 rows, or of about 32768 elements of narrow rows (in lanes when they lie side by side), merged
+# in block order. The shapes reach several blocks, narrow runs below and above the 64 lanes, and
+# partial last blocks.
+STEP_COLUMN_CASES = [(40000, 2), (40000, 3), (9000, 5), (3000, 63), (3000, 64), (3000, 65), (700, 255),
+                     (600, 300), (41, 2500), (7, 3)]
+
+
+def _oracle(fn, t):
+    """fn on torch in float64 for floating inputs (kael accumulates float32 in double), rounded back."""
+    if t.dtype.is_floating_point:
+        return fn(t.double()).to(t.dtype)
+    return fn(t)
+
+
+def _near_one(shape, dtype):
+    """Values whose products stay finite over tens of thousands of rows (integers: +-1 and a few 2s,
+    whose int64 products wrap exactly as torch's)."""
+    td = tdtype(dtype)
+    if td.is_floating_point:
+        return (1 + (torch.rand(shape, dtype=torch.float64) - 0.5) * 1e-3).to(td)
+    if td == torch.bool:
+        return torch.rand(shape) < 0.999
+    t = torch.ones(shape, dtype=td)
+    if td.is_signed:
+        t[torch.rand(shape) < 0.3] = -1
+    t[torch.rand(shape) < 0.001] = 2
+    return t
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("rows,cols", STEP_COLUMN_CASES, ids=str)
+def test_prod_down_columns(dtype, rows, cols):
+    t = _near_one((rows, cols), dtype)
+    k = to_kael(t)
+    check(kael.prod(k, 0), _oracle(lambda x: torch.prod(x, 0), t))
+    check(kael.prod(k, 0, keepdim=True), _oracle(lambda x: torch.prod(x, 0, keepdim=True), t))
+    slabs = _near_one((3, rows // 3 + 1, cols), dtype)
+    check(kael.prod(to_kael(slabs), 1), _oracle(lambda x: torch.prod(x, 1), slabs))
+
+
+@pytest.mark.parametrize("p", [2, 1, INF, -INF, 0, 3.5], ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("rows,cols", STEP_COLUMN_CASES, ids=str)
+def test_norm_down_columns(p, dtype, rows, cols):
+    t = torch.randn(rows, cols, dtype=torch.float64)
+    t[torch.rand(rows, cols) < 0.1] = 0.0
+    t = t.to(tdtype(dtype))
+    k = to_kael(t)
+    # float16 and bfloat16 accumulate in float32: torch's float32 norm (of the same values) as oracle
+    wide = torch.float64 if dtype in ("float32", "float64") else torch.float32
+    check(kael.norm(k, p, 0), torch.norm(t.to(wide), p, 0).to(t.dtype))
+    slabs = t[: rows - rows % 2].unflatten(0, (2, -1))
+    check(kael.norm(to_kael(slabs), p, 1), torch.norm(slabs.to(wide), p, 1).to(t.dtype))
+
+
+@pytest.mark.parametrize("name", ["all", "any"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int8", "uint8", "bool", "float16"])
+@pytest.mark.parametrize("rows,cols", STEP_COLUMN_CASES, ids=str)
+def test_all_any_down_columns(name, dtype, rows, cols):
+    """Columns that hold a single zero (all: false) or a single non-zero (any: true), in the first
+    row, the last, or a block in between; NaN counts as true."""
+    fill, odd = (1, 0) if name == "all" else (0, 1)
+    t = torch.full((rows, cols), fill).to(tdtype(dtype))
+    for c in range(0, cols, 3):
+        t[(c * 7919) % rows, c] = odd
+    t[rows - 1, cols - 1] = odd
+    if tdtype(dtype).is_floating_point:
+        t[0, 1 % cols] = math.nan
+    k = to_kael(t)
+    check(getattr(kael, name)(k, 0), getattr(torch, name)(t, 0))
+    check(getattr(kael, name)(k.unsqueeze(0).expand(2, rows, cols), 1), getattr(torch, name)(t, 0).expand(2, cols))
+
+
+@pytest.mark.parametrize("name", ["prod", "norm", "all", "any"])
+def test_columns_in_blocks_of_views(name):
+    base = torch.randn(1500, 70, dtype=torch.float64) * 0.01 + 1
+    fn = {"prod": lambda lib, x: lib.prod(x, -2), "norm": lambda lib, x: lib.norm(x, 2, -2),
+          "all": lambda lib, x: lib.all(x > 0.99, -2), "any": lambda lib, x: lib.any(x > 1.02, -2)}[name]
+    k = to_kael(base)
+    for view in (lambda x: x[:, 3:40], lambda x: x[::3, :7], lambda x: x[:1200].unflatten(0, (3, 400))[:, 1:, 5:30],
+                 lambda x: x[:1].expand(900, 70)):
+        check(fn(kael, view(k)), fn(torch, view(base)))
+
+
+@pytest.mark.parametrize("name", ["prod", "norm"])
+def test_columns_in_blocks_same_bits_on_thread_counts(name):
+    t = torch.rand(50000, 3, dtype=torch.float32) * 0.01 + 1
+    w = torch.rand(2000, 300, dtype=torch.float32) * 0.01 + 1
+    for x in (t, w):
+        k = to_kael(x)
+        fn = (lambda: to_torch(kael.prod(k, 0))) if name == "prod" else (lambda: to_torch(kael.norm(k, 2, 0)))
+        results = on_one_and_two_threads(fn)
+        assert torch.equal(results[0].view(torch.int32), results[1].view(torch.int32))
+
+
+# ------------------------------------------------------------------------------------- first extreme down columns
+# argmax/argmin and max/min over one reduced dim outside contiguous outputs (Note [First extreme
+# down columns] in cpu/reduce_ops.cpp): blocks' extremes, the first winning block per column, its
+# rows searched again. Many ties ("small" values: a few distinct ones), so the first index
+# matters in nearly every column.
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "int8", "uint8", "float16", "bfloat16"])
+@pytest.mark.parametrize("rows,cols", STEP_COLUMN_CASES, ids=str)
+def test_first_extreme_down_columns(name, dtype, rows, cols):
+    t = rand_torch((rows, cols), dtype, domain="small")
+    if tdtype(dtype).is_floating_point:
+        t = (t * 2).round()  # few distinct values in floats too
+    check_first_extreme(t, name, 0)
+    slabs = rand_torch((3, rows // 3 + 1, cols), dtype, domain="small")
+    check_first_extreme(slabs, name, 1)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("rows,cols", [(40000, 2), (3000, 63), (600, 300), (41, 2500)], ids=str)
+def test_first_extreme_down_columns_nan_and_zeros(name, rows, cols):
+    """A column's first NaN in row order (of either sign), in whichever block and lane it lies,
+    beats +-inf and later NaNs; columns of zeros report their first element, -0 or +0 as it is;
+    the extreme planted once late and once in a later block still reports the first."""
+    t = torch.randn(rows, cols)
+    g = torch.Generator().manual_seed(rows + cols)
+    for c in range(0, cols, 2):
+        picks = sorted(torch.randperm(rows, generator=g)[:3].tolist())
+        t[picks[0], c] = -math.nan
+        t[picks[1], c] = math.nan
+        t[picks[2], c] = math.inf
+    zc = 1 % cols
+    t[:, zc] = 0.0
+    t[::3, zc] = -0.0
+    if cols > 3:
+        t[:, 3] = 1.0
+        t[rows - 1, 3] = 9.0 if name == "max" else -9.0
+        t[rows // 2, 3] = t[rows - 1, 3]
+    check_first_extreme(t, name, 0)
+    check_first_extreme(t.unsqueeze(0).expand(2, rows, cols), name, 1, to_kael(t).unsqueeze(0).expand(2, rows, cols))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_first_extreme_down_columns_of_views(name):
+    base = torch.randint(0, 4, (1500, 70)).double()
+    k = to_kael(base)
+    for view in (lambda x: x[:, 3:40], lambda x: x[::3, :7], lambda x: x[:1200].unflatten(0, (3, 400))[:, 1:, 5:30],
+                 lambda x: x[:1].expand(900, 70)):
+        assert not view(k).is_contiguous()
+        check_first_extreme(view(base), name, -2, view(k))
+
+
+def test_first_extreme_down_columns_same_on_thread_counts():
+    t = torch.randint(0, 6, (50000, 3)).float()
+    w = torch.randint(0, 6, (2000, 300)).float()
+    for x in (t, w):
+        k = to_kael(x)
+        results = on_one_and_two_threads(lambda: [to_torch(r) for r in kael.max(k, 0)])
+        assert all(torch.equal(a, b) for a, b in zip(results[0], results[1]))
+        assert torch.equal(results[0][1], torch.max(x, 0)[1])

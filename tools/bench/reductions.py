@@ -33,7 +33,11 @@ CASES = {
     "norm": (lambda lib, x: lib.norm(x), (N,)),
     "var": (lambda lib, x: lib.var(x), (N,)),
     "all": (lambda lib, x: lib.all(x), (N,)),
-    # over the outer dim (Note [Reduction tiles]): a square matrix, and a tall one of 2 columns
+    # along the last dim with indices (Note [First extreme in blocks]): rows of a vocabulary
+    "argmax_rows": (lambda lib, x: lib.argmax(x, 1), (N // 50257, 50257)),
+    "max_dim_rows": (lambda lib, x: lib.max(x, 1), (N // 50257, 50257)),
+    # over the outer dim (Note [Reduction tiles], Note [Columns in blocks]): a square matrix, and a
+    # tall one of 2 columns
     "amax_cols": (lambda lib, x: lib.amax(x, 0), (4096, N // 4096)),
     "prod_cols": (lambda lib, x: lib.prod(x, 0), (4096, N // 4096)),
     "argmax_cols": (lambda lib, x: lib.argmax(x, 0), (4096, N // 4096)),
@@ -41,6 +45,10 @@ CASES = {
     "max_dim_tall": (lambda lib, x: lib.max(x, 0), (N // 2, 2)),
     "norm_tall": (lambda lib, x: lib.norm(x, 2, 0), (N // 2, 2)),
     "sum_tall": (lambda lib, x: lib.sum(x, 0), (N // 2, 2)),
+    # by steps down the columns (Note [Columns in blocks] in cpu/reduce_engine.h)
+    "norm_mid": (lambda lib, x: lib.norm(x, 2, 1), (64, N // 64 // 256, 256)),
+    "max_dim_mid": (lambda lib, x: lib.max(x, 1), (64, N // 64 // 256, 256)),
+    "all_tall": (lambda lib, x: lib.all(x, 0), (N // 4, 4)),
     # column sums (Note [Column sums] in cpu/reduce.cpp): wide, narrow, and over the middle dim
     "sum_cols": (lambda lib, x: lib.sum(x, 0), (4096, N // 4096)),
     "sum_tall4": (lambda lib, x: lib.sum(x, 0), (N // 4, 4)),

@@ -283,6 +283,98 @@ void reduce_tiles(const T* base, const RowPlan& p, const Op& op) {
   if (chunks > 1) merge_partials(op, partial.get(), M, chunks);
 }
 
+// Note [Columns in blocks]
+// One reduced dim outside contiguous outputs (x.prod(0) of a matrix, x.norm(dim=1) of (B, T, C),
+// x.all(0) of an (n, 2) tensor): the rows of neighbouring outputs lie side by side, so rather than
+// copy tiles of them (Note [Reduction tiles]) a task walks a block of input rows in memory order
+// with one accumulator per output column: kColumnBlockRows rows, or about kParallelGrain elements
+// of narrow rows. A slab of more rows than one block gives each block its own accumulators,
+// merged in block order after, so the results are the same bits on any number of threads.
+// Ops that give step(a, v) (a, then the element v) go this way from reduce_rows; amax/amin use
+// the same walk (Note [Extremes down columns]).
+inline constexpr std::int64_t kColumnBlockRows = 256;
+
+// Whether the plan is one of Note [Columns in blocks].
+inline bool columns_apply(const RowPlan& p) {
+  return !p.contiguous && p.red_sizes.size() == 1 && !p.kept_sizes.empty() && p.kept_strides.back() == 1 &&
+         p.red_strides[0] != 0 && p.length > 1;
+}
+
+// The walk of Note [Columns in blocks]: block(first, rows, rs, run, acc) reduces `rows` rows of
+// `run` columns from `first` (rows rs elements apart) into acc[0, run); then, per slab of `run`
+// outputs, finish(slab, part, nblocks, block_rows) gets its blocks' accumulators (part: nblocks x
+// run, block order) and writes its outputs.
+// Rows per block of Note [Columns in blocks].
+inline std::int64_t column_block_rows(const RowPlan& p) {
+  return std::max(kColumnBlockRows, kParallelGrain / p.kept_sizes.back());
+}
+
+template <typename Acc, typename T, typename Block, typename Finish>
+void walk_column_blocks(const T* base, const RowPlan& p, Block&& block, Finish&& finish) {
+  const std::int64_t R = p.length, rs = p.red_strides[0], run = p.kept_sizes.back();
+  const std::int64_t slabs = p.outputs / run;
+  const std::int64_t block_rows = column_block_rows(p);
+  const std::int64_t nblocks = (R + block_rows - 1) / block_rows;
+  // the accumulators of each (slab, block) (not std::vector: Acc may be bool, whose packed bits
+  // threads cannot write concurrently)
+  const std::unique_ptr<Acc[]> part = std::make_unique<Acc[]>(static_cast<std::size_t>(p.outputs * nblocks));
+  parallel_tasks(slabs * nblocks, std::min(R, block_rows) * run, [&](std::int64_t t) {
+    const std::int64_t slab = t / nblocks, blk = t % nblocks;
+    StridedWalk kept(p.kept_sizes, p.kept_strides);
+    kept.seek(slab * run);
+    const std::int64_t r0 = blk * block_rows;
+    block(base + kept.offset + r0 * rs, std::min(R - r0, block_rows), rs, run, part.get() + t * run);
+  });
+  parallel_tasks(slabs, nblocks * run, [&](std::int64_t slab) {
+    finish(slab, part.get() + slab * nblocks * run, nblocks, block_rows);
+  });
+}
+
+// The finish of walk_column_blocks for ops whose blocks merge in order: merge(into, from, run)
+// merges a later block's accumulators, write(o, a) stores output o.
+template <typename Acc, typename Merge, typename Write>
+auto merge_blocks_in_order(std::int64_t run, Merge merge, Write write) {
+  return [run, merge, write](std::int64_t slab, Acc* part, std::int64_t nblocks, std::int64_t) {
+    for (std::int64_t b = 1; b < nblocks; ++b) merge(part, part + b * run, run);
+    for (std::int64_t c = 0; c < run; ++c) write(slab * run + c, part[c]);
+  };
+}
+
+// Lanes for narrow rows that lie side by side (one run of rows * run elements): element i goes
+// into lane i mod P, P = run ceil(kColumnLanes / run), a loop the compiler vectorises, and lane j
+// counts for column j mod run.
+inline constexpr std::int64_t kColumnLanes = 64;
+
+// a[c] = op.step(a[c], row[c]), c < n (the parameters' __restrict lets the compiler vectorise the
+// loop without a run-time overlap check).
+template <typename Op, typename T, typename Acc>
+void step_row(const Op& op, Acc* __restrict a, const T* __restrict row, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) a[c] = op.step(a[c], row[c]);
+}
+
+// A block of Note [Columns in blocks] by op.step: each column's elements in row order, or, for
+// narrow rows side by side, in lanes merged into the columns after (the same elements, in
+// another order).
+template <typename Op, typename T, typename Acc>
+void step_column_block(const Op& op, const T* x, std::int64_t rows, std::int64_t rs, std::int64_t run, Acc* acc) {
+  for (std::int64_t c = 0; c < run; ++c) acc[c] = op.identity();
+  if (rs == run && run < kColumnLanes) {
+    const std::int64_t n = rows * run, P = run * ((kColumnLanes + run - 1) / run);
+    std::int64_t i = 0;
+    if (n >= 2 * P) {
+      Acc lanes[2 * kColumnLanes];
+      for (std::int64_t j = 0; j < P; ++j) lanes[j] = op.identity();
+      for (; i + P <= n; i += P)
+        for (std::int64_t j = 0; j < P; ++j) lanes[j] = op.step(lanes[j], x[i + j]);
+      for (std::int64_t j = 0; j < P; ++j) op.merge(acc[j % run], lanes[j]);
+    }
+    for (; i < n; i += run)
+      for (std::int64_t c = 0; c < run; ++c) acc[c] = op.step(acc[c], x[i + c]);
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) step_row(op, acc, x + r * rs, run);
+}
+
 // Reduces the rows of x (element type T) with op (Note [Reduction rows]).
 template <typename T, typename Op>
 void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
@@ -321,6 +413,22 @@ void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
     }
     return acc;
   };
+  if constexpr (requires(Acc a, T v) { a = op.step(a, v); }) {
+    if (columns_apply(p)) {  // Note [Columns in blocks]
+      walk_column_blocks<Acc>(
+          base, p,
+          [&](const T* first, std::int64_t rows, std::int64_t rs, std::int64_t run, Acc* acc) {
+            step_column_block(op, first, rows, rs, run, acc);
+          },
+          merge_blocks_in_order<Acc>(
+              p.kept_sizes.back(),
+              [&](Acc* into, const Acc* from, std::int64_t run) {
+                for (std::int64_t c = 0; c < run; ++c) op.merge(into[c], from[c]);
+              },
+              [&](std::int64_t o, const Acc& a) { op.write(o, a); }));
+      return;
+    }
+  }
   if (!p.contiguous && !p.kept_sizes.empty() && p.kept_strides.back() == 1) {
     reduce_tiles<T>(base, p, op);
     return;

@@ -18,6 +18,7 @@
 #include <limits>
 #include <numbers>
 #include <tuple>
+#include <vector>
 
 #include "kael/core/concurrency.h"
 #include "kael/core/convert.h"
@@ -87,6 +88,7 @@ struct ProdOp {
     for (const Acc& l : lanes) r *= l;
     return r;
   }
+  Acc step(Acc a, T v) const { return a * to_acc<Acc>(v); }  // Note [Columns in blocks]
   void merge(Acc& a, const Acc& b) const { a *= b; }
   void write(std::int64_t o, const Acc& a) const { out[o] = convert<T>(a); }
 };
@@ -157,16 +159,12 @@ struct ExtremeOp {
 
 // Note [Extremes down columns]
 // amax/amin over one reduced dim that lies outside the innermost kept dim, whose outputs are
-// contiguous (x.amax(0) of a matrix, x.amax(1) of (B, T, C)): the rows of the outputs lie side
-// by side in memory, so rather than copy tiles of them (Note [Reduction tiles]) each task walks
-// a block of input rows in order (kExtremeBlockRows, or about kParallelGrain elements of narrow
-// rows), keeping one running extreme per output column; narrow rows that lie side by side are
-// one run of elements, taken in lanes (extreme_run_into). A slab of more rows than a block gives
-// each block its own extremes, merged in block order after. The result is the one the rows give
-// in any order (max and min are exact), NaN included: a column's first NaN in row order is kept
-// (as extreme_vector returns a row's first NaN). Which of +0 and -0 a tie keeps is not fixed
-// (neither is it in a contiguous row's lanes).
-constexpr std::int64_t kExtremeBlockRows = 256;
+// contiguous (x.amax(0) of a matrix, x.amax(1) of (B, T, C)) take the walk of Note [Columns in
+// blocks] (reduce_engine.h) with one running extreme per output column; narrow rows that lie
+// side by side are one run of elements, taken in lanes (extreme_run_into). The result is the one
+// the rows give in any order (max and min are exact), NaN included: a column's first NaN in row
+// order is kept (as extreme_vector returns a row's first NaN). Which of +0 and -0 a tie keeps is
+// not fixed (neither is it in a contiguous row's lanes).
 
 // The extreme of a and v, v after a (a NaN in a stays).
 template <bool Max, typename C>
@@ -184,19 +182,17 @@ void extreme_into(C* __restrict acc, const T* __restrict x, std::int64_t n) {
   }
 }
 
-// The extremes of the columns of `rows` rows of `run` < kExtremeLanes elements that lie side by
-// side from x (one run of rows * run elements) into acc: element i goes into lane i mod P, P =
-// run ceil(kExtremeLanes / run), a loop the compiler vectorises, and lane j counts for column
-// j mod run. A column whose extreme is NaN then takes its first NaN in row order.
-constexpr std::int64_t kExtremeLanes = 64;
+// The extremes of the columns of `rows` rows of `run` < kColumnLanes elements that lie side by
+// side from x (one run of rows * run elements) into acc, in the lanes of step_column_block
+// (reduce_engine.h). A column whose extreme is NaN then takes its first NaN in row order.
 
 template <bool Max, typename C, typename T>
 void extreme_run_into(const T* x, std::int64_t rows, std::int64_t run, C* acc) {
-  const std::int64_t n = rows * run, P = run * ((kExtremeLanes + run - 1) / run);
+  const std::int64_t n = rows * run, P = run * ((kColumnLanes + run - 1) / run);
   for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(x[c]);
   std::int64_t i = run;
   if (n >= 2 * P) {
-    C lanes[2 * kExtremeLanes];
+    C lanes[2 * kColumnLanes];
     for (std::int64_t j = 0; j < P; ++j) lanes[j] = static_cast<C>(x[j]);
     for (i = P; i + P <= n; i += P) extreme_into<Max>(lanes, x + i, P);
     for (std::int64_t j = run; j < P; ++j) acc[j % run] = extreme_step<Max>(acc[j % run], lanes[j]);
@@ -214,41 +210,26 @@ void extreme_run_into(const T* x, std::int64_t rows, std::int64_t run, C* acc) {
   }
 }
 
-// Whether the plan is a column case for extreme_columns.
-inline bool extreme_columns_apply(const RowPlan& p) {
-  return !p.contiguous && p.red_sizes.size() == 1 && !p.kept_sizes.empty() && p.kept_strides.back() == 1 &&
-         p.red_strides[0] != 0 && p.length > 1;
+// A block of Note [Extremes down columns]: the extremes of `rows` rows of `run` columns from
+// first (rows rs elements apart) into acc, each column's first NaN kept.
+template <bool Max, typename T, typename C>
+void extreme_column_block(const T* first, std::int64_t rows, std::int64_t rs, std::int64_t run, C* acc) {
+  if (rs == run && run < kColumnLanes) {
+    extreme_run_into<Max>(first, rows, run, acc);
+    return;
+  }
+  for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(first[c]);
+  for (std::int64_t r = 1; r < rows; ++r) extreme_into<Max>(acc, first + r * rs, run);
 }
 
 template <typename T, bool Max>
 void extreme_columns(const T* base, const RowPlan& p, T* out) {
   using C = opmath_t<T>;
-  const std::int64_t R = p.length, rs = p.red_strides[0], run = p.kept_sizes.back();
-  const std::int64_t slabs = p.outputs / run;
-  // blocks of kExtremeBlockRows rows, or of about kParallelGrain elements for narrow rows
-  const std::int64_t block_rows = std::max(kExtremeBlockRows, kParallelGrain / run);
-  const std::int64_t nblocks = (R + block_rows - 1) / block_rows;
-  // the extremes of each (slab, block), or, with one block, of each slab (then written out)
-  const std::unique_ptr<C[]> part = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(p.outputs * nblocks));
-  parallel_tasks(slabs * nblocks, std::min(R, block_rows) * run, [&](std::int64_t t) {
-    const std::int64_t slab = t / nblocks, blk = t % nblocks;
-    StridedWalk kept(p.kept_sizes, p.kept_strides);
-    kept.seek(slab * run);
-    const std::int64_t r0 = blk * block_rows, r1 = std::min(R, r0 + block_rows);
-    C* __restrict acc = part.get() + t * run;
-    const T* first = base + kept.offset + r0 * rs;
-    if (rs == run && run < kExtremeLanes) {
-      extreme_run_into<Max>(first, r1 - r0, run, acc);
-      return;
-    }
-    for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(first[c]);
-    for (std::int64_t r = r0 + 1; r < r1; ++r) extreme_into<Max>(acc, base + kept.offset + r * rs, run);
-  });
-  parallel_tasks(slabs, nblocks * run, [&](std::int64_t slab) {
-    C* first = part.get() + slab * nblocks * run;  // block 0's extremes, then all blocks'
-    for (std::int64_t b = 1; b < nblocks; ++b) extreme_into<Max>(first, first + b * run, run);
-    for (std::int64_t c = 0; c < run; ++c) out[slab * run + c] = convert<T>(first[c]);
-  });
+  walk_column_blocks<C>(
+      base, p, extreme_column_block<Max, T, C>,
+      merge_blocks_in_order<C>(
+          p.kept_sizes.back(), [](C* into, const C* from, std::int64_t run) { extreme_into<Max>(into, from, run); },
+          [&](std::int64_t o, const C& a) { out[o] = convert<T>(a); }));
 }
 
 // ---------------------------------------------------------------------------------- all, any
@@ -260,21 +241,21 @@ bool truth(T v) {
 
 template <typename T, typename O, bool All>
 struct LogicalOp {
+  // (a byte of 0 or 1, not bool: loops of bytes vectorise where loops of bool do not)
+  using Acc = unsigned char;
   O* out;
-  bool identity() const { return All; }
-  bool run(const T* x, std::int64_t n, std::int64_t) const {
-    unsigned char r = All ? 1 : 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      if constexpr (All) {
-        r &= static_cast<unsigned char>(truth(x[i]));
-      } else {
-        r |= static_cast<unsigned char>(truth(x[i]));
-      }
-    }
-    return r != 0;
+  Acc identity() const { return All ? 1 : 0; }
+  Acc run(const T* x, std::int64_t n, std::int64_t) const {
+    Acc r = identity();
+    for (std::int64_t i = 0; i < n; ++i) r = step(r, x[i]);
+    return r;
   }
-  void merge(bool& a, const bool& b) const { a = All ? (a && b) : (a || b); }
-  void write(std::int64_t o, const bool& a) const { out[o] = static_cast<O>(a); }
+  Acc step(Acc a, T v) const {  // (also Note [Columns in blocks])
+    const auto t = static_cast<Acc>(truth(v));
+    return All ? static_cast<Acc>(a & t) : static_cast<Acc>(a | t);
+  }
+  void merge(Acc& a, const Acc& b) const { a = All ? static_cast<Acc>(a & b) : static_cast<Acc>(a | b); }
+  void write(std::int64_t o, const Acc& a) const { out[o] = static_cast<O>(a != 0); }
 };
 
 // ---------------------------------------------------------------------------------- argmax, max.dim
@@ -368,6 +349,117 @@ struct ArgOp {
   }
 };
 
+// Note [First extreme down columns]
+// argmax/argmin and max/min along a dim that lies outside contiguous outputs (x.argmax(0) of a
+// matrix, x.max(1) of (B, T, C)) take the walk of Note [Columns in blocks] with a running extreme
+// and the row that holds it per column: a row replaces them only when its element is strictly
+// better (the first NaN then stays), so each block keeps its first extreme; narrow rows that lie
+// side by side go in lanes that keep their positions, and a column takes the best of its lanes,
+// the earliest position among ties. Blocks merge in order with the same rule. The value reported
+// is the input's element at the row found (its bits).
+
+// The extreme of x (row r of the block) and the running one (value m, row i), as the walk along
+// a row takes it: x only when strictly better, or NaN after a number.
+template <bool Max, typename C>
+inline bool takes(C x, C m) {
+  return !is_nan(m) & replaces<Max>(x, m);
+}
+
+// A block of Note [First extreme down columns]: each column's first extreme and its row within
+// the block, into acc.
+template <bool Max, typename T, typename C>
+void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, std::int64_t run, ValueIndex<C>* acc) {
+  // (rows of a block index in 32 bits; the buffers per thread are reused across blocks, and are
+  // not std::vector: C may be bool)
+  thread_local std::unique_ptr<C[]> values;
+  thread_local std::unique_ptr<std::int32_t[]> where;
+  thread_local std::int64_t capacity = 0;
+  if (rs == run && run < kColumnLanes && rows * run >= 2 * kColumnLanes) {
+    // narrow rows side by side: element i into lane i mod P (P a multiple of run), with its position
+    const std::int64_t n = rows * run, P = run * ((kColumnLanes + run - 1) / run);
+    C lv[2 * kColumnLanes];
+    std::int32_t li[2 * kColumnLanes];
+    for (std::int64_t j = 0; j < P; ++j) {
+      lv[j] = static_cast<C>(x[j]);
+      li[j] = static_cast<std::int32_t>(j);
+    }
+    std::int64_t i = P;
+    for (; i + P <= n; i += P) {
+      for (std::int64_t j = 0; j < P; ++j) {
+        const C v = static_cast<C>(x[i + j]);
+        const bool take = takes<Max>(v, lv[j]);
+        lv[j] = take ? v : lv[j];
+        li[j] = take ? static_cast<std::int32_t>(i + j) : li[j];
+      }
+    }
+    for (std::int64_t j = 0; i + j < n; ++j) {  // whole rows: lane j holds column j mod run
+      const C v = static_cast<C>(x[i + j]);
+      if (takes<Max>(v, lv[j])) {
+        lv[j] = v;
+        li[j] = static_cast<std::int32_t>(i + j);
+      }
+    }
+    for (std::int64_t c = 0; c < run; ++c) {
+      C m = lv[c];
+      std::int32_t at = li[c];
+      for (std::int64_t j = c + run; j < P; j += run) {
+        // the better lane, or among ties (neither better) the earlier position
+        if (takes<Max>(lv[j], m) || (!takes<Max>(m, lv[j]) && li[j] < at)) {
+          m = lv[j];
+          at = li[j];
+        }
+      }
+      acc[c] = {m, at / run};
+    }
+    return;
+  }
+  if (capacity < run) {
+    values = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(run));
+    where = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(run));
+    capacity = run;
+  }
+  C* __restrict m = values.get();
+  std::int32_t* __restrict at = where.get();
+  for (std::int64_t c = 0; c < run; ++c) {
+    m[c] = static_cast<C>(x[c]);
+    at[c] = 0;
+  }
+  for (std::int64_t r = 1; r < rows; ++r) {
+    const T* __restrict row = x + r * rs;
+    for (std::int64_t c = 0; c < run; ++c) {
+      const C v = static_cast<C>(row[c]);
+      const bool take = takes<Max>(v, m[c]);
+      m[c] = take ? v : m[c];
+      at[c] = take ? static_cast<std::int32_t>(r) : at[c];
+    }
+  }
+  for (std::int64_t c = 0; c < run; ++c) acc[c] = {m[c], at[c]};
+}
+
+template <typename T, bool Max>
+void extreme_index_columns(const T* base, const RowPlan& p, T* values, std::int64_t* indices) {
+  using C = opmath_t<T>;
+  const std::int64_t rs = p.red_strides[0], run = p.kept_sizes.back();
+  walk_column_blocks<ValueIndex<C>>(
+      base, p, extreme_index_column_block<Max, T, C>,
+      [&](std::int64_t slab, ValueIndex<C>* part, std::int64_t nblocks, std::int64_t block_rows) {
+        for (std::int64_t b = 1; b < nblocks; ++b) {
+          for (std::int64_t c = 0; c < run; ++c) {
+            const ValueIndex<C>& later = part[b * run + c];
+            if (takes<Max>(later.value, part[c].value)) part[c] = {later.value, b * block_rows + later.index};
+          }
+        }
+        StridedWalk kept(p.kept_sizes, p.kept_strides);
+        kept.seek(slab * run);
+        const T* const x = base + kept.offset;
+        for (std::int64_t c = 0; c < run; ++c) {
+          const std::int64_t r = part[c].index;
+          if (values) values[slab * run + c] = x[r * rs + c];
+          indices[slab * run + c] = r;
+        }
+      });
+}
+
 // ---------------------------------------------------------------------------------- norm
 
 enum class NormKind { Count, Abs, Square, Power };
@@ -402,6 +494,7 @@ struct SumNormOp {
     for (const Acc& l : lanes) r += l;
     return r;
   }
+  Acc step(Acc a, T v) const { return a + term(v); }  // Note [Columns in blocks]
   void merge(Acc& a, const Acc& b) const { a += b; }
   void write(std::int64_t o, const Acc& a) const {
     if constexpr (Kind == NormKind::Square) {
@@ -419,7 +512,8 @@ template <typename T, bool Max>
 struct ExtremeAbsOp {
   using C = opmath_t<T>;
   T* out;
-  C identity() const { return C(0); }  // unused: refused at set-up
+  // (a reduction of no elements is refused at set-up; this one starts Note [Columns in blocks])
+  C identity() const { return Max ? C(0) : std::numeric_limits<C>::infinity(); }
   C run(const T* x, std::int64_t n, std::int64_t) const {
     C r = std::abs(static_cast<C>(x[0]));
     for (std::int64_t i = 1; i < n; ++i) {
@@ -427,6 +521,10 @@ struct ExtremeAbsOp {
       r = replaces<Max>(v, r) ? v : r;
     }
     return r;
+  }
+  C step(C a, T v) const {  // Note [Columns in blocks]
+    const C u = std::abs(static_cast<C>(v));
+    return replaces<Max>(u, a) ? u : a;
   }
   void merge(C& a, const C& b) const { a = replaces<Max>(b, a) ? b : a; }
   void write(std::int64_t o, const C& a) const { out[o] = convert<T>(a); }
@@ -945,7 +1043,7 @@ Tensor extreme(const char* op, const Tensor& self, ReduceDims dims, bool dim_giv
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (extreme_columns_apply(p)) {  // Note [Extremes down columns]
+      if (columns_apply(p)) {  // Note [Extremes down columns]
         if (max) {
           extreme_columns<T, true>(x.data<T>(), p, s.out.data<T>());
         } else {
@@ -970,7 +1068,13 @@ Tensor arg_extreme(const char* op, const Tensor& self, std::optional<std::int64_
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       std::int64_t* idx = s.out.data<std::int64_t>();
-      if (max) {
+      if (columns_apply(p)) {  // Note [First extreme down columns]
+        if (max) {
+          extreme_index_columns<T, true>(x.data<T>(), p, nullptr, idx);
+        } else {
+          extreme_index_columns<T, false>(x.data<T>(), p, nullptr, idx);
+        }
+      } else if (max) {
         reduce_rows<T>(x, p, ArgOp<T, true>{nullptr, idx});
       } else {
         reduce_rows<T>(x, p, ArgOp<T, false>{nullptr, idx});
@@ -1189,7 +1293,13 @@ std::tuple<Tensor, Tensor> max_min_dim(const char* op, const Tensor& self, std::
       using T = typename decltype(tag)::type;
       T* values = s.out.data<T>();
       std::int64_t* idx = s.indices.data<std::int64_t>();
-      if (max) {
+      if (columns_apply(p)) {  // Note [First extreme down columns]
+        if (max) {
+          extreme_index_columns<T, true>(x.data<T>(), p, values, idx);
+        } else {
+          extreme_index_columns<T, false>(x.data<T>(), p, values, idx);
+        }
+      } else if (max) {
         reduce_rows<T>(x, p, ArgOp<T, true>{values, idx});
       } else {
         reduce_rows<T>(x, p, ArgOp<T, false>{values, idx});
