@@ -460,6 +460,23 @@ void extreme_index_columns(const T* base, const RowPlan& p, T* values, std::int6
       });
 }
 
+// The first maximum (max) or minimum of each row of x: indices, and values unless null (argmax/
+// argmin and max/min along a dim).
+template <typename T>
+void first_extremes(const Tensor& x, const RowPlan& p, bool max, T* values, std::int64_t* indices) {
+  if (columns_apply(p)) {  // Note [First extreme down columns]
+    if (max) {
+      extreme_index_columns<T, true>(x.data<T>(), p, values, indices);
+    } else {
+      extreme_index_columns<T, false>(x.data<T>(), p, values, indices);
+    }
+  } else if (max) {
+    reduce_rows<T>(x, p, ArgOp<T, true>{values, indices});
+  } else {
+    reduce_rows<T>(x, p, ArgOp<T, false>{values, indices});
+  }
+}
+
 // ---------------------------------------------------------------------------------- norm
 
 enum class NormKind { Count, Abs, Square, Power };
@@ -1067,18 +1084,7 @@ Tensor arg_extreme(const char* op, const Tensor& self, std::optional<std::int64_
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      std::int64_t* idx = s.out.data<std::int64_t>();
-      if (columns_apply(p)) {  // Note [First extreme down columns]
-        if (max) {
-          extreme_index_columns<T, true>(x.data<T>(), p, nullptr, idx);
-        } else {
-          extreme_index_columns<T, false>(x.data<T>(), p, nullptr, idx);
-        }
-      } else if (max) {
-        reduce_rows<T>(x, p, ArgOp<T, true>{nullptr, idx});
-      } else {
-        reduce_rows<T>(x, p, ArgOp<T, false>{nullptr, idx});
-      }
+      first_extremes<T>(x, p, max, nullptr, s.out.data<std::int64_t>());
     });
   });
   return s.out;
@@ -1291,19 +1297,7 @@ std::tuple<Tensor, Tensor> max_min_dim(const char* op, const Tensor& self, std::
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T* values = s.out.data<T>();
-      std::int64_t* idx = s.indices.data<std::int64_t>();
-      if (columns_apply(p)) {  // Note [First extreme down columns]
-        if (max) {
-          extreme_index_columns<T, true>(x.data<T>(), p, values, idx);
-        } else {
-          extreme_index_columns<T, false>(x.data<T>(), p, values, idx);
-        }
-      } else if (max) {
-        reduce_rows<T>(x, p, ArgOp<T, true>{values, idx});
-      } else {
-        reduce_rows<T>(x, p, ArgOp<T, false>{values, idx});
-      }
+      first_extremes<T>(x, p, max, s.out.data<T>(), s.indices.data<std::int64_t>());
     });
   });
   return {s.out, s.indices};
