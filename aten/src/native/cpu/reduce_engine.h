@@ -304,16 +304,11 @@ inline bool columns_apply(const RowPlan& p) {
 // `run` columns from `first` (rows rs elements apart) into acc[0, run); then, per slab of `run`
 // outputs, finish(slab, part, nblocks, block_rows) gets its blocks' accumulators (part: nblocks x
 // run, block order) and writes its outputs.
-// Rows per block of Note [Columns in blocks].
-inline std::int64_t column_block_rows(const RowPlan& p) {
-  return std::max(kColumnBlockRows, kParallelGrain / p.kept_sizes.back());
-}
-
 template <typename Acc, typename T, typename Block, typename Finish>
 void walk_column_blocks(const T* base, const RowPlan& p, Block&& block, Finish&& finish) {
   const std::int64_t R = p.length, rs = p.red_strides[0], run = p.kept_sizes.back();
   const std::int64_t slabs = p.outputs / run;
-  const std::int64_t block_rows = column_block_rows(p);
+  const std::int64_t block_rows = std::max(kColumnBlockRows, kParallelGrain / run);
   const std::int64_t nblocks = (R + block_rows - 1) / block_rows;
   // the accumulators of each (slab, block) (not std::vector: Acc may be bool, whose packed bits
   // threads cannot write concurrently)

@@ -369,11 +369,6 @@ inline bool takes(C x, C m) {
 // the block, into acc.
 template <bool Max, typename T, typename C>
 void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, std::int64_t run, ValueIndex<C>* acc) {
-  // (rows of a block index in 32 bits; the buffers per thread are reused across blocks, and are
-  // not std::vector: C may be bool)
-  thread_local std::unique_ptr<C[]> values;
-  thread_local std::unique_ptr<std::int32_t[]> where;
-  thread_local std::int64_t capacity = 0;
   if (rs == run && run < kColumnLanes && rows * run >= 2 * kColumnLanes) {
     // narrow rows side by side: element i into lane i mod P (P a multiple of run), with its position
     const std::int64_t n = rows * run, P = run * ((kColumnLanes + run - 1) / run);
@@ -413,13 +408,19 @@ void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, 
     }
     return;
   }
-  if (capacity < run) {
-    values = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(run));
-    where = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(run));
-    capacity = run;
+  // (rows of a block index in 32 bits; narrow runs on the stack, wider ones in a buffer per call,
+  // small beside the block of at least 256 rows it serves; not std::vector: C may be bool)
+  constexpr std::int64_t kOnStack = 256;
+  C stack_values[kOnStack];
+  std::int32_t stack_rows[kOnStack];
+  std::unique_ptr<C[]> heap_values;
+  std::unique_ptr<std::int32_t[]> heap_rows;
+  if (run > kOnStack) {
+    heap_values = std::make_unique_for_overwrite<C[]>(static_cast<std::size_t>(run));
+    heap_rows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(run));
   }
-  C* __restrict m = values.get();
-  std::int32_t* __restrict at = where.get();
+  C* __restrict m = run > kOnStack ? heap_values.get() : stack_values;
+  std::int32_t* __restrict at = run > kOnStack ? heap_rows.get() : stack_rows;
   for (std::int64_t c = 0; c < run; ++c) {
     m[c] = static_cast<C>(x[c]);
     at[c] = 0;
