@@ -961,3 +961,94 @@ def test_first_extreme_down_columns_same_on_thread_counts():
         results = on_one_and_two_threads(lambda: [to_torch(r) for r in kael.max(k, 0)])
         assert all(torch.equal(a, b) for a, b in zip(results[0], results[1]))
         assert torch.equal(results[0][1], torch.max(x, 0)[1])
+
+
+# ------------------------------------------------------------------------------------- four rows a sweep
+# Walks down columns whose accumulators outgrow 8 KB (16 KB for the first extremes' values and
+# rows) step four rows at a time through tiles of 64 columns (Note [Four rows a sweep] in
+# cpu/reduce_engine.h): the same steps in the same order, so the same bits as one row at a time.
+# Widths just past the thresholds, not multiples of 64 (a tail of columns), row counts that leave
+# 1 to 3 rows after the sweeps, blocks of 256 rows, views whose rows are wider than their columns.
+SWEEP_CASES = [(41, 2500), (13, 2100), (300, 2049), (6, 4100), (262, 1090), (5, 8300)]
+
+
+@pytest.mark.parametrize("rows,cols", SWEEP_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16", "bool"])
+def test_four_rows_a_sweep_step_walks(rows, cols, dtype):
+    t = _near_one((rows, cols), dtype)
+    k = to_kael(t)
+    check(kael.prod(k, 0), _oracle(lambda x: torch.prod(x, 0), t))
+    if tdtype(dtype).is_floating_point:
+        check(kael.norm(k, 2, 0), torch.norm(t.double(), 2, 0).to(t.dtype))
+        check(kael.norm(k, INF, 0), torch.norm(t.double(), INF, 0).to(t.dtype))
+    odd = torch.zeros(rows, cols, dtype=torch.bool)
+    odd[torch.arange(cols) % rows, torch.arange(cols)] = True
+    for name, x in (("all", ~odd), ("any", odd), ("any", odd & (torch.arange(cols) % 5 == 0))):
+        x = x.to(tdtype(dtype))
+        check(getattr(kael, name)(to_kael(x), 0), getattr(torch, name)(x, 0))
+
+
+@pytest.mark.parametrize("rows,cols", SWEEP_CASES, ids=str)
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+def test_four_rows_a_sweep_extremes(rows, cols, name, dtype):
+    """The running extremes down wide columns, with a column's first NaN (of either sign) kept,
+    NaN in each of the four rows of a sweep and in the rows left after the sweeps."""
+    t = rand_torch((rows, cols), dtype)
+    if tdtype(dtype).is_floating_point:
+        for c in range(0, cols, 7):
+            t[(c // 7) % rows, c] = -math.nan if c % 2 else math.nan
+            t[rows - 1 - (c // 7) % rows, c] = math.nan
+        t[rows - 1, 3] = math.nan  # in a row after the sweeps (or the last of a sweep)
+    k = to_kael(t)
+    got = getattr(kael, name)(k, 0)
+    check(got, getattr(torch, name)(t, 0))
+    if tdtype(dtype).is_floating_point:
+        # each NaN column holds its first NaN, bit for bit (Note [Extremes down columns])
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.dtype.itemsize]
+        nan = t.isnan()
+        first = nan.int().argmax(0)
+        cols_with_nan = nan.any(0)
+        want = t.gather(0, first.unsqueeze(0)).squeeze(0).view(bits)[cols_with_nan]
+        assert torch.equal(to_torch(got).view(bits)[cols_with_nan], want)
+
+
+@pytest.mark.parametrize("rows,cols", SWEEP_CASES, ids=str)
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int8", "bfloat16"])
+def test_four_rows_a_sweep_first_extremes(rows, cols, name, dtype):
+    """Few distinct values (ties in nearly every column: the first row must win), and a NaN that
+    must beat later NaNs and infinities."""
+    t = rand_torch((rows, cols), dtype, domain="small")
+    if tdtype(dtype).is_floating_point:
+        t = (t * 2).round()
+    if dtype in ("float32", "float64"):  # (NaN values' bits: as the input's in these dtypes)
+        for c in range(1, cols, 5):
+            t[(3 * c) % rows, c] = math.nan
+            t[(3 * c + 1) % rows, c] = -math.nan
+            t[(3 * c + 2) % rows, c] = math.inf
+    check_first_extreme(t, name, 0)
+
+
+@pytest.mark.parametrize("name", ["prod", "amax", "argmax", "all"])
+def test_four_rows_a_sweep_of_views(name):
+    base = torch.rand(600, 2700, dtype=torch.float32) * 0.01 + 1
+    base[::3] = (base[::3] * 4).round() / 4
+    fn = {"prod": lambda lib, x: lib.prod(x, -2), "amax": lambda lib, x: lib.amax(x, -2),
+          "argmax": lambda lib, x: lib.argmax(x, -2), "all": lambda lib, x: lib.all(x > 1.0001, -2)}[name]
+    k = to_kael(base)
+    for view in (lambda x: x[:, 5:2600], lambda x: x[1::2, 100:], lambda x: x[:590].unflatten(0, (2, 295))[:, 3:],
+                 lambda x: x[:1].expand(40, 2700), lambda x: x[:, :2100]):
+        assert not view(k).is_contiguous()
+        check(fn(kael, view(k)), fn(torch, view(base)))
+
+
+@pytest.mark.parametrize("name", ["prod", "amax", "argmax"])
+def test_four_rows_a_sweep_same_on_thread_counts(name):
+    t = torch.rand(1500, 2500, dtype=torch.float32) * 0.001 + 1
+    k = to_kael(t)
+    fn = {"prod": lambda: to_torch(kael.prod(k, 0)).view(torch.int32),
+          "amax": lambda: to_torch(kael.amax(k, 0)).view(torch.int32),
+          "argmax": lambda: to_torch(kael.argmax(k, 0))}[name]
+    results = on_one_and_two_threads(fn)
+    assert torch.equal(results[0], results[1])

@@ -219,7 +219,11 @@ void extreme_column_block(const T* first, std::int64_t rows, std::int64_t rs, st
     return;
   }
   for (std::int64_t c = 0; c < run; ++c) acc[c] = static_cast<C>(first[c]);
-  for (std::int64_t r = 1; r < rows; ++r) extreme_into<Max>(acc, first + r * rs, run);
+  std::int64_t r = 1;
+  if (sweep_four_rows(run, sizeof(C)))  // Note [Four rows a sweep]
+    for (; r + 4 <= rows; r += 4)
+      sweep_four(acc, first + r * rs, rs, run, [](C a, T v) { return extreme_step<Max>(a, static_cast<C>(v)); });
+  for (; r < rows; ++r) extreme_into<Max>(acc, first + r * rs, run);
 }
 
 template <typename T, bool Max>
@@ -367,6 +371,38 @@ inline bool takes(C x, C m) {
 
 // A block of Note [First extreme down columns]: each column's first extreme and its row within
 // the block, into acc.
+// The running extremes and rows of a block sweep four rows at a time above 16 KB, not above 8 KB
+// as the other walks do: at 16 KB (float32, 2048 columns) the sweep ran slower than one row at a
+// time (AMD Zen 4, x.argmax(0) of (8192, 2048): 4.1-5.6 ms against 3.0-4.4; of (4096, 4096),
+// 32 KB: 4.1-4.5 against 7.2-8.4).
+constexpr std::int64_t kSweepIndexBytes = 16384;
+
+// Four rows of Note [Four rows a sweep] for N columns from x (rows rs elements apart, the first
+// row r0 of the block): the running extremes m and their rows at, stepped by each row in turn.
+template <bool Max, std::int64_t N, typename T, typename C>
+void extreme_index_sweep(const T* x, std::int64_t rs, std::int64_t r0, C* __restrict m, std::int32_t* __restrict at) {
+  C tm[N];
+  std::int32_t ta[N];
+  for (std::int64_t j = 0; j < N; ++j) {
+    tm[j] = m[j];
+    ta[j] = at[j];
+  }
+  for (std::int64_t k = 0; k < 4; ++k) {
+    const T* __restrict row = x + k * rs;
+    const auto rk = static_cast<std::int32_t>(r0 + k);
+    for (std::int64_t j = 0; j < N; ++j) {
+      const C v = static_cast<C>(row[j]);
+      const bool take = takes<Max>(v, tm[j]);
+      tm[j] = take ? v : tm[j];
+      ta[j] = take ? rk : ta[j];
+    }
+  }
+  for (std::int64_t j = 0; j < N; ++j) {
+    m[j] = tm[j];
+    at[j] = ta[j];
+  }
+}
+
 template <bool Max, typename T, typename C>
 void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, std::int64_t run, ValueIndex<C>* acc) {
   if (rs == run && run < kColumnLanes && rows * run >= 2 * kColumnLanes) {
@@ -425,7 +461,16 @@ void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, 
     m[c] = static_cast<C>(x[c]);
     at[c] = 0;
   }
-  for (std::int64_t r = 1; r < rows; ++r) {
+  std::int64_t r = 1;
+  if (sweep_four_rows(run, sizeof(C) + sizeof(std::int32_t), kSweepIndexBytes)) {
+    // Note [Four rows a sweep], with a running extreme and its row per column
+    for (; r + 4 <= rows; r += 4) {
+      std::int64_t c = 0;
+      for (; c + kSweepTile <= run; c += kSweepTile) extreme_index_sweep<Max, kSweepTile>(x + r * rs + c, rs, r, m + c, at + c);
+      for (; c < run; ++c) extreme_index_sweep<Max, 1>(x + r * rs + c, rs, r, m + c, at + c);
+    }
+  }
+  for (; r < rows; ++r) {
     const T* __restrict row = x + r * rs;
     for (std::int64_t c = 0; c < run; ++c) {
       const C v = static_cast<C>(row[c]);
