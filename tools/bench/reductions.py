@@ -8,6 +8,13 @@ Each case runs once per repeat in each library, the libraries alternating (their
 rotates every repeat) so machine noise hits both alike; the figure is the median time per
 call and the GB/s it implies (bytes of input read once). The ratio is kael's throughput over
 torch's (above 1: kael is faster).
+
+Before each timed call the script sleeps `--settle` seconds (default 0.02), as throughput.py
+does, so that torch's OpenMP workers, which spin for a while after each parallel region, hold no
+core when the next call starts. After such a pause (or a torch call) kael's 2-thread calls can
+run at nearly their 1-thread speed on a small VM, where back-to-back calls scale: the woken
+worker thread shares a core with the calling thread for a while (docs/performance.md, "Four
+rows a sweep").
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ CASES = {
     "prod_cols": (lambda lib, x: lib.prod(x, 0), (4096, N // 4096)),
     "argmax_cols": (lambda lib, x: lib.argmax(x, 0), (4096, N // 4096)),
     "all_cols": (lambda lib, x: lib.all(x, 0), (4096, N // 4096)),
+    "norm_cols": (lambda lib, x: lib.norm(x, 2, 0), (4096, N // 4096)),
     "max_dim_tall": (lambda lib, x: lib.max(x, 0), (N // 2, 2)),
     "norm_tall": (lambda lib, x: lib.norm(x, 2, 0), (N // 2, 2)),
     "sum_tall": (lambda lib, x: lib.sum(x, 0), (N // 2, 2)),
@@ -61,7 +69,7 @@ CASES = {
 }
 
 
-def measure(case, threads, repeat):
+def measure(case, threads, repeat, settle):
     fn, shape = CASES[case]
     t = torch.rand(shape) * 2 - 1 + 1.0 / 16  # values near 1 in magnitude: products stay finite
     if case.startswith("prod"):
@@ -76,6 +84,8 @@ def measure(case, threads, repeat):
     for r in range(repeat):
         order = libs if r % 2 == 0 else libs[::-1]
         for name, lib, x in order:
+            if settle:
+                time.sleep(settle)
             start = time.perf_counter()
             fn(lib, x)
             times[name].append(time.perf_counter() - start)
@@ -89,12 +99,14 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--cases", nargs="+", default=list(CASES))
+    ap.add_argument("--settle", type=float, default=0.02,
+                    help="seconds to sleep before each timed call (torch's OpenMP workers spin after a region)")
     args = ap.parse_args()
     print(f"| case | threads | torch ms | kael ms | torch GB/s | kael GB/s | kael/torch |")
     print(f"|---|---|---|---|---|---|---|")
     for case in args.cases:
         for threads in args.threads:
-            med, gbs = measure(case, threads, args.repeat)
+            med, gbs = measure(case, threads, args.repeat, max(0.0, args.settle))
             print(f"| {case} | {threads} | {med['torch'] * 1e3:.2f} | {med['kael'] * 1e3:.2f} | "
                   f"{gbs['torch']:.1f} | {gbs['kael']:.1f} | {med['torch'] / med['kael']:.2f}x |", flush=True)
 
