@@ -86,9 +86,10 @@ __all__ += ["autograd", "no_grad", "enable_grad", "set_grad_enabled", "inference
 # ---- optim and data (pure Python; kael.nn is imported above)
 from kael import data, optim  # noqa: E402,F401
 from kael.utils import data as _utils_data  # noqa: E402  (torch.utils.data's path: kael.data's objects)
+from kael.serialization import load, save  # noqa: E402,F401
 
 from kael.functional import __all__ as _functional_all  # noqa: E402
 
 __all__ += [name for name in _functional_all if name not in __all__]
-__all__ = list(dict.fromkeys(__all__ + ["nn", "random", "return_types", "data", "optim"]))
+__all__ = list(dict.fromkeys(__all__ + ["nn", "random", "return_types", "data", "optim", "save", "load"]))
 del annotations, _name, _functional_all, _utils_data  # `from __future__` and loop names are not API

@@ -657,7 +657,20 @@ def _restore(t, cls, state):
 
 
 def _rebuild_tensor(cls, dtype_name, shape, data, state):
-    dtype = getattr(_C, dtype_name)
+    dtype = getattr(_C, dtype_name, None) if isinstance(dtype_name, str) else None
+    if not isinstance(dtype, _C.dtype):
+        raise ValueError(f"unpickling a tensor: unknown dtype {dtype_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"unpickling a tensor: {cls!r} is not a Tensor type")
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"unpickling a tensor: expected its bytes, got {type(data).__name__}")
+    if not (isinstance(shape, tuple) and all(type(s) is int and s >= 0 for s in shape)):
+        raise ValueError(f"unpickling a tensor: invalid shape {shape!r}")
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel * dtype.itemsize != len(data):  # before anything is allocated
+        raise ValueError(f"unpickling a tensor: {len(data)} bytes for shape {shape} of {dtype}")
     if data:
         t = _C.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
     else:
