@@ -3,8 +3,9 @@ pytorch/tutorials), run with torch renamed to kael: every statement runs, and wh
 what torch prints. Random values differ between the two generators, so the output of the
 statements that print random tensors is compared with its numbers masked.
 
-Only the GPU move is left out of the comparison's effect: it runs, and on a build without CUDA
-both libraries skip the move (kael.cuda.is_available() is False)."""
+Only the GPU move is left out of the comparison's effect: it runs (in its older torch.cuda form
+and its current torch.accelerator one), and on a build without CUDA both libraries skip the move
+(kael.cuda.is_available() is False)."""
 import contextlib
 import io
 import re
@@ -53,6 +54,12 @@ print(f"Device tensor is stored on: {tensor.device}")
 if lib.cuda.is_available() & (lib.device('cuda').index is not None):
     tensor = tensor.to('cuda')
 print(lib.cuda.is_available(), lib.device('cuda').index, lib.cuda.device_count())
+""", False),
+    # the tutorial's current form of the move
+    ("to_accelerator", """
+if lib.accelerator.is_available():
+    tensor = tensor.to(lib.accelerator.current_accelerator())
+print(f"Device tensor is stored on: {tensor.device}")
 """, False),
     ("indexing", """
 tensor = lib.ones(4, 4)
