@@ -12,10 +12,8 @@ import torch
 
 import kael
 
-TUTORIAL = '''
-device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
-print(f"Using {device} device")
-
+# the tutorials' model (the optimization tutorial defines the same one)
+MODEL = '''
 class NeuralNetwork(nn.Module):
     def __init__(self):
         super().__init__()
@@ -32,7 +30,12 @@ class NeuralNetwork(nn.Module):
         x = self.flatten(x)
         logits = self.linear_relu_stack(x)
         return logits
+'''
 
+TUTORIAL = '''
+device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+print(f"Using {device} device")
+''' + MODEL + '''
 model = NeuralNetwork().to(device)
 print(model)
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import kael
+from test_tutorial_buildmodel import MODEL
 
 SETUP = '''
 from torch import nn
@@ -26,23 +27,7 @@ test_data = TensorDataset(torch.tensor(test_images), torch.tensor(test_labels))
 train_dataloader = DataLoader(training_data, batch_size=64)
 test_dataloader = DataLoader(test_data, batch_size=64)
 
-class NeuralNetwork(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.flatten = nn.Flatten()
-        self.linear_relu_stack = nn.Sequential(
-            nn.Linear(28*28, 512),
-            nn.ReLU(),
-            nn.Linear(512, 512),
-            nn.ReLU(),
-            nn.Linear(512, 10),
-        )
-
-    def forward(self, x):
-        x = self.flatten(x)
-        logits = self.linear_relu_stack(x)
-        return logits
-
+''' + MODEL + '''
 model = NeuralNetwork()
 with torch.no_grad():
     for p, w in zip(model.parameters(), initial_weights):
