@@ -36,9 +36,11 @@ def _opened(f, mode):
     return f, False
 
 
-def save(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL):
+def save(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
     """Saves obj (a tensor, a state dict, a module, any picklable object) to f, a path or a binary
-    file object. CPU tensors only (pickle refuses others with a RuntimeError)."""
+    file object. CPU tensors only (pickle refuses others with a RuntimeError). torch's format
+    switches are accepted and change nothing: kael writes one format."""
     if pickle_module is not pickle:
         raise ValueError("save: kael pickles with the standard pickle module only")
     out, owned = _opened(f, "wb")
@@ -127,13 +129,15 @@ def _to(obj, device):
     return obj
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Loads what kael.save wrote to f (a path or a binary file object). weights_only=True (the
-    default) allows tensors, dtypes, devices, containers and plain values only (see the module's
+    default; None means True, as in torch) allows tensors, dtypes, devices, containers and plain values only (see the module's
     docstring). map_location: None or "cpu" (kael pickles CPU tensors), or a CUDA device where kael
     has one."""
     if pickle_module is not None and pickle_module is not pickle:
         raise ValueError("load: kael unpickles with the standard pickle module only")
+    if weights_only is None:  # torch's default since 2.6
+        weights_only = True
     if mmap:
         raise ValueError("load: mmap=True is for safetensors files here: kael.load_safetensors(path, mmap=True)")
     device = None

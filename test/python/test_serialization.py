@@ -122,8 +122,9 @@ class Boom:
 def test_weights_only_refuses_code_before_running_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     payload = pickle.dumps({"w": kael.ones(2), "x": Boom()}, protocol=2)
-    with pytest.raises(pickle.UnpicklingError, match="unsupported global posix.system"):
-        kael.load(io.BytesIO(payload))
+    for weights_only in ({}, {"weights_only": None}, {"weights_only": True}):
+        with pytest.raises(pickle.UnpicklingError, match="unsupported global posix.system"):
+            kael.load(io.BytesIO(payload), **weights_only)
     assert not (tmp_path / "pwned.txt").exists()
     for module, name in (("builtins", "eval"), ("kael", "load"), ("kael._C", "_set_data_"), ("kael._C", "zeros"),
                          ("subprocess", "call"), ("builtins", "getattr")):
