@@ -152,7 +152,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
                                "is False; pass map_location='cpu'")
     source, owned = _opened(f, "rb")
     try:
-        start = source.tell() if source.seekable() else None
+        seekable = getattr(source, "seekable", None)
+        start = source.tell() if callable(seekable) and seekable() else None
         head = source.read(4)
         if head == _ZIP_MAGIC:
             raise pickle.UnpicklingError(

@@ -109,6 +109,18 @@ def test_file_objects_and_unseekable_streams():
             return n
 
     assert kael.equal(kael.load(Unseekable(data)), t)
+
+    class ReadOnly:  # read() alone, as pickle.load needs
+        def __init__(self, data):
+            self.stream = io.BytesIO(data)
+
+        def read(self, n=-1):
+            return self.stream.read(n)
+
+        def readline(self):
+            return self.stream.readline()
+
+    assert kael.equal(kael.load(ReadOnly(data)), t)
     assert kael.equal(kael.load(io.BytesIO(data)), t)
     with pytest.raises(TypeError, match="io.BytesIO"):
         kael.load(data)
