@@ -13,6 +13,7 @@ runs. weights_only=False unpickles anything, so only files one trusts may be loa
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import os
 import pickle
@@ -51,7 +52,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL, _use_ne
             out.close()
 
 
+@functools.cache
 def _allowed():
+    """The allow-list, built once (at the first weights-only load: kael.nn imports after kael)."""
     from kael._tensor import _rebuild_tensor
     from kael.nn.parameter import Parameter
 

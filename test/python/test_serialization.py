@@ -9,7 +9,6 @@ import pickle
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -219,7 +218,6 @@ def test_save_refuses_bytes_and_other_pickle_modules():
     import json
     with pytest.raises(ValueError):
         kael.save(kael.ones(1), io.BytesIO(), pickle_module=json)
-    assert np.array_equal(np.frombuffer(pickle.dumps(1), dtype=np.uint8)[:1], [0x80])
 
 
 def test_crafted_calls_of_allowed_globals_raise():

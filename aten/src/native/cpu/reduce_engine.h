@@ -352,12 +352,13 @@ void step_row(const Op& op, Acc* __restrict a, const T* __restrict row, std::int
 // the accumulators of a block's columns take more than kSweepAccBytes, a sweep of one row loads
 // and stores each of them from L2 again (they share L1 with the rows streaming through), and
 // that traffic, not the rows', bounds the walk: AMD Zen 4, x.prod(0) of (4096, 4096) float32
-// (double accumulators, 32 KB) ran at half the rate of (16384, 1024) (8 KB). Such blocks are swept four rows at a time: each accumulator
-// is loaded once, stepped by the four rows' elements in row order, and stored once, in tiles of
-// kSweepTile columns in a local array (so that the compiler vectorises the steps without checking
-// whether the rows and the accumulators overlap). The steps per column are the same as one row
-// at a time, in the same order: the same bits. Narrower blocks keep one row a sweep (four short
-// streams at once are followed worse by the prefetchers: Note [Column sums]).
+// (double accumulators, 32 KB) ran at half the rate of (16384, 1024) (8 KB). Such blocks are
+// swept four rows at a time: each accumulator is loaded once, stepped by the four rows' elements
+// in row order, and stored once, in tiles of kSweepTile columns in a local array (so that the
+// compiler vectorises the steps without checking whether the rows and the accumulators overlap).
+// The steps per column are the same as one row at a time, in the same order: the same bits.
+// Narrower blocks keep one row a sweep (four short streams at once are followed worse by the
+// prefetchers: Note [Column sums]).
 inline constexpr std::int64_t kSweepAccBytes = 8192;
 inline constexpr std::int64_t kSweepTile = 64;
 

@@ -369,8 +369,6 @@ inline bool takes(C x, C m) {
   return !is_nan(m) & replaces<Max>(x, m);
 }
 
-// A block of Note [First extreme down columns]: each column's first extreme and its row within
-// the block, into acc.
 // The running extremes and rows of a block sweep four rows at a time above 16 KB, not above 8 KB
 // as the other walks do: at 16 KB (float32, 2048 columns) the sweep ran slower than one row at a
 // time (AMD Zen 4, x.argmax(0) of (8192, 2048): 4.1-5.6 ms against 3.0-4.4; of (4096, 4096),
@@ -403,6 +401,8 @@ void extreme_index_sweep(const T* x, std::int64_t rs, std::int64_t r0, C* __rest
   }
 }
 
+// A block of Note [First extreme down columns]: each column's first extreme and its row within
+// the block, into acc.
 template <bool Max, typename T, typename C>
 void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, std::int64_t run, ValueIndex<C>* acc) {
   if (rs == run && run < kColumnLanes && rows * run >= 2 * kColumnLanes) {
@@ -466,7 +466,8 @@ void extreme_index_column_block(const T* x, std::int64_t rows, std::int64_t rs, 
     // Note [Four rows a sweep], with a running extreme and its row per column
     for (; r + 4 <= rows; r += 4) {
       std::int64_t c = 0;
-      for (; c + kSweepTile <= run; c += kSweepTile) extreme_index_sweep<Max, kSweepTile>(x + r * rs + c, rs, r, m + c, at + c);
+      for (; c + kSweepTile <= run; c += kSweepTile)
+        extreme_index_sweep<Max, kSweepTile>(x + r * rs + c, rs, r, m + c, at + c);
       for (; c < run; ++c) extreme_index_sweep<Max, 1>(x + r * rs + c, rs, r, m + c, at + c);
     }
   }
