@@ -1,14 +1,22 @@
 // Test hooks of kael's thread pool (Note [Thread pool] in kael/runtime/threads.h):
 //   _parallel_trace_start() / _parallel_trace_stop() -> {"regions", "threads", "max_region_threads"}:
-//       which OS threads ran chunks of the pool's regions in between (kernels' real loops);
+//       which OS threads took part in the pool's regions in between (kernels' real loops);
 //   _pool_workers() -> the pool's live worker threads;
-//   _parallel_for_test(n, grain, fail_at=(), /) -> the (begin, end) chunks parallel_for ran over
-//       range(n), raising ValueError from inside the chunks that hold an element of fail_at.
+//   _parallel_for_test(n, grain, fail_at=(), /) -> the (begin, end) pieces parallel_for ran over
+//       range(n), raising ValueError from inside the pieces that hold an element of fail_at;
+//   _parallel_for_stall_test(n, grain, on_caller, timeout_s, /) -> (begin, end, on_calling_thread,
+//       stalled) of each piece, where the first piece that runs on the calling thread (on_caller)
+//       or on a worker waits (up to timeout_s) until every other piece has run: they must have
+//       run on the other threads (Note [Pieces and stealing]).
 #include <Python.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,28 +62,72 @@ PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
     Py_DECREF(seq);
   }
   std::mutex mutex;
-  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+  std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
   try {
-    GilRelease release(true);  // the chunks run on the pool: no Python object is touched there
+    GilRelease release(true);  // the pieces run on the pool: no Python object is touched there
     parallel_for(0, n, grain, [&](std::int64_t begin, std::int64_t end) {
       {
         std::lock_guard<std::mutex> lock(mutex);
-        chunks.emplace_back(begin, end);
+        pieces.emplace_back(begin, end);
       }
       for (std::int64_t f : fail_at)
-        KAEL_CHECK_VALUE(f < begin || f >= end, "_parallel_for_test: element " << f << " failed in the chunk ["
+        KAEL_CHECK_VALUE(f < begin || f >= end, "_parallel_for_test: element " << f << " failed in the piece ["
                                                                                << begin << ", " << end << ")");
     });
   } catch (...) {
     translate_exception();
     return nullptr;
   }
-  std::sort(chunks.begin(), chunks.end());
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(chunks.size()));
+  std::sort(pieces.begin(), pieces.end());
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(pieces.size()));
   if (out == nullptr) return nullptr;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    PyObject* item = Py_BuildValue("(LL)", static_cast<long long>(chunks[i].first),
-                                   static_cast<long long>(chunks[i].second));
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    PyObject* item = Py_BuildValue("(LL)", static_cast<long long>(pieces[i].first),
+                                   static_cast<long long>(pieces[i].second));
+    if (item == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
+  }
+  return out;
+}
+
+PyObject* py_parallel_for_stall_test(PyObject*, PyObject* args) {
+  long long n = 0, grain = 0;
+  int on_caller = 0;
+  double timeout_s = 0;
+  if (!PyArg_ParseTuple(args, "LLpd:_parallel_for_stall_test", &n, &grain, &on_caller, &timeout_s)) return nullptr;
+  std::mutex mutex;
+  std::vector<std::tuple<std::int64_t, std::int64_t, bool, bool>> pieces;
+  std::atomic<std::int64_t> covered{0};  // elements of the pieces that have run, the stalled one aside
+  std::atomic<bool> stalled{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  {
+    GilRelease release(true);  // the pieces run on the pool: no Python object is touched there
+    parallel_for(0, n, grain, [&](std::int64_t begin, std::int64_t end) {
+      const bool here = std::this_thread::get_id() == caller;
+      const bool stall = here == (on_caller != 0) && !stalled.exchange(true);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        pieces.emplace_back(begin, end, here, stall);
+      }
+      if (!stall) {
+        covered.fetch_add(end - begin);
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+      while (covered.load() < n - (end - begin) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  std::sort(pieces.begin(), pieces.end());
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(pieces.size()));
+  if (out == nullptr) return nullptr;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto& [b, e, here, stall] = pieces[i];
+    PyObject* item = Py_BuildValue("(LLOO)", static_cast<long long>(b), static_cast<long long>(e),
+                                   here ? Py_True : Py_False, stall ? Py_True : Py_False);
     if (item == nullptr) {
       Py_DECREF(out);
       return nullptr;
@@ -89,17 +141,22 @@ PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
 
 void append_parallel_functions(std::vector<PyMethodDef>& out) {
   out.push_back({"_parallel_trace_start", py_parallel_trace_start, METH_NOARGS,
-                 "_parallel_trace_start()\n--\n\nStarts recording which threads run chunks of the thread pool's "
+                 "_parallel_trace_start()\n--\n\nStarts recording which threads take part in the thread pool's "
                  "parallel regions (tests)."});
   out.push_back({"_parallel_trace_stop", py_parallel_trace_stop, METH_NOARGS,
                  "_parallel_trace_stop()\n--\n\nStops recording; returns the number of regions that ran on the "
-                 "pool, of distinct threads that ran their chunks, and the most threads one region used."});
+                 "pool, of distinct threads that took part in them, and the most threads one region used."});
   out.push_back({"_pool_workers", py_pool_workers, METH_NOARGS,
                  "_pool_workers()\n--\n\nThe thread pool's live worker threads."});
   out.push_back({"_parallel_for_test", py_parallel_for_test, METH_VARARGS,
                  "_parallel_for_test(n, grain, fail_at=(), /)\n--\n\nRuns parallel_for over range(n) with the "
-                 "grain; returns the (begin, end) chunks it ran, or raises ValueError from the chunks holding an "
+                 "grain; returns the (begin, end) pieces it ran, or raises ValueError from the pieces holding an "
                  "element of fail_at (tests)."});
+  out.push_back({"_parallel_for_stall_test", py_parallel_for_stall_test, METH_VARARGS,
+                 "_parallel_for_stall_test(n, grain, on_caller, timeout_s, /)\n--\n\nRuns parallel_for over range(n) "
+                 "with the grain, the first piece to run on the calling thread (on_caller) or on a worker waiting (up "
+                 "to timeout_s) until every other piece has run; returns (begin, end, on_calling_thread, stalled) of "
+                 "each piece (tests)."});
 }
 
 }  // namespace kael::python

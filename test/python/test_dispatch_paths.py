@@ -203,6 +203,7 @@ MODULE_BORROWING = {"frombuffer", "_native_ref", "_drop_native_ref",
 MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_threads", "cuda_is_available",
                 "_registered_ops", "_trace_dispatch", "Tensor", "dtype",
                 "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_parallel_for_test",
+                "_parallel_for_stall_test",
                 "promote_types", "result_type", "can_cast",  # dtype queries
                 "return_types",  # the module of named tuple types (no callable)
                 "Size", "_register_device_class", "_tensor_extend", "_parse_device", "_storage_ref",

@@ -215,37 +215,74 @@ print(json.dumps({"small": small, "large": large}))
     assert out["large"]["regions"] >= 8 and out["large"]["max_region_threads"] == 4
 
 
-def test_parallel_for_chunks_cover_the_range():
+def pieces_expected(n, grain, threads):
+    # Note [Pieces and stealing]: ceil(n / grain) pieces, at most 8 per thread, of equal size but
+    # the last
+    wanted = min(-(-n // grain), 8 * threads)
+    size = -(-n // wanted)
+    return [(b, min(n, b + size)) for b in range(0, n, size)]
+
+
+def test_parallel_for_pieces_cover_the_range():
     before = kael.get_num_threads()
     try:
         for n_threads in (1, 2, 3):
             kael.set_num_threads(n_threads)
             assert kael._C._parallel_for_test(1000, 1000) == [(0, 1000)]      # at most the grain: inline
             assert kael._C._parallel_for_test(0, 1) == []
-            chunks = kael._C._parallel_for_test(1000, 10)
-            assert len(chunks) == n_threads
-            assert chunks[0][0] == 0 and chunks[-1][1] == 1000
-            assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+            for n, grain in ((1000, 10), (1000, 100), (15, 10), (4097, 64), (1 << 20, 32768)):
+                pieces = kael._C._parallel_for_test(n, grain)
+                assert pieces == ([(0, n)] if n_threads == 1 else pieces_expected(n, grain, n_threads))
+                assert pieces[0][0] == 0 and pieces[-1][1] == n
+                assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
             assert kael._C._parallel_for_test(15, 10) == ([(0, 15)] if n_threads == 1 else [(0, 8), (8, 15)])
+            if n_threads > 1:
+                assert len(kael._C._parallel_for_test(1000, 10)) == 8 * n_threads
     finally:
         kael.set_num_threads(before)
 
 
+@pytest.mark.parametrize("on_caller", [True, False], ids=["caller-stalls", "worker-stalls"])
+def test_a_stalled_thread_s_pieces_run_on_the_others(on_caller):
+    # Note [Pieces and stealing]: 16 pieces of 100 on 2 threads, 0..799 dealt to the calling
+    # thread and 800..1599 to the worker. The first piece to run on the chosen thread waits until
+    # every other piece has run, so the other thread runs them all: its own and those it steals
+    # from the stalled thread's run (without stealing, the wait times out and the stalled thread
+    # runs the rest of its run itself).
+    before = kael.get_num_threads()
+    kael.set_num_threads(2)
+    try:
+        timeout = 20 * float(os.environ.get("KAEL_TEST_TIMEOUT_FACTOR", "1"))
+        pieces = kael._C._parallel_for_stall_test(1600, 100, on_caller, timeout)
+    finally:
+        kael.set_num_threads(before)
+    assert [(b, e) for b, e, _, _ in pieces] == [(b, b + 100) for b in range(0, 1600, 100)]
+    stalled = [p for p in pieces if p[3]]
+    # (a worker that woke after the calling thread had run every piece stalls in none)
+    assert len(stalled) == (1 if on_caller else len(stalled)) and len(stalled) <= 1
+    assert all(p[2] == on_caller for p in stalled)
+    assert all(here != on_caller for _, _, here, stall in pieces if not stall), pieces
+    if on_caller:
+        # the caller stalled in its first piece, 0..99: the worker stole the 7 others of its run
+        assert stalled[0][:2] == (0, 100)
+
+
 @pytest.mark.parametrize("fail_at", [0, 499, 500, 999], ids=lambda f: f"element{f}")
 def test_exceptions_inside_parallel_regions_reach_the_caller(fail_at):
-    # With 2 threads, elements 0..499 run on the calling thread and 500..999 on a pool worker: an
-    # exception thrown on either is raised as the Python exception of its class, and the process
+    # With 2 threads, 10 pieces of 100: elements 0..499 are dealt to the calling thread and
+    # 500..999 to a pool worker: an exception thrown on either is raised as the Python exception
+    # of its class, and the process
     # goes on (before the pool, an exception leaving an OpenMP region terminated the process).
     before = kael.get_num_threads()
     kael.set_num_threads(2)
     try:
-        half = re.escape("[0, 500)" if fail_at < 500 else "[500, 1000)")
-        with pytest.raises(ValueError, match=rf"_parallel_for_test: element {fail_at} failed in the chunk {half}"):
+        piece = re.escape(f"[{fail_at // 100 * 100}, {fail_at // 100 * 100 + 100})")
+        with pytest.raises(ValueError, match=rf"_parallel_for_test: element {fail_at} failed in the piece {piece}"):
             kael._C._parallel_for_test(1000, 100, (fail_at,))
-        # Both chunks fail: the first exception wins, the other is dropped.
+        # Pieces on both threads fail: the first exception wins, the other is dropped.
         with pytest.raises(ValueError, match=r"_parallel_for_test: element (0|999) failed"):
             kael._C._parallel_for_test(1000, 100, (0, 999))
-        assert kael._C._parallel_for_test(1000, 100) == [(0, 500), (500, 1000)]  # the pool still works
+        assert kael._C._parallel_for_test(1000, 100) == [(b, b + 100) for b in range(0, 1000, 100)]  # still works
         x = kael.ones(1 << 20)
         assert (x + x).sum().item() == 2.0 * (1 << 20)
     finally:
@@ -370,3 +407,99 @@ print(json.dumps(got))
 """)
     assert out["exitcode"] == 0
     check_child(out)
+
+
+# ---------------------------------------------------------------- workers off the caller's CPU
+
+AFFINITY_PRELUDE = """
+def parse_cpus(text):
+    cpus = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+def allowed(tid):
+    with open(f"/proc/self/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return parse_cpus(line.split(":", 1)[1].strip())
+
+def tasks():
+    return {int(t) for t in os.listdir("/proc/self/task")}
+
+def worker_sets():
+    # the CPU sets of the threads other than this one: the pool's workers (nothing else here
+    # starts threads)
+    others = tasks() - {threading.get_native_id()}
+    assert len(others) == C._pool_workers()
+    return sorted(sorted(allowed(t)) for t in others)
+"""
+
+
+def needs_two_cpus():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a caller's CPU can be kept free of workers only with 2 CPUs or more")
+
+
+def current_cpu_source():
+    return """
+def current_cpu():
+    with open("/proc/thread-self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])   # field 39: the CPU it runs on
+"""
+
+
+def test_workers_wake_off_the_caller_s_cpu():
+    # Note [Workers off the caller's CPU]: after a region, the workers' CPU sets are the caller's
+    # CPUs but the one it runs on; when the caller moves to another CPU, the next region moves the
+    # exclusion with it. (The caller is moved by binding it to one CPU and releasing it; it may
+    # move again by itself before the region starts, so each move is tried up to 20 times.)
+    needs_two_cpus()
+    out = run(AFFINITY_PRELUDE + current_cpu_source() + """
+mine = sorted(os.sched_getaffinity(0))
+kael.set_num_threads(2)
+loop()
+first = worker_sets()
+moved = {}
+for cpu in mine[:2]:
+    for attempt in range(20):
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, mine)
+        loop()
+        sets, now = worker_sets(), current_cpu()
+        if now == cpu and sets == [sorted(set(mine) - {cpu})]:
+            break
+    moved[cpu] = [sets, now]
+print(json.dumps({"mine": mine, "first": first, "moved": moved, "pool": pool_threads(loop)}))
+""")
+    mine = set(out["mine"])
+    assert len(out["first"]) == 1
+    worker = set(out["first"][0])
+    assert worker < mine and len(mine - worker) == 1
+    for cpu, (sets, now) in out["moved"].items():
+        assert now == int(cpu) and sets == [sorted(mine - {int(cpu)})], out
+    assert out["pool"] == 2
+
+
+def test_workers_keep_the_caller_s_cpus_when_there_are_too_few():
+    # More threads than the caller's CPUs, or a caller bound to one CPU: the workers' sets are
+    # the caller's set, and every region still runs on all its threads.
+    out = run(AFFINITY_PRELUDE + """
+mine = sorted(os.sched_getaffinity(0))
+kael.set_num_threads(len(mine) + 1)
+loop()
+crowded = worker_sets()
+crowded_pool = pool_threads(loop)
+one = mine[-1]
+os.sched_setaffinity(0, {one})           # the caller alone (Linux: the calling thread)
+kael.set_num_threads(2)
+loop()
+print(json.dumps({"mine": mine, "crowded": crowded, "crowded_pool": crowded_pool, "one": one,
+                  "bound": worker_sets(), "bound_pool": pool_threads(loop),
+                  "sum": kael.arange(1 << 20, dtype=kael.float64).sum().item()}))
+""")
+    n = len(out["mine"])
+    assert out["crowded"] == [out["mine"]] * n and out["crowded_pool"] == n + 1
+    assert out["bound"] == [[out["one"]]] and out["bound_pool"] == 2
+    assert out["sum"] == float((1 << 20) * ((1 << 20) - 1) // 2)

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ namespace kael {
 
 namespace {
 constexpr int kMaxThreads = 1024;
+constexpr std::int64_t kPiecesPerThread = 8;  // Note [Pieces and stealing]
 
 // Set by the fork child handler (while the child has one thread), read by openmp_threads().
 bool forked_child = false;
@@ -74,40 +76,75 @@ class RegionScope {
   bool previous_;
 };
 
-// One parallel_for over the pool: [begin, begin + chunks * size) cut into `chunks` pieces of
-// `size` elements (the last one shorter), on the stack of the thread that runs it.
-struct Region {
-  detail::ChunkFn fn;
-  const void* context;
-  std::int64_t begin, end, size;
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;  // written once, by the chunk that set `failed`
-  bool tracing = false;
-  std::mutex trace_mutex;
-  std::set<long> trace_tids;
+// The pieces a thread of a region owns, [front, back) as front << 32 | back: the owner takes
+// them from the front, the others steal from the back (Note [Pieces and stealing] in
+// kael/runtime/threads.h).
+struct alignas(64) PieceRange {
+  std::atomic<std::uint64_t> bits{0};
 
-  void run_chunk(std::int64_t chunk) noexcept {
-    if (tracing) {
-      std::lock_guard<std::mutex> lock(trace_mutex);
-      trace_tids.insert(static_cast<long>(::syscall(SYS_gettid)));
-    }
-    if (failed.load(std::memory_order_relaxed)) return;  // cancelled: another chunk threw
-    const std::int64_t b = begin + chunk * size, e = std::min(end, b + size);
-    try {
-      RegionScope scope;
-      fn(context, b, e);
-    } catch (...) {
-      if (!failed.exchange(true)) error = std::current_exception();
+  void set(std::int64_t front, std::int64_t back) {
+    bits.store(static_cast<std::uint64_t>(front) << 32 | static_cast<std::uint64_t>(back), std::memory_order_relaxed);
+  }
+  // The next piece from the front (owner) or the back (thief), or -1 when none is left.
+  std::int64_t take(bool from_front) noexcept {
+    std::uint64_t r = bits.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t front = r >> 32, back = r & 0xffffffffu;
+      if (front >= back) return -1;
+      const std::uint64_t next = from_front ? (front + 1) << 32 | back : front << 32 | (back - 1);
+      if (bits.compare_exchange_weak(r, next, std::memory_order_relaxed)) {
+        return static_cast<std::int64_t>(from_front ? front : back - 1);
+      }
     }
   }
 };
 
-// One worker thread; its slot is handed one chunk of one region at a time.
+// One parallel_for over the pool: [begin, end) cut into `pieces` pieces of `size` elements (the
+// last one shorter), dealt to `threads` threads as contiguous runs of pieces; on the stack of
+// the thread that runs it.
+struct Region {
+  detail::ChunkFn fn;
+  const void* context;
+  std::int64_t begin, end, size, threads;
+  std::unique_ptr<PieceRange[]> ranges;  // one per thread: 0 the calling thread, t worker t - 1
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // written once, by the piece that set `failed`
+  bool tracing = false;
+  std::mutex trace_mutex;
+  std::set<long> trace_tids;
+
+  // Thread t's part: its own pieces in order, then pieces stolen from the other threads' backs.
+  void run_thread(std::int64_t t) noexcept {
+    if (tracing) {
+      std::lock_guard<std::mutex> lock(trace_mutex);
+      trace_tids.insert(static_cast<long>(::syscall(SYS_gettid)));
+    }
+    std::int64_t victim = t;
+    for (std::int64_t tried = 0; tried < threads;) {
+      const std::int64_t piece = ranges[static_cast<std::size_t>(victim)].take(victim == t);
+      if (piece < 0) {  // this range is empty: go on to the next thread's
+        victim = victim + 1 == threads ? 0 : victim + 1;
+        ++tried;
+        continue;
+      }
+      if (failed.load(std::memory_order_relaxed)) return;  // cancelled: another piece threw
+      const std::int64_t b = begin + piece * size, e = std::min(end, b + size);
+      try {
+        RegionScope scope;
+        fn(context, b, e);
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+  }
+};
+
+// One worker thread; its slot is handed one region at a time, with its thread number there.
 struct Worker {
   std::mutex mutex;
   std::condition_variable wake;
-  Region* region = nullptr;  // the region whose chunk `chunk` to run next
-  std::int64_t chunk = 0;
+  Region* region = nullptr;  // the region to take part in next, as its thread `index`
+  std::int64_t index = 0;
   bool stop = false;
   std::thread thread;
 };
@@ -118,23 +155,24 @@ class Pool {
   // at a time; the workers' set only changes under it.
   std::mutex region_mutex;
 
-  // Runs r's `chunks` chunks: 0 here, the others on the first chunks - 1 workers (resize() has
-  // made them live). region_mutex is held.
-  void run(Region& r, std::int64_t chunks) {
+  // Runs r on r.threads threads: thread 0 is this one, thread t worker t - 1 (resize() has made
+  // them live). region_mutex is held.
+  void run(Region& r) {
+    keep_off_caller_cpu(r.threads);
     {
       std::lock_guard<std::mutex> lock(done_mutex_);
-      remaining_ = chunks - 1;
+      remaining_ = r.threads - 1;
     }
-    for (std::int64_t c = 1; c < chunks; ++c) {
-      Worker& w = *workers_[static_cast<std::size_t>(c - 1)];
+    for (std::int64_t t = 1; t < r.threads; ++t) {
+      Worker& w = *workers_[static_cast<std::size_t>(t - 1)];
       {
         std::lock_guard<std::mutex> lock(w.mutex);
         w.region = &r;
-        w.chunk = c;
+        w.index = t;
       }
       w.wake.notify_one();
     }
-    r.run_chunk(0);
+    r.run_thread(0);
     std::unique_lock<std::mutex> lock(done_mutex_);
     done_.wait(lock, [&] { return remaining_ == 0; });
   }
@@ -162,6 +200,7 @@ class Pool {
       }
       workers_.push_back(std::move(w));
       live_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      kept_off_ = kUnknown;  // the new worker's set is its starter's: set them all anew
     }
     return static_cast<int>(workers_.size());
   }
@@ -169,6 +208,29 @@ class Pool {
   int live() const noexcept { return live_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr int kUnknown = -2;  // kept_off_: the workers' CPU sets are not known
+  static constexpr int kNone = -1;     // kept_off_: the workers' sets are caller_set_
+
+  // Before a region of `threads` threads wakes its workers, their CPU sets become the calling
+  // thread's set less the CPU it runs on, when that set has CPUs enough for one thread each, else
+  // the calling thread's set (Note [Workers off the caller's CPU]); nothing changes while the
+  // two stay as they were. region_mutex is held.
+  void keep_off_caller_cpu(std::int64_t threads) {
+    cpu_set_t caller;
+    CPU_ZERO(&caller);
+    if (sched_getaffinity(0, sizeof caller, &caller) != 0) return;
+    const int cpu = sched_getcpu();
+    const int off = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &caller) && CPU_COUNT(&caller) >= threads ? cpu : kNone;
+    if (off == kept_off_ && CPU_EQUAL(&caller, &caller_set_)) return;
+    cpu_set_t set = caller;
+    if (off != kNone) CPU_CLR(off, &set);
+    // (a refusal, say by a cpuset that changed, leaves a worker where the scheduler puts it)
+    for (const std::unique_ptr<Worker>& w : workers_)
+      (void)pthread_setaffinity_np(w->thread.native_handle(), sizeof set, &set);
+    kept_off_ = off;
+    caller_set_ = caller;
+  }
+
   void work(Worker* w) {
     tls_in_region = true;  // nested parallel_for calls run inline on a worker
     std::unique_lock<std::mutex> lock(w->mutex);
@@ -176,10 +238,10 @@ class Pool {
       w->wake.wait(lock, [&] { return w->region != nullptr || w->stop; });
       if (w->region == nullptr) return;  // stopped
       Region* r = w->region;
-      const std::int64_t chunk = w->chunk;
+      const std::int64_t index = w->index;
       w->region = nullptr;
       lock.unlock();
-      r->run_chunk(chunk);
+      r->run_thread(index);
       {
         // The last touch of r: the region's thread may return as soon as remaining_ is 0.
         std::lock_guard<std::mutex> done_lock(done_mutex_);
@@ -193,7 +255,9 @@ class Pool {
   std::atomic<int> live_{0};
   std::mutex done_mutex_;
   std::condition_variable done_;
-  std::int64_t remaining_ = 0;  // chunks handed to workers and not finished yet
+  std::int64_t remaining_ = 0;  // workers handed the region and not done with it yet
+  cpu_set_t caller_set_{};      // the calling thread's CPU set when the workers' sets were made
+  int kept_off_ = kUnknown;     // the CPU the workers' sets exclude, or kNone / kUnknown
 };
 
 // The pool. Never destroyed: workers may outlive static destruction (they wait for work, and the
@@ -276,11 +340,16 @@ void parallel_run(std::int64_t begin, std::int64_t end, std::int64_t grain, Chun
   }
   // The pool keeps setting - 1 workers (a region with fewer chunks leaves the rest idle).
   const std::int64_t threads = std::min<std::int64_t>(chunks, pool.resize(setting - 1) + 1);
-  // chunks of `size` elements, the last one possibly shorter, none empty
-  const std::int64_t size = n / threads + (n % threads != 0);
-  Region r{fn, context, begin, end, size};
+  // up to kPiecesPerThread pieces a thread, of `size` elements (none below the grain but for
+  // rounding, the last one possibly shorter, none empty), dealt in runs of pieces
+  const std::int64_t wanted = std::min<std::int64_t>(n / grain + (n % grain != 0), threads * kPiecesPerThread);
+  const std::int64_t size = n / wanted + (n % wanted != 0);
+  const std::int64_t pieces = n / size + (n % size != 0);
+  Region r{fn, context, begin, end, size, std::min(threads, pieces)};
+  r.ranges = std::make_unique<PieceRange[]>(static_cast<std::size_t>(r.threads));
+  for (std::int64_t t = 0; t < r.threads; ++t) r.ranges[static_cast<std::size_t>(t)].set(t * pieces / r.threads, (t + 1) * pieces / r.threads);
   r.tracing = trace_on.load(std::memory_order_relaxed);
-  pool.run(r, n / size + (n % size != 0));
+  pool.run(r);
   if (r.tracing) {
     std::lock_guard<std::mutex> trace_lock(trace_mutex);
     trace_totals.regions += 1;

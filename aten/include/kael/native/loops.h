@@ -26,9 +26,12 @@
 namespace kael::native {
 
 // Up to this many elements a loop runs on the calling thread; above, it splits into at most one
-// chunk per kParallelGrain elements, one chunk per thread (parallel_for's grain, Note [Thread
-// pool] in kael/runtime/threads.h).
+// piece per kParallelGrain elements, at most 8 per thread (parallel_for's grain, Note [Thread
+// pool] and Note [Pieces and stealing] in kael/runtime/threads.h).
 inline constexpr std::int64_t kParallelGrain = 32768;
+
+// The length of the long row whose piece this thread runs (Note [Streaming stores]), else 0.
+inline thread_local std::int64_t tls_run_elements = 0;
 
 struct OperandView {
   char* data = nullptr;
@@ -136,10 +139,16 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
     parallel_for(0, n0, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
       std::array<char*, N> ptr = g.data;
       for (int k = 0; k < N; ++k) ptr[k] += begin * s0[k];
+      // (pieces run one at a time on a thread: nested loops run inline, after this one's)
+      struct RunExtent {
+        std::int64_t saved = tls_run_elements;
+        ~RunExtent() { tls_run_elements = saved; }
+      } extent;
+      tls_run_elements = n0;
       inner(ptr.data(), s0.data(), end - begin);
     });
   } else {
-    // Whole rows per chunk.
+    // Whole rows per piece.
     parallel_for(0, rows, (kParallelGrain + n0 - 1) / n0, walk);
   }
 }
@@ -187,6 +196,10 @@ inline bool prefetch_streams() noexcept {
 // publishes them.
 // KAEL_STREAMING_STORES=1 makes every output of a line or more stream, =0 none (the tests run
 // both on every machine).
+// The decision is the whole run's, not a piece's: a long row split among threads (run_loop)
+// sets tls_run_elements to the row's length around each piece, so that pieces of a 64 MB output
+// stream however many pieces the pool cuts (Note [Pieces and stealing] in
+// kael/runtime/threads.h); elsewhere it is 0 and the run is the inner loop's own.
 std::int64_t detect_streaming_store_min_bytes() noexcept;
 inline std::int64_t streaming_store_min_bytes() noexcept {
   static const std::int64_t bytes = detect_streaming_store_min_bytes();
@@ -221,7 +234,7 @@ inline std::int64_t streaming_store_min_bytes() noexcept {
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
 // compiler vectorises it.
-// Always inlined: the tiny-tensor path calls it directly and parallel_for's chunk lambda calls it
+// Always inlined: the tiny-tensor path calls it directly and parallel_for's piece lambda calls it
 // too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 // A formula with a SIMD form (Note [SIMD forms] in kael/native/vec_math.h): a static
@@ -315,7 +328,7 @@ struct PointwiseInner {
                                                             static_cast<std::uintptr_t>(kPrefetchBytes + b))),
            ...);
       };
-      if (n * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
+      if (std::max(n, tls_run_elements) * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
         // A large output: written with streaming stores, a cache line at a time from a buffer
         // in L1 (Note [Streaming stores]). The first elements up to a 64-byte boundary and the
         // last partial line are plain.

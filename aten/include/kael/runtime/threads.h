@@ -9,17 +9,50 @@
 //   - a range of at most `grain` elements runs on the calling thread, without touching the pool
 //     (one comparison: small tensors pay nothing); so do calls nested inside a parallel region
 //     and calls made while another thread's region occupies the pool;
-//   - otherwise the range splits into min(threads, ceil(n / grain)) chunks of equal size
-//     (static: chunk 0 runs on the calling thread, chunk i on worker i). Workers are
-//     std::threads, started on the first region that needs them and stopped when the count
-//     shrinks; the calling thread waits for its workers' chunks before parallel_for returns;
-//   - an exception thrown by a chunk does not terminate the process: the first one is kept,
-//     chunks that have not started yet are skipped, and it is rethrown on the calling thread
-//     once every chunk has finished.
+//   - otherwise min(threads, ceil(n / grain)) threads run it: the calling thread and workers
+//     1, 2, ..., in pieces (Note [Pieces and stealing]). Workers are std::threads, started on
+//     the first region that needs them and stopped when the count shrinks; the calling thread
+//     waits for every worker it woke before parallel_for returns;
+//   - an exception thrown by a piece does not terminate the process: the first one is kept,
+//     pieces that have not started yet are skipped, and it is rethrown on the calling thread
+//     once every thread is done.
 // Workers run kernels' inner loops only: they never touch Python objects, never take the GIL
-// and never call back into Python (Note [Concurrency] in kael/core/concurrency.h). What a chunk
-// computes must not depend on how many chunks there are where the result is to be
+// and never call back into Python (Note [Concurrency] in kael/core/concurrency.h). What a piece
+// computes must not depend on how many pieces there are where the result is to be
 // deterministic (sums add fixed blocks in a fixed order: kael/native/cpu/reduce.cpp).
+//
+// Note [Pieces and stealing]
+// A region's range is cut into ceil(n / grain) pieces, at most kPiecesPerThread (8) per thread,
+// of equal size but the last, and each thread is dealt a run of neighbouring pieces: thread 0
+// the first run, and so on, as the static chunks of a pool without pieces would be. A thread
+// takes its own pieces in order from the front of its run; when its run is empty it steals
+// pieces from the back of the other threads' runs, until none is left. On an idle machine each
+// thread runs its own run, in order, as before; when one thread is slowed (a core shared with
+// other work, a worker woken late) the others finish its pieces instead of waiting for it:
+// 2 threads on 16M float32 with a busy loop on one of the two cores, medians of 4 alternating
+// runs (docs/performance.md, "Thread pool"), exp 4.50 -> 3.82 ms, sum 2.84 -> 2.43 ms. Which
+// thread runs a piece depends on timing, what the pieces are does not: a kernel whose result
+// must not depend on the thread count cuts its own work at fixed offsets (Note [Deterministic
+// sums]), which parallel_for's pieces then group. run_loop tells each piece the length of the
+// row it belongs to, so that decisions made by size (streaming stores) are the row's.
+//
+// Note [Workers off the caller's CPU]
+// In a virtual machine whose idle virtual CPUs the host takes back (KVM, most cloud machines),
+// Linux counts an idle CPU whose host thread is not running as busy (vcpu_is_preempted), and a
+// worker woken after a pause (tens of ms of Python, I/O, a sleep) may be queued on the CPU of
+// the thread that woke it: the two halves of a region then run one after the other. Seen on the
+// 2-CPU KVM machine of docs/performance.md: after a 20 ms pause the worker ran on the caller's
+// CPU in 11 of 12, 21 of 25 and 21 of 25 regions of three runs, starting when the caller's half
+// ended. So before waking its workers a
+// region makes their CPU sets the calling thread's set less the CPU it runs on, when that set
+// has CPUs enough for one thread each (else the calling thread's set): the scheduler then wakes
+// each worker on another CPU, and the workers follow a caller bound to fewer CPUs. The sets
+// change only when the caller's CPU or set does (one pthread_setaffinity_np per worker; a
+// sched_getaffinity and a sched_getcpu per region otherwise); only kael's own workers are
+// touched, never the caller. Measured there, 2 threads, an op timed after each 20 ms pause,
+// medians of 5 alternating runs of 25 (docs/performance.md, "Thread pool"): copy_ of 16M
+// float32 4.73 -> 3.18 ms, exp 4.77 -> 3.33, sum 3.14 -> 2.31, logsumexp 3.37 -> 2.47 (the
+// pieces of Note [Pieces and stealing] alone changed nothing there).
 //
 // Note [Process-wide thread count]
 // kael's count is one process-wide value: every thread, including threads created later, runs
@@ -59,8 +92,8 @@ int openmp_threads() noexcept;
 // last applied there.
 void sync_openmp_threads() noexcept;
 
-// Whether the calling thread is running a chunk of a parallel region (a pool worker, or the
-// thread that started the region while it runs its own chunk).
+// Whether the calling thread is running a piece of a parallel region (a pool worker, or the
+// thread that started the region while it runs its pieces).
 bool in_parallel_region() noexcept;
 
 namespace detail {
@@ -84,11 +117,11 @@ inline void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grai
 }
 
 // For tests (kael._C._parallel_trace): while enabled, every pool region records the OS thread ids
-// that ran its chunks.
+// that took part in it (a thread that found no piece left counts too).
 struct ParallelTrace {
   std::int64_t regions = 0;             // regions that ran on the pool
-  std::int64_t threads = 0;             // distinct OS threads that ran a chunk of one of them
-  std::int64_t max_region_threads = 0;  // the most distinct threads that ran chunks of one region
+  std::int64_t threads = 0;             // distinct OS threads that took part in one of them
+  std::int64_t max_region_threads = 0;  // the most distinct threads that took part in one region
 };
 void parallel_trace_start();
 ParallelTrace parallel_trace_stop();
