@@ -1,5 +1,6 @@
-// kael's thread pool (Note [Thread pool] in kael/runtime/threads.h): coverage of the range,
-// inline small and nested calls, exceptions, concurrent callers, resizing, fork.
+// kael's thread pool (Note [Thread pool] and Note [Pieces and stealing] in
+// kael/runtime/threads.h): coverage of the range, inline small and nested calls, exceptions,
+// concurrent callers, resizing, fork.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -43,7 +45,16 @@ Chunks run_chunks(std::int64_t begin, std::int64_t end, std::int64_t grain) {
   return chunks;
 }
 
-TEST(ThreadPool, ChunksCoverTheRangeOnceAndFollowTheGrain) {
+// The pieces parallel_for cuts [0, n) into on `threads` threads: ceil(n / grain), at most 8 per
+// thread, of equal size but the last.
+std::int64_t expected_pieces(int threads, std::int64_t n, std::int64_t grain) {
+  if (threads == 1 || n <= grain) return 1;
+  const std::int64_t wanted = std::min<std::int64_t>((n + grain - 1) / grain, 8 * std::int64_t{threads});
+  const std::int64_t size = (n + wanted - 1) / wanted;
+  return (n + size - 1) / size;
+}
+
+TEST(ThreadPool, PiecesCoverTheRangeOnceAndFollowTheGrain) {
   for (int threads : {1, 2, 3, 8}) {
     ThreadCount count(threads);
     for (std::int64_t n : {0, 1, 5, 7, 64, 1000, 100003}) {
@@ -53,8 +64,8 @@ TEST(ThreadPool, ChunksCoverTheRangeOnceAndFollowTheGrain) {
           EXPECT_TRUE(chunks.empty());
           continue;
         }
-        const std::int64_t expected = std::min<std::int64_t>(threads, (n + grain - 1) / grain);
-        ASSERT_EQ(static_cast<std::int64_t>(chunks.size()), expected) << threads << " " << n << " " << grain;
+        ASSERT_EQ(static_cast<std::int64_t>(chunks.size()), expected_pieces(threads, n, grain))
+            << threads << " " << n << " " << grain;
         std::int64_t next = 10;
         for (const auto& [b, e] : chunks) {
           EXPECT_EQ(b, next);
@@ -79,15 +90,28 @@ TEST(ThreadPool, SmallRangesRunOnTheCallingThreadWithoutThePool) {
   EXPECT_EQ(kael::parallel_trace_stop().regions, 0);
 }
 
-TEST(ThreadPool, EveryThreadRunsAChunk) {
+TEST(ThreadPool, EveryThreadRunsAPiece) {
   ThreadCount count(3);
   kael::parallel_trace_start();
   std::mutex mutex;
   std::set<std::thread::id> ids;
+  // Each piece waits (up to 60 s) until 3 threads have run one: a thread that is first cannot
+  // take every piece before the others wake.
   kael::parallel_for(0, 3000, 1, [&](std::int64_t, std::int64_t) {
     EXPECT_TRUE(kael::in_parallel_region());
-    std::lock_guard<std::mutex> lock(mutex);
-    ids.insert(std::this_thread::get_id());
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ids.insert(std::this_thread::get_id());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (ids.size() >= 3) break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   });
   const kael::ParallelTrace t = kael::parallel_trace_stop();
   EXPECT_EQ(ids.size(), 3u);
@@ -109,13 +133,13 @@ TEST(ThreadPool, NestedCallsRunInline) {
       if (std::this_thread::get_id() != outer) same_thread = false;
     });
   });
-  EXPECT_EQ(inner_chunks.load(), 4);  // one inline call per outer chunk
+  EXPECT_EQ(inner_chunks.load(), 4);  // one inline call per outer piece
   EXPECT_TRUE(same_thread.load());
 }
 
 TEST(ThreadPool, ExceptionsReachTheCaller) {
   ThreadCount count(4);
-  for (std::int64_t failing : {0, 1, 3}) {  // the caller's chunk and workers' chunks
+  for (std::int64_t failing : {0, 1, 3}) {  // the caller's piece and workers' pieces
     std::atomic<int> ran{0};
     try {
       kael::parallel_for(0, 4, 1, [&](std::int64_t b, std::int64_t) {
@@ -129,7 +153,7 @@ TEST(ThreadPool, ExceptionsReachTheCaller) {
     EXPECT_GE(ran.load(), 1);
     EXPECT_FALSE(kael::in_parallel_region());
   }
-  // Every chunk throws: one exception, the first, reaches the caller.
+  // Every piece throws: one exception, the first, reaches the caller.
   try {
     kael::parallel_for(0, 4, 1, [](std::int64_t b, std::int64_t) { throw std::runtime_error(std::to_string(b)); });
     FAIL() << "no exception";
@@ -168,7 +192,7 @@ TEST(ThreadPool, WorkersFollowTheCount) {
   for (int threads : {4, 2, 5, 1, 3}) {
     ThreadCount count(threads);
     const Chunks chunks = run_chunks(0, 1000, 1);
-    EXPECT_EQ(static_cast<int>(chunks.size()), threads);
+    EXPECT_EQ(static_cast<std::int64_t>(chunks.size()), expected_pieces(threads, 1000, 1));
     if (threads > 1) {
       EXPECT_EQ(kael::pool_workers(), threads - 1);  // a 1-thread count never reaches the pool
     }
@@ -177,7 +201,8 @@ TEST(ThreadPool, WorkersFollowTheCount) {
 
 TEST(ThreadPool, ForkedChildRunsOnANewPool) {
   ThreadCount count(2);
-  ASSERT_EQ(run_chunks(0, 100, 1).size(), 2u);  // the parent's pool has its worker
+  // the parent's pool has its worker
+  ASSERT_EQ(static_cast<std::int64_t>(run_chunks(0, 100, 1).size()), expected_pieces(2, 100, 1));
   ASSERT_EQ(kael::pool_workers(), 1);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -203,7 +228,7 @@ TEST(ThreadPool, ForkedChildRunsOnANewPool) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(kael::openmp_threads(), 2);  // the parent is unchanged
-  EXPECT_EQ(run_chunks(0, 100, 1).size(), 2u);
+  EXPECT_EQ(static_cast<std::int64_t>(run_chunks(0, 100, 1).size()), expected_pieces(2, 100, 1));
 }
 
 }  // namespace
