@@ -429,11 +429,15 @@ def tasks():
     return {int(t) for t in os.listdir("/proc/self/task")}
 
 def worker_sets():
-    # the CPU sets of the threads other than this one: the pool's workers (nothing else here
-    # starts threads)
-    others = tasks() - {threading.get_native_id()}
-    assert len(others) == C._pool_workers()
-    return sorted(sorted(allowed(t)) for t in others)
+    # the CPU sets of the pool's workers, the threads named kael-pool (a sanitizer's runtime may
+    # start threads of its own)
+    workers = []
+    for t in tasks():
+        with open(f"/proc/self/task/{t}/comm") as f:
+            if f.read().strip() == "kael-pool":
+                workers.append(t)
+    assert len(workers) == C._pool_workers()
+    return sorted(sorted(allowed(t)) for t in workers)
 """
 
 

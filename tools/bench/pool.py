@@ -51,7 +51,8 @@ def main() -> None:
     busy = None
     if args.mode == "busy":
         cpu = max(os.sched_getaffinity(0))
-        busy = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+        loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+        busy = subprocess.Popen([sys.executable, "-c", loop])
         time.sleep(0.2)
     try:
         cells = []

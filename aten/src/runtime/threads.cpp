@@ -220,7 +220,8 @@ class Pool {
     CPU_ZERO(&caller);
     if (sched_getaffinity(0, sizeof caller, &caller) != 0) return;
     const int cpu = sched_getcpu();
-    const int off = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &caller) && CPU_COUNT(&caller) >= threads ? cpu : kNone;
+    const bool room = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &caller) && CPU_COUNT(&caller) >= threads;
+    const int off = room ? cpu : kNone;
     if (off == kept_off_ && CPU_EQUAL(&caller, &caller_set_)) return;
     cpu_set_t set = caller;
     if (off != kNone) CPU_CLR(off, &set);
@@ -232,6 +233,7 @@ class Pool {
   }
 
   void work(Worker* w) {
+    (void)pthread_setname_np(pthread_self(), "kael-pool");  // as top -H, gdb and /proc show it
     tls_in_region = true;  // nested parallel_for calls run inline on a worker
     std::unique_lock<std::mutex> lock(w->mutex);
     for (;;) {
@@ -347,7 +349,8 @@ void parallel_run(std::int64_t begin, std::int64_t end, std::int64_t grain, Chun
   const std::int64_t pieces = n / size + (n % size != 0);
   Region r{fn, context, begin, end, size, std::min(threads, pieces)};
   r.ranges = std::make_unique<PieceRange[]>(static_cast<std::size_t>(r.threads));
-  for (std::int64_t t = 0; t < r.threads; ++t) r.ranges[static_cast<std::size_t>(t)].set(t * pieces / r.threads, (t + 1) * pieces / r.threads);
+  for (std::int64_t t = 0; t < r.threads; ++t)
+    r.ranges[static_cast<std::size_t>(t)].set(t * pieces / r.threads, (t + 1) * pieces / r.threads);
   r.tracing = trace_on.load(std::memory_order_relaxed);
   pool.run(r);
   if (r.tracing) {

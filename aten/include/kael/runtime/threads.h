@@ -10,9 +10,9 @@
 //     (one comparison: small tensors pay nothing); so do calls nested inside a parallel region
 //     and calls made while another thread's region occupies the pool;
 //   - otherwise min(threads, ceil(n / grain)) threads run it: the calling thread and workers
-//     1, 2, ..., in pieces (Note [Pieces and stealing]). Workers are std::threads, started on
-//     the first region that needs them and stopped when the count shrinks; the calling thread
-//     waits for every worker it woke before parallel_for returns;
+//     1, 2, ..., in pieces (Note [Pieces and stealing]). Workers are std::threads named
+//     kael-pool, started on the first region that needs them and stopped when the count
+//     shrinks; the calling thread waits for every worker it woke before parallel_for returns;
 //   - an exception thrown by a piece does not terminate the process: the first one is kept,
 //     pieces that have not started yet are skipped, and it is rethrown on the calling thread
 //     once every thread is done.
