@@ -98,6 +98,11 @@ PyObject* py_parallel_for_stall_test(PyObject*, PyObject* args) {
   int on_caller = 0;
   double timeout_s = 0;
   if (!PyArg_ParseTuple(args, "LLpd:_parallel_for_stall_test", &n, &grain, &on_caller, &timeout_s)) return nullptr;
+  if (!(timeout_s >= 0.0 && timeout_s <= 3600.0)) {  // NaN fails too
+    PyErr_Format(PyExc_ValueError, "_parallel_for_stall_test: timeout_s must be in [0, 3600], got %R",
+                 PyTuple_GET_ITEM(args, 3));
+    return nullptr;
+  }
   std::mutex mutex;
   std::vector<std::tuple<std::int64_t, std::int64_t, bool, bool>> pieces;
   std::atomic<std::int64_t> covered{0};  // elements of the pieces that have run, the stalled one aside

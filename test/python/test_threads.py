@@ -267,6 +267,12 @@ def test_a_stalled_thread_s_pieces_run_on_the_others(on_caller):
         assert stalled[0][:2] == (0, 100)
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1.0, 1e9])
+def test_stall_hook_rejects_a_timeout_out_of_range(timeout):
+    with pytest.raises(ValueError, match=r"_parallel_for_stall_test: timeout_s must be in \[0, 3600\], got"):
+        kael._C._parallel_for_stall_test(1600, 100, True, timeout)
+
+
 @pytest.mark.parametrize("fail_at", [0, 499, 500, 999], ids=lambda f: f"element{f}")
 def test_exceptions_inside_parallel_regions_reach_the_caller(fail_at):
     # With 2 threads, 10 pieces of 100: elements 0..499 are dealt to the calling thread and
