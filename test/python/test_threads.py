@@ -513,3 +513,77 @@ print(json.dumps({"mine": mine, "crowded": crowded, "crowded_pool": crowded_pool
     assert out["crowded"] == [out["mine"]] * n and out["crowded_pool"] == n + 1
     assert out["bound"] == [[out["one"]]] and out["bound_pool"] == 2
     assert out["sum"] == float((1 << 20) * ((1 << 20) - 1) // 2)
+
+
+SPIN_PRELUDE = AFFINITY_PRELUDE + """
+def the_worker():
+    [w] = [t for t in tasks() if open(f"/proc/self/task/{t}/comm").read().strip() == "kael-pool"]
+    return w
+
+def blocked(tid):
+    # how many times the thread has blocked (given up its CPU of its own accord)
+    with open(f"/proc/self/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split(":", 1)[1])
+
+def cpu_seconds(tid):
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+
+def back_to_back(regions):
+    # `regions` two-thread regions, one after the other (an add of 2 grains a call), and how
+    # many times the worker blocked meanwhile and the CPU time it used
+    x, y = kael.ones(1 << 16), kael.empty(1 << 16)
+    kael.add(x, x, out=y)
+    w = the_worker()
+    before = blocked(w), cpu_seconds(w)
+    for _ in range(regions):
+        kael.add(x, x, out=y)
+    return blocked(w) - before[0], cpu_seconds(w) - before[1]
+"""
+
+
+def test_back_to_back_regions_wait_by_spinning_not_blocking():
+    # Note [Spinning before blocking]: with the workers kept off the caller's CPU, a worker waits
+    # for the next region, and the caller for the workers, by spinning for a while before
+    # blocking, so a worker blocks only where the next region comes late (without the spin it
+    # blocks once in each of the 300 regions; with it 0-112 times on a noisy 2-CPU virtual
+    # machine, whose host may hold either thread back).
+    needs_two_cpus()
+    out = run(SPIN_PRELUDE + """
+kael.set_num_threads(2)
+blocks, cpu = back_to_back(300)
+print(json.dumps({"blocks": blocks, "cpu": cpu}))
+""")
+    assert out["blocks"] < 200, out
+
+
+def test_idle_workers_block():
+    # The spin is bounded: half a second after the last region the worker has used (almost) no CPU.
+    needs_two_cpus()
+    out = run(SPIN_PRELUDE + """
+kael.set_num_threads(2)
+back_to_back(100)
+w = the_worker()
+time.sleep(0.05)
+before = cpu_seconds(w)
+time.sleep(0.5)
+print(json.dumps({"idle_cpu_s": cpu_seconds(w) - before}))
+""")
+    assert out["idle_cpu_s"] <= 0.05, out
+
+
+def test_workers_block_at_once_when_they_share_the_caller_s_cpu():
+    # A caller bound to one CPU shares it with the workers: a spinning worker would hold the CPU
+    # the caller needs, so there nobody spins and the worker blocks after every region (its CPU
+    # time is the adds' alone).
+    out = run(SPIN_PRELUDE + """
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
+kael.set_num_threads(2)
+blocks, cpu = back_to_back(300)
+print(json.dumps({"blocks": blocks, "cpu": cpu, "sum": kael.arange(1 << 20, dtype=kael.float64).sum().item()}))
+""")
+    assert out["blocks"] >= 150 and out["cpu"] <= 0.025, out   # spinning: 0.05 s and more
+    assert out["sum"] == float((1 << 20) * ((1 << 20) - 1) // 2)

@@ -7,9 +7,9 @@
 Such a call lasts tens of microseconds, above the grain at which kael's loops use the thread
 pool (32768 elements), so at 2 threads what it costs to hand a chunk to a worker shows: a worker
 blocked on a condition variable takes a system call and, on a virtual machine whose idle CPU has
-halted, tens of microseconds more to run (docs/decisions.md, "Threads": polling before
-blocking was tried and not taken). The calls of a batch run back to back, as a training step
-issues them.
+halted, tens to hundreds of microseconds more to run, which is why kael's workers spin for a
+while before they block (Note [Spinning before blocking] in aten/include/kael/runtime/threads.h).
+The calls of a batch run back to back, as a training step issues them.
 
 Each library runs a case in batches of --calls calls, the libraries alternating batch by batch
 (--rounds rounds), with a pause of --settle seconds before each batch so that no library's idle

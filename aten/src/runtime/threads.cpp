@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,9 @@ namespace kael {
 namespace {
 constexpr int kMaxThreads = 1024;
 constexpr std::int64_t kPiecesPerThread = 8;  // Note [Pieces and stealing]
+// How long a thread of a region waits for work (a worker) or for the workers (the calling
+// thread) by spinning before it blocks (Note [Spinning before blocking]).
+constexpr std::chrono::microseconds kSpinBudget{200};
 
 // Set by the fork child handler (while the child has one thread), read by openmp_threads().
 bool forked_child = false;
@@ -60,6 +64,21 @@ struct Defaults {
 const Defaults& defaults() {
   static const Defaults d;
   return d;
+}
+
+// Waits for ready() to hold, for up to `budget`, pausing the core between looks; whether it held.
+template <class Ready>
+bool spin_until(Ready ready, std::chrono::nanoseconds budget) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (unsigned i = 1;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
+  }
 }
 
 // Whether this thread runs a chunk of a parallel region (pool workers: always).
@@ -143,9 +162,9 @@ struct Region {
 struct Worker {
   std::mutex mutex;
   std::condition_variable wake;
-  Region* region = nullptr;  // the region to take part in next, as its thread `index`
-  std::int64_t index = 0;
-  bool stop = false;
+  std::atomic<Region*> region{nullptr};  // the region to take part in next, as its thread `index`
+  std::int64_t index = 0;                // its place in the pool's workers + 1, for good
+  std::atomic<bool> stop{false};
   std::thread thread;
 };
 
@@ -159,22 +178,20 @@ class Pool {
   // them live). region_mutex is held.
   void run(Region& r) {
     keep_off_caller_cpu(r.threads);
-    {
-      std::lock_guard<std::mutex> lock(done_mutex_);
-      remaining_ = r.threads - 1;
-    }
+    remaining_.store(r.threads - 1, std::memory_order_relaxed);
     for (std::int64_t t = 1; t < r.threads; ++t) {
       Worker& w = *workers_[static_cast<std::size_t>(t - 1)];
-      {
-        std::lock_guard<std::mutex> lock(w.mutex);
-        w.region = &r;
-        w.index = t;
-      }
+      w.region.store(&r, std::memory_order_release);
+      // A worker that is about to block holds its mutex from its last look at `region` until it
+      // blocks: taking the mutex here means it either saw the region or is blocked and woken.
+      { std::lock_guard<std::mutex> lock(w.mutex); }
       w.wake.notify_one();
     }
     r.run_thread(0);
+    const auto all_done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
+    if (spin_.load(std::memory_order_relaxed) && spin_until(all_done, kSpinBudget)) return;
     std::unique_lock<std::mutex> lock(done_mutex_);
-    done_.wait(lock, [&] { return remaining_ == 0; });
+    done_.wait(lock, all_done);
   }
 
   // Makes `wanted` workers live (starting or stopping threads); returns how many are live, fewer
@@ -183,16 +200,15 @@ class Pool {
     while (static_cast<int>(workers_.size()) > wanted) {
       std::unique_ptr<Worker> w = std::move(workers_.back());
       workers_.pop_back();
-      {
-        std::lock_guard<std::mutex> lock(w->mutex);
-        w->stop = true;
-      }
+      w->stop.store(true, std::memory_order_relaxed);
+      { std::lock_guard<std::mutex> lock(w->mutex); }
       w->wake.notify_one();
       w->thread.join();
       live_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     }
     while (static_cast<int>(workers_.size()) < wanted) {
       auto w = std::make_unique<Worker>();
+      w->index = static_cast<std::int64_t>(workers_.size()) + 1;
       try {
         w->thread = std::thread(&Pool::work, this, w.get());
       } catch (const std::system_error&) {
@@ -218,10 +234,14 @@ class Pool {
   void keep_off_caller_cpu(std::int64_t threads) {
     cpu_set_t caller;
     CPU_ZERO(&caller);
-    if (sched_getaffinity(0, sizeof caller, &caller) != 0) return;
+    if (sched_getaffinity(0, sizeof caller, &caller) != 0) {
+      spin_.store(false, std::memory_order_relaxed);
+      return;
+    }
     const int cpu = sched_getcpu();
     const bool room = cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &caller) && CPU_COUNT(&caller) >= threads;
     const int off = room ? cpu : kNone;
+    spin_.store(room, std::memory_order_relaxed);
     if (off == kept_off_ && CPU_EQUAL(&caller, &caller_set_)) return;
     cpu_set_t set = caller;
     if (off != kNone) CPU_CLR(off, &set);
@@ -235,21 +255,22 @@ class Pool {
   void work(Worker* w) {
     (void)pthread_setname_np(pthread_self(), "kael-pool");  // as top -H, gdb and /proc show it
     tls_in_region = true;  // nested parallel_for calls run inline on a worker
-    std::unique_lock<std::mutex> lock(w->mutex);
+    const auto posted = [&] {
+      return w->region.load(std::memory_order_relaxed) != nullptr || w->stop.load(std::memory_order_relaxed);
+    };
     for (;;) {
-      w->wake.wait(lock, [&] { return w->region != nullptr || w->stop; });
-      if (w->region == nullptr) return;  // stopped
-      Region* r = w->region;
-      const std::int64_t index = w->index;
-      w->region = nullptr;
-      lock.unlock();
-      r->run_thread(index);
-      {
-        // The last touch of r: the region's thread may return as soon as remaining_ is 0.
-        std::lock_guard<std::mutex> done_lock(done_mutex_);
-        if (--remaining_ == 0) done_.notify_one();
+      if (!(spin_.load(std::memory_order_relaxed) && spin_until(posted, kSpinBudget))) {
+        std::unique_lock<std::mutex> lock(w->mutex);
+        w->wake.wait(lock, posted);
       }
-      lock.lock();
+      Region* r = w->region.exchange(nullptr, std::memory_order_acquire);
+      if (r == nullptr) return;  // stopped
+      r->run_thread(w->index);
+      // The last touch of r: the region's thread may return as soon as remaining_ is 0.
+      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        { std::lock_guard<std::mutex> done_lock(done_mutex_); }
+        done_.notify_one();
+      }
     }
   }
 
@@ -257,7 +278,8 @@ class Pool {
   std::atomic<int> live_{0};
   std::mutex done_mutex_;
   std::condition_variable done_;
-  std::int64_t remaining_ = 0;  // workers handed the region and not done with it yet
+  std::atomic<std::int64_t> remaining_{0};  // workers handed the region and not done with it yet
+  std::atomic<bool> spin_{false};  // whether threads wait for work by spinning first
   cpu_set_t caller_set_{};      // the calling thread's CPU set when the workers' sets were made
   int kept_off_ = kUnknown;     // the CPU the workers' sets exclude, or kNone / kUnknown
 };

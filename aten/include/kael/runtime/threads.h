@@ -54,6 +54,26 @@
 // float32 4.73 -> 3.18 ms, exp 4.77 -> 3.33, sum 3.14 -> 2.31, logsumexp 3.37 -> 2.47 (the
 // pieces of Note [Pieces and stealing] alone changed nothing there).
 //
+// Note [Spinning before blocking]
+// A thread blocked on a condition variable of a virtual machine whose idle CPU has halted takes
+// tens to hundreds of microseconds to run again once woken, more than an operator on a 1 MB
+// tensor takes: on the 2-CPU KVM machine of docs/performance.md such operators ran 3-5 times
+// slower on 2 threads than on 1, a worker and the caller blocking once or more in each region.
+// So a worker done with a region waits for the next one by spinning (the pause instruction, the
+// clock read every 64 turns) for up to kSpinBudget (200 us) before it blocks, and the calling
+// thread done with its pieces waits for the workers the same way: regions issued back to back,
+// as a training step issues them, find the workers running. Only while the workers are kept off
+// the caller's CPU (Note [Workers off the caller's CPU]): a worker spinning on the CPU its
+// caller needs would hold that CPU for the whole budget, so a caller bound to fewer CPUs than
+// threads has its workers block at once, as before. A region is posted by an atomic store to
+// the worker's slot; the worker's mutex, taken and released after the store, makes a worker
+// that is about to block either see the region or be blocked when it is notified. Measured there,
+// tools/bench/midsize.py, (512, 512) float32 at 2 threads, medians of 3 alternating runs
+// (docs/performance.md, "Thread pool"): x + x 182 -> 40 us, x.sum(1) 166 -> 31, exp 177 -> 81,
+// softmax 358 -> 143; operators over 16M elements unchanged within noise. The cost: after its
+// last region a worker keeps a CPU busy for up to 200 us (GNU OpenMP's workers, by default,
+// spin far longer).
+//
 // Note [Process-wide thread count]
 // kael's count is one process-wide value: every thread, including threads created later, runs
 // kael's loops with it. oneDNN runs on GNU OpenMP, which keeps its count per OS thread
