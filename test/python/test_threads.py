@@ -533,14 +533,14 @@ def cpu_seconds(tid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
 
 def back_to_back(regions):
-    # `regions` two-thread regions, one after the other (an add of 2 grains a call), and how
-    # many times the worker blocked meanwhile and the CPU time it used
-    x, y = kael.ones(1 << 16), kael.empty(1 << 16)
-    kael.add(x, x, out=y)
+    # `regions` two-thread regions of next to no work, one after the other (the test hook's two
+    # pieces of one element, so that what a worker spends is waiting, even under a sanitizer),
+    # and how many times the worker blocked meanwhile and the CPU time it used
+    C._parallel_for_test(2, 1)
     w = the_worker()
     before = blocked(w), cpu_seconds(w)
     for _ in range(regions):
-        kael.add(x, x, out=y)
+        C._parallel_for_test(2, 1)
     return blocked(w) - before[0], cpu_seconds(w) - before[1]
 """
 
@@ -577,8 +577,8 @@ print(json.dumps({"idle_cpu_s": cpu_seconds(w) - before}))
 
 def test_workers_block_at_once_when_they_share_the_caller_s_cpu():
     # A caller bound to one CPU shares it with the workers: a spinning worker would hold the CPU
-    # the caller needs, so there nobody spins and the worker blocks after every region (its CPU
-    # time is the adds' alone).
+    # the caller needs, so there nobody spins and the worker blocks after every region (and uses
+    # next to no CPU).
     out = run(SPIN_PRELUDE + """
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
 kael.set_num_threads(2)
