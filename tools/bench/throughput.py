@@ -20,8 +20,8 @@ Method
   OpenMP runtime (libgomp) keeps its worker threads spinning for a while after each parallel
   region (GOMP_SPINCOUNT, a few ms by default) before they sleep; in one process that alternates
   libraries, a run that starts right after torch's could share its cores with those spinning
-  threads (kael's pool threads block on a condition variable instead and take no core once
-  idle). The pause lets every library start its run on a quiet machine; torch keeps its own
+  threads (kael's pool threads spin for at most 0.2 ms after a region, then block on a
+  condition variable and take no core). The pause lets every library start its run on a quiet machine; torch keeps its own
   wait policy (nothing is set in its environment). Measured on 2026-12-01 on a machine loaded by
   other work, kael's 2-thread attention timed right after a torch call and after a 100 ms pause
   did not differ (3.9 and 4.1 ms, medians of 40), so the pause is a safeguard, not a correction.
