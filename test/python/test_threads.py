@@ -577,13 +577,15 @@ print(json.dumps({"idle_cpu_s": cpu_seconds(w) - before}))
 
 def test_workers_block_at_once_when_they_share_the_caller_s_cpu():
     # A caller bound to one CPU shares it with the workers: a spinning worker would hold the CPU
-    # the caller needs, so there nobody spins and the worker blocks after every region (and uses
-    # next to no CPU).
+    # the caller needs, so there nobody spins: the worker blocks when it finds no region, and
+    # uses next to no CPU.
     out = run(SPIN_PRELUDE + """
 os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
 kael.set_num_threads(2)
 blocks, cpu = back_to_back(300)
 print(json.dumps({"blocks": blocks, "cpu": cpu, "sum": kael.arange(1 << 20, dtype=kael.float64).sum().item()}))
 """)
-    assert out["blocks"] >= 150 and out["cpu"] <= 0.025, out   # spinning: 0.05 s and more
+    # spinning: 0.05 s and more. (Blocks are not counted: with other work on that CPU the caller
+    # may post the next region before the worker gets to block.)
+    assert out["cpu"] <= 0.025, out
     assert out["sum"] == float((1 << 20) * ((1 << 20) - 1) // 2)
