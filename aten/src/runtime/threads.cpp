@@ -279,9 +279,11 @@ class Pool {
   std::mutex done_mutex_;
   std::condition_variable done_;
   std::atomic<std::int64_t> remaining_{0};  // workers handed the region and not done with it yet
-  std::atomic<bool> spin_{false};  // whether threads wait for work by spinning first
-  cpu_set_t caller_set_{};      // the calling thread's CPU set when the workers' sets were made
-  int kept_off_ = kUnknown;     // the CPU the workers' sets exclude, or kNone / kUnknown
+  // Whether threads wait by spinning first: kept_off_ names a CPU (read by the workers, so not
+  // derived from kept_off_, which only the thread holding region_mutex reads).
+  std::atomic<bool> spin_{false};
+  cpu_set_t caller_set_{};   // the calling thread's CPU set when the workers' sets were made
+  int kept_off_ = kUnknown;  // the CPU the workers' sets exclude, or kNone / kUnknown
 };
 
 // The pool. Never destroyed: workers may outlive static destruction (they wait for work, and the
