@@ -177,6 +177,39 @@ def test_exp_approximation_ulp_bound():
     assert err.max() <= 3.0, err.max()  # 2 ulp of exp + rounding of the division
 
 
+def test_exp_approximation_ulp_bound_wide_rows():
+    # the same bound through the vector loops (16 lanes with AVX-512, 8 with AVX2; the last
+    # partial vector under a mask): rows of 1000 to 1017 elements spread over [-86, -20] with
+    # one 0, so that every element's exp is a term of a sum close to 1
+    rng = np.random.default_rng(7)
+    for n in range(1000, 1018):
+        xs = rng.uniform(-86.0, -20.0, n).astype(np.float32)
+        xs[(n * 5) // 7] = 0.0
+        got = np.array(kael.softmax(kael.tensor(xs), 0).tolist(), dtype=np.float32)
+        e = np.exp(xs.astype(np.float64))
+        exact = e / e.sum()
+        ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
+        err = np.abs(got.astype(np.float64) - exact) / ulp
+        assert err.max() <= 3.0, (n, err.max())  # 2 ulp of exp + rounding of the scaling
+        # log_softmax: log(sum) is (nearly) 0, so the result is x - max itself
+        got_log = np.array(kael.log_softmax(kael.tensor(xs), 0).tolist(), dtype=np.float32)
+        exact_log = xs.astype(np.float64) - np.log(e.sum())
+        assert np.abs(got_log.astype(np.float64) - exact_log).max() <= 1e-5
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 63, 64, 65, 127, 129])
+def test_softmax_row_lengths_around_the_vector_width(n):
+    # every remainder of the vector loops, each row's max in a different place; every value far
+    # below 0, so that a lane past the row's end (read as 0) would add a large term
+    t = torch.randn(n + 3, n, generator=torch.Generator().manual_seed(n)) * 3 - 30
+    for i in range(n + 3):
+        t[i, i % n] = -20.0
+    k = to_kael(t)
+    for name in ("softmax", "log_softmax"):
+        check(getattr(kael, name)(k, 1), torch_softmax(name, t, 1))
+        check(getattr(kael, name)(k, 0), torch_softmax(name, t, 0))
+
+
 # ---------------------------------------------------------------- standardize / layer_norm
 
 LN_CASES = [((5,), (5,)), ((3, 8), (8,)), ((2, 3, 8), (8,)), ((2, 3, 8), (3, 8)), ((4, 1024), (1024,)),

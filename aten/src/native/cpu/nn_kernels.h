@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "kael/native/loops.h"
+#include "kael/native/vec_math.h"
 #include "kael/runtime/threads.h"
 
 namespace kael::native::nn {
@@ -91,10 +92,55 @@ inline __m256 exp8(__m256 x) {
 }
 #endif
 
+#if defined(KAEL_VMATH_SIMD)
+#define KAEL_NN_AVX512 1
+// Where the build targets AVX-512 the float loops below run over 16 lanes, their exps by
+// vmath::simd::exp (1.5 ulp, Note [Vectorised math]; the scalar exp_vec above allows 2), four
+// vectors per turn with a separate maximum or sum for each (so that no addition waits on the
+// one before), and the last partial vector under a mask: a row of any length is read once per
+// pass in 512-bit loads. Measured against the AVX2 loops (kept for AVX2 builds) on AMD Zen 4,
+// 1 thread, `tools/bench/nn_ops.py --quick`, three alternating runs per build (ms): softmax of
+// (4096, 1024) float32 2.27, 2.24, 2.92 -> 1.86, 1.82, 3.08; log_softmax 5.88, 5.44, 4.03 ->
+// 1.79, 1.97, 1.76; cross-entropy losses of (1024, 50257) 37.6, 41.0, 33.6 -> 20.0, 17.9, 19.9;
+// attention (8 heads, 1024 tokens, 64 dims) within noise.
+namespace simd16 {
+using V = __m512;
+inline __mmask16 tail_mask(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }  // 0 < n < 16
+inline V max(V a, V b) { return vmath::simd::detail::max(a, b); }  // b where either is NaN
+inline float hmax(V v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float m = lanes[0];
+  for (const float l : lanes) m = l > m ? l : m;
+  return m;
+}
+inline float hsum(V v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float s = 0;
+  for (const float l : lanes) s += l;
+  return s;
+}
+}  // namespace simd16
+#endif
+
 // The largest of x[0..n) (-inf for n = 0); NaNs are skipped.
 inline float max_of(const float* x, std::int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
   std::int64_t i = 0;
+#if defined(KAEL_NN_AVX512)
+  using namespace simd16;
+  V a0 = _mm512_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = max(_mm512_loadu_ps(x + i), a0);  // a NaN element leaves the maximum as it was
+    a1 = max(_mm512_loadu_ps(x + i + 16), a1);
+    a2 = max(_mm512_loadu_ps(x + i + 32), a2);
+    a3 = max(_mm512_loadu_ps(x + i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = max(_mm512_loadu_ps(x + i), a0);
+  if (i < n) a1 = max(_mm512_mask_loadu_ps(_mm512_set1_ps(m), tail_mask(n - i), x + i), a1);
+  return hmax(max(max(a0, a1), max(a2, a3)));
+#else
 #ifdef KAEL_NN_AVX2
   __m256 a0 = _mm256_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
   for (; i + 32 <= n; i += 32) {
@@ -110,6 +156,7 @@ inline float max_of(const float* x, std::int64_t n) {
 #endif
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
+#endif
 }
 
 inline double max_of(const double* x, std::int64_t n) {
@@ -121,6 +168,45 @@ inline double max_of(const double* x, std::int64_t n) {
 // e[i] = exp(x[i] - m) for i < n (e may be x) and their sum; e may be null (sum only).
 inline float sum_exp(const float* x, float m, float* e, std::int64_t n) {
   std::int64_t i = 0;
+#if defined(KAEL_NN_AVX512)
+  using namespace simd16;
+  const V mv = _mm512_set1_ps(m);
+  const auto term = [&](std::int64_t at) { return vmath::simd::exp(_mm512_loadu_ps(x + at) - mv); };
+  V a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  if (e != nullptr) {
+    for (; i + 64 <= n; i += 64) {
+      const V v0 = term(i), v1 = term(i + 16), v2 = term(i + 32), v3 = term(i + 48);
+      _mm512_storeu_ps(e + i, v0);
+      _mm512_storeu_ps(e + i + 16, v1);
+      _mm512_storeu_ps(e + i + 32, v2);
+      _mm512_storeu_ps(e + i + 48, v3);
+      a0 = a0 + v0;
+      a1 = a1 + v1;
+      a2 = a2 + v2;
+      a3 = a3 + v3;
+    }
+    for (; i + 16 <= n; i += 16) {
+      const V v = term(i);
+      _mm512_storeu_ps(e + i, v);
+      a0 = a0 + v;
+    }
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      a0 = a0 + term(i);
+      a1 = a1 + term(i + 16);
+      a2 = a2 + term(i + 32);
+      a3 = a3 + term(i + 48);
+    }
+    for (; i + 16 <= n; i += 16) a0 = a0 + term(i);
+  }
+  if (i < n) {
+    const __mmask16 k = tail_mask(n - i);
+    const V v = _mm512_maskz_mov_ps(k, vmath::simd::exp(_mm512_maskz_loadu_ps(k, x + i) - mv));
+    if (e != nullptr) _mm512_mask_storeu_ps(e + i, k, v);
+    a1 = a1 + v;
+  }
+  return hsum((a0 + a1) + (a2 + a3));
+#else
   float s = 0;
 #ifdef KAEL_NN_AVX2
   const __m256 mv = _mm256_set1_ps(m);
@@ -144,6 +230,7 @@ inline float sum_exp(const float* x, float m, float* e, std::int64_t n) {
     s += v;
   }
   return s;
+#endif
 }
 
 inline double sum_exp(const double* x, double m, double* e, std::int64_t n) {
@@ -159,11 +246,21 @@ inline double sum_exp(const double* x, double m, double* e, std::int64_t n) {
 // e[i] = exp(x[i] - m[i]) for i < n.
 inline void exp_diff(const float* x, const float* m, float* e, std::int64_t n) {
   std::int64_t i = 0;
+#if defined(KAEL_NN_AVX512)
+  using namespace simd16;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(e + i, vmath::simd::exp(_mm512_loadu_ps(x + i) - _mm512_loadu_ps(m + i)));
+  if (i < n) {
+    const __mmask16 k = tail_mask(n - i);
+    _mm512_mask_storeu_ps(e + i, k, vmath::simd::exp(_mm512_maskz_loadu_ps(k, x + i) - _mm512_maskz_loadu_ps(k, m + i)));
+  }
+#else
 #ifdef KAEL_NN_AVX2
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(e + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i))));
 #endif
   for (; i < n; ++i) e[i] = exp_vec(x[i] - m[i]);
+#endif
 }
 
 inline void exp_diff(const double* x, const double* m, double* e, std::int64_t n) {
