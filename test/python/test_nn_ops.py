@@ -453,6 +453,38 @@ def test_cross_entropy_special_values():
         check(kael.cross_entropy_losses(to_kael(x), to_kael(tt)), ce_torch(x, tt))
 
 
+@pytest.mark.parametrize("C", [1, 17, 4095, 4096, 4097, 8193])
+def test_cross_entropy_rows_read_once(C):
+    # class-index targets without smoothing take logsumexp's one pass (nn_ops.cpp): rows around
+    # its block length, rows that rise steeply (the two-pass blocks), rows far from 0 (beyond the
+    # table's reference, |x| > 4096), and the special values PyTorch's (x - max) gives NaN for
+    g = torch.Generator().manual_seed(C)
+    rows = [
+        torch.randn(C, generator=g),
+        torch.linspace(-200.0, 200.0, C),
+        torch.linspace(50.0, -50.0, C),
+        torch.randn(C, generator=g) * 30 + 6000.0,
+        torch.randn(C, generator=g) - 1e5,
+    ]
+    x = torch.stack(rows)
+    t = torch.randint(0, C, (len(rows),), generator=g)
+    t[1] = C - 1
+    check(kael.cross_entropy_losses(to_kael(x), to_kael(t)), ce_exact(x, t))
+    for row, target in [
+        ([0.0] * (C - 1) + [float("inf")], C - 1),  # +inf at the target
+        ([float("inf")] + [0.0] * (C - 1), C - 1),  # +inf elsewhere
+        ([float("nan")] + [0.0] * (C - 1), C - 1),
+        ([float("-inf")] * C, 0),
+        ([float("-inf")] + [1.0] * (C - 1), 0),  # -inf at the target: +inf
+        ([1.0] * (C - 1) + [float("-inf")], 0),
+    ]:
+        if len(row) != C:
+            continue
+        xs = torch.tensor([row])
+        ts = torch.tensor([target])
+        check(kael.cross_entropy_losses(to_kael(xs), to_kael(ts)), ce_torch(xs, ts))
+
+
 def test_cross_entropy_bad_input():
     tx, kx = both((4, 5))
     for bad in ([0, 1, 5, 2], [0, -1, 2, 3], [0, -101, 1, 1]):

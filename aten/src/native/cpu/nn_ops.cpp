@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kael/core/concurrency.h"
@@ -362,6 +363,17 @@ void cross_entropy_forward(const CrossEntropyGeometry& g, T* out, std::int64_t i
         if (t == ignore_index) {
           out[r] = 0;
           continue;
+        }
+        if constexpr (std::is_same_v<T, float>) {
+          if (smoothing == 0) {
+            // log(sum(exp(x))) - x_t with the row read once (logsumexp's one pass) rather than
+            // twice (max, then the sum of exp(x - max)); rounded once from double. A row holding
+            // +inf or NaN, or only -inf, gives NaN, as PyTorch's log_softmax (x - max) does.
+            const double lse = nn::logsumexp_row(xr, C);
+            out[r] = std::isfinite(lse) ? static_cast<T>(lse - static_cast<double>(xr[t]))
+                                        : std::numeric_limits<T>::quiet_NaN();
+            continue;
+          }
         }
         const T m = row_max(xr, C);
         // log_softmax as (x - max) - log(sum), in that order (see softmax_rows)

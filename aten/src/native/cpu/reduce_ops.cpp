@@ -1295,6 +1295,15 @@ Tensor norm_cpu(const Tensor& self, double p, std::optional<IntArrayRef> dim, bo
   return s.out;
 }
 
+namespace nn {
+double logsumexp_row(const float* x, std::int64_t n) {
+  const LseState<float> st = LogSumExpOp<float>{nullptr}.run(x, n, 0);
+  if (is_nan(st.m) || st.m == std::numeric_limits<float>::infinity() || st.m == -std::numeric_limits<float>::infinity())
+    return st.m;
+  return static_cast<double>(st.m) + std::log(st.s);
+}
+}  // namespace nn
+
 Tensor logsumexp_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
   // Integral and bool inputs compute in the default floating dtype, as in PyTorch.
   const ScalarType t = is_floating(self.dtype()) ? self.dtype() : ScalarType::Float32;
