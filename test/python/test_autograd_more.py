@@ -530,3 +530,80 @@ def test_views_follow_in_place_writes_to_their_base():
         r.append(a.grad.tolist())
         r.append((row.grad_fn.name(), col.grad_fn.name()))
     assert res[kael] == res[torch]
+
+
+# ---------------------------------------------------------------- gradients taken, not copied
+# A leaf's first gradient is the tensor the backward pass produced, taken without a copy where
+# nothing else holds it (as PyTorch's AccumulateGrad steals it); one that the caller, a hook or
+# another leaf still holds is copied, so no change through .grad reaches it, nor the reverse.
+
+
+def test_gradient_passed_to_backward_is_copied():
+    for lib in (torch, kael):
+        x = lib.ones(3, requires_grad=True)
+        g = lib.tensor([1.0, 2.0, 3.0])
+        x.backward(g)
+        x.grad.add_(10)
+        assert g.tolist() == [1.0, 2.0, 3.0]
+        g.mul_(0)
+        assert x.grad.tolist() == [11.0, 12.0, 13.0]
+
+
+def test_gradient_a_hook_keeps_is_copied():
+    for lib in (torch, kael):
+        x = lib.ones(4, requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(g))
+        (x * 3).sum().backward()
+        x.grad.zero_()
+        assert seen[0].tolist() == [3.0] * 4
+        assert x.grad.tolist() == [0.0] * 4
+
+
+def test_gradient_shared_by_two_leaves_is_copied_for_one():
+    for lib in (torch, kael):
+        a = lib.ones(5, requires_grad=True)
+        b = lib.ones(5, requires_grad=True)
+        (a + b).sum().backward()  # add's backward hands the same gradient to both leaves
+        a.grad.add_(1)
+        assert a.grad.tolist() == [2.0] * 5
+        assert b.grad.tolist() == [1.0] * 5
+
+
+def test_gradient_view_of_a_held_tensor_is_copied():
+    # the gradient a hook returns is a view of a tensor the test holds: its memory is shared.
+    # kael copies it; PyTorch takes it (it counts references to the view, not to its memory), so
+    # there x.grad and base alias each other (docs/decisions.md, "Gradients taken, not copied")
+    x = kael.ones(2, 3, requires_grad=True)
+    base = kael.full((2, 3), 7.0)
+    x.register_hook(lambda g: base.view(2, 3))
+    (x * 2).sum().backward()
+    x.grad.add_(1)
+    assert base.tolist() == [[7.0] * 3] * 2
+    assert x.grad.tolist() == [[8.0] * 3] * 2
+
+
+def test_gradient_nothing_else_holds_is_taken():
+    # a large gradient (a block of the caching allocator) that nothing else holds is taken: its
+    # backward allocates one block fewer than the same backward with a hook that keeps the
+    # gradient (which must then be copied)
+    from kael import _C
+
+    def blocks_in_backward(x, keep):
+        seen = []
+        handle = x.register_hook(lambda g: seen.append(g)) if keep else None
+        loss = (x * 2).sum()
+        before = _C.allocator_stats()
+        loss.backward()
+        after = _C.allocator_stats()
+        if handle is not None:
+            handle.remove()
+        x.grad = None
+        return (after["hits"] + after["misses"]) - (before["hits"] + before["misses"])
+
+    x = kael.randn(512, 1024, requires_grad=True)
+    blocks_in_backward(x, False)  # warm-up
+    taken, kept = blocks_in_backward(x, False), blocks_in_backward(x, True)
+    assert taken == kept - 1, (taken, kept)
+    (x * 2).sum().backward()
+    check(x.grad, torch.full((512, 1024), 2.0))

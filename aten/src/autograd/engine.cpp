@@ -313,6 +313,16 @@ Tensor fresh_copy(const Tensor& g) {
   Tensor c = kael::clone(g);
   return c.is_contiguous() ? c : kael::contiguous(c);
 }
+
+// g itself where the caller holds the only reference to it and to its memory and it is
+// contiguous (as PyTorch's AccumulateGrad steals such a gradient), else fresh_copy(g). A
+// gradient that a hook, the caller of backward or another leaf still holds is copied, so that
+// nothing outside sees a later change of .grad (an optimizer's in-place step, zero_) or changes
+// it. Saves a copy of every parameter's gradient per backward, and the allocation it faults in.
+Tensor take_or_copy(Tensor&& g) {
+  if (g.is_contiguous() && g.impl()->use_count() == 1 && g.impl()->storage()->use_count() == 1) return std::move(g);
+  return fresh_copy(g);
+}
 }  // namespace
 
 variable_list AccumulateGrad::apply(variable_list&& grads) {
@@ -331,7 +341,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   if (!g.defined()) return {};
   std::lock_guard<std::mutex> lock(mutex);
   if (!m.grad.defined()) {
-    m.grad = GradMode::is_enabled() ? g : fresh_copy(g);
+    m.grad = GradMode::is_enabled() ? g : take_or_copy(std::move(g));
   } else if (!GradMode::is_enabled() && !requires_grad(m.grad)) {
     kael::add_(m.grad, g);
   } else {

@@ -596,6 +596,9 @@ Tensor cross_entropy_losses_backward_cpu(const Tensor& grad, const Tensor& self,
     else
       cross_entropy_backward<float>(g, gr.data<float>(), gx.data<float>(), ignore_index, label_smoothing);
   }
+  // gx is the result itself where the classes are already last and the dtype is the input's
+  // (no second buffer of the input's size, no copy)
+  if (self.dim() <= 2 && acc_dtype == self.dtype()) return gx;
   Tensor back = gx;
   if (self.dim() > 2) {
     DimVector perm;
