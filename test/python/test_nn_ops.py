@@ -534,6 +534,35 @@ def test_cross_entropy_backward_matches_torch_autograd():
             check(kg, x.grad)
 
 
+@pytest.mark.parametrize("C", [1, 17, 4097, 8193])
+def test_cross_entropy_backward_long_rows(C):
+    # long rows (the vector loops' remainders), steep rows, rows far from 0, smoothing,
+    # ignore_index and rows of special values, against torch's float64 autograd
+    g = torch.Generator().manual_seed(C)
+    rows = [
+        torch.randn(C, generator=g),
+        torch.linspace(-200.0, 200.0, C),
+        torch.randn(C, generator=g) * 30 + 6000.0,
+        torch.randn(C, generator=g) - 1e5,
+        torch.full((C,), float("-inf")),
+        torch.randn(C, generator=g),
+        torch.randn(C, generator=g),
+    ]
+    rows[5][C // 2] = float("inf")
+    rows[6][0] = float("nan")
+    x = torch.stack(rows)
+    t = torch.randint(0, C, (len(rows),), generator=g)
+    t[1] = C - 1
+    t[3] = -100
+    for smoothing in (0.0, 0.1):
+        xd = x.double().requires_grad_()
+        out = ce_torch(xd, t, label_smoothing=smoothing)
+        grad = torch.rand(out.shape, dtype=torch.float64, generator=g)
+        out.backward(grad)
+        kg = kael.cross_entropy_losses_backward(to_kael(grad.float()), to_kael(x), to_kael(t), -100, smoothing)
+        check(kg, xd.grad.float())
+
+
 # ---------------------------------------------------------------- linear / addmm / bmm / baddbmm
 
 MM_DTYPES = ["float32", "float64", "bfloat16", "float16", "int64", "int32"]
