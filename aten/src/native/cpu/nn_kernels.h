@@ -31,10 +31,17 @@ void parallel_for(std::int64_t n, std::int64_t cost, F&& f) {
   kael::parallel_for(0, n, grain, [&f](std::int64_t begin, std::int64_t end) { f(begin, end); });
 }
 
-// log(sum(exp(x[0..n)))) of a contiguous float32 row, read once, exactly as logsumexp computes
-// it (Note [logsumexp in one pass], reduce_ops.cpp): NaN if the row holds one, else +inf if it
-// holds +inf, -inf for a row of -inf or an empty one.
-double logsumexp_row(const float* x, std::int64_t n);
+// log(sum(exp(x[0..n)))) of a contiguous float32 row, read once, as logsumexp computes it (Note
+// [logsumexp in one pass], reduce_ops.cpp), in two parts: the row's max and log(sum(exp(x -
+// max))), so that a caller can subtract an element from the max first (exact for the largest
+// elements) and keep the log of the sum, which max + log(sum) loses to rounding for a large max.
+// max is NaN if the row holds one, else +inf if it holds +inf, -inf for a row of -inf or an empty
+// one (log_sum 0 then).
+struct RowLogSumExp {
+  float max;
+  double log_sum;
+};
+RowLogSumExp logsumexp_row(const float* x, std::int64_t n);
 
 // exp(x) for float in straight-line code the compiler turns into vector instructions inside a
 // loop (libm's expf is a call per element). Cephes' expf: x = n ln2 + r with |r| <= ln2/2, a

@@ -366,12 +366,14 @@ void cross_entropy_forward(const CrossEntropyGeometry& g, T* out, std::int64_t i
         }
         if constexpr (std::is_same_v<T, float>) {
           if (smoothing == 0) {
-            // log(sum(exp(x))) - x_t with the row read once (logsumexp's one pass) rather than
-            // twice (max, then the sum of exp(x - max)); rounded once from double. A row holding
-            // +inf or NaN, or only -inf, gives NaN, as PyTorch's log_softmax (x - max) does.
-            const double lse = nn::logsumexp_row(xr, C);
-            out[r] = std::isfinite(lse) ? static_cast<T>(lse - static_cast<double>(xr[t]))
-                                        : std::numeric_limits<T>::quiet_NaN();
+            // (max - x_t) + log(sum(exp(x - max))), PyTorch's order of operations (see
+            // softmax_rows), with the row read once (logsumexp's one pass) rather than twice
+            // (max, then the sum of exp(x - max)); in double, rounded once. A row holding +inf
+            // or NaN, or only -inf, gives NaN, as PyTorch's log_softmax (x - max) does.
+            const nn::RowLogSumExp lse = nn::logsumexp_row(xr, C);
+            out[r] = std::isfinite(lse.max)
+                         ? static_cast<T>((static_cast<double>(lse.max) - static_cast<double>(xr[t])) + lse.log_sum)
+                         : std::numeric_limits<T>::quiet_NaN();
             continue;
           }
         }

@@ -28,6 +28,7 @@
 #include "kael/native/pointwise.h"
 #include "kael/native/reduce.h"
 #include "kael/native/vec_math.h"
+#include "nn_kernels.h"
 #include "reduce_engine.h"
 
 namespace kael::native {
@@ -1296,11 +1297,11 @@ Tensor norm_cpu(const Tensor& self, double p, std::optional<IntArrayRef> dim, bo
 }
 
 namespace nn {
-double logsumexp_row(const float* x, std::int64_t n) {
+RowLogSumExp logsumexp_row(const float* x, std::int64_t n) {
   const LseState<float> st = LogSumExpOp<float>{nullptr}.run(x, n, 0);
   if (is_nan(st.m) || st.m == std::numeric_limits<float>::infinity() || st.m == -std::numeric_limits<float>::infinity())
-    return st.m;
-  return static_cast<double>(st.m) + std::log(st.s);
+    return {st.m, 0.0};
+  return {st.m, std::log(st.s)};
 }
 }  // namespace nn
 
