@@ -8,6 +8,8 @@
 // is lost.
 // Worked example: t[0, ..., None, 1:3] on shape [2, 3, 4] -> select(0, 0), skip 1 dim,
 // unsqueeze(1), slice(2, 1, 3) -> shape [3, 1, 2].
+#include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include "arg_parsing.h"
@@ -33,6 +35,15 @@ namespace kael::python {
 
 namespace {
 
+// Holds a new reference (or nullptr); drops it on scope exit.
+struct ScopedRef {
+  PyObject* p;
+  explicit ScopedRef(PyObject* o) : p(o) {}
+  ~ScopedRef() { Py_XDECREF(p); }
+  ScopedRef(const ScopedRef&) = delete;
+  ScopedRef& operator=(const ScopedRef&) = delete;
+};
+
 bool is_index_key(PyObject* o) { return !PyBool_Check(o) && (PyLong_Check(o) || (!is_tensor(o) && PyIndex_Check(o))); }
 
 // One index of a key, converted. Every call into Python (__index__ of ints and slice bounds,
@@ -44,6 +55,7 @@ struct Index {
   std::int64_t value = 0;                    // Int; Bool: 0 or 1
   Py_ssize_t start = 0, stop = 0, step = 1;  // Slice
   Tensor tensor;                             // Tensor: an integer or bool index tensor
+  bool byte_mask = false;                    // Tensor: a bool mask read from a uint8 one
   // dims of the indexed tensor the item consumes
   std::int64_t consumes() const {
     switch (kind) {
@@ -74,7 +86,8 @@ Tensor tensor_from_sequence(PyObject* item) {
 }
 
 Index convert_tensor_index(Tensor idx) {
-  if (idx.dtype() == ScalarType::UInt8) {
+  const bool byte = idx.dtype() == ScalarType::UInt8;
+  if (byte) {
     // As PyTorch: a uint8 index is a mask, read as its nonzero bytes (deprecated, with a warning
     // where it has dims; a 0-d one is read as a bool, as torch reads it, without one).
     if (idx.dim() > 0)
@@ -89,6 +102,7 @@ Index convert_tensor_index(Tensor idx) {
   if (idx.dim() == 0) return {Index::Kind::Bool, idx.item().to<bool>() ? 1 : 0};
   Index r{Index::Kind::Tensor};
   r.tensor = std::move(idx);
+  r.byte_mask = byte;
   return r;
 }
 
@@ -131,11 +145,39 @@ struct Walk {
   std::vector<Tensor> indices;     // integer index tensors, one per entry of dims
   int index_tensors = 0;           // items of the key that are index tensors (a bool counts)
   bool mask = false;               // one of them is a bool mask with dims
+  bool byte_mask = false;          // one of them is a uint8 mask with dims
 };
 
+// PyTorch's (and NumPy's old) reading of a list key: one of fewer than 32 items that holds a
+// tensor, a sequence, a slice, an Ellipsis or None is read as the tuple of its items, with
+// PyTorch's deprecation warning (`t[[[0, 1], [1, 0]]]` is `t[[0, 1], [1, 0]]`); any other list
+// (of ints or bools) is one index tensor. Returns the tuple (a new reference, a snapshot of the
+// list, so that an item's __index__ cannot change the list under the walk), or nullptr.
+PyObject* list_as_tuple(PyObject* key) {
+  if (!PyList_Check(key) || PyList_GET_SIZE(key) >= 32) return nullptr;
+  PyObject* tuple = PyList_AsTuple(key);
+  if (tuple == nullptr) throw PythonError();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(tuple, i);
+    if (is_tensor(item) || PySequence_Check(item) || PySlice_Check(item) || item == Py_Ellipsis || item == Py_None) {
+      warn(WarningKind::User,
+           "Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] instead of "
+           "x[seq]. A later release will read it as a tensor index, x[kael.tensor(seq)], which will result either "
+           "in an error or a different result");
+      return tuple;
+    }
+  }
+  Py_DECREF(tuple);
+  return nullptr;
+}
+
 Walk walk_key(const Tensor& self, PyObject* key) {
-  // The key (a tuple, immutable, or a single object) is held by the caller for the whole call.
+  // The key (a tuple, immutable, or a single object) is held by the caller for the whole call;
+  // a list read as a tuple is held here.
   std::vector<Index> items;
+  PyObject* as_tuple = list_as_tuple(key);
+  const ScopedRef hold(as_tuple);
+  if (as_tuple != nullptr) key = as_tuple;
   if (PyTuple_Check(key)) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); ++i) items.push_back(convert_index(PyTuple_GET_ITEM(key, i)));
   } else {
@@ -192,6 +234,7 @@ Walk walk_key(const Tensor& self, PyObject* key) {
         ++w.index_tensors;
         if (item.tensor.dtype() == ScalarType::Bool) {
           w.mask = true;
+          w.byte_mask = w.byte_mask || item.byte_mask;
           const Tensor& mask = item.tensor;
           for (std::int64_t j = 0; j < mask.dim(); ++j)
             KAEL_CHECK_INDEX(mask.sizes()[j] == t.sizes()[dim + j],
@@ -224,6 +267,12 @@ struct Advanced {
   DimVector result_shape;
 };
 
+std::string shapes_str(const std::vector<Tensor>& tensors) {
+  std::ostringstream out;
+  for (std::size_t j = 0; j < tensors.size(); ++j) out << (j ? ", " : "") << shape_str(tensors[j].sizes());
+  return out.str();
+}
+
 Advanced plan_advanced(const Walk& w) {
   const Tensor& t = w.view;
   DimVector perm{IntArrayRef(w.dims)};
@@ -231,8 +280,22 @@ Advanced plan_advanced(const Walk& w) {
   for (const std::int64_t d : w.dims) indexed[static_cast<std::size_t>(d)] = true;
   for (std::int64_t d = 0; d < t.dim(); ++d)
     if (!indexed[static_cast<std::size_t>(d)]) perm.push_back(d);
+  // indices that do not broadcast together: PyTorch's IndexError (not a shape ValueError)
   DimVector bshape;
-  for (const Tensor& i : w.indices) bshape = native::broadcast_shapes("index", bshape, i.sizes());
+  for (const Tensor& i : w.indices) {
+    const std::int64_t n = std::max<std::int64_t>(static_cast<std::int64_t>(bshape.size()), i.dim());
+    DimVector b(static_cast<std::size_t>(n), 1);
+    bool ok = true;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t jb = j - (n - static_cast<std::int64_t>(bshape.size())), ji = j - (n - i.dim());
+      const std::int64_t sb = jb >= 0 ? bshape[static_cast<std::size_t>(jb)] : 1, si = ji >= 0 ? i.sizes()[ji] : 1;
+      ok = ok && (sb == si || sb == 1 || si == 1);
+      b[static_cast<std::size_t>(j)] = sb == 1 ? si : sb;
+    }
+    KAEL_CHECK_INDEX(ok, "index: shape mismatch: indexing tensors could not be broadcast together with shapes "
+                             << shapes_str(w.indices));
+    bshape = std::move(b);
+  }
   const auto nb = static_cast<std::int64_t>(bshape.size());
   const std::int64_t k = static_cast<std::int64_t>(w.dims.size());
   // adjacent advanced indices keep their place (the dims before them come first)
@@ -314,6 +377,10 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
       // one-element value), which converts value.item() with the overflow check of a number.
       const Advanced a = plan_advanced(w);
       bool convert = value_tensor == nullptr;
+      // PyTorch writes a one-element value through one mask with masked_fill_, which refuses a
+      // uint8 mask (reading through one is allowed, with a warning)
+      KAEL_CHECK(!(w.index_tensors == 1 && w.mask && w.byte_mask && (value_tensor == nullptr || value_tensor->numel() == 1)),
+                 "index: masked_fill_ only supports boolean masks, but got mask with dtype kael.uint8");
       if (!convert && value_tensor->numel() == 1) {
         convert = w.index_tensors == 1 && w.mask;
         if (convert) check_convertible("index", value_tensor->item(), w.view.dtype());

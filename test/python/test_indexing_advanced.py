@@ -249,3 +249,77 @@ def test_uint8_tensor_keys_are_deprecated_masks_as_in_torch(key):
         theirs[torch.tensor([1, 0, 1], dtype=torch.uint8)]
     with pytest.raises(IndexError), pytest.warns(UserWarning):
         ours[kael.tensor([1, 0, 1], dtype=kael.uint8)]
+
+
+@pytest.mark.parametrize("make_key", [
+    lambda lib: [[0, 1], [1, 0]],
+    lambda lib: [[1]],
+    lambda lib: [0, slice(None)],
+    lambda lib: [0, None],
+    lambda lib: [0, Ellipsis],
+    lambda lib: [lib.tensor([0, 1]), lib.tensor([2, 0])],
+    lambda lib: [[0, 1], slice(1, 3)],
+], ids=["lists", "one-list", "slice", "none", "ellipsis", "tensors", "list-and-slice"])
+def test_a_list_holding_sequences_or_slices_is_a_tuple_key_as_in_torch(make_key):
+    # torch 2.13 (and NumPy before 1.23) reads such a list as the tuple of its items, warning
+    theirs, ours = torch.arange(12).reshape(3, 4), kael.arange(12).reshape(3, 4)
+    with pytest.warns(UserWarning, match="non-tuple sequence for multidimensional indexing"):
+        expected = theirs[make_key(torch)]
+    with pytest.warns(UserWarning, match="non-tuple sequence for multidimensional indexing"):
+        got = ours[make_key(kael)]
+    assert list(got.shape) == list(expected.shape) and got.tolist() == expected.tolist()
+    with pytest.warns(UserWarning):
+        theirs[make_key(torch)] = -1
+    with pytest.warns(UserWarning):
+        ours[make_key(kael)] = -1
+    assert ours.tolist() == theirs.tolist()
+
+
+def test_a_list_of_ints_or_32_items_stays_one_index_tensor():
+    theirs, ours = torch.arange(40), kael.arange(40)
+    key = [[i] for i in range(32)]  # 32 items: an index tensor of shape (32, 1) in both
+    assert ours[key].tolist() == theirs[key].tolist()
+    with pytest.raises(IndexError):
+        kael.arange(6)[[[0, 1], [1, 0]]]  # read as two indices into one dim
+    with pytest.raises(IndexError):
+        torch.arange(6)[[[0, 1], [1, 0]]]
+
+
+def test_a_list_key_is_read_from_a_snapshot_of_its_items():
+    # an item's __index__ that empties the list cannot make the walk read freed items
+    key = []
+
+    class Evil:
+        def __index__(self):
+            key.clear()
+            return 1
+
+    key.extend([Evil(), slice(None)])
+    x = kael.arange(12).reshape(3, 4)
+    with pytest.warns(UserWarning):
+        assert x[key].tolist() == [4, 5, 6, 7]
+
+
+def test_indices_that_do_not_broadcast_raise_index_error_as_torch():
+    with pytest.raises(IndexError, match="shape mismatch"):
+        torch.arange(6).reshape(2, 3)[[0, 1], [0, 1, 2]]
+    x = kael.arange(6).reshape(2, 3)
+    with pytest.raises(IndexError, match=r"index: shape mismatch: .* with shapes \[2\], \[3\]"):
+        x[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        x[[0, 1], [0, 1, 2]] = 5
+    assert x.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+@pytest.mark.filterwarnings("ignore:indexing with dtype")
+@pytest.mark.parametrize("value", [9, 2.0, "tensor"])
+def test_a_one_element_write_through_a_uint8_mask_is_refused_as_torch(value):
+    for lib in (torch, kael):
+        x = lib.arange(3)
+        v = lib.tensor(9) if value == "tensor" else value
+        with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks"):
+            x[lib.tensor([1, 0, 1], dtype=lib.uint8)] = v
+        assert x.tolist() == [0, 1, 2]
+        # more than one value goes through index_put_, which takes the uint8 mask
+        x[lib.tensor([1, 0, 1], dtype=lib.uint8)] = lib.tensor([7, 8])
+        assert x.tolist() == [7, 1, 8]

@@ -205,8 +205,8 @@ namespace {
 void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
                           const Tensor* src) {
   // PyTorch checks an empty index's dtype and dims no more than its values
-  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.numel() == 0,
-             op << ": Expected dtype int64 for index (got " << index.dtype() << ")");
+  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32 || index.numel() == 0,
+             op << ": Expected dtype int32/int64 for index (got " << index.dtype() << ")");
   const std::int64_t nd = dims_as_vector(self);
   KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
                    op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
@@ -229,6 +229,15 @@ void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, 
                           << shape_str(self.sizes()) << " apart from dimension " << dim
                           << " and to be no larger size than src " << shape_str(src->sizes()));
   }
+}
+
+// An int32 index (which gather and the scatters take, as PyTorch does) as the int64 one their
+// loops read; an int64 index as it is.
+Tensor long_index(const Tensor& index) {
+  if (index.dtype() != ScalarType::Int32) return index;
+  Tensor out = alloc_cpu(index.sizes(), ScalarType::Int64);
+  copy_cpu(out, index);
+  return out;
 }
 
 // The operands of a scatter/gather loop over the index's shape: `t` viewed with the index's
@@ -303,7 +312,7 @@ const Tensor& scatter_checked(const char* op, const Tensor& self, std::int64_t d
   check_gather_scatter(op, self, d, index, src);
   check_index_range(op, index, size_as_vector(self, d), d);
   assert_no_internal_overlap(op, self);
-  const Tensor idx = readable_input(op, self, index);
+  const Tensor idx = long_index(readable_input(op, self, index));
   if (src) {
     const Tensor s = readable_input(op, self, *src);
     self.bump_version();
@@ -352,14 +361,15 @@ Tensor gather_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, boo
   check_index_range(op, index, size_as_vector(self, d), d);
   Tensor out = alloc_cpu(index.sizes(), self.dtype());
   if (out.numel() == 0) return out;
-  const DimVector shape = sizes_as_vector(index);
+  const Tensor idx = long_index(index);
+  const DimVector shape = sizes_as_vector(idx);
   const Restrided s = along_dim(self, d);
   const std::int64_t step = s.step;
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     indexed_loop<std::int64_t>(shape, restrided(out, shape, contiguous_strides(shape)),
                                restrided(self, shape, s.strides),
-                               restrided(index, shape, strides_as_vector(index)), /*parallel=*/true,
+                               restrided(idx, shape, strides_as_vector(idx)), /*parallel=*/true,
                                [step](char* o, char* x, std::int64_t i) {
                                  *reinterpret_cast<T*>(o) = *reinterpret_cast<const T*>(x + i * step);
                                });
@@ -462,8 +472,9 @@ const Tensor& index_add_checked(const char* op, const Tensor& self, std::int64_t
   check_vector_index(op, index, /*allow_int32=*/true);
   KAEL_CHECK(source.dtype() == self.dtype(), op << ": self (" << self.dtype() << ") and source (" << source.dtype()
                                                 << ") must have the same scalar type");
-  KAEL_CHECK(!alpha.is_floating() || is_floating(self.dtype()),
-             op << ": For integral input tensors, argument alpha must not be a floating point number.");
+  // (unlike add, a floating alpha on an integer or bool self is not refused: PyTorch converts it,
+  // truncating toward zero)
+  check_convertible(op, alpha, self.dtype());
   const std::int64_t k = index.numel();
   KAEL_CHECK_VALUE(dims_as_vector(source) == dims_as_vector(self),
                    op << ": source tensor shape must match self tensor shape, excluding the specified dimension. Got "
@@ -998,7 +1009,7 @@ const Tensor& scatter_reduce_checked(const char* op, const Tensor& self, std::in
   check_index_range(op, index, size_as_vector(self, d), d);
   assert_no_internal_overlap(op, self);
   if (index.numel() == 0) return self;
-  const Tensor idx = readable_input(op, self, index);
+  const Tensor idx = long_index(readable_input(op, self, index));
   const Tensor s = readable_input(op, self, src);
   const ScalarType acc = is_reduced_floating(self.dtype()) ? ScalarType::Float32 : self.dtype();
   Tensor work = alloc_cpu(self.sizes(), acc);
