@@ -1052,3 +1052,76 @@ def test_four_rows_a_sweep_same_on_thread_counts(name):
           "argmax": lambda: to_torch(kael.argmax(k, 0))}[name]
     results = on_one_and_two_threads(fn)
     assert torch.equal(results[0], results[1])
+
+
+# Reductions whose output has no elements though the reduced dims do (x of shape (7, 0, 3)
+# reduced over dim 0): every op returns the empty result torch returns. Run in a subprocess,
+# since these once killed the interpreter (SIGFPE in the walk of Note [Extremes down columns]).
+_EMPTY_OUTPUT_SCRIPT = r"""
+import json, sys
+lib = __import__(sys.argv[1])
+FLOAT_OPS = ("mean", "var", "std", "logsumexp", "norm")
+layouts = {
+    "(7,0,3) dim 0": lambda: (lib.zeros(7, 0, 3), 0),
+    "(7,3,0) dim 1": lambda: (lib.zeros(7, 3, 0), 1),
+    "(3,0)[::2] dim 0": lambda: (lib.zeros(3, 0)[::2], 0),
+    "(0,5).t() dim 1": lambda: (lib.zeros(0, 5).t(), 1),
+    "(4,0,2).permute(2,1,0) dim 2": lambda: (lib.zeros(4, 0, 2).permute(2, 1, 0), 2),
+    "(2,0,3) int dim 2": lambda: (lib.zeros(2, 0, 3, dtype=lib.int32), 2),
+    "(0,3,2)[:, ::2] int dim 0": lambda: (lib.zeros(0, 3, 2, dtype=lib.int64)[:, ::2], 0),
+}
+out = {}
+for name, make in layouts.items():
+    for op in ("amax", "amin", "max", "min", "argmax", "argmin", "sum", "prod", "mean", "all", "any",
+               "logsumexp", "norm", "var", "std", "cumsum", "count_nonzero"):
+        x, d = make()
+        if op in FLOAT_OPS and "int" in name:
+            x = x.float()
+        try:
+            r = getattr(x, op)(d)
+        except Exception as e:
+            out[name + " " + op] = type(e).__name__
+            continue
+        r = r[0] if isinstance(r, tuple) else r
+        out[name + " " + op] = [list(r.shape), str(r.dtype).split(".")[1]]
+print(json.dumps(out))
+"""
+
+
+def test_reductions_with_an_empty_output_return_empty_results():
+    import json
+    import subprocess
+    import sys
+    got = {}
+    for lib in ("torch", "kael"):
+        proc = subprocess.run([sys.executable, "-c", _EMPTY_OUTPUT_SCRIPT, lib], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, (lib, proc.returncode, proc.stderr[-2000:])
+        got[lib] = json.loads(proc.stdout)
+    assert got["kael"] == got["torch"]
+
+
+def _same_outcome(call):
+    """torch and kael both return equal results, or both raise the same exception class."""
+    try:
+        expected = call(torch)
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        with pytest.raises(type(e)):
+            call(kael)
+        return
+    got = call(kael)
+    assert list(got.shape) == list(expected.shape) and got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("op,dims", [
+    ("sum", (0, 0)), ("amax", (0, 0)), ("sum", (0, -1)), ("sum", (0,)), ("mean", (0, 0)), ("logsumexp", (0, 0)),
+    ("count_nonzero", (0, 0)), ("amin", (-1,)),
+], ids=str)
+def test_repeated_dims_of_a_zero_dim_tensor_are_refused_as_torch(op, dims):
+    _same_outcome(lambda lib: getattr(lib, op)(lib.tensor(3.5), dims))
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "amin", "all", "any", "logsumexp", "count_nonzero", "mean"])
+@pytest.mark.parametrize("dims", [(0, 0, 2), (1, 1, 5), (-3, 0, 0), (0, 0), (1, -1)], ids=str)
+def test_a_dim_out_of_range_is_reported_before_a_repeated_one(op, dims):
+    _same_outcome(lambda lib: getattr(lib, op)(lib.ones(2, 3), dims))

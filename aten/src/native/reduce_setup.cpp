@@ -1,4 +1,7 @@
 // Device-independent set-up of sum and mean (kael/native/reduce.h).
+#include <algorithm>
+#include <vector>
+
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
 #include "kael/native/reduce.h"
@@ -10,11 +13,15 @@ ReduceDims reduce_dims(const char* op, const Tensor& self, const std::optional<I
   ReduceDims r;
   r.reduced.assign(nd, !dim.has_value() || dim->empty());
   if (dim && !dim->empty()) {
+    // every dim's range first (IndexError), then repeats (a 0-d tensor's dims are 0 and -1), as
+    // PyTorch checks them
+    for (std::int64_t d : *dim) wrap_dim(op, d, nd);
+    std::vector<bool> seen(static_cast<std::size_t>(std::max<std::int64_t>(nd, 1)), false);
     for (std::int64_t d : *dim) {
       const std::int64_t w = wrap_dim(op, d, nd);
-      if (nd == 0) continue;
-      KAEL_CHECK(!r.reduced[w], op << ": dim " << w << " appears multiple times in the list of dims");
-      r.reduced[w] = true;
+      KAEL_CHECK(!seen[static_cast<std::size_t>(w)], op << ": dim " << w << " appears multiple times in the list of dims");
+      seen[static_cast<std::size_t>(w)] = true;
+      if (nd > 0) r.reduced[w] = true;
     }
   }
   for (std::int64_t i = 0; i < nd; ++i) {

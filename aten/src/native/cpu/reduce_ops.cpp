@@ -68,6 +68,9 @@ void run_reduction(ReduceSetup& s, F&& loop) {
   if (section.active()) s.input = section.own(s.input);
   section.unlock();
   const RowPlan plan = make_row_plan(s.input, s.dims.reduced);
+  // no outputs (x of shape (7, 0, 3) reduced over dim 0): nothing to write, and the loops' walks
+  // (which divide by the output's sizes) must not run
+  if (plan.outputs == 0) return;
   loop(s.input, plan);
 }
 
