@@ -210,3 +210,37 @@ def test_sdpa_bad_input():
     # torch drops only with a positive dropout_p: a negative one (or NaN) computes without dropout
     for p in [-0.1, float("nan")]:
         check(run(q, k, v, dropout_p=p), TF.scaled_dot_product_attention(q, k, v, dropout_p=p))
+
+
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize("case", ["nan query row", "nan mask row", "nan key", "nan mask entry", "nan value",
+                                  "long nan row"])
+def test_sdpa_nan_scores_give_nan_rows_not_masked_zeros(case):
+    # a row whose scores are all NaN is NaN in torch, not the 0 of a fully masked row; gradients too
+    g = torch.Generator().manual_seed(0)
+    L, S, E = (3, 3, 2) if case != "long nan row" else (40, 300, 8)  # past one block of keys
+    q, k, v = (torch.randn(n, E, generator=g) for n in (L, S, S))
+    mask = None
+    if case in ("nan query row", "long nan row"):
+        q[1, 0] = _NAN
+    elif case == "nan mask row":
+        mask = torch.zeros(L, S)
+        mask[1] = _NAN
+    elif case == "nan key":
+        k[S - 1, 1] = _NAN
+    elif case == "nan mask entry":
+        mask = torch.zeros(L, S)
+        mask[0, 1] = _NAN
+    else:
+        v[0, 0] = _NAN
+    results = []
+    for lib, F in ((torch, TF), (kael, KF)):
+        leaves = [lib.tensor(t.tolist(), requires_grad=True) for t in (q, k, v)]
+        o = F.scaled_dot_product_attention(*leaves, attn_mask=None if mask is None else lib.tensor(mask.tolist()))
+        o.sum().backward()
+        results.append([torch.tensor(o.tolist())] + [torch.tensor(t.grad.tolist()) for t in leaves])
+    for want, got in zip(*results):
+        assert torch.equal(want.isnan(), got.isnan())
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-6)

@@ -56,6 +56,14 @@ constexpr std::int64_t kBlockK = 128;
 constexpr int kTileRows = 4;
 constexpr int kTileCols = 16;
 
+// Whether any of x[0, n) is NaN (only asked of a row whose max is -inf: rare).
+template <typename T>
+bool any_nan(const T* x, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j)
+    if (x[j] != x[j]) return true;
+  return false;
+}
+
 // One kTileRows x kTileCols tile of scores: s[r][c] = scale * sum_e q[r][e] kt[e][c] (q with row
 // stride E, kt with row stride S, s with row stride kBlockK).
 template <typename T>
@@ -353,7 +361,10 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
         for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
       const T mb = nn::max_of(sr, cols);
       const T m_new = mb > m[i] ? mb : m[i];
-      if (m_new == kNegInf) {  // every key so far masked: nothing to add
+      if (m_new == kNegInf) {  // every key so far masked (or NaN): nothing to add
+        // a row of NaN scores (NaN in q, k or a float mask; max_of skips NaN) is NaN as in
+        // PyTorch, not the 0 of a masked row: l = NaN stays NaN through every later block
+        if (any_nan(sr, cols)) l[i] = std::numeric_limits<T>::quiet_NaN();
         for (std::int64_t j = 0; j < cols; ++j) sr[j] = 0;
         correction[i] = 1;
         continue;
@@ -684,8 +695,9 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         const T* kr = keep + i * kBlockK;
         const T mb = nn::max_of(sr, cols);
         const T m_new = mb > m[i] ? mb : m[i];
-        if (m_new == kNegInf) {  // every key so far masked
-          std::fill(sr, sr + cols, T(0));
+        if (m_new == kNegInf) {  // every key so far masked (or NaN: the forward pass's NaN row)
+          if (any_nan(sr, cols)) l[i] = std::numeric_limits<T>::quiet_NaN();
+          std::fill(sr, sr + cols, l[i] != l[i] ? std::numeric_limits<T>::quiet_NaN() : T(0));
           continue;
         }
         const T correction = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
@@ -713,14 +725,15 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         for (std::int64_t i = 0; i < rows; ++i) {
           T* sr = s + i * kBlockK;
           if (l[i] > T(0)) nn::sum_exp(sr, m[i], sr, cols);
-          else std::fill(sr, sr + cols, T(0));
+          else std::fill(sr, sr + cols, l[i] != l[i] ? std::numeric_limits<T>::quiet_NaN() : T(0));
         }
       }
       for (std::int64_t i = 0; i < rows; ++i) {
         T* sr = s + i * kBlockK;
         T* dr = dw + i * kBlockK;
         const T* kr = keep + i * kBlockK;
-        const T inv = l[i] > T(0) ? T(1) / l[i] : T(0);
+        // l = 0: every key masked, P = 0; l NaN: a NaN row, P NaN (as the forward pass's)
+        const T inv = l[i] > T(0) ? T(1) / l[i] : l[i] != l[i] ? l[i] : T(0);
         const T di = d[i];
         if (drop) {
           for (std::int64_t j = 0; j < cols; ++j) {
