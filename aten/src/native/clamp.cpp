@@ -1,5 +1,7 @@
 // clamp: composite of clamp_min and clamp_max, so autograd, a Python key and every device see
 // those two pointwise ops.
+#include <algorithm>
+
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/ops/clamp_max.h"
@@ -23,6 +25,14 @@ Tensor clamp_impl(const Tensor& self, const std::optional<Bound>& min, const std
 }  // namespace
 
 Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  // As clamp.Tensor below: one result type over self and both numbers, self converted to it
+  // first (an int bound with a float one on a uint8 tensor: clamp(u8, -7, 4.0) computes in
+  // float32 from -7, not from -7 wrapped to the uint8 249).
+  if (min && max) {
+    const Operand a(self), lo(*min), hi(*max);
+    const ScalarType common = result_type({&a, &lo, &hi});
+    if (common != self.dtype()) return clamp_impl(kael::to(self, common), min, max);
+  }
   return clamp_impl(self, min, max);
 }
 
@@ -33,6 +43,8 @@ Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const 
   if (min && max) {
     const Operand a(self), lo(*min), hi(*max);
     const ScalarType common = result_type({&a, &lo, &hi});
+    // (torch's clamp kernel with both bounds has no bool form; clamp_min/clamp_max alone do)
+    KAEL_CHECK(common != ScalarType::Bool, "clamp: not implemented for dtype bool with both bounds");
     if (common != self.dtype()) return clamp_impl(kael::to(self, common), min, max);
   }
   return clamp_impl(self, min, max);
@@ -45,6 +57,19 @@ const Tensor& clamp_(const Tensor& self, const std::optional<Scalar>& min, const
   const Tensor result = clamp_impl(self, min, max);
   KAEL_CHECK(can_cast(result.dtype(), self.dtype()), "clamp_: result type " << result.dtype()
                                                         << " can't be cast to the desired output type " << self.dtype());
+  kael::copy_(self, result);
+  return self;
+}
+
+const Tensor& clamp_tensor_(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  // as clamp_: out of place, checked, then written (a bound that overlaps self is read whole
+  // before self changes)
+  KAEL_CHECK(min.has_value() || max.has_value(), "clamp_: At least one of 'min' or 'max' must not be None");
+  const Tensor result = clamp_tensor(self, min, max);
+  KAEL_CHECK(can_cast(result.dtype(), self.dtype()), "clamp_: result type " << result.dtype()
+                                                        << " can't be cast to the desired output type " << self.dtype());
+  KAEL_CHECK_VALUE(std::ranges::equal(result.sizes(), self.sizes()), "clamp_: output with shape " << shape_str(self.sizes())
+                                                      << " doesn't match the broadcast shape " << shape_str(result.sizes()));
   kael::copy_(self, result);
   return self;
 }

@@ -33,7 +33,17 @@ void divisor_check(const char* op, const Operand& self, const Operand& other) {
   // an empty result divides nothing (broadcasting never drops a non-empty operand's elements)
   if ((self.is_tensor() && self.tensor().numel() == 0) || (other.is_tensor() && other.tensor().numel() == 0)) return;
   if (!other.is_tensor()) {
-    KAEL_CHECK(other.scalar().to_double() != 0, op << ": ZeroDivisionError (integer division by zero)");
+    // the number as the kernel sees it: converted (wrapping) to the compute dtype, where 256 is 0
+    // in uint8 and 2**32 is 0 in int32, as PyTorch converts it before its check
+    bool zero = other.scalar().to_double() == 0;
+    if (!zero && !other.scalar().is_floating()) {
+      const std::int64_t v = other.scalar().to<std::int64_t>();
+      visit_dtype(t, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>) zero = static_cast<S>(v) == S(0);
+      });
+    }
+    KAEL_CHECK(!zero, op << ": ZeroDivisionError (integer division by zero)");
     return;
   }
   // The divisor as the kernel sees it: converted to the compute dtype, where 2**32 is 0 in int32.
@@ -48,6 +58,15 @@ void divisor_check(const char* op, const Operand& self, const Operand& other) {
 }
 
 }  // namespace
+
+// clamp_min/clamp_max of a bool tensor: bool tensor bounds compute (max/min of bools), a number
+// bound is refused, as PyTorch's clamp_min/clamp_max scalar kernels have no bool form.
+void clamp_bound_check(const char* op, const Operand& self, const Operand& bound) {
+  KAEL_CHECK(bound.is_tensor() || result_type({&self, &bound}) != ScalarType::Bool,
+             op << ": not implemented for dtype bool with a number bound");
+}
+void clamp_min_check(const Operand& self, const Operand& min) { clamp_bound_check("clamp_min", self, min); }
+void clamp_max_check(const Operand& self, const Operand& max) { clamp_bound_check("clamp_max", self, max); }
 
 void fmod_check(const Operand& self, const Operand& other) { divisor_check("fmod", self, other); }
 void remainder_check(const Operand& self, const Operand& other) { divisor_check("remainder", self, other); }
