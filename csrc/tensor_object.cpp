@@ -32,6 +32,7 @@
 #include "kael/ops/lt.h"
 #include "kael/ops/matmul.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/reciprocal.h"
 #include "kael/ops/ne.h"
 #include "kael/ops/neg.h"
 #include "kael/ops/permute.h"
@@ -384,11 +385,20 @@ PyObject* nb_add(PyObject* l, PyObject* r) {
 PyObject* nb_sub(PyObject* l, PyObject* r) {
   return binary(l, r, [](const Operand& a, const Operand& b) { return kael::sub(a, b); }, "sub");
 }
+// A number on the left is computed as torch's reflected operators compute it: `s * t` as
+// mul(t, s) (so the number is read as mul's `other`, in float32 for a float16/bfloat16 t: Note
+// [Numbers as PyTorch reads them] in docs/decisions.md), and `s / t` as reciprocal(t) * s
+// (torch's __rtruediv__; 1e6 / float16(65504) is 15.26, not the inf of a number rounded to
+// float16 first).
 PyObject* nb_mul(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::mul(a, b); }, "mul");
+  return binary(l, r, [](const Operand& a, const Operand& b) {
+    return !a.is_tensor() && b.is_tensor() ? kael::mul(b, a) : kael::mul(a, b);
+  }, "mul");
 }
 PyObject* nb_div(PyObject* l, PyObject* r) {
-  return binary(l, r, [](const Operand& a, const Operand& b) { return kael::div(a, b); }, "div");
+  return binary(l, r, [](const Operand& a, const Operand& b) {
+    return !a.is_tensor() && b.is_tensor() ? kael::mul(kael::reciprocal(b.tensor()), a) : kael::div(a, b);
+  }, "div");
 }
 PyObject* nb_pow(PyObject* l, PyObject* r, PyObject* mod) {
   if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;

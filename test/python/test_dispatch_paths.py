@@ -145,7 +145,7 @@ HANDWRITTEN_TENSOR = {
     "__rmul__": (lambda x: 2 * x, ["mul"]),
     "__imul__": (lambda x: x.__imul__(2), ["mul_"]),
     "__truediv__": (lambda x: x / 2, ["div"]),
-    "__rtruediv__": (lambda x: 2 / x, ["div"]),
+    "__rtruediv__": (lambda x: 2 / x, ["reciprocal", "mul"]),  # as torch computes it
     "__itruediv__": (lambda x: x.__itruediv__(2), ["div_"]),
     "__pow__": (lambda x: x ** 2, ["pow"]),
     "__rpow__": (lambda x: 2 ** x, ["pow"]),
