@@ -123,3 +123,13 @@ def test_floor_divide_of_reduced_precision_tensors_computes_in_float32(dtype):
     torch.testing.assert_close(torch.tensor(got.float().tolist()), want.float(), equal_nan=True, rtol=0, atol=0)
     same(lambda lib: lib.floor_divide(lib.tensor([7.0, -7.0, 0.5], dtype=getattr(lib, dtype)), 2))
     same(lambda lib: lib.tensor([7]) // lib.tensor([2.0], dtype=getattr(lib, dtype)))
+
+
+# ---- logspace: torch's exponents (double, from both ends) and its integer conversion
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "int16"])
+@pytest.mark.parametrize("base", [10.0, 2.0, 0.5, -2.0, 1.5, 2.718281828459045])
+@pytest.mark.parametrize("start,end", [(-5, 5), (0, 10), (2, -2), (-3.5, 3), (7.25, 0.5), (-5, 3)], ids=str)
+@pytest.mark.parametrize("steps", [0, 2, 7, 8, 50])
+def test_logspace_matches_torch_bit_for_bit(dtype, base, start, end, steps):
+    same(lambda lib: lib.logspace(start, end, steps, base, dtype=getattr(lib, dtype)))

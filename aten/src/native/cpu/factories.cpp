@@ -174,24 +174,40 @@ void linspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scal
 
 template <typename S>
 void logspace_fill(S* out, std::int64_t steps, const Scalar& start_s, const Scalar& end_s, double base) {
+  // As torch's kernel: the exponents converted to the dtype (checked), their difference taken in
+  // it (rounded to S for floats), the step and each exponent in double, from the start for the
+  // first half and from the end for the second (so that the middle of a symmetric range is
+  // exact), and pow in double rounded (floats) or truncated (integers; beyond S's range x86's
+  // truncation, Note [Conversions between dtypes]) to S.
+  const S start = start_s.checked_to<S>("logspace");
+  const S end = end_s.checked_to<S>("logspace");
+  double span;
   if constexpr (std::is_integral_v<S>) {
-    // torch converts the exponents to the dtype first (checked), then computes in double
-    const double start = static_cast<double>(start_s.checked_to<S>("logspace"));
-    const double end = static_cast<double>(end_s.checked_to<S>("logspace"));
-    const double step = (end - start) / static_cast<double>(steps - 1);
-    for (std::int64_t i = 0; i < steps; ++i) {
-      // beyond S's range: x86's truncation, as torch's kernel gives (Note [Conversions between dtypes])
-      out[i] = convert<S>(std::pow(base, start + step * static_cast<double>(i)));
-    }
+    span = static_cast<double>(end) - static_cast<double>(start);
   } else {
-    using M = opmath_t<S>;
-    const M start = M(start_s.checked_to<S>("logspace"));
-    const M end = M(end_s.checked_to<S>("logspace"));
-    const M step = (end - start) / static_cast<M>(steps - 1);
-    const std::int64_t halfway = steps / 2;
-    for (std::int64_t i = 0; i < steps; ++i) {
-      const M e = i < halfway ? start + step * static_cast<M>(i) : end - step * static_cast<M>(steps - i - 1);
-      out[i] = S(static_cast<M>(std::pow(base, static_cast<double>(e))));
+    span = static_cast<double>(S(opmath_t<S>(end) - opmath_t<S>(start)));
+  }
+  const double step = span / static_cast<double>(steps - 1);
+  const double first = static_cast<double>(opmath_t<S>(start)), last = static_cast<double>(opmath_t<S>(end));
+  const std::int64_t halfway = steps / 2;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    // the product rounded before the sum, as torch's build computes it: the compiler would
+    // otherwise fuse the two into an FMA where the target has one, and the middle exponent of
+    // logspace(-5, 5, 7) would be -2.6e-16 (10^e = 0.9999999999999994) rather than 0
+    double offset = step * static_cast<double>(i < halfway ? i : steps - i - 1);
+    __asm__("" : "+m"(offset));
+    const double e = i < halfway ? first + offset : last - offset;
+    const double v = std::pow(base, e);
+    if constexpr (std::is_integral_v<S>) {
+      // torch's kernel assigns the double to S: x86's cvttsd2si, through a 32-bit integer for
+      // the narrower types, gives the minimum integer for NaN and values beyond its range
+      using W = std::conditional_t<sizeof(S) == 8, std::int64_t, std::int32_t>;
+      const bool fits = v > -static_cast<double>(std::numeric_limits<W>::max()) - 2.0 &&
+                        v < static_cast<double>(std::numeric_limits<W>::max()) + 1.0;
+      const W w = fits ? static_cast<W>(v) : std::numeric_limits<W>::min();
+      out[i] = static_cast<S>(w);
+    } else {
+      out[i] = S(v);
     }
   }
 }
