@@ -133,3 +133,27 @@ def test_floor_divide_of_reduced_precision_tensors_computes_in_float32(dtype):
 @pytest.mark.parametrize("steps", [0, 2, 7, 8, 50])
 def test_logspace_matches_torch_bit_for_bit(dtype, base, start, end, steps):
     same(lambda lib: lib.logspace(start, end, steps, base, dtype=getattr(lib, dtype)))
+
+
+# ---- einsum: dtypes as torch's lowering gives them
+
+_EINSUM_CASES = [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("i,i->", [(3,), (3,)]), ("ij,j->", [(2, 3), (3,)]), ("ij,j->i", [(2, 3), (3,)]),
+    ("ii->", [(3, 3)]), ("ij->", [(2, 3)]), ("ij->j", [(2, 3)]), ("i,j->ij", [(2,), (3,)]), ("i,i->i", [(3,), (3,)]),
+    ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]), ("ij,kj->", [(2, 3), (4, 3)]), ("i,j,k->", [(2,), (3,), (2,)]),
+    ("ij,ij->i", [(2, 3), (2, 3)]), (",->", [(), ()]), ("ij,kl->ijkl", [(2, 2), (2, 2)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", _EINSUM_CASES, ids=[c[0] for c in _EINSUM_CASES])
+@pytest.mark.parametrize("dtypes", [("int32", "int32", "int32"), ("uint8",) * 3, ("bool",) * 3,
+                                    ("float64", "float32", "float32"), ("int64", "float32", "float32"),
+                                    ("float16", "float32", "float32"), ("int32", "int64", "int64")], ids=str)
+def test_einsum_dtypes_as_torch(eq, shapes, dtypes):
+    def operand(lib, shape, dt):
+        n = 1
+        for s in shape:
+            n *= s
+        t = lib.arange(n).reshape(shape)
+        return (t % 2 == 0) if dt == "bool" else t.to(getattr(lib, dt))
+    same(lambda lib: lib.einsum(eq, *[operand(lib, s, d) for s, d in zip(shapes, dtypes)]))

@@ -14,6 +14,7 @@
 #include "kael/ops/cat.h"
 #include "kael/ops/diagonal.h"
 #include "kael/ops/matmul.h"
+#include "kael/ops/mul.h"
 #include "kael/ops/narrow.h"
 #include "kael/ops/permute.h"
 #include "kael/ops/reshape.h"
@@ -174,6 +175,10 @@ Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<bool>& sum_d
       ro_size *= right.sizes()[p];
     }
   }
+  // nothing summed over both (an outer product, a Hadamard product, dims summed from one side
+  // above): mul, which promotes mixed dtypes and takes bool, as in PyTorch; a dim summed over both
+  // goes through matmul (one dtype, not bool)
+  if (summed.empty()) return kael::mul(left, right);
   // the dims of size 1 in both (and those summed above) go last
   DimVector rest;
   for (std::int64_t p = 0; p < n; ++p)
@@ -188,11 +193,10 @@ Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<bool>& sum_d
   };
   const DimVector lperm = concat({&lro, &lo, &summed, &ro, &rest});
   const DimVector rperm = concat({&lro, &summed, &ro, &lo, &rest});
-  if (left.dtype() != right.dtype()) {  // an integer operand summed above became int64
-    const ScalarType common = promote_types(left.dtype(), right.dtype());
-    left = kael::to(left, common);
-    right = kael::to(right, common);
-  }
+  // (an integer operand summed above became int64, as torch's sum makes it: its bmm then refuses
+  // the pair, as PyTorch's does)
+  KAEL_CHECK(left.dtype() == right.dtype(), "einsum(): expected both operands of a contraction to have the same "
+                                            "dtype, but got " << left.dtype() << " and " << right.dtype());
   const std::int64_t l3[] = {lro_size, lo_size, sum_size}, r3[] = {lro_size, sum_size, ro_size};
   const Tensor product =
       kael::matmul(kael::reshape(kael::permute(left, lperm), l3), kael::reshape(kael::permute(right, rperm), r3));
@@ -226,14 +230,11 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
     start = comma + 1;
   }
   KAEL_CHECK(terms.size() == operands.size(), "einsum(): more operands were provided than specified in the equation");
-  const ScalarType dtype = operands[0].dtype();
   std::int64_t ell_ndim = 0;
   std::array<int, kLabels> count{};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands[i];
     check_same_device("einsum", operands[0].device(), t.device());
-    KAEL_CHECK(t.dtype() == dtype, "einsum(): expected every operand to have dtype " << dtype << " but operand " << i
-                                                                                     << " has dtype " << t.dtype());
     std::int64_t labels = 0;
     bool has_ellipsis = false;
     for (const int l : terms[i]) {
@@ -381,6 +382,11 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
     result = sumproduct_pair(result, aligned[i], sum_dim);
   }
   if (n > out_ndim) {
+    if (aligned.size() > 1) {
+      // the contractions left every summed dim of size 1: drop them (a view, as PyTorch's; a sum
+      // would turn an integer result into int64)
+      return kael::reshape(result, IntArrayRef(result.sizes().data(), static_cast<std::size_t>(out_ndim)));
+    }
     DimVector rest;
     for (std::int64_t p = out_ndim; p < n; ++p) rest.push_back(p);
     result = kael::sum(result, IntArrayRef(rest), false, std::nullopt);
