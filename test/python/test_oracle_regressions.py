@@ -157,3 +157,16 @@ def test_einsum_dtypes_as_torch(eq, shapes, dtypes):
         t = lib.arange(n).reshape(shape)
         return (t % 2 == 0) if dt == "bool" else t.to(getattr(lib, dt))
     same(lambda lib: lib.einsum(eq, *[operand(lib, s, d) for s, d in zip(shapes, dtypes)]))
+
+
+# ---- softplus reads beta and threshold in float32 for float16/bfloat16
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("beta,threshold", [(0.001, 20), (1.0, 9.9999), (3.3, 0.1), (0.7, 70000.0)], ids=str)
+def test_softplus_reads_its_numbers_as_torch(dtype, beta, threshold):
+    vals = [-7000.0, -3.0, 0.5, 9.99, 10.0, 30.0, 1000.0]
+
+    def call(lib):
+        F = torch.nn.functional if lib is torch else kael.nn.functional
+        return F.softplus(lib.tensor(vals, dtype=getattr(lib, dtype)), beta=beta, threshold=threshold)
+    same(call)
