@@ -108,6 +108,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise NotImplementedError("cross_entropy: weight, size_average and reduce are not supported yet")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    if not target.is_floating_point():
+        target = _class_targets("cross_entropy", input, target)
     losses = _C.cross_entropy_losses(input, target, ignore_index, label_smoothing)
     if reduction == "none":
         return losses
@@ -152,6 +154,17 @@ def tanh(input: Tensor) -> Tensor:
     return _C.tanh(input)
 
 
+def _class_targets(op, input, target):
+    """Class-index targets as torch's nll_loss takes them: int64, or uint8 for inputs of one or
+    two dims (read as int64); any other integer dtype is torch's RuntimeError."""
+    if target.dtype == kael.int64:
+        return target
+    if target.dtype == kael.uint8 and input.dim() <= 2:
+        return target.long()
+    raise RuntimeError(f"{op}: expected target dtype to be Long" + (" or Byte" if input.dim() <= 2 else "")
+                       + f", got {target.dtype}")
+
+
 def _reduce(losses, reduction):
     if reduction == "none":
         return losses
@@ -180,6 +193,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         raise NotImplementedError("mse_loss: size_average, reduce and weight are not supported")
     _check_reduction(reduction)
     _check_same_size("mse_loss", input, target)
+    # broadcast first, as torch does: a 0-d target then promotes as a tensor with dims
+    input, target = kael.broadcast_tensors(input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
 
@@ -190,6 +205,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
         raise NotImplementedError("l1_loss: size_average and reduce are not supported")
     _check_reduction(reduction)
     _check_same_size("l1_loss", input, target)
+    input, target = kael.broadcast_tensors(input, target)  # (as mse_loss)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -206,6 +222,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if tuple(target.shape) != expected:
         raise ValueError(f"nll_loss: expected target of shape {list(expected)} for input of shape "
                          f"{list(input.shape)}, got {list(target.shape)}")
+    target = _class_targets("nll_loss", input, target)
     classes = input.size(class_dim)
     ignored = target == ignore_index
     valid_targets = kael.where(ignored, kael.zeros_like(target), target)
@@ -238,6 +255,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     else:
         log_weight = (pos_weight - 1) * target + 1
         losses = (1 - target) * input + log_weight * (softplus_tail + kael.maximum(-input, zeros))
+    if target.is_floating_point() and losses.dtype != target.dtype:
+        # torch computes the losses in place in (1 - target): they take the target's dtype
+        losses = losses.to(target.dtype)
     if weight is not None:
         losses = losses * weight
     return _reduce(losses, reduction)

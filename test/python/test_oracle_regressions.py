@@ -170,3 +170,61 @@ def test_softplus_reads_its_numbers_as_torch(dtype, beta, threshold):
         F = torch.nn.functional if lib is torch else kael.nn.functional
         return F.softplus(lib.tensor(vals, dtype=getattr(lib, dtype)), beta=beta, threshold=threshold)
     same(call)
+
+
+# ---- losses: dtypes of targets and results as torch's
+
+def _F(lib):
+    return torch.nn.functional if lib is torch else kael.nn.functional
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "l1_loss"])
+@pytest.mark.parametrize("dtypes", [("float16", "float32"), ("float32", "float64"), ("float64", "float16"),
+                                    ("bfloat16", "float32")], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_regression_losses_with_a_zero_dim_target_promote_as_torch(loss, dtypes, reduction):
+    def call(lib):
+        x = lib.tensor([1.0, 2.0, -3.0, 0.25], dtype=getattr(lib, dtypes[0]))
+        t = lib.tensor(0.5, dtype=getattr(lib, dtypes[1]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that the sizes differ
+            return getattr(_F(lib), loss)(x, t, reduction=reduction)
+    want, got = outcome(torch, call), outcome(kael, call)
+    assert got[:3] == want[:3]
+    torch.testing.assert_close(torch.tensor(got[3]), torch.tensor(want[3]), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtypes", [("float64", "float32"), ("float32", "float16"), ("float32", "float64"),
+                                    ("float16", "float32")], ids=str)
+@pytest.mark.parametrize("pos_weight", [False, True])
+def test_bce_with_logits_takes_the_target_s_dtype_as_torch(dtypes, pos_weight):
+    def call(lib):
+        x = lib.tensor([1.0, -2.0, 0.3], dtype=getattr(lib, dtypes[0]))
+        t = lib.tensor([0.0, 1.0, 0.5], dtype=getattr(lib, dtypes[1]))
+        pw = lib.tensor([2.0, 0.5, 1.0], dtype=getattr(lib, dtypes[1])) if pos_weight else None
+        return _F(lib).binary_cross_entropy_with_logits(x, t, pos_weight=pw, reduction="none")
+    want, got = outcome(torch, call), outcome(kael, call)
+    assert got[:3] == want[:3]
+    torch.testing.assert_close(torch.tensor(got[3]), torch.tensor(want[3]), rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+@pytest.mark.parametrize("tdtype", ["int64", "uint8", "int32", "int16"])
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (2, 3, 2)], ids=str)
+def test_class_target_dtypes_as_torch(loss, tdtype, shape):
+    def call(lib):
+        n = 1
+        for s in shape:
+            n *= s
+        x = (lib.arange(n, dtype=lib.float32).reshape(shape) / 7.0).log_softmax(0 if len(shape) == 1 else 1)
+        if len(shape) == 1:
+            t = lib.tensor(2)
+        elif len(shape) == 2:
+            t = lib.tensor([0, 2])
+        else:
+            t = lib.tensor([[0, 1], [2, 0]])
+        return getattr(_F(lib), loss)(x, t.to(getattr(lib, tdtype)))
+    want, got = outcome(torch, call), outcome(kael, call)
+    assert got[:3] == want[:3]
+    if want[0] == "ok":
+        assert abs(got[3] - want[3]) < 1e-5
