@@ -228,3 +228,20 @@ def test_class_target_dtypes_as_torch(loss, tdtype, shape):
     assert got[:3] == want[:3]
     if want[0] == "ok":
         assert abs(got[3] - want[3]) < 1e-5
+
+
+# ---- scaled_dot_product_attention takes a float32 mask with any query dtype, as torch
+
+@pytest.mark.parametrize("qdtype,mdtype", [("float16", "float32"), ("bfloat16", "float32"), ("float64", "float32"),
+                                           ("float32", "float64"), ("float32", "float16"), ("float16", "float16")],
+                         ids=str)
+def test_sdpa_mask_dtypes_as_torch(qdtype, mdtype):
+    def call(lib):
+        g = torch.Generator().manual_seed(1)
+        q, k, v = (lib.tensor(torch.randn(2, 3, 4, generator=g).tolist(), dtype=getattr(lib, qdtype)) for _ in range(3))
+        m = lib.tensor(torch.randn(3, 3, generator=g).tolist(), dtype=getattr(lib, mdtype))
+        return _F(lib).scaled_dot_product_attention(q, k, v, attn_mask=m)
+    want, got = outcome(torch, call), outcome(kael, call)
+    assert got[:3] == want[:3]
+    if want[0] == "ok":
+        torch.testing.assert_close(torch.tensor(got[3]), torch.tensor(want[3]), rtol=1e-2, atol=1e-2)

@@ -502,7 +502,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   if (attn_mask) {
     const Tensor& am = *attn_mask;
     check_same_device(op, kCPU, am.device());
-    KAEL_CHECK(am.dtype() == ScalarType::Bool || am.dtype() == query.dtype(),
+    // (as PyTorch: bool, float32 or the query's dtype; a float mask is read in the accumulation type)
+    KAEL_CHECK(am.dtype() == ScalarType::Bool || am.dtype() == ScalarType::Float32 || am.dtype() == query.dtype(),
                op << ": Expected attn_mask dtype to be bool or float or to match query dtype, got " << am.dtype()
                   << " for a query of " << query.dtype());
     DimVector full = batch;
