@@ -502,7 +502,13 @@ def _check_overloads(functions: list[NativeFunction], path: str) -> None:
             raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
                                "must declare the same variants")
         pointwise = [f for f in group if f.is_pointwise]
-        if pointwise and len(group) > 1:
+        if len(pointwise) > 1 or (pointwise and pointwise[0].schema.full_name != name):
             f = group[-1]
             raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: pointwise op '{name}' "
                                "cannot have overloads")
+        # A pointwise op may have hand-written overloads that a keyword-only parameter of their
+        # own tells apart (div and div(..., rounding_mode=)): calls without it reach the pointwise op.
+        for f in group:
+            if pointwise and not f.is_pointwise and not any(p.kwonly for p in f.schema.params):
+                raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: an overload of pointwise op '{name}' "
+                                   "needs a keyword-only parameter of its own")

@@ -320,7 +320,15 @@ def test_pointwise_cannot_have_overloads():
 def test_pointwise_and_hand_written_op_cannot_share_a_name():
     text = pointwise("f(Tensor self) -> Tensor") + \
         "- func: f.k(Tensor self, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: k}\n  doc: D.\n"
-    assert error(text) == "t.yaml:7: f.k: pointwise op 'f' cannot have overloads"
+    assert error(text) == "t.yaml:7: f.k: an overload of pointwise op 'f' needs a keyword-only parameter of its own"
+
+
+def test_a_pointwise_op_takes_hand_written_overloads_with_a_keyword_of_their_own():
+    text = pointwise("f(Tensor self) -> Tensor") + \
+        "- func: f.k(Tensor self, *, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: k}\n  doc: D.\n"
+    assert [f.schema.full_name for f in parse(text)] == ["f", "f.k"]
+    two = pointwise("f(Tensor self) -> Tensor") + pointwise("f.g(Tensor self, Tensor other) -> Tensor")
+    assert "pointwise op 'f' cannot have overloads" in error(two)
 
 
 def test_neither_pointwise_nor_dispatch():

@@ -245,3 +245,32 @@ def test_sdpa_mask_dtypes_as_torch(qdtype, mdtype):
     assert got[:3] == want[:3]
     if want[0] == "ok":
         torch.testing.assert_close(torch.tensor(got[3]), torch.tensor(want[3]), rtol=1e-2, atol=1e-2)
+
+
+# ---- div(rounding_mode=)
+
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+@pytest.mark.parametrize("dtypes", [("int64", "int64"), ("int32", "int64"), ("uint8", "uint8"), ("float32", "float32"),
+                                    ("float16", "float16"), ("int64", "float32"), ("float64", "int32")], ids=str)
+@pytest.mark.parametrize("form", ["function", "method", "number"])
+def test_div_with_a_rounding_mode_as_torch(mode, dtypes, form):
+    def call(lib):
+        a = lib.tensor([7, -7, 5, -5, 0, 100, -1], dtype=getattr(lib, dtypes[0])) if dtypes[0] != "uint8" else \
+            lib.tensor([7, 9, 5, 200, 0, 100, 1], dtype=lib.uint8)
+        b = lib.tensor([2, 2, -3, -3, 4, 7, 3], dtype=getattr(lib, dtypes[1])) if dtypes[1] != "uint8" else \
+            lib.tensor([2, 2, 3, 7, 4, 7, 3], dtype=lib.uint8)
+        if form == "function":
+            return lib.div(a, b, rounding_mode=mode)
+        if form == "method":
+            return a.div(b, rounding_mode=mode)
+        return lib.div(a, -2.5 if dtypes[1] != "uint8" else 3, rounding_mode=mode)
+    same(call)
+
+
+def test_div_rounding_mode_errors_as_torch():
+    same(lambda lib: lib.div(lib.tensor([1, 2]), lib.tensor([0, 1]), rounding_mode="trunc"))
+    same(lambda lib: lib.div(lib.tensor([1, 2]), lib.tensor([0, 1]), rounding_mode="floor"))
+    with pytest.raises(RuntimeError, match="rounding_mode"):
+        kael.div(kael.tensor([1.0]), kael.tensor([2.0]), rounding_mode="round")
+    with pytest.raises(RuntimeError):
+        torch.div(torch.tensor([1.0]), torch.tensor([2.0]), rounding_mode="round")

@@ -79,10 +79,13 @@ def test_docstring(f):
         # pointwise functions also take out= (the derived `op_out` variant)
         sig = sig[:-1] + (", " if sig[-2] != "(" else "") + \
             ("" if any(p.kwonly for p in f.schema.params) else "*, ") + "Tensor? out=None)"
+        if len(BY_NAME[f.name]) > 1:  # every overload's signature, in the order they are tried
+            sig = "\n".join(with_requires_grad(g, False) for g in try_order(BY_NAME[f.name]))
         assert doc == f"{sig}\n\n{f.doc}"
     if "method" in f.variants:
         doc = kael.Tensor.__dict__[f.name].__doc__
-        assert doc == f"{f.schema.signature_text(skip_self=True)}\n\n{f.doc}"
+        sig = "\n".join(g.schema.signature_text(skip_self=True) for g in try_order(BY_NAME[f.name]))
+        assert doc == f"{sig}\n\n{f.doc}"
     if f.inplace and "method" in f.variants:
         doc = kael.Tensor.__dict__[f.name + "_"].__doc__
         sig = f.name + "_" + f.schema.signature_text(skip_self=True)[len(f.name):]
@@ -185,6 +188,9 @@ def with_requires_grad(f, method):
     """The signature as errors show it: factories (functions with a device argument) also take
     requires_grad=, as in PyTorch."""
     text = f.schema.signature_text(skip_self=method)
+    if not method and f.is_pointwise:  # (a pointwise op's function also takes out=)
+        star = "" if any(p.kwonly for p in f.schema.params) else "*, "
+        return text[:-1] + (", " if text[-2] != "(" else "") + star + "Tensor? out=None)"
     if method or not any(p.type.base == "Device" for p in f.schema.params):
         return text
     star = "" if any(p.kwonly for p in f.schema.params) else "*, "

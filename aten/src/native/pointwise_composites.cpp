@@ -32,6 +32,10 @@
 #include "kael/ops/narrow.h"
 #include "kael/ops/to.h"
 #include "kael/ops/where.h"
+#include "kael/ops/div.h"
+#include "kael/ops/floor_divide.h"
+#include "kael/ops/fmod.h"
+#include "kael/ops/trunc.h"
 
 namespace kael::native {
 
@@ -259,6 +263,30 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   const Tensor allowed = kael::add(Scalar(atol), kael::abs(kael::mul(Scalar(rtol), cast_other)));
   const Tensor actual = kael::abs(kael::sub(cast_self, cast_other));
   return kael::logical_or(close, kael::logical_and(kael::isfinite(actual), kael::le(actual, allowed)));
+}
+
+// ---------------------------------------------------------------- div with a rounding mode
+
+namespace {
+// As PyTorch: None is true division; 'floor' is floor_divide; 'trunc' rounds the quotient toward
+// zero, trunc(a / b) for floating results and, for integers (which keep their dtype, and raise on
+// a zero divisor), the exact quotient of a - fmod(a, b), which b divides.
+Tensor div_rounded(const Operand& self, const Operand& other, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return kael::div(self, other);
+  if (*rounding_mode == "floor") return kael::floor_divide(self, other);
+  KAEL_CHECK(*rounding_mode == "trunc", "div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found '"
+                                            << *rounding_mode << "'");
+  if (is_floating(result_type({&self, &other}))) return kael::trunc(kael::div(self, other));
+  return kael::floor_divide(kael::sub(self, kael::fmod(self, other)), other);
+}
+}  // namespace
+
+Tensor div_mode(const Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode) {
+  return div_rounded(self, other, rounding_mode);
+}
+
+Tensor div_scalar_mode(const Tensor& self, const Scalar& other, std::optional<std::string_view> rounding_mode) {
+  return div_rounded(self, other, rounding_mode);
 }
 
 }  // namespace kael::native
