@@ -274,3 +274,35 @@ def test_div_rounding_mode_errors_as_torch():
         kael.div(kael.tensor([1.0]), kael.tensor([2.0]), rounding_mode="round")
     with pytest.raises(RuntimeError):
         torch.div(torch.tensor([1.0]), torch.tensor([2.0]), rounding_mode="round")
+
+
+# ---- unbind, movedim/moveaxis, swapaxes/swapdims
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: x.unbind(), lambda lib, x: x.unbind(1), lambda lib, x: lib.unbind(x, -1),
+    lambda lib, x: x.movedim(0, -1), lambda lib, x: lib.movedim(x, (0, 1), (2, 0)), lambda lib, x: x.moveaxis(2, 0),
+    lambda lib, x: lib.moveaxis(x, [-1], [0]), lambda lib, x: x.swapaxes(0, 2), lambda lib, x: lib.swapdims(x, 1, -1),
+    lambda lib, x: x.movedim((0, 0), (1, 2)), lambda lib, x: x.movedim((0, 1), (2, 2)), lambda lib, x: x.movedim(3, 0),
+    lambda lib, x: x.movedim((0, 1), (1,)), lambda lib, x: x.unbind(3), lambda lib, x: lib.tensor(1.0).unbind(),
+    lambda lib, x: x.t().unbind(0) if x.dim() == 2 else x[:, ::2].unbind(2),
+], ids=["unbind", "unbind1", "unbind-1", "movedim", "movedim-2", "moveaxis", "moveaxis-list", "swapaxes",
+        "swapdims", "repeat-source", "repeat-dest", "bad-dim", "lengths", "unbind-bad-dim", "unbind-0d", "strided"])
+def test_unbind_movedim_swapaxes_as_torch(call):
+    same(lambda lib: call(lib, lib.arange(24).reshape(2, 3, 4)))
+
+
+def test_unbind_and_movedim_return_views_that_autograd_sees():
+    for lib in (torch, kael):
+        x = lib.arange(6.0).reshape(2, 3)
+        a, b = x.unbind(0)
+        b[1] = 100.0
+        m = x.movedim(0, 1)
+        m[0, 0] = -1.0
+        assert x.tolist() == [[-1.0, 1.0, 2.0], [3.0, 100.0, 5.0]]
+    grads = []
+    for lib in (torch, kael):
+        w = lib.arange(6.0).reshape(2, 3).requires_grad_()
+        u = w.unbind(1)
+        (u[0] * 2 + u[2] * 3).sum().backward()
+        grads.append(w.grad.tolist())
+    assert grads[0] == grads[1]

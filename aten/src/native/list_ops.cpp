@@ -17,6 +17,8 @@
 #include "kael/ops/mul.h"
 #include "kael/ops/narrow.h"
 #include "kael/ops/permute.h"
+#include "kael/ops/select.h"
+#include "kael/ops/transpose.h"
 #include "kael/ops/reshape.h"
 #include "kael/ops/sum.h"
 #include "kael/ops/to.h"
@@ -393,6 +395,45 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
   }
   return result;
 }
+
+// unbind, movedim, swapaxes: views through select, permute and transpose (so autograd and every
+// device see those).
+std::vector<Tensor> unbind(const Tensor& self, std::int64_t dim) {
+  KAEL_CHECK_INDEX(self.dim() > 0, "unbind: Dimension specified as " << dim << " but tensor has no dimensions");
+  const std::int64_t d = wrap_dim("unbind", dim, self.dim());
+  std::vector<Tensor> out;
+  out.reserve(static_cast<std::size_t>(self.sizes()[d]));
+  for (std::int64_t i = 0; i < self.sizes()[d]; ++i) out.push_back(kael::select(self, d, i));
+  return out;
+}
+
+Tensor movedim(const Tensor& self, IntArrayRef source, IntArrayRef destination) {
+  constexpr const char* op = "movedim";
+  const std::int64_t n = self.dim();
+  KAEL_CHECK(source.size() == destination.size(),
+             op << ": Invalid source or destination dims: source (" << shape_str(source) << " dims) should "
+                << "contain the same number of dims as destination (" << shape_str(destination) << " dims)");
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(n), -1);
+  std::vector<bool> used_src(static_cast<std::size_t>(n), false);
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    const std::int64_t s = wrap_dim(op, source[i], n), d = wrap_dim(op, destination[i], n);
+    KAEL_CHECK(!used_src[static_cast<std::size_t>(s)], op << ": repeated dim in `source` (" << shape_str(source) << ")");
+    KAEL_CHECK(perm[static_cast<std::size_t>(d)] == -1, op << ": repeated dim in `destination` ("
+                                                            << shape_str(destination) << ")");
+    used_src[static_cast<std::size_t>(s)] = true;
+    perm[static_cast<std::size_t>(d)] = s;
+  }
+  // the other dims keep their order, in the positions left
+  std::int64_t next = 0;
+  for (std::int64_t& p : perm) {
+    if (p != -1) continue;
+    while (used_src[static_cast<std::size_t>(next)]) ++next;
+    p = next++;
+  }
+  return kael::permute(self, IntArrayRef(perm));
+}
+
+Tensor swapaxes(const Tensor& self, std::int64_t axis0, std::int64_t axis1) { return kael::transpose(self, axis0, axis1); }
 
 // The registry's kernels.
 Tensor stack(TensorList tensors, std::int64_t dim) { return stack_impl(tensors, dim); }
