@@ -306,3 +306,14 @@ def test_unbind_and_movedim_return_views_that_autograd_sees():
         (u[0] * 2 + u[2] * 3).sum().backward()
         grads.append(w.grad.tolist())
     assert grads[0] == grads[1]
+
+
+@pytest.mark.parametrize("side,right", [("left", False), ("right", False), ("right", True), ("left", True),
+                                        ("middle", False), (None, True)], ids=str)
+@pytest.mark.parametrize("value", ["tensor", "number"])
+def test_searchsorted_side_as_torch(side, right, value):
+    def call(lib):
+        s = lib.tensor([1, 3, 3, 5, 7])
+        v = lib.tensor([3, 6, 0, 9]) if value == "tensor" else 3
+        return lib.searchsorted(s, v, right=right, side=side)
+    same(call)

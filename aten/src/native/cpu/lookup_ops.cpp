@@ -179,8 +179,21 @@ ScalarType common_dtype(const Operand& a, const Operand& b) { return result_type
 
 }  // namespace
 
-Tensor searchsorted_cpu(const Tensor& sorted_sequence, const Tensor& self, bool out_int32, bool right,
-                        const std::optional<Tensor>& sorter) {
+namespace {
+// side= as PyTorch reads it: 'left' or 'right', not the opposite of right=.
+bool searchsorted_right(bool right, std::optional<std::string_view> side) {
+  if (!side) return right;
+  KAEL_CHECK(*side == "left" || *side == "right",
+             "searchsorted: side can only be 'left' or 'right' but got " << *side);
+  KAEL_CHECK(!(right && *side == "left"),
+             "searchsorted: side and right can't be set to opposites, got side of left while right was True");
+  return *side == "right";
+}
+}  // namespace
+
+Tensor searchsorted_cpu(const Tensor& sorted_sequence, const Tensor& self, bool out_int32, bool right_arg,
+                        std::optional<std::string_view> side, const std::optional<Tensor>& sorter) {
+  const bool right = searchsorted_right(right_arg, side);
   KAEL_CHECK_VALUE(sorted_sequence.dim() > 0,
                    "searchsorted: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
                    "tensor and input value tensor must match, but we got boundaries tensor "
@@ -188,8 +201,9 @@ Tensor searchsorted_cpu(const Tensor& sorted_sequence, const Tensor& self, bool 
   return searchsorted_impl(sorted_sequence, self, common_dtype(sorted_sequence, self), out_int32, right, sorter);
 }
 
-Tensor searchsorted_scalar_cpu(const Tensor& sorted_sequence, const Scalar& self, bool out_int32, bool right,
-                               const std::optional<Tensor>& sorter) {
+Tensor searchsorted_scalar_cpu(const Tensor& sorted_sequence, const Scalar& self, bool out_int32, bool right_arg,
+                               std::optional<std::string_view> side, const std::optional<Tensor>& sorter) {
+  const bool right = searchsorted_right(right_arg, side);
   const ScalarType compute = common_dtype(sorted_sequence, self);
   Tensor value = alloc_cpu(IntArrayRef{}, compute);
   visit_dtype(compute, [&](auto tag) {  // converted as a cast (uint8 boundaries: -1 is 255, as in PyTorch)
@@ -212,7 +226,7 @@ Tensor bucketize_cpu(const Tensor& self, const Tensor& boundaries, bool out_int3
 Tensor bucketize_scalar_cpu(const Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
   KAEL_CHECK(boundaries.dim() == 1, "bucketize: boundaries tensor must be 1 dimension, but got dim("
                                         << boundaries.dim() << ")");
-  return searchsorted_scalar_cpu(boundaries, self, out_int32, right, std::nullopt);
+  return searchsorted_scalar_cpu(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
 }
 
 // ------------------------------------------------------------------ one_hot
