@@ -282,20 +282,14 @@ Advanced plan_advanced(const Walk& w) {
     if (!indexed[static_cast<std::size_t>(d)]) perm.push_back(d);
   // indices that do not broadcast together: PyTorch's IndexError (not a shape ValueError)
   DimVector bshape;
-  for (const Tensor& i : w.indices) {
-    const std::int64_t n = std::max<std::int64_t>(static_cast<std::int64_t>(bshape.size()), i.dim());
-    DimVector b(static_cast<std::size_t>(n), 1);
-    bool ok = true;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const std::int64_t jb = j - (n - static_cast<std::int64_t>(bshape.size())), ji = j - (n - i.dim());
-      const std::int64_t sb = jb >= 0 ? bshape[static_cast<std::size_t>(jb)] : 1, si = ji >= 0 ? i.sizes()[ji] : 1;
-      ok = ok && (sb == si || sb == 1 || si == 1);
-      b[static_cast<std::size_t>(j)] = sb == 1 ? si : sb;
-    }
-    KAEL_CHECK_INDEX(ok, "index: shape mismatch: indexing tensors could not be broadcast together with shapes "
-                             << shapes_str(w.indices));
-    bshape = std::move(b);
+  bool broadcast = true;
+  try {
+    for (const Tensor& i : w.indices) bshape = native::broadcast_shapes("index", bshape, i.sizes());
+  } catch (const ValueError&) {
+    broadcast = false;
   }
+  KAEL_CHECK_INDEX(broadcast, "index: shape mismatch: indexing tensors could not be broadcast together with shapes "
+                                  << shapes_str(w.indices));
   const auto nb = static_cast<std::int64_t>(bshape.size());
   const std::int64_t k = static_cast<std::int64_t>(w.dims.size());
   // adjacent advanced indices keep their place (the dims before them come first)

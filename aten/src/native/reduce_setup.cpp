@@ -1,6 +1,5 @@
 // Device-independent set-up of sum and mean (kael/native/reduce.h).
-#include <algorithm>
-#include <vector>
+#include <cstdint>
 
 #include "kael/core/error.h"
 #include "kael/native/pointwise.h"
@@ -16,11 +15,12 @@ ReduceDims reduce_dims(const char* op, const Tensor& self, const std::optional<I
     // every dim's range first (IndexError), then repeats (a 0-d tensor's dims are 0 and -1), as
     // PyTorch checks them
     for (std::int64_t d : *dim) wrap_dim(op, d, nd);
-    std::vector<bool> seen(static_cast<std::size_t>(std::max<std::int64_t>(nd, 1)), false);
+    std::uint64_t seen = 0;  // (a tensor has at most 64 dims)
     for (std::int64_t d : *dim) {
       const std::int64_t w = wrap_dim(op, d, nd);
-      KAEL_CHECK(!seen[static_cast<std::size_t>(w)], op << ": dim " << w << " appears multiple times in the list of dims");
-      seen[static_cast<std::size_t>(w)] = true;
+      const std::uint64_t bit = std::uint64_t{1} << w;
+      KAEL_CHECK(!(seen & bit), op << ": dim " << w << " appears multiple times in the list of dims");
+      seen |= bit;
       if (nd > 0) r.reduced[w] = true;
     }
   }
