@@ -6,7 +6,9 @@ with create_graph=True it composes registered ops (differentiable again). Both a
 against torch: shapes at the edges of the 32 x 128 blocks and beyond one key block (the
 two-pass path), broadcast batch dims, bool, float and broadcast masks, is_causal (square and
 rectangular), fully masked rows, scale, the half types, non-contiguous inputs, dropout (with
-the kernel's own keep mask, in torch), gradients of a subset of the inputs, 1 and 2 threads.
+the kernel's own keep mask, in torch), gradients of a subset of the inputs, 1 and 2 threads,
+and the gradient of a floating attn_mask (broadcast masks summed back, dropout, a
+float32 mask with half queries).
 """
 import math
 
@@ -250,3 +252,60 @@ def test_double_backward_goes_through_the_composite():
     (tgq,) = torch.autograd.grad(tout.sum(), [tq], create_graph=True)
     (tggk,) = torch.autograd.grad(tgq.pow(2).sum(), [tk])
     check(ggk, tggk)
+
+
+def mask_grads(lib, q, k, v, m, g, which, create_graph=False, **kw):
+    """The gradients of the inputs named by `which` (indices into q, k, v, m), m requiring grad."""
+    conv = to_kael if lib is kael else (lambda t: t)
+    leaves = [conv(t.detach().clone()).requires_grad_(i in which) for i, t in enumerate((q, k, v, m))]
+    F = KF if lib is kael else TF
+    out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3], **kw)
+    return lib.autograd.grad(out, [leaves[i] for i in which], conv(g), create_graph=create_graph)
+
+
+@pytest.mark.parametrize("create_graph", [False, True], ids=["fused", "composite"])
+@pytest.mark.parametrize("shapes,mshape", MASK_CASES + [
+    (((2, 3, 10, 8), (2, 3, 14, 8), (2, 3, 14, 8)), (1, 14)),  # one row for every query
+    (((2, 3, 10, 8), (2, 3, 14, 8), (2, 3, 14, 8)), (3, 1, 1)),  # one number per head
+    (((3, 70, 8), (3, 70, 8), (3, 70, 5)), (70, 70)),  # three query blocks
+], ids=str)
+def test_mask_gradient(shapes, mshape, create_graph):
+    q, k, v = (rand_torch(s, "float64") for s in shapes)
+    m = torch.randn(mshape, dtype=torch.float64)
+    g = rand_torch(out_shape(*shapes), "float64")
+    for which in ([3], [0, 1, 2, 3], [2, 3]):
+        got = mask_grads(kael, q, k, v, m, g, which, create_graph)
+        want = mask_grads(torch, q, k, v, m, g, which)
+        assert tuple(got[-1].shape) == mshape
+        check_grads(got, want, "float64")
+
+
+def test_mask_gradient_dtypes():
+    shapes = ((2, 3, 37, 16), (2, 3, 37, 16), (2, 3, 37, 16))
+    for qdtype, mdtype in (("float32", "float32"), ("float16", "float32"), ("bfloat16", "float32"),
+                           ("float16", "float16")):
+        q, k, v = (rand_torch(s, qdtype) for s in shapes)
+        m = rand_torch((37, 37), mdtype)
+        g = rand_torch(out_shape(*shapes), qdtype)
+        (got,) = mask_grads(kael, q, k, v, m, g, [3])
+        assert got.dtype == getattr(kael, mdtype)
+        # torch computes the half types in float32 here (its math path), as kael does
+        up = [t.float() for t in (q, k, v, m, g)]
+        (want,) = mask_grads(torch, *up, [3])
+        check(got, want.to(getattr(torch, mdtype)), atol=1e-5 if qdtype == mdtype == "float32" else None)
+
+
+def test_mask_gradient_with_dropout():
+    """The mask's gradient sees the forward pass's dropout factors (the kernel's keep mask)."""
+    shapes = ((2, 6, 8), (2, 9, 8), (2, 9, 8))
+    q, k, v = (rand_torch(s, "float64") for s in shapes)
+    m = torch.randn(6, 9, dtype=torch.float64)
+    g = rand_torch(out_shape(*shapes), "float64")
+    kael.manual_seed(7)
+    (got,) = mask_grads(kael, q, k, v, m, g, [3], dropout_p=0.3)
+    kael.manual_seed(7)
+    (composite,) = mask_grads(kael, q, k, v, m, g, [3], True, dropout_p=0.3)
+    check(got, to_torch(composite.detach()))
+    kael.manual_seed(7)
+    (no_drop,) = mask_grads(kael, q, k, v, m, g, [3])
+    assert not torch.allclose(to_torch(got), to_torch(no_drop))

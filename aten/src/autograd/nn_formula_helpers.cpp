@@ -79,7 +79,7 @@ struct SdpaMemo {
   std::optional<double> scale;
   double dropout_p = 0;
   std::int64_t seed = 0, offset = 0;
-  Tensor grads[3];  // reduced to the inputs' shapes and dtypes; undefined once taken
+  Tensor grads[4];  // query, key, value, attn_mask: reduced to their shapes and dtypes; undefined once taken
 
   static std::uint32_t version_of(const Tensor& t) { return t.defined() ? t.impl()->storage()->version() : 0; }
 
@@ -165,13 +165,14 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
     if (!memo.matches(grad, query, key, value, mask, is_causal, scale, dropout_p, seed, offset) ||
         !memo.grads[which].defined()) {
       memo.clear();
-      const std::array<Tensor, 3> full =
-          native::sdpa_backward_cpu(grad, query, key, value, attn_mask, is_causal, scale, dropout_p, seed, offset);
-      const Tensor* inputs[3] = {&query, &key, &value};
-      // kept for the calls that follow: the inputs that need a gradient (the others get no call)
-      for (int i = 0; i < 3; ++i)
-        if (i == which || (i > which && requires_grad(*inputs[i])))
-          memo.grads[i] = as_dtype(sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
+      const Tensor* inputs[4] = {&query, &key, &value, &mask};
+      // the inputs whose gradient this call or the ones that follow take (the others get no call)
+      bool wanted[4];
+      for (int i = 0; i < 4; ++i) wanted[i] = i == which || (i > which && inputs[i]->defined() && requires_grad(*inputs[i]));
+      const std::array<Tensor, 4> full = native::sdpa_backward_cpu(grad, query, key, value, attn_mask, is_causal, scale,
+                                                                   dropout_p, seed, offset, wanted[3]);
+      for (int i = 0; i < 4; ++i)
+        if (wanted[i]) memo.grads[i] = as_dtype(sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
       memo.grad = grad;
       memo.query = query;
       memo.key = key;
@@ -187,7 +188,9 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
     }
     Tensor out = std::move(memo.grads[which]);
     memo.grads[which] = Tensor();
-    if (!memo.grads[0].defined() && !memo.grads[1].defined() && !memo.grads[2].defined()) memo.clear();
+    if (!memo.grads[0].defined() && !memo.grads[1].defined() && !memo.grads[2].defined() &&
+        !memo.grads[3].defined())
+      memo.clear();
     return out;
   }
   const std::int64_t L = query.size(-2), S = key.size(-2);
@@ -213,6 +216,7 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
   Tensor dattn = kael::matmul(grad, kael::transpose(value, -2, -1));
   if (keep) dattn = kael::mul(dattn, *keep);
   const Tensor ds = softmax_backward(dattn, attn, -1, query.dtype());
+  if (which == 3) return as_dtype(sum_to_size(ds, attn_mask->sizes()), attn_mask->dtype());
   if (which == 0) return sum_to_size(kael::mul(kael::matmul(ds, key), Scalar(s)), query.sizes());
   return sum_to_size(kael::mul(kael::matmul(kael::transpose(ds, -2, -1), query), Scalar(s)), key.sizes());
 }

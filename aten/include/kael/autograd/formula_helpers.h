@@ -162,6 +162,14 @@ inline Var sdpa_backward_value(const Var& grad, const Var& query, const Var& key
                                offset);
 }
 
+// The gradient of a floating attn_mask: dS, the gradient of the masked scores.
+inline Var sdpa_backward_mask(const Var& grad, const Var& query, const Var& key, const Var& value,
+                              const std::optional<Var>& attn_mask, bool is_causal, std::optional<double> scale,
+                              double dropout_p, std::int64_t seed, std::int64_t offset) {
+  return detail::sdpa_backward(3, grad, query, key, value, as_tensor(attn_mask), is_causal, scale, dropout_p, seed,
+                               offset);
+}
+
 // The gradient of repeat: grad viewed as [r0, s0, r1, s1, ...] summed over the repeat dims.
 inline Var repeat_backward(const Var& grad, IntArrayRef repeats, IntArrayRef sizes) {
   return detail::repeat_backward(grad, repeats, sizes);

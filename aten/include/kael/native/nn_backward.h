@@ -15,14 +15,15 @@ namespace kael::native {
 
 // The gradients of _scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
 // is_causal, scale, seed, offset) for query, key and value, given grad, the gradient of its
-// result (of the broadcast batch shape + (L, Ev)). Each is over the broadcast batch (batch...,
-// L, E), (batch..., S, E) and (batch..., S, Ev), in float32 for the half types (else in the
-// inputs' dtype); the caller sums broadcast dims away (sum_to_size) and rounds. See Note
-// [Attention backward] in cpu/attention.cpp.
-std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
+// result (of the broadcast batch shape + (L, Ev)), and with mask_grad for a floating attn_mask
+// (undefined otherwise). Each is over the broadcast batch (batch..., L, E), (batch..., S, E),
+// (batch..., S, Ev) and (batch..., L, S), in float32 for the half types (else in the inputs'
+// dtype); the caller sums broadcast dims away (sum_to_size) and rounds. See Note [Attention
+// backward] in cpu/attention.cpp.
+std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
                                         const Tensor& value, const std::optional<Tensor>& attn_mask, bool is_causal,
                                         std::optional<double> scale, double dropout_p, std::int64_t seed,
-                                        std::int64_t offset);
+                                        std::int64_t offset, bool mask_grad = false);
 
 // d/d self of layer_norm(self, normalized_shape, weight, None, eps) (standardize's when weight
 // is None) given grad of self's shape: rstd * (g - mean(g) - xhat * mean(g * xhat)) per row,

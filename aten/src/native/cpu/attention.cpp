@@ -604,7 +604,9 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
 // masked, scaled scores, K the dropout factors, 1 without dropout; the forward pass returned
 // O = W v and 0 for a row whose every key is masked):
 //   dv_j = sum_i W_ij dO_i,   dP_ij = K_ij dO_i . v_j,   D_i = sum_j P_ij dP_ij,
-//   dS_ij = P_ij (dP_ij - D_i),   dq_i = scale sum_j dS_ij k_j,   dk_j = scale sum_i dS_ij q_i.
+//   dS_ij = P_ij (dP_ij - D_i),   dq_i = scale sum_j dS_ij k_j,   dk_j = scale sum_i dS_ij q_i,
+// and, when a float mask needs a gradient, dmask_ij = dS_ij (the mask is added to the scaled
+// scores), written whole (batch..., L, S): the one gradient that is as large as the matrix.
 // One task per broadcast batch (its dk and dv are its own, so no two tasks write one element)
 // walks the queries in blocks of kBlockQ rows. When a block's keys fit one block of kBlockK
 // (S <= kBlockK, or a causal block near the start), its scores and dO v^T are computed once and
@@ -621,6 +623,7 @@ template <typename T>
 struct BackwardArgs {
   const T *q, *k, *kp, *vp, *go;  // the batch's q (L, E), k (S, E), k and v packed, dO (L, Ev)
   T *dq, *dk, *dv;                // the batch's gradients: (L, E), (S, E), (S, Ev)
+  T* dm;                          // the batch's mask gradient (L, S); null when not wanted
   std::int64_t L, S, E, Ev;
   T scale;
   bool causal;
@@ -740,15 +743,17 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
           for (std::int64_t j = 0; j < cols; ++j) {
             const T p = sr[j] * inv;
             sr[j] = p * kr[j];
-            dr[j] = p * (dr[j] * kr[j] - di) * a.scale;
+            dr[j] = p * (dr[j] * kr[j] - di);
           }
         } else {
           for (std::int64_t j = 0; j < cols; ++j) {
             const T p = sr[j] * inv;
             sr[j] = p;
-            dr[j] = p * (dr[j] - di) * a.scale;
+            dr[j] = p * (dr[j] - di);
           }
         }
+        if (a.dm != nullptr) std::copy(dr, dr + cols, a.dm + (i0 + i) * a.S + j0);
+        for (std::int64_t j = 0; j < cols; ++j) dr[j] *= a.scale;
       }
       transpose_block(s, rows, cols, t);  // dv_j += sum_i W_ij dO_i
       accumulate(t, a.go + i0 * a.Ev, a.Ev, cols, rows, a.dv + j0 * a.Ev);
@@ -761,10 +766,10 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
 
 }  // namespace
 
-std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
+std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
                                         const Tensor& value, const std::optional<Tensor>& attn_mask, bool is_causal,
                                         std::optional<double> scale, double dropout_p, std::int64_t seed,
-                                        std::int64_t offset) {
+                                        std::int64_t offset, bool mask_grad) {
   constexpr const char* op = "scaled_dot_product_attention_backward";
   for (const Tensor* t : {&grad, &query, &key, &value}) check_same_device(op, kCPU, t->device());
   const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
@@ -782,11 +787,15 @@ std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
              op << ": expected grad of shape " << shape_str(grad_shape) << ", got " << shape_str(grad.sizes()));
   const ScalarType acc = is_reduced_floating(query.dtype()) ? ScalarType::Float32 : query.dtype();
   Tensor dq = alloc_cpu(shaped(L, E), acc), dk = alloc_cpu(shaped(S, E), acc), dv = alloc_cpu(shaped(S, Ev), acc);
+  KAEL_CHECK(!mask_grad || (attn_mask && attn_mask->dtype() != ScalarType::Bool),
+             op << ": a mask gradient needs a floating attn_mask");
+  // every element written (a mask excludes is_causal, so each row visits every key)
+  const Tensor dm = mask_grad ? alloc_cpu(shaped(L, S), acc) : Tensor();
   std::int64_t batches = 1;
   for (std::int64_t b : batch) batches *= b;
   if (batches == 0 || L == 0 || S == 0) {
     for (const Tensor* t : {&dq, &dk, &dv}) fill_cpu(*t, Scalar(0.0));
-    return {dq, dk, dv};
+    return {dq, dk, dv, dm};
   }
   auto as_acc = [&](const Tensor& t) {
     return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
@@ -830,6 +839,7 @@ std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
                             dq.data<T>() + b * L * E,
                             dk.data<T>() + b * S * E,
                             dv.data<T>() + b * S * Ev,
+                            dm.defined() ? dm.data<T>() + b * L * S : nullptr,
                             L, S, E, Ev, static_cast<T>(scale_value), is_causal, b, &dropout};
           std::fill(a.dq, a.dq + L * E, T(0));
           std::fill(a.dk, a.dk + S * E, T(0));
@@ -843,7 +853,7 @@ std::array<Tensor, 3> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
       });
     }
   });
-  return {dq, dk, dv};
+  return {dq, dk, dv, dm};
 }
 
 }  // namespace kael::native
