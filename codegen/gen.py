@@ -639,6 +639,12 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     for group in by_name.values():
         group.sort(key=overload_order)
     names = sorted(by_name)
+    # A pointwise op's derived in-place method (Tensor.div_) also takes the overloads of the
+    # hand-written in-place entries of the same name (div_.Tensor_mode): one Python method with
+    # all of them, the derived ones tried first; those entries get no Python spelling of their own.
+    inplace_extra = {n: by_name[n + "_"] for n in names
+                     if any(f.inplace for f in by_name[n]) and n + "_" in by_name}
+    python_skip = {n + "_" for n in inplace_extra}
     common = dict(
         enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
@@ -651,6 +657,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         autograd_args=autograd_args, uses_result=uses_result, autograd_supported=autograd_supported,
         used_returns=used_returns, result_args=result_args,
         diff_inputs=diff_inputs, is_list_param=is_list_param, node_names=node_names(functions),
+        inplace_extra=inplace_extra, python_skip=python_skip,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
     writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)

@@ -37,6 +37,7 @@ POINTWISE_BY_HAND = {
     "_gelu": "test_pointwise_more.py", "_gelu_tanh": "test_pointwise_more.py",  # through gelu
     "_gelu_grad": "test_pointwise_more.py", "_gelu_tanh_grad": "test_pointwise_more.py",
     "silu": "test_pointwise_more.py", "softplus": "test_pointwise_more.py",
+    "_round_decimals": "test_forms.py",  # through round(decimals=)
 }
 
 # Exceptions kael may use where torch raises for an unsupported dtype/shape

@@ -331,6 +331,28 @@ def test_a_pointwise_op_takes_hand_written_overloads_with_a_keyword_of_their_own
     assert "pointwise op 'f' cannot have overloads" in error(two)
 
 
+def test_hand_written_in_place_overloads_join_the_derived_in_place_method(tmp_path):
+    # div_.mode joins Tensor.div_ (the derived in-place form of pointwise div): one Python method
+    # tries the derived form first, then div_.mode, which gets no method of its own; the stub
+    # lists both as overloads.
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + pointwise("div(Tensor self, Tensor other) -> Tensor", "a / b")
+                         + "- func: div_.mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)\n"
+                           "  variants: [method]\n  dispatch: {CompositeImplicit: div__mode}\n  doc: D.\n")
+    gen.generate(yaml_path, tmp_path / "out")
+    shards = "".join(p.read_text() for p in sorted((tmp_path / "out/python").glob("functions_*.cpp")))
+    assert shards.count('{"div_", ') == 1  # one method table entry
+    tried = re.findall(r"switch \(parse_m_div__(\d+)\(", shards)
+    assert tried == ["0", "1"]
+    assert "return kael::div_(self_tensor, a0);" in shards  # the derived form, tried first
+    assert "return kael::div_(self_tensor, *a0, a1);" in shards  # then div_.mode
+    assert '#include "kael/ops/div_.h"' in shards
+    assert "py_m_div__" not in shards.replace("py_m_div_(", "")  # no second method
+    pyi = (tmp_path / "out/kael/_C.pyi").read_text()
+    assert re.findall(r"@overload\n    def div_\((.*)\) -> Tensor:", pyi) == [
+        "self, other: Tensor | Number", "self, other: Tensor, *, rounding_mode: str | None"]
+
+
 def test_neither_pointwise_nor_dispatch():
     assert error("- func: f(Tensor self) -> Tensor\n  doc: D.\n") == "t.yaml:3: f: missing 'dispatch' (or 'pointwise')"
 

@@ -88,8 +88,15 @@ def test_docstring(f):
         assert doc == f"{sig}\n\n{f.doc}"
     if f.inplace and "method" in f.variants:
         doc = kael.Tensor.__dict__[f.name + "_"].__doc__
-        sig = f.name + "_" + f.schema.signature_text(skip_self=True)[len(f.name):]
-        assert doc == f"{sig}\n\nIn-place version of {f.name}. {f.doc}"
+        assert doc == f"{inplace_signatures(f)}\n\nIn-place version of {f.name}. {f.doc}"
+
+
+def inplace_signatures(f):
+    """The signatures of Tensor.<name>_ in the order they are tried: the derived in-place form,
+    then the hand-written in-place entries of that name (div_.Tensor_mode), which join it."""
+    lines = [f.name + "_" + f.schema.signature_text(skip_self=True)[len(f.name):]]
+    lines += [g.schema.signature_text(skip_self=True) for g in try_order(BY_NAME.get(f.name + "_", []))]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- results
@@ -178,6 +185,9 @@ def test_overload_mismatch_lists_every_signature(name):
                           "but expected one of:")
     prefix = "Tensor." if method else ""
     lines = [f" * {prefix}{with_requires_grad(f, method)}" for f in try_order(group)]
+    base = [f for f in BY_NAME.get(name[:-1], []) if f.inplace]
+    if name.endswith("_") and base:  # joined to a pointwise op's derived in-place method
+        lines = [f" * Tensor.{line}" for line in inplace_signatures(base[0]).splitlines()]
     listed = msg.splitlines()[1:]
     if name == "to":  # Tensor.to also says what it takes (csrc/arg_parsing.cpp)
         assert listed.pop() == "to() expects a dtype, a device name or a tensor"

@@ -1,12 +1,9 @@
 // clamp: composite of clamp_min and clamp_max, so autograd, a Python key and every device see
 // those two pointwise ops.
-#include <algorithm>
-
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/ops/clamp_max.h"
 #include "kael/ops/clamp_min.h"
-#include "kael/ops/copy_.h"
 #include "kael/ops/to.h"
 #include "kael/native/pointwise.h"
 
@@ -50,30 +47,16 @@ Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const 
   return clamp_impl(self, min, max);
 }
 
-namespace {
-// clamp_'s write: the result computed out of place, then checked, then written, so that a failing
-// cast leaves self untouched (which clamp_min_ followed by clamp_max_ would not) and a bound that
-// overlaps self is read whole before self changes.
-const Tensor& write_clamped(const Tensor& self, const Tensor& result) {
-  KAEL_CHECK(can_cast(result.dtype(), self.dtype()), "clamp_: result type " << result.dtype()
-                                                        << " can't be cast to the desired output type " << self.dtype());
-  KAEL_CHECK_VALUE(std::ranges::equal(result.sizes(), self.sizes()), "clamp_: output with shape "
-                                                                         << shape_str(self.sizes())
-                                                                         << " doesn't match the broadcast shape "
-                                                                         << shape_str(result.sizes()));
-  kael::copy_(self, result);
-  return self;
-}
-}  // namespace
-
 const Tensor& clamp_(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   KAEL_CHECK(min.has_value() || max.has_value(), "clamp_: At least one of 'min' or 'max' must not be None");
-  return write_clamped(self, clamp_impl(self, min, max));
+  return write_in_place("clamp_", self, clamp_impl(in_place_source(self), min, max));
 }
 
 const Tensor& clamp_tensor_(const Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
   KAEL_CHECK(min.has_value() || max.has_value(), "clamp_: At least one of 'min' or 'max' must not be None");
-  return write_clamped(self, clamp_tensor(self, min, max));
+  const Tensor none;
+  return write_in_place("clamp_", self,
+                        clamp_tensor(in_place_source(self, {min ? &*min : &none, max ? &*max : &none}), min, max));
 }
 
 }  // namespace kael::native

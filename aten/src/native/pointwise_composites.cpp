@@ -1,10 +1,12 @@
 // Pointwise ops with rules beyond a formula: the argument checks of where and lerp, and the
 // composites masked_fill, nan_to_num, gelu and broadcast_tensors, written in terms of
 // registered ops so that autograd, a Python key and every device see those.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
 #include "kael/core/half.h"
 #include "kael/core/mem_overlap.h"
@@ -36,6 +38,10 @@
 #include "kael/ops/floor_divide.h"
 #include "kael/ops/fmod.h"
 #include "kael/ops/trunc.h"
+#include "kael/ops/round.h"
+#include "kael/ops/_round_decimals.h"
+#include "kael/ops/square.h"
+#include "kael/ops/pow.h"
 
 namespace kael::native {
 
@@ -280,6 +286,77 @@ Tensor div_rounded(const Operand& self, const Operand& other, std::optional<std:
   return kael::floor_divide(kael::sub(self, kael::fmod(self, other)), other);
 }
 }  // namespace
+
+const Tensor& write_in_place(const char* op, const Tensor& self, const Tensor& result) {
+  KAEL_CHECK(can_cast(result.dtype(), self.dtype()), op << ": result type " << result.dtype()
+                                                        << " can't be cast to the desired output type " << self.dtype());
+  KAEL_CHECK_VALUE(std::ranges::equal(result.sizes(), self.sizes()), op << ": output with shape "
+                                                                         << shape_str(self.sizes())
+                                                                         << " doesn't match the broadcast shape "
+                                                                         << shape_str(result.sizes()));
+  kael::copy_(self, result);
+  return self;
+}
+
+Tensor in_place_source(const Tensor& self, std::initializer_list<const Tensor*> others) {
+  if (!autograd::GradMode::is_enabled()) return self;
+  bool records = autograd::requires_grad(self);
+  for (const Tensor* t : others) records = records || (t->defined() && autograd::requires_grad(*t));
+  return records ? kael::clone(self) : self;
+}
+
+const Tensor& div__mode(const Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return kael::div_(self, other);  // the generated in-place forms
+  if (*rounding_mode == "floor") return kael::floor_divide_(self, other);
+  return write_in_place("div_", self, div_rounded(in_place_source(self, {&other}), other, rounding_mode));
+}
+
+const Tensor& div__scalar_mode(const Tensor& self, const Scalar& other,
+                               std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return kael::div_(self, other);
+  if (*rounding_mode == "floor") return kael::floor_divide_(self, other);
+  return write_in_place("div_", self, div_rounded(in_place_source(self), other, rounding_mode));
+}
+
+// pow_(self, 2): square's in-place form (a bool self raises there: its square is int64)
+const Tensor& square_(const Tensor& self) { return kael::pow_(self, Scalar(std::int64_t{2})); }
+
+// ---------------------------------------------------------------- round(decimals=)
+
+namespace {
+// _round_decimals's scale: 10**|decimals| (in double; infinite past float's range for the types
+// that compute in float, as PyTorch's float 10**decimals is, so that the kernel reads inf, not an
+// out-of-range conversion), negated for negative decimals.
+Scalar decimal_scale(const char* op, ScalarType t, std::int64_t decimals) {
+  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t
+                                << " with decimals (round(x) without decimals returns integers unchanged)");
+  double p = std::pow(10.0, std::fabs(static_cast<double>(decimals)));
+  if (t != ScalarType::Float64 && p > static_cast<double>(std::numeric_limits<float>::max()))
+    p = std::numeric_limits<double>::infinity();
+  return Scalar(decimals < 0 ? -p : p);
+}
+}  // namespace
+
+Tensor round_decimals(const Tensor& self, std::int64_t decimals) {
+  const Scalar scale = decimal_scale("round", self.dtype(), decimals);
+  return decimals == 0 ? kael::round(self) : kael::_round_decimals(self, scale);
+}
+
+const Tensor& round_decimals_(const Tensor& self, std::int64_t decimals) {
+  const Scalar scale = decimal_scale("round_", self.dtype(), decimals);
+  return decimals == 0 ? kael::round_(self) : kael::_round_decimals_(self, scale);
+}
+
+// ---------------------------------------------------------------- fill_(Tensor)
+
+// As PyTorch: value is a 0-d tensor of any dtype and device, converted to self's dtype; through
+// copy_ (so autograd sees value), from a copy of value when value is an element of self.
+const Tensor& fill_tensor_(const Tensor& self, const Tensor& value) {
+  KAEL_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with " << value.dim()
+                                                                                                    << " dimensions.");
+  kael::copy_(self, may_share_memory(self, value) ? kael::clone(value) : value);
+  return self;
+}
 
 Tensor div_mode(const Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode) {
   return div_rounded(self, other, rounding_mode);

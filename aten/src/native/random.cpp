@@ -8,6 +8,12 @@
 #include "kael/ops/div.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/empty_like.h"
+#include "kael/ops/add.h"
+#include "kael/ops/all.h"
+#include "kael/ops/ge.h"
+#include "kael/ops/normal.h"
+#include "kael/ops/to.h"
+#include "kael/native/pointwise.h"
 #include "kael/ops/mul.h"
 #include "kael/ops/normal_.h"
 #include "kael/ops/random_.h"
@@ -47,6 +53,44 @@ Tensor normal_float_float(double mean, double std, IntArrayRef size, std::option
   Tensor t = kael::empty(size, floating_dtype("normal", dtype, kDefaultFloat), device);
   kael::normal_(t, mean, std, generator);
   return t;
+}
+
+// normal with tensor arguments: mean + std * z, z drawn as normal.float_float draws (so one seed
+// gives the same z on every device), through registered ops (autograd: d/dmean = grad, d/dstd =
+// grad * z, as PyTorch's (x - mean) / std where std > 0).
+namespace {
+Tensor normal_from(const char* op, const Operand& mean, const Operand& std, std::optional<Generator> generator) {
+  const Tensor& like = mean.is_tensor() ? mean.tensor() : std.tensor();
+  const ScalarType t = like.dtype();  // mean's dtype when it is a tensor, as PyTorch
+  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << dtype_name(t) << " (a floating dtype is needed)");
+  if (std.is_tensor()) {
+    const bool nonnegative = kael::all(kael::ge(std.tensor(), Scalar(0.0)), std::nullopt, false).item().to<bool>();
+    KAEL_CHECK(nonnegative, op << " expects all elements of std >= 0.0");
+  } else {
+    const double s = std.scalar().to<double>();
+    KAEL_CHECK(s >= 0.0, op << " expects std >= 0.0, but found std " << s);
+  }
+  const DimVector shape = mean.is_tensor() && std.is_tensor()
+                              ? broadcast_shapes(op, mean.tensor().sizes(), std.tensor().sizes())
+                              : DimVector(like.sizes());
+  const Tensor z = kael::normal(0.0, 1.0, shape, generator, t, like.device());
+  const Tensor scaled = std.is_tensor() ? kael::mul(z, std.tensor().dtype() == t ? std.tensor() : kael::to(std.tensor(), t))
+                                        : kael::mul(z, std.scalar());
+  if (!mean.is_tensor()) return kael::add(scaled, mean.scalar());
+  return kael::add(mean.tensor(), scaled);
+}
+}  // namespace
+
+Tensor normal_tensor_float(const Tensor& mean, double std, std::optional<Generator> generator) {
+  return normal_from("normal", Operand(mean), Operand(Scalar(std)), generator);
+}
+
+Tensor normal_float_tensor(double mean, const Tensor& std, std::optional<Generator> generator) {
+  return normal_from("normal", Operand(Scalar(mean)), Operand(std), generator);
+}
+
+Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, std::optional<Generator> generator) {
+  return normal_from("normal", Operand(mean), Operand(std), generator);
 }
 
 Tensor randint_low(std::int64_t low, std::int64_t high, IntArrayRef size, std::optional<Generator> generator,

@@ -233,6 +233,13 @@ KAEL_HOST_DEVICE inline T round(T a) {
   if constexpr (kael::is_floating_v<T>) return std::nearbyint(a); else return a;
 }
 
+// round(decimals=)'s formula, as PyTorch's kernel: scale = 10**decimals rounds a * scale and
+// divides back; a negative scale (negative decimals) divides by -scale first and multiplies back.
+template <typename T>
+KAEL_HOST_DEVICE inline T round_decimals(T a, T scale) {
+  return scale > T(0) ? std::nearbyint(a * scale) / scale : std::nearbyint(a / -scale) * -scale;
+}
+
 // The fractional part, with the sign of a: a - trunc(a) (inf gives NaN, as in PyTorch).
 template <typename T>
 KAEL_HOST_DEVICE inline T frac(T a) {

@@ -133,6 +133,17 @@ void assign(const Tensor& dst, const Tensor& src);
 // the checked conversion of value names the op "index" (float16/bfloat16: rounded, unchecked,
 // as PyTorch does); then fill_.
 void assign(const Tensor& dst, const Scalar& value);
+// The write of a composite in-place op (clamp_, div_(rounding_mode=), square_...): its result,
+// computed out of place, is checked against self (the result dtype must cast to self's, the
+// shape must be self's: "<op>: result type ... can't be cast ...", "<op>: output with shape
+// ... doesn't match the broadcast shape ...") before copy_ writes it, so that a failing check
+// leaves self untouched and an input that overlaps self was read whole first. Returns self.
+const Tensor& write_in_place(const char* op, const Tensor& self, const Tensor& result);
+// What such an op computes its result from: self, or a copy of self when autograd records the
+// ops it calls (grad mode on and self or one of `others` requiring grad): those ops may save self
+// for their backward, and the write would change it under them (the backward pass's version
+// check would refuse it).
+Tensor in_place_source(const Tensor& self, std::initializer_list<const Tensor*> others = {});
 // src converted to dtype (a new contiguous tensor; src itself when it already has it).
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
 // Resizes t as PyTorch's resize_ does: contiguous strides from its storage offset, its storage

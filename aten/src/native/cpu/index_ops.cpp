@@ -522,6 +522,140 @@ const Tensor& index_add_cpu_(const Tensor& self, std::int64_t dim, const Tensor&
   return index_add_checked("index_add_", self, dim, index, source, alpha);
 }
 
+// ------------------------------------------------------------------ index_copy, index_fill
+
+namespace {
+
+// PyTorch's checks of index_copy_, in its order and with its messages and classes.
+void check_index_copy(const char* op, const Tensor& self, std::int64_t d, const Tensor& index, const Tensor& source) {
+  KAEL_CHECK_INDEX(index.dim() <= 1, op << ": Index should have dimension 1 or 0 (got " << index.dim() << ")");
+  const std::int64_t k = index.numel();
+  KAEL_CHECK_INDEX(source.dim() == self.dim() || source.dim() == 0 || self.dim() == 0,
+                   op << ": When source and destination are not scalars, their dimensionality must match. Source "
+                         "dimensionality ("
+                      << source.dim() << "), destination dimensionality (" << self.dim() << ")");
+  const std::int64_t rows = source.dim() == 0 ? 1 : source.sizes()[self.dim() == 0 ? 0 : d];
+  KAEL_CHECK_INDEX(k == rows, op << ": Number of indices (" << k << ") should be equal to source.size(dim) (" << rows
+                                 << ")");
+  if (source.dim() == self.dim())
+    for (std::int64_t i = 0; i < self.dim(); ++i)
+      KAEL_CHECK_VALUE(i == d || source.sizes()[i] == self.sizes()[i],
+                 op << ": Source/destination tensor must have same slice shapes. Destination slice shape: "
+                    << self.sizes()[i] << " at dimension " << i << " and source slice shape: " << source.sizes()[i]
+                    << " at dimension " << i << ".");
+  KAEL_CHECK(index.dtype() == ScalarType::Int64, op << ": Expected a long tensor for index, but got " << index.dtype());
+  KAEL_CHECK(self.dtype() == source.dtype(), op << ": self and source expected to have the same dtype, but got (self) "
+                                                << self.dtype() << " and (source) " << source.dtype());
+  check_index_range(op, index, size_as_vector(self, d), d);
+}
+
+const Tensor& index_copy_checked(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                                 const Tensor& source) {
+  check_cpu(op, self, index);
+  check_cpu(op, self, source);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  check_index_copy(op, self, d, index, source);
+  assert_no_internal_overlap(op, self);
+  const Tensor idx = readable_input(op, self, index);
+  const Tensor src = readable_input(op, self, source);
+  self.bump_version();
+  if (src.numel() == 0) return self;
+  // source viewed with self's dims (a 0-d or one-element source of a 0-d or 1-d self)
+  DimVector shape = sizes_as_vector(self);
+  shape[d] = idx.numel();
+  DimVector src_strides = src.dim() == 0 ? DimVector(shape.size(), 0) : strides_as_vector(src);
+  const Restrided s = along_dim(self, d);
+  const std::int64_t step = s.step;
+  DimVector index_strides(shape.size(), 0);
+  index_strides[d] = idx.dim() == 0 ? 0 : idx.strides()[0];
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    indexed_loop<std::int64_t>(
+        shape, restrided(self, shape, s.strides), restrided(src, shape, src_strides),
+        restrided(idx, shape, index_strides), /*parallel=*/false,
+        [step](char* p, char* b, std::int64_t i) {
+          *reinterpret_cast<T*>(p + i * step) = *reinterpret_cast<const T*>(b);
+        },
+        [step](char* p, char* b, std::int64_t i, std::int64_t n, std::int64_t sp, std::int64_t sb) {
+          if (sp != sizeof(T) || sb != sizeof(T)) return false;
+          std::memmove(p + i * step, b, static_cast<std::size_t>(n) * sizeof(T));
+          return true;
+        });
+  });
+  return self;
+}
+
+const Tensor& index_fill_checked(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                                 const Scalar& value) {
+  check_cpu(op, self, index);
+  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
+  KAEL_CHECK_INDEX(index.dtype() == ScalarType::Int64, op << ": Expected dtype int64 for index (got "
+                                                          << index.dtype() << ")");
+  KAEL_CHECK(index.dim() <= 1, op << ": Index has to be a vector/scalar (got " << index.dim() << " dims)");
+  const std::int64_t size = size_as_vector(self, d);
+  check_index_range(op, index, size, d, /*allow_negative=*/true);
+  assert_no_internal_overlap(op, self);
+  const Tensor idx = readable_input(op, self, index);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = value.checked_to<T>(op);
+    self.bump_version();
+    if (self.numel() == 0 || idx.numel() == 0) return;
+    DimVector shape = sizes_as_vector(self);
+    shape[d] = idx.numel();
+    const Restrided s = along_dim(self, d);
+    const std::int64_t step = s.step;
+    DimVector index_strides(shape.size(), 0);
+    index_strides[d] = idx.dim() == 0 ? 0 : idx.strides()[0];
+    indexed_loop<std::int64_t>(shape, restrided(self, shape, s.strides), restrided(self, shape, s.strides),
+                               restrided(idx, shape, index_strides), /*parallel=*/false,
+                               [step, size, v](char* p, char*, std::int64_t i) {
+                                 *reinterpret_cast<T*>(p + (i < 0 ? i + size : i) * step) = v;
+                               });
+  });
+  return self;
+}
+
+Scalar fill_value(const char* op, const Tensor& value) {
+  KAEL_CHECK(value.dim() == 0, op << " only supports a 0-dimensional value tensor, but got tensor with "
+                                  << value.dim() << " dimension(s).");
+  return value.item();
+}
+
+}  // namespace
+
+Tensor index_copy_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source) {
+  Tensor out = clone_cpu(self);
+  index_copy_checked("index_copy", out, dim, index, source);
+  return out;
+}
+
+const Tensor& index_copy_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source) {
+  return index_copy_checked("index_copy_", self, dim, index, source);
+}
+
+Tensor index_fill_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  Tensor out = clone_cpu(self);
+  index_fill_checked("index_fill", out, dim, index, value);
+  return out;
+}
+
+const Tensor& index_fill_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  return index_fill_checked("index_fill_", self, dim, index, value);
+}
+
+Tensor index_fill_tensor_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& value) {
+  const Scalar v = fill_value("index_fill", value);
+  Tensor out = clone_cpu(self);
+  index_fill_checked("index_fill", out, dim, index, v);
+  return out;
+}
+
+const Tensor& index_fill_tensor_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index,
+                                     const Tensor& value) {
+  return index_fill_checked("index_fill_", self, dim, index, fill_value("index_fill_", value));
+}
+
 // ------------------------------------------------------------------ masked_select, nonzero
 
 namespace {

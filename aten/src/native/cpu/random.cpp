@@ -278,6 +278,12 @@ const Tensor& random_to_cpu_(const Tensor& self, std::int64_t to, std::optional<
   return random_from_cpu_(self, 0, to, generator);
 }
 
+// As PyTorch: [0, 2**digits] for floating dtypes (every integer the dtype holds exactly), [0,
+// the largest value] for integer ones (bool: 0 and 1).
+const Tensor& random_cpu_(const Tensor& self, std::optional<Generator> generator) {
+  return random_from_cpu_(self, 0, std::nullopt, generator);
+}
+
 const Tensor& bernoulli_float_cpu_(const Tensor& self, double p, std::optional<Generator> generator) {
   assert_no_internal_overlap("bernoulli_", self);
   KAEL_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=" << p);
