@@ -67,12 +67,14 @@ from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_
 # Tensor methods (kael/_tensor.py adds them to kael.Tensor when imported).
 from kael import _tensor  # noqa: E402
 from kael._tensor import UntypedStorage, as_tensor, asarray, device, from_dlpack, from_numpy, matmul  # noqa: E402
+from kael import _composites  # noqa: E402
+_composite_names = _composites.install(globals(), _tensor._extend)  # aliases and Python-level composites
 from kael import cuda  # noqa: E402
 from kael import accelerator  # noqa: E402
 
 __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY]
            + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda", "accelerator"]
-           + random.__all__)
+           + random.__all__ + _composite_names)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
 from kael.functional import allclose, broadcast_tensors, einsum, equal, nonzero, unique, where  # noqa: E402,F401

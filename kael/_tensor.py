@@ -820,3 +820,10 @@ for _name, _value in list(_TENSOR_EXTENSIONS.items()):
     elif callable(_value) and hasattr(_value, "__name__"):
         _TENSOR_EXTENSIONS[_name] = _overridable_method(_name, _value)
 _C._tensor_extend(_TENSOR_EXTENSIONS)
+
+
+def _extend(methods: dict) -> None:
+    """Adds methods to kael.Tensor: C methods as they are (they honour __kael_function__
+    themselves), Python functions wrapped by _overridable_method."""
+    _C._tensor_extend({name: fn if type(fn) is type(Tensor.add) else _overridable_method(name, fn)
+                       for name, fn in methods.items()})

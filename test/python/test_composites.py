@@ -1,0 +1,282 @@
+"""The aliases and Python-level composites of kael/_composites.py, each against torch."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import kael
+from test_oracle_regressions import outcome, same
+
+ALIASES = ["multiply", "subtract", "divide", "true_divide", "negative", "absolute", "greater", "greater_equal",
+           "less", "less_equal", "not_equal", "clip", "arctan2", "fix", "arccos", "arcsin", "arctan"]
+UNARY = {"negative", "absolute", "fix", "arccos", "arcsin", "arctan"}
+
+
+@pytest.mark.parametrize("name", ALIASES)
+def test_aliases(name):
+    def args(lib):
+        x = lib.tensor([[-0.75, 0.5], [0.25, -0.125]])
+        if name in UNARY:
+            return (x,)
+        if name == "clip":
+            return (x, -0.5, 0.3)
+        return (x, lib.tensor([0.5, -0.25]))
+    same(lambda lib: getattr(lib, name)(*args(lib)))
+    same(lambda lib: getattr(args(lib)[0], name)(*args(lib)[1:]))
+    if hasattr(torch.Tensor, name + "_"):
+        def in_place(lib):
+            a = args(lib)
+            r = getattr(a[0], name + "_")(*a[1:])
+            assert r is a[0]
+            return r
+        same(in_place)
+    # the same function object as the original, so a mistake names the original op
+    with pytest.raises(TypeError):
+        getattr(kael, name)(object())
+
+
+def test_more_aliases():
+    same(lambda lib: lib.concat([lib.ones(2), lib.zeros(3)]))
+    same(lambda lib: lib.concatenate([lib.ones(2, 1), lib.zeros(2, 2)], 1))
+    for lib in (torch, kael):
+        t = lib.zeros(2, 3, 4)
+        assert t.ndimension() == 3 and t.nelement() == 24 and lib.numel(t) == 24
+
+
+def test_as_views():
+    for lib in (torch, kael):
+        x = lib.arange(6.0)
+        v = x.view_as(lib.zeros(2, 3))
+        v[0, 0] = 9.0
+        assert x[0].item() == 9.0 and tuple(v.shape) == (2, 3)
+        assert tuple(x.reshape_as(lib.zeros(3, 2)).shape) == (3, 2)
+        assert x.type_as(lib.zeros(1, dtype=lib.int32)).dtype == lib.int32
+        b = lib.broadcast_to(lib.tensor([1.0, 2.0]), (3, -1))
+        assert tuple(b.shape) == (3, 2) and b.stride() == (0, 1)
+        assert tuple(lib.tensor([1.0]).broadcast_to((2, 2)).shape) == (2, 2)
+    assert tuple(kael.broadcast_shapes((2, 1), (3,), 1)) == tuple(torch.broadcast_shapes((2, 1), (3,), 1))
+    with pytest.raises(RuntimeError):
+        kael.broadcast_shapes((2,), (3,))
+    with pytest.raises(RuntimeError):
+        torch.broadcast_shapes((2,), (3,))
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.mm(lib.ones(2, 3), lib.ones(3, 4)),
+    lambda lib: lib.ones(2, 3).mm(lib.ones(3, 4, dtype=lib.float64)),
+    lambda lib: lib.mm(lib.ones(3), lib.ones(3, 4)),
+    lambda lib: lib.mm(lib.ones(2, 3), lib.ones(4, 4)),
+    lambda lib: lib.mv(lib.arange(6.0).reshape(2, 3), lib.tensor([1.0, -1.0, 2.0])),
+    lambda lib: lib.mv(lib.ones(2, 3), lib.ones(3, 1)),
+    lambda lib: lib.dot(lib.tensor([1.0, 2.0, 3.0]), lib.tensor([4.0, -5.0, 6.0])),
+    lambda lib: lib.dot(lib.tensor([1, 2, 3]), lib.tensor([4, -5, 6])),
+    lambda lib: lib.dot(lib.tensor([1.0, 2.0]), lib.tensor([1.0, 2.0, 3.0])),
+    lambda lib: lib.dot(lib.tensor([1.0, 2.0]), lib.tensor([1.0, 2.0], dtype=lib.float64)),
+    lambda lib: lib.dot(lib.ones(2, 2), lib.ones(2)),
+    lambda lib: lib.outer(lib.tensor([1.0, 2.0]), lib.tensor([3, 4, 5])),
+    lambda lib: lib.tensor([1, 2]).outer(lib.tensor([3, 4, 5])),
+    lambda lib: lib.tensor([1, 2]).ger(lib.tensor([3, 4, 5])),
+    lambda lib: lib.trace(lib.arange(12.0).reshape(3, 4)),
+    lambda lib: lib.trace(lib.arange(12).reshape(4, 3)),
+    lambda lib: lib.arange(9, dtype=lib.uint8).reshape(3, 3).trace(),
+    lambda lib: lib.trace(lib.ones(3)),
+], ids=["mm", "mm-dtypes", "mm-1d", "mm-shapes", "mv", "mv-2d", "dot", "dot-int", "dot-sizes", "dot-dtypes",
+        "dot-2d", "outer", "outer-int", "ger", "trace", "trace-int", "trace-uint8", "trace-1d"])
+def test_products(call):
+    same(call)
+
+
+def grads(lib, fn, *arrays):
+    leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(lib, *leaves)
+    out.backward(lib.ones_like(out))
+    return [x.grad.tolist() for x in leaves]
+
+
+def test_product_gradients():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4) - 3
+    v = np.array([1.0, -2.0, 0.5])
+    for fn, args in [(lambda lib, x, y: lib.mm(x, y), (a, b)), (lambda lib, x, y: lib.mv(x, y), (a, v)),
+                     (lambda lib, x, y: lib.dot(x, y), (v, v * 2)), (lambda lib, x, y: lib.outer(x, y), (v, v)),
+                     (lambda lib, x: lib.trace(x), (b,))]:
+        assert grads(kael, fn, *args) == grads(torch, fn, *args)
+
+
+@pytest.mark.parametrize("op", ["addcmul", "addcdiv"])
+@pytest.mark.parametrize("case", ["float", "broadcast", "value", "float64", "int", "int-value-float"])
+def test_addcmul_addcdiv(op, case):
+    def call(lib):
+        x = lib.tensor([1.0, -2.0, 3.0])
+        t1, t2 = lib.tensor([0.5, 1.5, -2.0]), lib.tensor([3.0, -0.25, 7.0])
+        kw = {}
+        if case == "broadcast":
+            x = lib.tensor([[1.0], [2.0]])
+        elif case == "value":
+            kw = {"value": -0.3}
+        elif case == "float64":
+            t2 = t2.double()
+        elif case == "int":
+            x, t1, t2 = lib.tensor([1, 2, 3]), lib.tensor([4, 5, 6]), lib.tensor([1, 2, 3])
+        elif case == "int-value-float":
+            x, t1, t2 = lib.tensor([1, 2, 3]), lib.tensor([4, 5, 6]), lib.tensor([1, 2, 3])
+            kw = {"value": 0.5}
+        return getattr(lib, op)(x, t1, t2, **kw)
+    same(call)
+
+
+@pytest.mark.parametrize("op", ["addcmul_", "addcdiv_"])
+def test_addcmul_addcdiv_in_place(op):
+    def call(lib):
+        x = lib.tensor([1.0, -2.0, 3.0])
+        r = getattr(x, op)(lib.tensor([0.5, 1.5, -2.0]), lib.tensor([3.0, -0.25, 7.0]), value=2)
+        assert r is x
+        return x
+    same(call)
+    for lib in (torch, kael):
+        x = lib.tensor([1.0, 2.0])
+        with pytest.raises((RuntimeError, ValueError)):
+            getattr(x, op)(lib.ones(2, 2), lib.ones(2))
+        assert x.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("op", ["nansum", "nanmean"])
+@pytest.mark.parametrize("kw", [{}, {"dim": 0}, {"dim": 1, "keepdim": True}, {"dim": (0, 1)}, {"dtype": "float64"}])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16"])
+def test_nan_reductions(op, kw, dtype):
+    def call(lib):
+        x = lib.tensor([[1.0, float("nan"), 3.0], [float("nan"), float("nan"), 0.5]])
+        if dtype == "int64":
+            x = lib.tensor([[1, 2, 3], [4, 5, 6]])
+        else:
+            x = x.to(getattr(lib, dtype))
+        k = dict(kw)
+        if "dtype" in k:
+            k["dtype"] = getattr(lib, k["dtype"])
+        return getattr(lib, op)(x, **k)
+    same(call)
+
+
+@pytest.mark.parametrize("op", ["hstack", "vstack"])
+@pytest.mark.parametrize("shapes", [[(3,), (2,)], [(2, 3), (2, 1)], [(), ()], [(2,), (2,)], [(1, 2), (3, 2)]], ids=str)
+def test_stacking(op, shapes):
+    call = lambda lib: getattr(lib, op)([lib.arange(float(np.prod(s))).reshape(s) for s in shapes])  # noqa: E731
+    want = outcome(torch, call)
+    if want[0] == "raise":  # sizes that do not fit: kael's shape errors are ValueError (docs/decisions.md)
+        assert outcome(kael, call) == ("raise", "ValueError")
+    else:
+        same(call)
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_meshgrid(indexing, n):
+    same(lambda lib: list(lib.meshgrid(*[lib.arange(float(k + 2)) for k in range(n)], indexing=indexing)))
+    same(lambda lib: list(lib.meshgrid([lib.tensor(5.0), lib.arange(3.0)], indexing=indexing)))
+
+
+def test_meshgrid_warns_without_indexing_and_gives_views():
+    for lib in (torch, kael):
+        with pytest.warns(UserWarning, match="indexing"):
+            a, b = lib.meshgrid(lib.arange(2.0), lib.arange(3.0))
+        assert a.stride() == (1, 0) and b.stride() == (0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kael.meshgrid(kael.arange(2.0), indexing="ij")
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.diff(lib.tensor([1.0, 4.0, 9.0, 16.0])),
+    lambda lib: lib.diff(lib.tensor([1, 4, 9, 16]), n=2),
+    lambda lib: lib.diff(lib.arange(12.0).reshape(3, 4) ** 2, dim=0),
+    lambda lib: lib.diff(lib.tensor([True, False, False, True])),
+    lambda lib: lib.diff(lib.tensor([1.0, 3.0]), prepend=lib.tensor([0.0]), append=lib.tensor([10.0, 20.0])),
+    lambda lib: lib.diff(lib.tensor([1.0, 3.0]), n=5),
+    lambda lib: lib.diff(lib.tensor(1.0)),
+    lambda lib: lib.tensor([1.0, 4.0]).diff(),
+], ids=["1d", "n2", "dim0", "bool", "prepend-append", "n-past-size", "0-d", "method"])
+def test_diff(call):
+    same(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.repeat_interleave(lib.tensor([[1, 2], [3, 4]]), 2),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1, 2], [3, 4]]), 3, dim=1),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1, 2], [3, 4]]), lib.tensor([1, 2]), dim=0),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1, 2], [3, 4]]), lib.tensor([0, 3]), dim=-1),
+    lambda lib: lib.repeat_interleave(lib.tensor([2, 0, 1])),
+    lambda lib: lib.tensor([1.0, 2.0]).repeat_interleave(2),
+    lambda lib: lib.repeat_interleave(lib.ones(2, 3), lib.tensor([1, 2, 3]), dim=0),
+    lambda lib: lib.repeat_interleave(lib.ones(2), lib.tensor([1, -1]), dim=0),
+    lambda lib: lib.repeat_interleave(lib.ones(2), -1),
+], ids=["int", "int-dim", "tensor", "tensor-neg-dim", "counts", "method", "wrong-size", "negative", "negative-int"])
+def test_repeat_interleave(call):
+    same(call)
+
+
+def test_repeat_interleave_gradient_and_gqa_shape():
+    x = np.arange(6.0).reshape(1, 2, 3)
+    fn = lambda lib, t: lib.repeat_interleave(t, 3, dim=1) * lib.arange(18.0).reshape(1, 6, 3)  # noqa: E731
+    assert grads(kael, fn, x) == grads(torch, fn, x)
+
+
+@pytest.mark.parametrize("args", [(3, 3), (4, 3, 1), (3, 5, -1), (0, 3), (5, 2, 10), (3, 3, -10)], ids=str)
+def test_triangle_indices(args):
+    same(lambda lib: lib.tril_indices(*args))
+    same(lambda lib: lib.triu_indices(*args))
+    same(lambda lib: lib.tril_indices(*args, dtype=lib.int32))
+
+
+@pytest.mark.parametrize("op", ["isposinf", "isneginf"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "bool"])
+def test_infinities(op, dtype):
+    def call(lib):
+        x = lib.tensor([1.0, float("inf"), -float("inf"), float("nan")])
+        x = x.to(getattr(lib, dtype)) if dtype not in ("int64", "bool") else lib.tensor([1, 0, 2]).to(getattr(lib, dtype))
+        return getattr(lib, op)(x)
+    same(call)
+
+
+@pytest.mark.parametrize("op", ["flipud", "fliplr"])
+def test_flips(op):
+    same(lambda lib: getattr(lib, op)(lib.arange(6.0).reshape(2, 3)))
+    same(lambda lib: getattr(lib, op)(lib.arange(3.0)))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_finfo(dtype):
+    k, t = kael.finfo(getattr(kael, dtype)), torch.finfo(getattr(torch, dtype))
+    for attr in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"):
+        assert getattr(k, attr) == getattr(t, attr), attr
+    assert kael.finfo().eps == torch.finfo().eps
+    # in use: the most negative mask value of attention code
+    assert kael.full((2,), kael.finfo(getattr(kael, dtype)).min, dtype=getattr(kael, dtype)).tolist() == \
+        torch.full((2,), torch.finfo(getattr(torch, dtype)).min, dtype=getattr(torch, dtype)).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
+def test_iinfo(dtype):
+    k, t = kael.iinfo(getattr(kael, dtype)), torch.iinfo(getattr(torch, dtype))
+    assert (k.bits, k.min, k.max, k.dtype) == (t.bits, t.min, t.max, t.dtype)
+
+
+def test_dtype_info_errors_and_default_dtype():
+    with pytest.raises(TypeError):
+        kael.finfo(kael.int32)
+    with pytest.raises(TypeError):
+        kael.iinfo(kael.float32)
+    assert kael.get_default_dtype() is kael.float32 and torch.get_default_dtype() is torch.float32
+
+
+def test_python_methods_honour_kael_function_overrides():
+    seen = []
+
+    class Logged(kael.Tensor):
+        @classmethod
+        def __kael_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", str(func)))
+            return super().__kael_function__(func, types, args, kwargs or {})
+
+    x = kael.ones(2, 2).as_subclass(Logged)
+    x.mm(kael.ones(2, 2))
+    assert "mm" in seen
