@@ -8,6 +8,7 @@ against torch in test/python/test_composites.py."""
 from __future__ import annotations
 
 import builtins as _builtins
+import collections as _collections
 import math as _math
 import warnings as _warnings
 
@@ -378,6 +379,227 @@ def fliplr(input: Tensor) -> Tensor:
     return _C.flip(input, [1])
 
 
+# ---------------------------------------------------------------------------------- pointwise
+
+
+def _floating(op, *tensors):
+    for t in tensors:
+        if isinstance(t, Tensor) and not t.dtype.is_floating_point:
+            raise RuntimeError(f"{op}: not implemented for dtype {t.dtype} (floating inputs only, as torch's kernel)")
+
+
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """log(exp(input) + exp(other)) without overflow (floating inputs), as torch.logaddexp."""
+    _floating("logaddexp", input, other)
+    m = _C.maximum(input, other)
+    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
+    return _C.where(same_inf, input, _C.add(m, _C.log1p(_C.exp(_C.neg(_C.abs(_C.sub(input, other)))))))
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """log2(2**input + 2**other) without overflow (floating inputs), as torch.logaddexp2."""
+    _floating("logaddexp2", input, other)
+    m = _C.maximum(input, other)
+    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
+    tail = _C.div(_C.log1p(_C.exp2(_C.neg(_C.abs(_C.sub(input, other))))), _math.log(2.0))
+    return _C.where(same_inf, input, _C.add(m, tail))
+
+
+def xlogy(input, other) -> Tensor:
+    """input * log(other), 0 where input is 0 (NaN where other is NaN), as torch.xlogy."""
+    input = input if isinstance(input, Tensor) else _C.tensor(input)  # a number: a 0-d tensor, as torch
+    other = other if isinstance(other, Tensor) else _C.tensor(other)
+    product = _C.mul(input, _C.log(other))
+    zero = _C.logical_and(_C.eq(input, 0), _C.logical_not(_C.isnan(other)))
+    return _C.where(zero, _C.zeros_like(product), product)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """sqrt(input**2 + other**2) (floating inputs), as torch.hypot."""
+    _floating("hypot", input, other)
+    return _C.sqrt(_C.add(_C.mul(input, input), _C.mul(other, other)))
+
+
+def logit(input: Tensor, eps=None) -> Tensor:
+    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given, as torch.logit."""
+    p = input if eps is None else _C.clamp(input, eps, 1.0 - eps)
+    if not p.dtype.is_floating_point:
+        p = p.to(_C.float32)
+    return _C.log(_C.div(p, _C.sub(1.0, p)))
+
+
+def sinc(input: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give float32)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    px = _C.mul(x, _math.pi)
+    return _C.where(_C.eq(x, 0), _C.ones_like(x), _C.div(_C.sin(px), px))
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians (integers give float32)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    return _C.mul(x, _math.pi / 180.0)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees (integers give float32)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    return _C.mul(x, 180.0 / _math.pi)
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """0 where input < 0, values where input == 0, 1 where input > 0 (one dtype), as torch.heaviside."""
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return _C.where(_C.eq(input, 0), values, _C.gt(input, 0).to(input.dtype))
+
+
+def float_power(input, exponent) -> Tensor:
+    """pow computed in float64, as torch.float_power."""
+    a = input.to(_C.float64) if isinstance(input, Tensor) else float(input)
+    b = exponent.to(_C.float64) if isinstance(exponent, Tensor) else float(exponent)
+    return _C.pow(a, b) if isinstance(a, Tensor) else _C.pow(_C.tensor(a, dtype=_C.float64), b)
+
+
+# ---------------------------------------------------------------------------------- indexing and shapes
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """input read as 1-d at index (negative counts from the end), in index's shape, as torch.take."""
+    n = input.numel()
+    if index.dtype != _C.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
+    if index.numel():
+        low, high = int(index.min().item()), int(index.max().item())
+        for i in (low, high):
+            if i < -n or i >= n:
+                raise IndexError(f"out of range: tried to access index {i} on a tensor of {n} elements.")
+    flat = index.reshape(-1)
+    flat = _C.where(_C.lt(flat, 0), _C.add(flat, n), flat)
+    return _C.index_select(input.reshape(-1), 0, flat).reshape(index.shape)
+
+
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0):
+    """Views of input split along dim into n near-equal parts (the first n % size one longer), or
+    at the given indices, as torch.tensor_split."""
+    if input.dim() == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    size = input.shape[dim]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist() if indices_or_sections.dim() else \
+            int(indices_or_sections.item())
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        if n <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+        q, r = divmod(size, n)
+        bounds, start = [], 0
+        for i in range(n):
+            stop = start + q + (1 if i < r else 0)
+            bounds.append((start, stop))
+            start = stop
+    else:
+        cuts = [0] + [_builtins.min(_builtins.max(i if i >= 0 else i + size, 0), size) for i in indices_or_sections]
+        cuts.append(size)
+        bounds = [(cuts[i], _builtins.max(cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]
+    return tuple(input.narrow(dim, a, b - a) for a, b in bounds)
+
+
+def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
+    """input rotated by 90 degrees k times in the plane of dims (from the first toward the second)."""
+    dims = list(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.dim() < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.dim()}")
+    d0, d1 = (d + input.dim() if d < 0 else d for d in dims)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k %= 4
+    if k == 1:
+        return _C.flip(input, [d1]).transpose(d0, d1)
+    if k == 2:
+        return _C.flip(input, [d0, d1])
+    if k == 3:
+        return _C.flip(input, [d0]).transpose(d0, d1)
+    return input.clone()
+
+
+# kael.return_types.median: (values, indices), a tuple with named fields as torch's
+_median_result = _collections.namedtuple("median", ["values", "indices"], module="kael.return_types")
+
+
+def median(input: Tensor, dim=None, keepdim: bool = False):
+    """The lower median of all elements (NaN if any is NaN), or along dim with the index of the
+    value picked (values, indices), as torch.median. Along dim, ties pick the position a stable
+    sort gives, which torch does not promise."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.numel() == 0:
+            return _C.full((), _math.nan, dtype=input.dtype) if input.dtype.is_floating_point else \
+                _C.zeros((), dtype=input.dtype)
+        if input.dtype.is_floating_point and bool(_C.isnan(flat).any().item()):
+            return _C.full((), _math.nan, dtype=input.dtype)
+        return _C.sort(flat).values[(flat.numel() - 1) // 2]
+    values, indices = _C.sort(input, dim, stable=True)
+    size = input.shape[dim] if input.dim() else 1
+    if size == 0:
+        raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
+    pick = (size - 1) // 2
+    if input.dtype.is_floating_point:  # a row with NaN gives NaN and the index of its first NaN
+        nan_count = _C.isnan(input).sum(dim, keepdim=True)
+        pos = _C.where(_C.gt(nan_count, 0), size - nan_count, pick)
+    else:
+        pos = _C.full_like(values.narrow(dim, 0, 1), pick, dtype=_C.int64)
+    v, i = _C.gather(values, dim, pos), _C.gather(indices, dim, pos)
+    if not keepdim:
+        v, i = v.squeeze(dim), i.squeeze(dim)
+    return _median_result(v, i)
+
+
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Sum of products over the last dims of a and the first of b (dims an int), or over the
+    given pairs of dims, as torch.tensordot; through permute, reshape and matmul."""
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.dim() - dims, a.dim())), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(da) != len(db):
+        raise RuntimeError(f"both dimension lists should have same length, got {len(da)} and {len(db)}")
+    da = [d + a.dim() if d < 0 else d for d in da]
+    db = [d + b.dim() if d < 0 else d for d in db]
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[x]} in dim {x} "
+                               f"and second has size {b.shape[y]} in dim {y}")
+    ka = [d for d in range(a.dim()) if d not in da]
+    kb = [d for d in range(b.dim()) if d not in db]
+    k = 1
+    for d in da:
+        k *= a.shape[d]
+    left = a.permute(ka + da).reshape(-1, k)
+    right = b.permute(db + kb).reshape(k, -1)
+    return _C.matmul(left, right).reshape([a.shape[d] for d in ka] + [b.shape[d] for d in kb])
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
+    """The p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M): (..., P, R),
+    by broadcasting the differences (torch may use a matrix product for p = 2, rounding otherwise)."""
+    if x1.dim() < 2 or x2.dim() < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D, X2 got: {x2.dim()}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
+    _floating("cdist", x1, x2)
+    diff = _C.sub(x1.unsqueeze(-2), x2.unsqueeze(-3))
+    return _C.norm(diff, p, [-1])
+
+
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -434,9 +656,13 @@ def get_default_dtype():
 FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "outer", "trace", "addcmul",
              "addcdiv", "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
              "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
-             "fliplr", "finfo", "iinfo", "get_default_dtype"]
+             "fliplr", "finfo", "iinfo", "get_default_dtype", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
+             "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
+             "tensordot", "cdist"]
 METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
-           "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr"]
+           "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
+           "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
+           "float_power", "take", "tensor_split", "rot90", "median"]
 
 
 def install(namespace: dict, extend):
@@ -451,4 +677,5 @@ def install(namespace: dict, extend):
     methods["addcmul_"] = _in_place("addcmul_", addcmul)
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
     extend(methods)
+    _C.return_types.median = _median_result
     return list(functions)
