@@ -301,13 +301,21 @@ CASES = {
     "normal_": [C(lambda L, x: (x * 1).normal_(), f(3, 4))],
     "random_.from": [C(lambda L, x: (x * 1).random_(0, 5), f(3, 4))],
     "random_.to": [C(lambda L, x: (x * 1).random_(5), f(3, 4))],
+    "random_": [C(lambda L, x: (x * 1).random_(), f(3, 4))],
+    "_round_decimals": [C(lambda L, x: L.round(x, decimals=1), f(3, 4))],
+    "index_copy": [C(lambda L, x, i, s: L.index_copy(x, 0, i, s), f(3, 4), perm_idx(3), f(3, 4))],
+    "index_copy_": [C(lambda L, x, i, s: (x * 1).index_copy_(1, i, s), f(3, 4), perm_idx(2), f(3, 2))],
+    "index_fill.int_Scalar": [C(lambda L, x, i: L.index_fill(x, 1, i, 2.0), f(3, 4), idx(2, high=4))],
+    "index_fill.int_Tensor": [C(lambda L, x, i, v: L.index_fill(x, 1, i, v), f(3, 4), idx(3, high=4), f())],
+    "index_fill_.int_Scalar": [C(lambda L, x, i: (x * 1).index_fill_(0, i, -1.0), f(3, 4), idx(2, high=3))],
+    "index_fill_.int_Tensor": [C(lambda L, x, i, v: (x * 1).index_fill_(0, i, v), f(3, 4), idx(2, high=3), f())],
     "bernoulli_.Tensor": [C(lambda L, x, p: (x * 1).bernoulli_(p), f(3, 4), f(3, 4, domain="prob"))],
     "bernoulli_.float": [C(lambda L, x: (x * 1).bernoulli_(0.5), f(3, 4))],
     "bernoulli": [C(lambda L, x: L.bernoulli(x), f(3, 4, domain="prob"))],
 }
 
 # Entries with cases that compare no gradient against finite differences (random results).
-NO_GRADCHECK = {"uniform_", "normal_", "random_.from", "random_.to", "bernoulli_.Tensor", "bernoulli_.float",
+NO_GRADCHECK = {"uniform_", "normal_", "random_.from", "random_.to", "random_", "bernoulli_.Tensor", "bernoulli_.float",
                 "bernoulli"}
 
 
