@@ -600,6 +600,286 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
     return _C.norm(diff, p, [-1])
 
 
+# ---------------------------------------------------------------------------------- statistics
+
+
+def var_mean(input: Tensor, dim=None, *, correction=1, keepdim: bool = False):
+    """(var, mean) over dim, as torch.var_mean."""
+    return _C.var(input, dim, correction=correction, keepdim=keepdim), _C.mean(input, dim, keepdim)
+
+
+def std_mean(input: Tensor, dim=None, *, correction=1, keepdim: bool = False):
+    """(std, mean) over dim, as torch.std_mean."""
+    return _C.std(input, dim, correction=correction, keepdim=keepdim), _C.mean(input, dim, keepdim)
+
+
+_aminmax_result = _collections.namedtuple("aminmax", ["min", "max"], module="kael.return_types")
+
+
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+    """(min, max) over dim (all elements when None), as torch.aminmax."""
+    if dim is None:
+        return _aminmax_result(_C.amin(input, [], keepdim), _C.amax(input, [], keepdim)) if input.dim() == 0 else \
+            _aminmax_result(_C.amin(input, list(range(input.dim())), keepdim),
+                            _C.amax(input, list(range(input.dim())), keepdim))
+    return _aminmax_result(_C.amin(input, dim, keepdim), _C.amax(input, dim, keepdim))
+
+
+def msort(input: Tensor) -> Tensor:
+    """input sorted along dim 0 (values only), as torch.msort."""
+    return _C.sort(input, 0).values
+
+
+def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles of input over dim (all elements when None), interpolating between the
+    sorted values as torch.quantile does ('linear', 'lower', 'higher', 'midpoint', 'nearest');
+    NaN anywhere in a row gives NaN."""
+    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise ValueError(f"quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                         f"Got {interpolation}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype}")
+    scalar_q = not isinstance(q, Tensor)
+    qt = _C.tensor([float(q)] if scalar_q else q.tolist(), dtype=input.dtype) if scalar_q or q.dim() <= 1 else None
+    if qt is None:
+        raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+    if scalar_q or (isinstance(q, Tensor) and q.dim() == 0):
+        qt = qt.reshape(1)
+    if qt.numel() and bool(_C.logical_or(_C.lt(qt, 0), _C.gt(qt, 1)).any().item()):
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    if dim is None:
+        x, d = input.reshape(-1), 0
+    else:
+        d = dim + input.dim() if dim < 0 else dim
+        x = input
+    n = x.shape[d] if x.dim() else 1
+    if n == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    sorted_x = _C.sort(x, d).values.movedim(d, -1)
+    has_nan = _C.isnan(sorted_x).any(-1, keepdim=True)
+    rank = _C.mul(qt, n - 1)
+    lo = _C.floor(rank)
+    hi = _C.ceil(rank)
+    if interpolation == "lower":
+        pos_lo = pos_hi = lo
+    elif interpolation == "higher":
+        pos_lo = pos_hi = hi
+    elif interpolation == "nearest":
+        pos_lo = pos_hi = _C.round(rank)
+    else:
+        pos_lo, pos_hi = lo, hi
+    lead = list(sorted_x.shape[:-1])
+    idx_lo = pos_lo.to(_C.int64).expand(lead + [qt.numel()])
+    idx_hi = pos_hi.to(_C.int64).expand(lead + [qt.numel()])
+    v_lo, v_hi = _C.gather(sorted_x, -1, idx_lo), _C.gather(sorted_x, -1, idx_hi)
+    if interpolation == "linear":
+        out = _C.lerp(v_lo, v_hi, _C.sub(rank, lo).expand(v_lo.shape))
+    elif interpolation == "midpoint":
+        out = _C.lerp(v_lo, v_hi, _C.full_like(v_lo, 0.5))
+    else:
+        out = v_lo
+    out = _C.where(has_nan, _C.full_like(out, _math.nan), out)  # (..., nq)
+    out = out.movedim(-1, 0)  # (nq, ...)
+    if keepdim:
+        out = out.unsqueeze(d + 1) if dim is not None else out.reshape([qt.numel()] + [1] * input.dim())
+    if scalar_q or q.dim() == 0:
+        out = out.squeeze(0)
+    return out
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
+    """The covariance matrix of the variables in input's rows (observations in columns), as
+    torch.cov without weights."""
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov: fweights and aweights are not supported yet")
+    if input.dim() > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.dim()} dimensions")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    if not x.dtype.is_floating_point:
+        x = x.to(_C.float32)
+    n = x.shape[1]
+    centered = _C.sub(x, _C.mean(x, [1], True))
+    c = _C.div(_C.matmul(centered, centered.t()), _builtins.max(n - correction, 0))
+    return c.squeeze() if input.dim() < 2 else c
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """The Pearson correlation coefficients of input's rows, clipped to [-1, 1], as torch.corrcoef."""
+    c = cov(input)
+    if c.dim() == 0:
+        return _C.div(c, c)
+    d = _C.diagonal(c)
+    s = _C.sqrt(d)
+    return _C.clamp(_C.div(_C.div(c, s.reshape(-1, 1)), s.reshape(1, -1)), -1, 1)
+
+
+def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
+    """The trapezoid rule along dim, with sample points x or spacing dx (1), as torch.trapezoid."""
+    n = y.shape[dim]
+    if n == 0:
+        return _C.sum(y, [dim])
+    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
+    pair_sum = _C.add(left, right)
+    if x is None:
+        return _C.div(_C.mul(_C.sum(pair_sum, [dim]), 1.0 if dx is None else dx), 2)
+    if isinstance(x, Tensor):
+        dxs = diff(x, dim=dim if x.dim() == y.dim() else -1)
+        return _C.div(_C.sum(_C.mul(dxs, pair_sum), [dim]), 2)
+    return _C.div(_C.mul(_C.sum(pair_sum, [dim]), x), 2)
+
+
+trapz = trapezoid
+
+
+# ---------------------------------------------------------------------------------- combining
+
+
+def ravel(input: Tensor) -> Tensor:
+    """input flattened to 1-d (a view when possible)."""
+    return input.reshape(-1)
+
+
+def column_stack(tensors) -> Tensor:
+    """1-d tensors as columns, others flattened past dim 0... stacked side by side, as torch.column_stack."""
+    ts = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in _tensors("column_stack", tensors)]
+    return _C.cat(ts, 1)
+
+
+def row_stack(tensors) -> Tensor:
+    """vstack."""
+    return vstack(tensors)
+
+
+def dstack(tensors) -> Tensor:
+    """Concatenates along dim 2 after making every tensor at least 3-d, as torch.dstack."""
+    ts = []
+    for t in _tensors("dstack", tensors):
+        ts.append(t.reshape(1, 1, 1) if t.dim() == 0 else t.reshape(1, -1, 1) if t.dim() == 1 else
+                  t.unsqueeze(-1) if t.dim() == 2 else t)
+    return _C.cat(ts, 2)
+
+
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product, as torch.kron."""
+    nd = _builtins.max(input.dim(), other.dim())
+    a = input.reshape([1] * (nd - input.dim()) + list(input.shape))
+    b = other.reshape([1] * (nd - other.dim()) + list(other.shape))
+    a_view, b_view = [], []
+    for i in range(nd):
+        a_view += [a.shape[i], 1]
+        b_view += [1, b.shape[i]]
+    prod = _C.mul(a.reshape(a_view), b.reshape(b_view))
+    return prod.reshape([a.shape[i] * b.shape[i] for i in range(nd)])
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """The sum of products over the last dims (a product with a 0-d tensor), as torch.inner."""
+    if input.dim() == 0 or other.dim() == 0:
+        return _C.mul(input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(input.shape)} and {list(other.shape)}")
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """dot (real dtypes have no conjugate)."""
+    return dot(input, other)
+
+
+def block_diag(*tensors) -> Tensor:
+    """The tensors (0-d, 1-d as a row, 2-d) on the diagonal of a zero matrix, as torch.block_diag."""
+    mats = [t.reshape(1, 1) if t.dim() == 0 else t.reshape(1, -1) if t.dim() == 1 else t for t in tensors]
+    for t in mats:
+        if t.dim() != 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input has "
+                               f"{t.dim()} dimensions")
+    if not mats:
+        return _C.zeros(1, 0)
+    dtype = mats[0].dtype
+    for t in mats[1:]:
+        dtype = _C.promote_types(dtype, t.dtype) if hasattr(_C, "promote_types") else _C.result_type(
+            _C.zeros(1, dtype=dtype), t)
+    rows, cols = sum(t.shape[0] for t in mats), sum(t.shape[1] for t in mats)
+    out = _C.zeros(rows, cols, dtype=dtype, device=mats[0].device)
+    r = c = 0
+    for t in mats:
+        out[r:r + t.shape[0], c:c + t.shape[1]] = t
+        r, c = r + t.shape[0], c + t.shape[1]
+    return out
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """The rows of the cartesian product of 1-d tensors, as torch.cartesian_prod."""
+    for t in tensors:
+        if t.dim() != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return _C.stack([g.reshape(-1) for g in grids], 1)
+
+
+def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
+    """The cross product of 3-vectors along dim (the first dim of size 3 when None, with torch's
+    deprecation warning), broadcasting the others, as torch.cross."""
+    if dim is None:
+        _warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
+                       "dim explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to "
+                       "agree with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        shape = broadcast_shapes(input.shape, other.shape)
+        sizes = [i for i, s in enumerate(shape) if s == 3]
+        if not sizes:
+            raise RuntimeError(f"no dimension of size 3 in input")
+        dim = sizes[0]
+    a, b = _C.broadcast_tensors([input, other])
+    if a.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[dim]} and "
+                           f"{other.shape[dim]}")
+    a0, a1, a2 = (a.select(dim, i) for i in range(3))
+    b0, b1, b2 = (b.select(dim, i) for i in range(3))
+    return _C.stack([_C.sub(_C.mul(a1, b2), _C.mul(a2, b1)), _C.sub(_C.mul(a2, b0), _C.mul(a0, b2)),
+                     _C.sub(_C.mul(a0, b1), _C.mul(a1, b0))], dim)
+
+
+# ---------------------------------------------------------------------------------- predicates
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """True where an element of `elements` is among `test_elements`, as torch.isin."""
+    e = elements if isinstance(elements, Tensor) else _C.tensor(elements)
+    t = test_elements if isinstance(test_elements, Tensor) else _C.tensor(test_elements)
+    t = t.reshape(-1)
+    if t.numel() == 0:
+        found = _C.zeros_like(e, dtype=_C.bool)
+    else:
+        st = _C.sort(t).values
+        pos = _C.clamp(_C.searchsorted(st, e.reshape(-1).contiguous().to(st.dtype) if e.dtype != st.dtype else
+                                       e.reshape(-1).contiguous()), max=st.numel() - 1)
+        found = _C.eq(_C.index_select(st, 0, pos), e.reshape(-1)).reshape(e.shape)
+    return _C.logical_not(found) if invert else found
+
+
+def is_nonzero(input: Tensor) -> bool:
+    """Whether a one-element tensor is nonzero."""
+    if input.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if input.numel() == 0 else
+                           "Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input.item())
+
+
+def is_same_size(self: Tensor, other: Tensor) -> bool:
+    """Whether the two tensors have the same shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """input * 2**other (floats; integers give float32), as torch.ldexp."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    return _C.mul(x, _C.exp2(other.to(x.dtype) if isinstance(other, Tensor) else float(other)))
+
+
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -658,11 +938,14 @@ FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "ou
              "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
              "fliplr", "finfo", "iinfo", "get_default_dtype", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
              "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
-             "tensordot", "cdist"]
+             "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
+             "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
+             "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp"]
 METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
            "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
            "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
-           "float_power", "take", "tensor_split", "rot90", "median"]
+           "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
+           "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp"]
 
 
 def install(namespace: dict, extend):
@@ -678,4 +961,5 @@ def install(namespace: dict, extend):
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
     extend(methods)
     _C.return_types.median = _median_result
+    _C.return_types.aminmax = _aminmax_result
     return list(functions)

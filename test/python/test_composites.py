@@ -383,3 +383,99 @@ def test_cdist(p):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     with pytest.raises(RuntimeError):
         kael.cdist(kael.ones(2, 3), kael.ones(2, 4))
+
+
+X23 = [[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: list(lib.var_mean(lib.tensor(X23), 1)),
+    lambda lib: list(lib.std_mean(lib.tensor(X23), dim=0, correction=0, keepdim=True)),
+    lambda lib: list(lib.std_mean(lib.tensor(X23))),
+    lambda lib: list(lib.aminmax(lib.tensor(X23), dim=0)),
+    lambda lib: list(lib.aminmax(lib.tensor([[3, 1], [2, 9]]))),
+    lambda lib: list(lib.tensor(X23).aminmax(dim=-1, keepdim=True)),
+    lambda lib: lib.msort(lib.tensor(X23).t()),
+    lambda lib: lib.quantile(lib.tensor([1.0, 2.0, 3.0, 4.0]), 0.4),
+    lambda lib: lib.quantile(lib.tensor([4.0, 1.0, 3.0, 2.0]), lib.tensor([0.0, 0.25, 0.5, 1.0])),
+    lambda lib: lib.quantile(lib.tensor(X23), 0.5, dim=1),
+    lambda lib: lib.quantile(lib.tensor(X23), lib.tensor([0.1, 0.9]), dim=0, keepdim=True),
+    lambda lib: lib.quantile(lib.tensor(X23), 0.3, keepdim=True),
+    lambda lib: lib.quantile(lib.tensor([1.0, float("nan"), 2.0]), 0.5),
+    lambda lib: lib.quantile(lib.tensor([1.0, 2.0]), 1.5),
+    lambda lib: lib.quantile(lib.tensor([1, 2]), 0.5),
+    lambda lib: lib.cov(lib.tensor(X23)),
+    lambda lib: lib.cov(lib.tensor([1.0, 4.0, 2.0]), correction=0),
+    lambda lib: lib.corrcoef(lib.tensor([[1.0, 2.0, 4.0], [2.0, 1.0, 0.5], [3.0, 3.0, 3.5]])),
+    lambda lib: lib.trapezoid(lib.tensor([1.0, 2.0, 3.0])),
+    lambda lib: lib.trapezoid(lib.tensor(X23), dx=0.5),
+    lambda lib: lib.trapezoid(lib.tensor([1.0, 2.0, 3.0]), lib.tensor([0.0, 1.0, 3.0])),
+    lambda lib: lib.trapz(lib.tensor(X23), dim=0),
+], ids=["var_mean", "std_mean", "std_mean-all", "aminmax", "aminmax-all", "aminmax-method", "msort", "quantile",
+        "quantile-tensor", "quantile-dim", "quantile-dim-keep", "quantile-keep", "quantile-nan", "quantile-q-range",
+        "quantile-int", "cov", "cov-1d", "corrcoef", "trapezoid", "trapezoid-dx", "trapezoid-x", "trapz"])
+def test_statistics(call):
+    want, got = outcome(torch, call), outcome(kael, call)
+    flat = lambda o: o if isinstance(o, list) else [o]  # noqa: E731
+    for g, w in zip(flat(got), flat(want)):
+        assert g[:3] == w[:3]
+        if w[0] == "ok" and w[1].startswith("float"):
+            np.testing.assert_allclose(np.array(g[3], dtype=float), np.array(w[3], dtype=float), rtol=1e-6,
+                                       atol=1e-6)
+        else:
+            assert g == w
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile_interpolations(interpolation):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 7))
+    for q in (0.0, 0.1, 0.5, 0.55, 1.0):
+        got = kael.quantile(kael.tensor(x), q, dim=1, interpolation=interpolation).numpy()
+        want = torch.quantile(torch.tensor(x), q, dim=1, interpolation=interpolation).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.ravel(lib.arange(6).reshape(2, 3).t()),
+    lambda lib: lib.column_stack([lib.arange(3), lib.arange(6).reshape(3, 2)]),
+    lambda lib: lib.row_stack([lib.arange(3), lib.arange(3)]),
+    lambda lib: lib.dstack([lib.arange(3), lib.arange(3)]),
+    lambda lib: lib.dstack([lib.ones(2, 2), lib.zeros(2, 2)]),
+    lambda lib: lib.kron(lib.tensor([[1, 2], [3, 4]]), lib.tensor([[0, 1], [1, 0]])),
+    lambda lib: lib.kron(lib.tensor([1.0, 2.0]), lib.ones(2, 3)),
+    lambda lib: lib.inner(lib.arange(6.0).reshape(2, 3), lib.arange(9.0).reshape(3, 3)),
+    lambda lib: lib.inner(lib.tensor(2.0), lib.arange(3.0)),
+    lambda lib: lib.inner(lib.ones(2), lib.ones(3)),
+    lambda lib: lib.vdot(lib.tensor([1.0, 2.0]), lib.tensor([3.0, 4.0])),
+    lambda lib: lib.block_diag(lib.ones(2, 2), lib.tensor([[5]]), lib.tensor(7.0), lib.tensor([1, 2])),
+    lambda lib: lib.cartesian_prod(lib.tensor([1, 2]), lib.tensor([3, 4, 5])),
+    lambda lib: lib.cartesian_prod(lib.tensor([1, 2])),
+    lambda lib: lib.cross(lib.tensor([[1.0, 0.0, 0.0], [1.0, 2.0, 3.0]]), lib.tensor([[0.0, 1.0, 0.0]]), dim=1),
+    lambda lib: lib.cross(lib.arange(6.0).reshape(3, 2), lib.ones(3, 2), dim=0),
+    lambda lib: lib.isin(lib.tensor([1, 2, 3, 5]), lib.tensor([2, 5, 9])),
+    lambda lib: lib.isin(lib.tensor([[1.0, 2.0], [3.0, 5.0]]), lib.tensor([5.0]), invert=True),
+    lambda lib: lib.isin(lib.tensor([1, 2, 3]), 2),
+    lambda lib: lib.isin(lib.tensor([1, 2, 3]), lib.tensor([], dtype=lib.int64)),
+    lambda lib: lib.ldexp(lib.tensor([1.0, 2.0]), lib.tensor([3, -4])),
+    lambda lib: lib.ldexp(lib.tensor([1, 2]), lib.tensor([3, 4])),
+], ids=["ravel", "column_stack", "row_stack", "dstack-1d", "dstack-2d", "kron", "kron-dims", "inner", "inner-0d",
+        "inner-mismatch", "vdot", "block_diag", "cartesian_prod", "cartesian_prod-1", "cross", "cross-dim0",
+        "isin", "isin-invert", "isin-number", "isin-empty", "ldexp", "ldexp-int"])
+def test_combining_and_predicates(call):
+    same(call)
+
+
+def test_cross_without_dim_warns_as_torch():
+    for lib in (torch, kael):
+        with pytest.warns(UserWarning, match="dim"):
+            r = lib.cross(lib.tensor([[1.0, 0.0, 0.0]]), lib.tensor([[0.0, 1.0, 0.0]]))
+        assert r.tolist() == [[0.0, 0.0, 1.0]]
+
+
+def test_predicates():
+    for lib in (torch, kael):
+        assert lib.is_nonzero(lib.tensor([2.0])) is True and lib.is_nonzero(lib.tensor(0)) is False
+        with pytest.raises(RuntimeError):
+            lib.is_nonzero(lib.tensor([1, 2]))
+        assert lib.is_same_size(lib.ones(2, 3), lib.zeros(2, 3)) and not lib.ones(2).is_same_size(lib.ones(3))
