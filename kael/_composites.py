@@ -880,6 +880,126 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     return _C.mul(x, _C.exp2(other.to(x.dtype) if isinstance(other, Tensor) else float(other)))
 
 
+# ---------------------------------------------------------------------------------- scans
+
+
+def _scan(x: Tensor, dim: int, combine):
+    """Inclusive scan of an associative combine(left, right) along dim in log2(n) steps
+    (Hillis-Steele: at step s each position takes in the one s before it); x is a tuple of
+    tensors of one shape, combine maps two such tuples to one."""
+    n = x[0].shape[dim] if x[0].dim() else 1
+    s = 1
+    while s < n:
+        head = [t.narrow(dim, 0, s) for t in x]
+        left = [t.narrow(dim, 0, n - s) for t in x]
+        right = [t.narrow(dim, s, n - s) for t in x]
+        x = tuple(_C.cat([h, c], dim) for h, c in zip(head, combine(left, right)))
+        s *= 2
+    return x
+
+
+_cummax_result = _collections.namedtuple("cummax", ["values", "indices"], module="kael.return_types")
+_cummin_result = _collections.namedtuple("cummin", ["values", "indices"], module="kael.return_types")
+
+
+def _cum_extreme(op, input: Tensor, dim: int, later_wins):
+    if input.dim() == 0:
+        return input.clone(), _C.zeros((), dtype=_C.int64, device=input.device)
+    dim = dim + input.dim() if dim < 0 else dim
+    if not 0 <= dim < input.dim():
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.dim()}, {input.dim() - 1}], "
+                         f"but got {dim})")
+    shape = [1] * input.dim()
+    shape[dim] = input.shape[dim]
+    index = _C.arange(input.shape[dim], device=input.device).reshape(shape).expand(input.shape)
+    floating = input.dtype.is_floating_point
+
+    def combine(left, right):
+        take = later_wins(right[0], left[0])
+        if floating:  # a NaN stays once met, the latest NaN's index (torch's rule)
+            take = _C.logical_or(take, _C.isnan(right[0]))
+        return [_C.where(take, right[0], left[0]), _C.where(take, right[1], left[1])]
+
+    return _scan((input, index), dim, combine)
+
+
+def cummax(input: Tensor, dim: int):
+    """The running maximum along dim and the index of the element that holds it (the latest among
+    equals; NaN propagates), as torch.cummax."""
+    return _cummax_result(*_cum_extreme("cummax", input, dim, _C.ge))
+
+
+def cummin(input: Tensor, dim: int):
+    """The running minimum along dim and the index of the element that holds it, as torch.cummin."""
+    return _cummin_result(*_cum_extreme("cummin", input, dim, _C.le))
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """log(cumsum(exp(input))) along dim without overflow, as torch.logcumsumexp."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    if x.dim() == 0:
+        return x.clone()
+    return _scan((x,), dim, lambda left, right: [logaddexp(left[0], right[0])])[0]
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """A copy of input with source's elements, in order, written where mask (broadcast) is True."""
+    if mask.dtype != _C.bool:
+        raise RuntimeError(f"masked_scatter_only supports boolean masks, but got mask with dtype {mask.dtype}")
+    m = mask.expand(input.shape) if tuple(mask.shape) != tuple(input.shape) else mask
+    n = int(m.sum().item())
+    if source.numel() < n:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = input.clone()
+    out[m] = source.reshape(-1)[:n].to(input.dtype)
+    return out
+
+
+# ---------------------------------------------------------------------------------- random fills
+
+
+def _fill_from_uniform(self: Tensor, name: str, transform, generator):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{name} not implemented for '{self.dtype}'")
+    u = _C.empty(list(self.shape), dtype=_C.float64 if self.dtype == _C.float64 else _C.float32,
+                 device=self.device).uniform_(0.0, 1.0, generator=generator)
+    return self.copy_(transform(u))
+
+
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    """Fills self with numbers drawn from the exponential distribution of rate lambd."""
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return _fill_from_uniform(self, "exponential_", lambda u: _C.div(_C.neg(_C.log1p(_C.neg(u))), lambd), generator)
+
+
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
+    """Fills self with exp of numbers drawn from N(mean, std**2)."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"log_normal_ not implemented for '{self.dtype}'")
+    z = _C.empty(list(self.shape), dtype=self.dtype, device=self.device).normal_(mean, std, generator=generator)
+    return self.copy_(_C.exp(z))
+
+
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
+    """Fills self with numbers drawn from the Cauchy distribution."""
+    return _fill_from_uniform(self, "cauchy_",
+                              lambda u: _C.add(_C.mul(_C.tan(_C.mul(_C.sub(u, 0.5), _math.pi)), sigma), median),
+                              generator)
+
+
+def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
+    """Fills self with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    u = _C.empty(list(self.shape), dtype=_C.float64, device=self.device).uniform_(0.0, 1.0, generator=generator)
+    # 1 - u is in (0, 1]: log is finite, and the count at least 1
+    trials = _C.ceil(_C.div(_C.log(_C.sub(1.0, u)), _math.log1p(-p)))
+    return self.copy_(_C.clamp(trials, min=1.0))
+
+
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -940,12 +1060,14 @@ FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "ou
              "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
              "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
              "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
-             "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp"]
+             "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax",
+             "cummin", "logcumsumexp", "masked_scatter"]
 METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
            "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
            "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
            "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
-           "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp"]
+           "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
+           "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_"]
 
 
 def install(namespace: dict, extend):
@@ -959,7 +1081,12 @@ def install(namespace: dict, extend):
     methods["ger"] = outer
     methods["addcmul_"] = _in_place("addcmul_", addcmul)
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
+    methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
+    methods["addmm_"] = _in_place("addmm_", _C.addmm)
+    methods["baddbmm_"] = _in_place("baddbmm_", _C.baddbmm)
     extend(methods)
     _C.return_types.median = _median_result
     _C.return_types.aminmax = _aminmax_result
+    _C.return_types.cummax = _cummax_result
+    _C.return_types.cummin = _cummin_result
     return list(functions)

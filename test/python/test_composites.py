@@ -479,3 +479,97 @@ def test_predicates():
         with pytest.raises(RuntimeError):
             lib.is_nonzero(lib.tensor([1, 2]))
         assert lib.is_same_size(lib.ones(2, 3), lib.zeros(2, 3)) and not lib.ones(2).is_same_size(lib.ones(3))
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("case", ["ties-nan", "int", "bool", "2d-dim0", "2d-dim1", "0-d", "empty", "long"])
+def test_cumulative_extremes(op, case):
+    def call(lib):
+        x = {
+            "ties-nan": lambda: lib.tensor([1.0, 3.0, 3.0, 2.0, NAN, 5.0, NAN, -INF]),
+            "int": lambda: lib.tensor([3, 1, 1, 2, 0, 7]),
+            "bool": lambda: lib.tensor([True, False, True, False]),
+            "2d-dim0": lambda: lib.tensor([[1.0, 5.0], [3.0, 2.0], [3.0, 9.0]]),
+            "2d-dim1": lambda: lib.tensor([[1.0, 5.0, 5.0, 0.0], [3.0, 2.0, 4.0, 4.0]]),
+            "0-d": lambda: lib.tensor(2.5),
+            "empty": lambda: lib.zeros(0, 3),
+            "long": lambda: lib.tensor([float((i * 37) % 11) for i in range(40)]),
+        }[case]()
+        dim = 1 if case == "2d-dim1" else 0
+        return list(getattr(lib, op)(x, dim))
+    same(call)
+
+
+def test_cumulative_extremes_gradient():
+    x = np.array([[1.0, 3.0, 2.0, 5.0], [4.0, 1.0, 6.0, 0.5]])
+    fn = lambda lib, t: lib.cummax(t, 1).values * lib.arange(8.0).reshape(2, 4)  # noqa: E731
+    assert grads(kael, fn, x) == grads(torch, fn, x)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.logcumsumexp(lib.tensor([0.0, 1.0, -INF, INF, 2.0]), 0),
+    lambda lib: lib.logcumsumexp(lib.tensor([[0.0, 100.0, -3.0], [1.0, 2.0, 3.0]]), 1),
+    lambda lib: lib.logcumsumexp(lib.tensor([[0.0, 100.0], [-50.0, 2.0]], dtype=lib.float64), 0),
+    lambda lib: lib.tensor([1.0, 2.0, 3.0]).logcumsumexp(-1),
+], ids=["inf", "dim1", "float64", "method"])
+def test_logcumsumexp(call):
+    want, got = outcome(torch, call), outcome(kael, call)
+    assert got[:3] == want[:3]
+    np.testing.assert_allclose(np.array(got[3], dtype=float), np.array(want[3], dtype=float), rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["1d", "broadcast-mask", "short-source", "int", "non-bool-mask"])
+def test_masked_scatter(case):
+    def call(lib):
+        x = lib.zeros(2, 3)
+        mask = lib.tensor([[True, False, True], [False, True, True]])
+        src = lib.arange(10.0, 20.0)
+        if case == "broadcast-mask":
+            mask = lib.tensor([True, False, True])
+        elif case == "short-source":
+            src = lib.tensor([1.0])
+        elif case == "int":
+            x, src = lib.zeros(2, 3, dtype=lib.int64), lib.arange(10, 20)
+        elif case == "non-bool-mask":
+            mask = mask.to(lib.uint8)
+        out = x.masked_scatter(mask, src)
+        y = x.clone()
+        assert y.masked_scatter_(mask, src) is y
+        assert y.tolist() == out.tolist()
+        return out
+    same(call)
+
+
+def test_in_place_products():
+    for name, args in [("addmm_", lambda lib: (lib.arange(6.0).reshape(2, 3), lib.ones(3, 3))),
+                       ("baddbmm_", lambda lib: (lib.ones(2, 2, 3), lib.ones(2, 3, 3)))]:
+        def call(lib, name=name, args=args):
+            x = lib.ones(2, 3) if name == "addmm_" else lib.ones(2, 2, 3)
+            assert getattr(x, name)(*args(lib), beta=0.5, alpha=2.0) is x
+            return x
+        same(call)
+
+
+@pytest.mark.parametrize("name,kw,check_stats", [
+    ("exponential_", {"lambd": 2.0}, lambda v: abs(v.mean() - 0.5) < 0.02 and v.min() >= 0),
+    ("log_normal_", {"mean": 0.0, "std": 0.5}, lambda v: abs(np.log(v).mean()) < 0.02 and v.min() > 0),
+    ("cauchy_", {"median": 1.0, "sigma": 2.0}, lambda v: abs(np.median(v) - 1.0) < 0.1),
+    ("geometric_", {"p": 0.25}, lambda v: abs(v.mean() - 4.0) < 0.15 and v.min() >= 1 and (v == np.round(v)).all()),
+])
+def test_random_fills(name, kw, check_stats):
+    kael.manual_seed(9)
+    x = kael.empty(20000)
+    assert getattr(x, name)(**kw) is x
+    assert check_stats(x.numpy().astype(np.float64))
+    kael.manual_seed(9)
+    assert kael.equal(getattr(kael.empty(20000), name)(**kw), x)
+    g = kael.Generator()
+    g.manual_seed(1)
+    a = getattr(kael.empty(10, dtype=kael.float64), name)(**kw, generator=g)
+    assert a.dtype == kael.float64
+    # torch's checks of the parameters
+    bad = {"exponential_": {"lambd": -1.0}, "log_normal_": {"std": 0.0}, "geometric_": {"p": 1.5}}.get(name)
+    if bad:
+        for lib in (torch, kael):
+            with pytest.raises(RuntimeError):
+                getattr(lib.empty(3), name)(**bad)
