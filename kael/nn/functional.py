@@ -271,3 +271,397 @@ def _attention_mask_to_float(mask, dtype, name):
     if not mask.is_floating_point():
         raise TypeError(f"multi_head_attention_forward: only bool and floating types of {name} are supported")
     return mask.to(dtype=dtype) if mask.dtype != dtype else mask
+
+
+# ---------------------------------------------------------------- more activations
+# Written over registered ops (autograd differentiates them), with torch's formulas.
+
+
+def _maybe_in_place(input, result, inplace):
+    return input.copy_(result) if inplace else result
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else negative_slope * x."""
+    return _maybe_in_place(input, kael.where(input > 0, input, input * negative_slope), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return _maybe_in_place(input, kael.where(input > 0, input, kael.expm1(input) * alpha), inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalising constants."""
+    return _maybe_in_place(input, kael.where(input > 0, input * _SELU_SCALE,
+                                             kael.expm1(input) * (_SELU_ALPHA * _SELU_SCALE)), inplace)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _maybe_in_place(input, kael.where(input > 0, input, kael.expm1(input / alpha) * alpha), inplace)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """clamp(x, min_val, max_val)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    # torch's gradient is 0 at the bounds themselves (clamp's is 1 there)
+    inside = kael.logical_and(input > min_val, input < max_val)
+    return _maybe_in_place(input, kael.where(inside, input, kael.clamp(input, min_val, max_val).detach()), inplace)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(0, x), 6)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x + 3, 0), 6) / 6 (the gradient 1/6 strictly between -3 and 3, as torch's)."""
+    inside = kael.logical_and(input > -3, input < 3)
+    return _maybe_in_place(input, kael.where(inside, (input + 3) / 6, (kael.clamp(input + 3, 0, 6) / 6).detach()),
+                           inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * min(max(x + 3, 0), 6) / 6."""
+    return _maybe_in_place(input, input * kael.clamp(input + 3, 0, 6) / 6, inplace)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return _maybe_in_place(input, input * kael.tanh(softplus(input)), inplace)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), without overflow."""
+    return -softplus(-input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    return input - kael.tanh(input)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return kael.where(input > lambd, input - lambd, kael.where(input < -lambd, input + lambd, input * 0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
+    return kael.where(kael.logical_and(input >= -lambd, input <= lambd), input * 0, input)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else value."""
+    return _maybe_in_place(input, kael.where(input > threshold, input, kael.full_like(input, value)), inplace)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b) for the two halves a, b of input along dim."""
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    size = input.shape[dim]
+    if size % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.dim()} is size {size}")
+    a, b = input.split(size // 2, dim)
+    return a * kael.sigmoid(b)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input)."""
+    return softmax(-input, dim, _stacklevel + 1, dtype)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else weight * x, weight having one value or one per channel (dim 1)."""
+    if weight.numel() != 1:
+        if input.dim() < 2 and weight.numel() != (input.shape[0] if input.dim() else 1):
+            raise RuntimeError("Mismatch of parameter numbers and input channel size.")
+        channels = input.shape[1] if input.dim() >= 2 else input.shape[0]
+        if weight.numel() != channels:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {channels}.")
+        if input.dim() >= 2:
+            weight = weight.reshape([1, channels] + [1] * (input.dim() - 2))
+    else:
+        weight = weight.reshape([])
+    return kael.where(input > 0, input, input * weight)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """leaky_relu with slope (lower + upper) / 2 in eval mode, or a slope drawn from U(lower,
+    upper) for each negative element in training mode."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slopes = kael.empty_like(input).uniform_(lower, upper)
+    return _maybe_in_place(input, kael.where(input >= 0, input, input * slopes), inplace)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """input / max(||input||_p over dim, eps)."""
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported")
+    denom = kael.clamp_min(kael.norm(input, p, [dim], True), eps)
+    return input / denom.expand_as(input)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
+    """input / sqrt(mean(input^2 over the last dims) + eps), times weight; computed in float32
+    for float16/bfloat16 and rounded back before weight, as torch; eps defaults to the dtype's eps."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    n = len(normalized_shape)
+    if tuple(input.shape[input.dim() - n:]) != normalized_shape or n > input.dim():
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
+                           f"{list(input.shape)}")
+    x = input.float() if input.dtype in (kael.float16, kael.bfloat16) else input
+    if eps is None:  # the compute dtype's (float32's for the half types), as torch
+        eps = kael.finfo(x.dtype).eps
+    dims = list(range(input.dim() - n, input.dim()))
+    y = (x * kael.rsqrt((x * x).mean(dims, keepdim=True) + eps)).to(input.dtype)
+    return y * weight if weight is not None else y
+
+
+def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalises each group of num_groups channels (dim 1) over its channels and the spatial
+    dims (biased variance), then scales and shifts each channel."""
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, correction=0, keepdim=True)
+    y = ((x - mean) * kael.rsqrt(var + eps)).reshape(input.shape)
+    shape = [1, c] + [1] * (input.dim() - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalises each channel (dim 1) by the batch's statistics (training; the running ones are
+    updated in place, the variance unbiased) or by the running statistics (eval)."""
+    if input.dim() < 2:
+        raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+    c = input.shape[1]
+    dims = [0] + list(range(2, input.dim()))
+    shape = [1, c] + [1] * (input.dim() - 2)
+    if training:
+        count = input.numel() // c
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(input.shape)}")
+        mean = input.mean(dims)
+        var = input.var(dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            with kael.no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
+                if running_var is not None:
+                    running_var.mul_(1 - momentum).add_(var.detach() * (momentum * count / (count - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        mean, var = running_mean, running_var
+    y = (input - mean.reshape(shape)) * kael.rsqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+# ---------------------------------------------------------------- padding
+
+
+def _pad_index(size, before, after, mode):
+    """The source index of each position of a dim padded by (before, after) in mode."""
+    out = []
+    for j in range(-before, size + after):
+        if mode == "replicate":
+            i = min(max(j, 0), size - 1)
+        elif mode == "circular":
+            i = j % size
+        else:  # reflect: mirror without repeating the edge
+            period = 2 * (size - 1)
+            k = j % period if period else 0
+            i = k if k < size else period - k
+        out.append(i)
+    return out
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """input padded on its last len(pad) // 2 dims, pad = (last_before, last_after,
+    second_last_before, ...); negative amounts crop. Modes 'constant' (value, 0 by default),
+    'reflect', 'replicate' and 'circular', as torch.nn.functional.pad."""
+    pad = list(pad)
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                         f"padding length {len(pad)} and input of dimension {input.dim()}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if mode != "constant" and value not in (None, 0):
+        raise ValueError(f"Padding mode \"{mode}\" doesn't take in value argument.")
+    pairs = [(input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        out = input
+        for d, before, after in pairs:  # crops first
+            size = out.shape[d]
+            lo, hi = max(-before, 0), max(-after, 0)
+            if lo + hi > size:
+                raise RuntimeError(f"The input size {size}, plus negative padding {-lo} and {-hi} resulted in a "
+                                   f"negative output size, which is invalid. Check dimension {d} of your input.")
+            out = out.narrow(d, lo, size - lo - hi)
+        shape = list(out.shape)
+        for d, before, after in pairs:
+            shape[d] += max(before, 0) + max(after, 0)
+        result = kael.full(shape, 0 if value is None else value, dtype=input.dtype, device=input.device)
+        view = result
+        for d, before, after in pairs:
+            view = view.narrow(d, max(before, 0), out.shape[d])
+        view.copy_(out)  # copy_ is differentiable: the gradient reaches input through it
+        return result
+    n = len(pad) // 2
+    if input.dim() not in (n + 1, n + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    out = input
+    for d, before, after in pairs:
+        size = out.shape[d]
+        if mode == "reflect" and (before >= size or after >= size):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({before}, {after}) at dimension {d} of input {list(input.shape)}")
+        if mode == "circular" and (before > size or after > size):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        index = kael.tensor(_pad_index(size, before, after, mode), dtype=kael.int64, device=input.device)
+        out = kael.index_select(out, d, index)
+    return out
+
+
+# ---------------------------------------------------------------- distances
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along dim (broadcasting)."""
+    x1, x2 = kael.broadcast_tensors(x1, x2)
+    n1 = kael.clamp_min(kael.norm(x1, 2, [dim], True), eps)
+    n2 = kael.clamp_min(kael.norm(x2, 2, [dim], True), eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim."""
+    return kael.norm(x1 - x2 + eps, p, [-1], keepdim)
+
+
+# ---------------------------------------------------------------- more losses
+
+
+def _loss_args(name, size_average, reduce, reduction):
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError(f"{name}: size_average and reduce are not supported")
+    return reduction
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, else delta * (|d| - delta / 2), d = input - target."""
+    if weight is not None:
+        raise NotImplementedError("huber_loss: weight is not supported")
+    _check_reduction(reduction)
+    _check_same_size("huber_loss", input, target)
+    input, target = kael.broadcast_tensors(input, target)
+    d = (input - target).abs()
+    return _reduce(kael.where(d < delta, d * d * 0.5, (d - delta * 0.5) * delta), reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2 (l1 when beta is 0)."""
+    _check_reduction(_loss_args("smooth_l1_loss", size_average, reduce, reduction))
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _check_same_size("smooth_l1_loss", input, target)
+    input, target = kael.broadcast_tensors(input, target)
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(kael.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log(target) - input) (input holds log-probabilities; target too with log_target),
+    reduced; 'batchmean' divides the sum by the batch size."""
+    _loss_args("kl_div", size_average, reduce, reduction)
+    if reduction == "mean":
+        _warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                       stacklevel=2)
+    if log_target:
+        losses = kael.exp(target) * (target - input)
+    else:
+        losses = kael.xlogy(target, target) - target * input
+    if reduction == "batchmean":
+        return losses.sum() / input.shape[0] if input.dim() else losses.sum()
+    _check_reduction(reduction)
+    return _reduce(losses, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(t log(x) + (1 - t) log(1 - x)) for probabilities x, the logs clamped at -100."""
+    _check_reduction(_loss_args("binary_cross_entropy", size_average, reduce, reduction))
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                         f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
+    if input.numel() and bool(kael.logical_or(input < 0, input > 1).any().item()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    log_x = kael.clamp_min(kael.log(input), -100)
+    log_1mx = kael.clamp_min(kael.log(1 - input), -100)
+    losses = -(target * log_x + (1 - target) * log_1mx)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)), reduced."""
+    _check_reduction(_loss_args("soft_margin_loss", size_average, reduce, reduction))
+    return _reduce(kael.log1p(kael.exp(-target * input)), reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), reduced."""
+    _check_reduction(_loss_args("margin_ranking_loss", size_average, reduce, reduction))
+    return _reduce(kael.clamp_min(-target * (input1 - input2) + margin, 0), reduction)

@@ -480,3 +480,21 @@ def test_composite_in_place_ops_keep_gradients(call):
         (b * lib.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
         got.append((b.tolist(), a.grad.tolist(), None if c.grad is None else c.grad.tolist()))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, a: a * 0.01, lambda lib, a: 0.01 * a, lambda lib, a: lib.mul(a, 0.1), lambda lib, a: a.add(a, alpha=0.3),
+    lambda lib, a: lib.pow(a, 1.1), lambda lib, a: lib.fmod(a, 0.3) * 0.2, lambda lib, a: a.lerp(a * 2, 0.3),
+], ids=["mul", "rmul", "mul-fn", "add-alpha", "pow", "fmod", "lerp"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_gradients_with_python_numbers_keep_their_precision(call, dtype):
+    """A Python float saved for the backward pass keeps its double value (torch's wrapped numbers
+    are float64): the float64 gradient of x * 0.01 is 0.01, not 0.01 rounded to float32."""
+    grads = []
+    for lib in (torch, kael):
+        a = lib.tensor([0.5, 1.5, 2.25], dtype=getattr(lib, dtype), requires_grad=True)
+        call(lib, a).sum().backward()
+        assert a.grad.dtype == getattr(lib, dtype)
+        grads.append(a.grad.tolist())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-15 if dtype == "float64" else 1e-6 if dtype == "float32"
+                               else 1e-3)

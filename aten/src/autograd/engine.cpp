@@ -131,7 +131,12 @@ Edge gradient_edge(const Tensor& t) {
 Tensor operand_tensor(const Operand& o) {
   if (o.is_tensor()) return o.tensor();
   const std::int64_t* none = nullptr;
-  return kael::full(IntArrayRef(none, 0), o.scalar(), o.scalar().wrapped_dtype());
+  // A Python float keeps its double value (as torch's wrapped numbers are float64): in float32
+  // (its promotion dtype), mul's gradient of a float64 x * 0.01 would be 0.00999999977. A
+  // formula's result may then be float64 where the input's is not; the engine converts each
+  // gradient to its input's dtype.
+  const ScalarType t = o.scalar().is_floating() ? ScalarType::Float64 : o.scalar().wrapped_dtype();
+  return kael::full(IntArrayRef(none, 0), o.scalar(), t);
 }
 
 void set_history(const Tensor& result, const std::shared_ptr<Node>& fn) {

@@ -2,11 +2,18 @@
 from kael.nn.modules.container import ModuleDict, ModuleList, Sequential
 from kael.nn.modules.layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, LogSoftmax, ReLU,
                                     Sigmoid, SiLU, Softmax, Tanh)
-from kael.nn.modules.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from kael.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
+                                  MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss, SoftMarginLoss)
+from kael.nn.modules import activation as _activation
+from kael.nn.modules.activation import *  # noqa: F401,F403
 from kael.nn.modules.module import Module
 from kael.nn.modules.transformer import MultiheadAttention, NonDynamicallyQuantizableLinear, TransformerEncoderLayer
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "ReLU", "GELU", "SiLU", "Sigmoid",
            "Tanh", "Softmax", "LogSoftmax", "Flatten", "Dropout", "LayerNorm", "Embedding", "MultiheadAttention",
            "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "CrossEntropyLoss", "NLLLoss", "MSELoss",
-           "L1Loss", "BCEWithLogitsLoss"]
+           "L1Loss", "BCEWithLogitsLoss", "BCELoss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "SmoothL1Loss",
+           "SoftMarginLoss"]
+__all__ += [name for name, value in vars(_activation).items()
+            if isinstance(value, type) and issubclass(value, Module) and not name.startswith("_")
+            and value.__module__ == _activation.__name__]
