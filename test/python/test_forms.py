@@ -247,6 +247,18 @@ def test_random_without_bounds_takes_a_generator():
 
 # ---- index_copy
 
+def call_form(lib, name, args, in_place):
+    """lib.<name>(x, *rest), which leaves x alone, or x.<name>_(*rest), which returns x."""
+    x, rest = args[0], args[1:]
+    if in_place:
+        assert getattr(x, name + "_")(*rest) is x
+        return x
+    before = x.tolist()
+    r = getattr(lib, name)(x, *rest)
+    assert x.tolist() == before
+    return r
+
+
 IC_CASES = {
     "rows": lambda lib: (lib.zeros(4, 3), 0, lib.tensor([2, 0]), lib.arange(6.0).reshape(2, 3)),
     "cols": lambda lib: (lib.zeros(3, 4), 1, lib.tensor([3, 1, 0]), lib.arange(9.0).reshape(3, 3)),
@@ -277,15 +289,7 @@ IC_SHAPE_ERRORS = {"slice shape"}  # kael: ValueError for shapes (docs/decisions
 @pytest.mark.parametrize("case", list(IC_CASES))
 def test_index_copy(case, in_place):
     def call(lib):
-        x, d, i, s = IC_CASES[case](lib)
-        if in_place:
-            r = x.index_copy_(d, i, s)
-            assert r is x
-            return x
-        before = x.tolist()
-        r = lib.index_copy(x, d, i, s)
-        assert x.tolist() == before
-        return r
+        return call_form(lib, "index_copy", IC_CASES[case](lib), in_place)
     if case in IC_SHAPE_ERRORS:
         raises_as_torch(call, "ValueError")
     else:
@@ -351,17 +355,7 @@ IF_CASES = {
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("case", list(IF_CASES))
 def test_index_fill(case, in_place):
-    def call(lib):
-        x, d, i, v = IF_CASES[case](lib)
-        if in_place:
-            r = x.index_fill_(d, i, v)
-            assert r is x
-            return x
-        before = x.tolist()
-        r = lib.index_fill(x, d, i, v)
-        assert x.tolist() == before
-        return r
-    same(call)
+    same(lambda lib: call_form(lib, "index_fill", IF_CASES[case](lib), in_place))
 
 
 @pytest.mark.parametrize("in_place", [False, True])

@@ -3,6 +3,7 @@ kael.nn.functional, as torch.nn's."""
 import kael
 from kael.nn import functional as F
 from kael.nn import init
+from kael.nn.modules.layers import Softmax
 from kael.nn.modules.module import Module
 from kael.nn.parameter import Parameter
 
@@ -167,16 +168,9 @@ class GLU(Module):
         return f"dim={self.dim}"
 
 
-class Softmin(Module):
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
+class Softmin(Softmax):
     def forward(self, input):
         return F.softmin(input, self.dim, _stacklevel=5)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
 
 
 class Softplus(Module):
