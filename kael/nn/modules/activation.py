@@ -3,7 +3,7 @@ kael.nn.functional, as torch.nn's."""
 import kael
 from kael.nn import functional as F
 from kael.nn import init
-from kael.nn.modules.layers import Softmax
+from kael.nn.modules.layers import Softmax, _affine_parameters, _reset_affine
 from kael.nn.modules.module import Module
 from kael.nn.parameter import Parameter
 
@@ -254,22 +254,11 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(kael.empty(num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(kael.empty(num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_channels,), dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -287,15 +276,7 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(kael.empty(num_features, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(kael.empty(num_features, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_features,), dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", kael.zeros(num_features, dtype=dtype, device=device))
             self.register_buffer("running_var", kael.ones(num_features, dtype=dtype, device=device))
@@ -314,10 +295,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         if input.dim() not in self._dims:

@@ -153,6 +153,20 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
+def _affine_parameters(module, affine, bias, shape, dtype, device):
+    """A normalisation's weight and bias parameters of the given shape, or None for each it lacks."""
+    module.register_parameter("weight", Parameter(_empty(shape, dtype, device)) if affine else None)
+    module.register_parameter("bias", Parameter(_empty(shape, dtype, device)) if affine and bias else None)
+
+
+def _reset_affine(module):
+    """weight to ones and bias to zeros (those the module has)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalises over the last len(normalized_shape) dims (kael.layer_norm: the fused
     standardize kernel), then scales by weight (ones) and shifts by bias (zeros)."""
@@ -164,22 +178,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(self.normalized_shape, dtype, device))
-            if bias:
-                self.bias = Parameter(_empty(self.normalized_shape, dtype, device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
