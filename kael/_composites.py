@@ -167,6 +167,14 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
     return _C.add(input, _C.div(_C.mul(tensor1, value), tensor2))
 
 
+def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    return _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def _baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    return _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha)
+
+
 def _in_place(name, fn):
     """fn's in-place method: the result computed out of place, checked against self (shape, then
     dtype), then written by copy_ (so a failing check leaves self alone)."""
@@ -183,6 +191,7 @@ def _in_place(name, fn):
 
     method.__name__ = name
     method.__doc__ = f"In-place version of {name[:-1]}."
+    method.__wrapped__ = fn  # its signature (inspect.signature, the stub)
     return method
 
 
@@ -1070,6 +1079,12 @@ METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot"
            "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_"]
 
 
+# The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
+# aliases excepted: they are the generated methods under another name).
+TENSOR_MEMBERS: dict = {}
+ALIAS_MEMBERS = {alias + suffix for alias in _ALIASES for suffix in ("", "_")} | {"ndimension", "nelement"}
+
+
 def install(namespace: dict, extend):
     """Adds the functions to the kael namespace and the methods to kael.Tensor (through `extend`,
     which wraps them for __kael_function__ overrides); returns the function names added."""
@@ -1082,9 +1097,10 @@ def install(namespace: dict, extend):
     methods["addcmul_"] = _in_place("addcmul_", addcmul)
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
     methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
-    methods["addmm_"] = _in_place("addmm_", _C.addmm)
-    methods["baddbmm_"] = _in_place("baddbmm_", _C.baddbmm)
+    methods["addmm_"] = _in_place("addmm_", _addmm)
+    methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)
     extend(methods)
+    TENSOR_MEMBERS.update(methods)
     _C.return_types.median = _median_result
     _C.return_types.aminmax = _aminmax_result
     _C.return_types.cummax = _cummax_result

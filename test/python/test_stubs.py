@@ -40,6 +40,8 @@ REGISTRY = parse_registry((ROOT / "native_functions.yaml").read_text(), "native_
 GENERATED_FUNCTIONS = {f.name for f in REGISTRY if "function" in f.variants}
 GENERATED_METHODS = ({f.name for f in REGISTRY if "method" in f.variants}
                      | {f.name + "_" for f in REGISTRY if f.is_pointwise and f.inplace and "method" in f.variants})
+# torch's other names of generated methods (Tensor.multiply is Tensor.mul: kael/_composites.py)
+GENERATED_METHODS |= {n for n in kael._composites.ALIAS_MEMBERS if n in vars(kael.Tensor)}
 
 # Members every object has, whose signatures kael does not change: they need no stub.
 OBJECT_PROTOCOL = {"__new__", "__repr__", "__str__", "__hash__", "__doc__", "__reduce__"}
