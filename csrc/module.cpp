@@ -102,6 +102,54 @@ PyObject* py_get_num_threads(PyObject*, PyObject*) {
   }
 }
 
+// set_default_dtype(d) / get_default_dtype(): Note [The default dtype] in kael/core/scalar_type.h.
+PyObject* py_set_default_dtype(PyObject*, PyObject* arg) {
+  if (!Py_IS_TYPE(arg, &DtypeType)) {
+    PyErr_Format(PyExc_TypeError,
+                 "set_default_dtype(): expected a kael.dtype, got %s (only floating-point types are supported "
+                 "as the default type)",
+                 Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  const ScalarType t = dtype_of_object(arg);
+  if (!is_floating(t)) {
+    PyErr_Format(PyExc_TypeError,
+                 "set_default_dtype(): only floating-point types are supported as the default type, got kael.%s",
+                 dtype_name(t));
+    return nullptr;
+  }
+  set_default_dtype(t);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_get_default_dtype(PyObject*, PyObject*) { return Py_NewRef(dtype_object(default_dtype())); }
+
+// _set_printoptions(precision, threshold, edgeitems, linewidth, sci_mode) with every value given
+// (kael.set_printoptions checks them and fills the ones left out); sci_mode -1 (auto), 0 or 1.
+// Note [Print options] in kael/core/tensor.h.
+PyObject* py_set_printoptions(PyObject*, PyObject* args) {
+  PrintOptions o;
+  long long edgeitems = 0, linewidth = 0;
+  if (!PyArg_ParseTuple(args, "idLLi:_set_printoptions", &o.precision, &o.threshold, &edgeitems, &linewidth,
+                        &o.sci_mode))
+    return nullptr;
+  if (o.precision < 0 || edgeitems < 0 || o.sci_mode < -1 || o.sci_mode > 1 || o.threshold != o.threshold) {
+    PyErr_SetString(PyExc_ValueError, "_set_printoptions(): precision and edgeitems must be >= 0, threshold a "
+                                      "number and sci_mode -1, 0 or 1");
+    return nullptr;
+  }
+  o.edgeitems = edgeitems;
+  o.linewidth = linewidth;
+  set_print_options(o);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_get_printoptions(PyObject*, PyObject*) {
+  const PrintOptions o = print_options();
+  return Py_BuildValue("(idLLi)", o.precision, o.threshold, static_cast<long long>(o.edgeitems),
+                       static_cast<long long>(o.linewidth), o.sci_mode);
+}
+
 PyObject* py_cuda_is_available(PyObject*, PyObject*) { return PyBool_FromLong(cuda_backend_built()); }
 
 // {op name: {dispatch key: has a kernel}} for introspection and tests.
@@ -210,6 +258,18 @@ PyMODINIT_FUNC PyInit__C() {
                          "set_num_threads(n, /)\n--\n\nSets the number of threads of intra-op parallelism (1..1024)."});
     functions.push_back({"get_num_threads", py_get_num_threads, METH_NOARGS,
                          "get_num_threads()\n--\n\nThe number of threads of intra-op parallelism."});
+    functions.push_back({"set_default_dtype", py_set_default_dtype, METH_O,
+                         "set_default_dtype(d, /)\n--\n\nSets the dtype of floating tensors made without one "
+                         "(float32, float64, float16 or bfloat16), as torch.set_default_dtype."});
+    functions.push_back({"get_default_dtype", py_get_default_dtype, METH_NOARGS,
+                         "get_default_dtype()\n--\n\nThe dtype of floating tensors made without one (float32 "
+                         "unless set_default_dtype changed it)."});
+    functions.push_back({"_set_printoptions", py_set_printoptions, METH_VARARGS,
+                         "_set_printoptions(precision, threshold, edgeitems, linewidth, sci_mode, /)\n--\n\n"
+                         "Sets every print option (kael.set_printoptions is the public form)."});
+    functions.push_back({"_get_printoptions", py_get_printoptions, METH_NOARGS,
+                         "_get_printoptions()\n--\n\n(precision, threshold, edgeitems, linewidth, sci_mode), "
+                         "sci_mode -1 when chosen from the values."});
     functions.push_back({"cuda_is_available", py_cuda_is_available, METH_NOARGS,
                          "cuda_is_available()\n--\n\nWhether this build has a CUDA backend and a device."});
     functions.push_back({"promote_types", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&py_promote_types)),

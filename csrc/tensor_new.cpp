@@ -164,7 +164,7 @@ BufferType buffer_type(const Py_buffer& v) {
 // buffers as sequences of Python numbers): bool, int64 or the default float.
 ScalarType python_kind(ScalarType t) {
   if (t == ScalarType::Bool) return t;
-  return is_floating(t) ? kDefaultFloat : ScalarType::Int64;
+  return is_floating(t) ? default_dtype() : ScalarType::Int64;
 }
 
 struct BufferGuard {
@@ -280,7 +280,7 @@ Tensor from_buffer(PyObject* data, bool numpy) {
 // The dtype an element gives (before promotion). Raises TypeError for complex numbers and
 // objects that are not numbers.
 ScalarType leaf_dtype(PyObject* o) {
-  if (PyFloat_CheckExact(o)) return kDefaultFloat;
+  if (PyFloat_CheckExact(o)) return default_dtype();
   if (PyBool_Check(o)) return ScalarType::Bool;
   if (PyLong_Check(o)) return ScalarType::Int64;
   if (is_numpy_scalar(o)) {  // before float: numpy.float64 is a float subclass
@@ -292,7 +292,7 @@ ScalarType leaf_dtype(PyObject* o) {
     g.held = true;
     return buffer_type(g.view).dtype;
   }
-  if (PyFloat_Check(o)) return kDefaultFloat;
+  if (PyFloat_Check(o)) return default_dtype();
   KAEL_CHECK_TYPE(!PyComplex_Check(o), "tensor: complex numbers are not supported (kael has no complex dtype), got "
                                            << Py_TYPE(o)->tp_name);
   if (is_tensor(o)) {
@@ -301,9 +301,9 @@ ScalarType leaf_dtype(PyObject* o) {
     return t.dtype();
   }
   if (!PySequence_Check(o) && PyIndex_Check(o)) return ScalarType::Int64;
-  if (!PySequence_Check(o) && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float) return kDefaultFloat;
+  if (!PySequence_Check(o) && Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float) return default_dtype();
   KAEL_CHECK_TYPE(false, "tensor: could not infer dtype of " << Py_TYPE(o)->tp_name);
-  return kDefaultFloat;
+  return default_dtype();
 }
 
 // The shape, from the first element at each depth (no Python code runs here).
@@ -481,7 +481,7 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
     const ScalarType want = dtype ? *dtype
                             : numpy       ? t.dtype()
                             : t.numel()   ? python_kind(t.dtype())
-                                          : kDefaultFloat;
+                                          : default_dtype();
     if (!numpy) check_buffer_values(t, want);
     return want == t.dtype() ? t : kael::to(t, want);
   }
@@ -497,7 +497,7 @@ Tensor tensor_from(PyObject* data, std::optional<ScalarType> dtype) {
   } else {
     walk(data, 0, shape, infer);  // also checks the shape, before anything is allocated
   }
-  const ScalarType out_dtype = dtype.value_or(inferred.value_or(kDefaultFloat));
+  const ScalarType out_dtype = dtype.value_or(inferred.value_or(default_dtype()));
   Tensor out = kael::empty(shape, out_dtype, kCPU);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

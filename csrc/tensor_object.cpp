@@ -628,35 +628,19 @@ PyObject* richcompare(PyObject* l, PyObject* r, int op) {
 Py_hash_t tensor_hash(PyObject* self) { return PyBaseObject_Type.tp_hash(self); }
 
 // torch's repr ends with the autograd state: grad_fn=<Name> for a tensor an op recorded,
-// requires_grad=True for a leaf that requires grad. As torch's _add_suffixes places it: after
-// ", " on the last line, or on a line of its own indented under "tensor(" when the last line
-// would pass 80 characters (torch counts a last line it did not break as 2 longer).
-std::string with_autograd_suffix(const Tensor& t, std::string s) {
-  std::string suffix;
-  if (const auto& fn = autograd::grad_fn(t)) {
-    suffix = "grad_fn=<" + fn->name() + ">";
-  } else if (autograd::requires_grad(t)) {
-    suffix = "requires_grad=True";
-  }
-  if (suffix.empty() || s.empty() || s.back() != ')') return s;
-  s.pop_back();
-  constexpr std::size_t indent = 7;  // "tensor("
-  const std::size_t nl = s.rfind('\n');
-  const std::string_view last = nl == std::string::npos ? std::string_view(s) : std::string_view(s).substr(nl + 1);
-  const bool broken = last.size() > indent && last.substr(0, indent) == "       " && last[indent] != ' ' &&
-                      last[indent] != '[';  // a suffix that went to a line of its own
-  const std::size_t last_len = last.size() + (broken ? 0 : 2);
-  s += last_len + suffix.size() + 2 > 80 ? ",\n" + std::string(indent, ' ') : std::string(", ");
-  s += suffix;
-  s += ')';
-  return s;
+// requires_grad=True for a leaf that requires grad; Tensor::to_string places it after the other
+// suffixes as torch's _add_suffixes does (Note [Print options]: the line width).
+std::vector<std::string> autograd_suffix(const Tensor& t) {
+  if (const auto& fn = autograd::grad_fn(t)) return {"grad_fn=<" + fn->name() + ">"};
+  if (autograd::requires_grad(t)) return {"requires_grad=True"};
+  return {};
 }
 
 PyObject* tensor_repr(PyObject* self) {
   KAEL_OVERRIDE_NOARGS("__repr__");
   return guarded([&] {
     const Tensor& t = tensor_of(self);
-    return PyUnicode_FromString(with_autograd_suffix(t, t.to_string()).c_str());
+    return PyUnicode_FromString(t.to_string(autograd_suffix(t)).c_str());
   });
 }
 

@@ -71,9 +71,11 @@ from kael import _composites  # noqa: E402
 _composite_names = _composites.install(globals(), _tensor._extend)  # aliases and Python-level composites
 from kael import cuda  # noqa: E402
 from kael import accelerator  # noqa: E402
+from kael._tensor_str import set_printoptions  # noqa: E402
 
 __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY]
-           + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda", "accelerator"]
+           + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda", "accelerator",
+              "set_printoptions"]
            + random.__all__ + _composite_names)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)

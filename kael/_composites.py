@@ -433,26 +433,26 @@ def logit(input: Tensor, eps=None) -> Tensor:
     """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given, as torch.logit."""
     p = input if eps is None else _C.clamp(input, eps, 1.0 - eps)
     if not p.dtype.is_floating_point:
-        p = p.to(_C.float32)
+        p = p.to(_C.get_default_dtype())
     return _C.log(_C.div(p, _C.sub(1.0, p)))
 
 
 def sinc(input: Tensor) -> Tensor:
-    """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give float32)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     px = _C.mul(x, _math.pi)
     return _C.where(_C.eq(x, 0), _C.ones_like(x), _C.div(_C.sin(px), px))
 
 
 def deg2rad(input: Tensor) -> Tensor:
-    """Degrees to radians (integers give float32)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    """Degrees to radians (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     return _C.mul(x, _math.pi / 180.0)
 
 
 def rad2deg(input: Tensor) -> Tensor:
-    """Radians to degrees (integers give float32)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    """Radians to degrees (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     return _C.mul(x, 180.0 / _math.pi)
 
 
@@ -706,7 +706,7 @@ def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> 
                            f"{input.dim()} dimensions")
     x = input.reshape(1, -1) if input.dim() < 2 else input
     if not x.dtype.is_floating_point:
-        x = x.to(_C.float32)
+        x = x.to(_C.get_default_dtype())
     n = x.shape[1]
     centered = _C.sub(x, _C.mean(x, [1], True))
     c = _C.div(_C.matmul(centered, centered.t()), _builtins.max(n - correction, 0))
@@ -884,8 +884,8 @@ def is_same_size(self: Tensor, other: Tensor) -> bool:
 
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:
-    """input * 2**other (floats; integers give float32), as torch.ldexp."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    """input * 2**other (floats; integers give the default dtype), as torch.ldexp."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     return _C.mul(x, _C.exp2(other.to(x.dtype) if isinstance(other, Tensor) else float(other)))
 
 
@@ -945,7 +945,7 @@ def cummin(input: Tensor, dim: int):
 
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """log(cumsum(exp(input))) along dim without overflow, as torch.logcumsumexp."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     if x.dim() == 0:
         return x.clone()
     return _scan((x,), dim, lambda left, right: [logaddexp(left[0], right[0])])[0]
@@ -1024,7 +1024,7 @@ class finfo:
     }
 
     def __init__(self, type=None):
-        type = _C.float32 if type is None else type
+        type = _C.get_default_dtype() if type is None else type
         name = str(type).split(".")[-1]
         if name not in self._TABLE:
             raise TypeError(f"finfo: expected a floating point dtype, got {type}")
@@ -1055,9 +1055,6 @@ class iinfo:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
 
 
-def get_default_dtype():
-    """The dtype of floating tensors made without one (kael.float32; kael has no set_default_dtype)."""
-    return _C.float32
 
 
 # ---------------------------------------------------------------------------------- registration
@@ -1065,7 +1062,7 @@ def get_default_dtype():
 FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "outer", "trace", "addcmul",
              "addcdiv", "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
              "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
-             "fliplr", "finfo", "iinfo", "get_default_dtype", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
+             "fliplr", "finfo", "iinfo", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
              "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
              "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
              "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",

@@ -44,7 +44,26 @@ TEST(Dtype, NamesSizesCategories) {
   EXPECT_FALSE(kael::is_integral(B, false));
   EXPECT_TRUE(kael::is_integral(L, false));
   EXPECT_FALSE(kael::is_integral(F, true));
-  EXPECT_EQ(kael::kDefaultFloat, F);
+  EXPECT_EQ(kael::default_dtype(), F);
+}
+
+// Note [The default dtype]: set_default_dtype changes what a Python float, an integer promoted
+// to floating and a factory without a dtype give; float32 again after.
+TEST(Dtype, DefaultDtypeFollowsTheSetting) {
+  struct Restore {
+    ~Restore() { kael::set_default_dtype(F); }
+  } restore;
+  kael::set_default_dtype(D);
+  EXPECT_EQ(kael::default_dtype(), D);
+  EXPECT_EQ(kael::Scalar(2.5).wrapped_dtype(), D);
+  EXPECT_EQ(kael::mul(vec3(L), kael::Scalar(1.5)).dtype(), D);
+  EXPECT_EQ(kael::mul(vec3(F), kael::Scalar(1.5)).dtype(), F);  // a float tensor keeps its dtype
+  EXPECT_EQ(kael::div(vec3(L), vec3(L)).dtype(), D);
+  EXPECT_EQ(kael::zeros(I64{2}).dtype(), D);
+  EXPECT_EQ(kael::randn(I64{2}).dtype(), D);
+  kael::set_default_dtype(ScalarType::Float16);
+  EXPECT_EQ(kael::ones(I64{2}).dtype(), ScalarType::Float16);
+  EXPECT_EQ(kael::sqrt(vec3(L)).dtype(), ScalarType::Float16);
 }
 
 TEST(Dtype, ParseDtype) {

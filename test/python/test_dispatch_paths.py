@@ -205,6 +205,7 @@ MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_th
                 "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_parallel_for_test",
                 "_parallel_for_stall_test",
                 "promote_types", "result_type", "can_cast",  # dtype queries
+                "set_default_dtype", "get_default_dtype", "_set_printoptions", "_get_printoptions",  # settings
                 "return_types",  # the module of named tuple types (no callable)
                 "Size", "_register_device_class", "_tensor_extend", "_parse_device", "_storage_ref",
                 "_kael_function_enabled", "_has_kael_function",

@@ -189,6 +189,27 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
         check(k.grad, t.grad)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf])
+@pytest.mark.parametrize("dtypes", [("float64", "float64"), ("float16", "float16"), ("float32", "float64")])
+def test_clip_grad_norm_keeps_the_gradients_dtype(norm_type, dtypes):
+    # the total norm has the dtype torch gives it (the per-gradient norms stacked with promotion),
+    # not float32 whatever the gradients are
+    values = [[3.0, -4.0], [1.0, 2.0, -2.0]]
+    kp, tp = [], []
+    for v, d in zip(values, dtypes):
+        k = nn.Parameter(kael.zeros(len(v), dtype=getattr(kael, d)))
+        k.grad = kael.tensor(v, dtype=getattr(kael, d))
+        t = torch.nn.Parameter(torch.zeros(len(v), dtype=getattr(torch, d)))
+        t.grad = torch.tensor(v, dtype=getattr(torch, d))
+        kp.append(k)
+        tp.append(t)
+    ktotal = nn.utils.clip_grad_norm_(kp, 1.5, norm_type)
+    ttotal = torch.nn.utils.clip_grad_norm_(tp, 1.5, norm_type)
+    check(ktotal, ttotal)
+    for k, t in zip(kp, tp):
+        check(k.grad, t.grad)
+
+
 def test_clip_grad_norm_non_finite_raises_before_touching_gradients():
     for bad in (math.inf, math.nan):
         params = with_grads([[1.0, bad], [2.0]])

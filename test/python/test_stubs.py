@@ -98,6 +98,12 @@ SAMPLES = {
     ("_drop_native_ref", "capsule"): lambda: kael._C._native_ref(kael.ones(1)),
     ("_drop_native_ref", "on_new_thread"): False,
     ("set_num_threads", "n"): lambda: kael.get_num_threads(),
+    ("set_default_dtype", "d"): lambda: kael.get_default_dtype(),  # (the probes change no setting)
+    ("_set_printoptions", "precision"): lambda: kael._C._get_printoptions()[0],
+    ("_set_printoptions", "threshold"): lambda: kael._C._get_printoptions()[1],
+    ("_set_printoptions", "edgeitems"): lambda: kael._C._get_printoptions()[2],
+    ("_set_printoptions", "linewidth"): lambda: kael._C._get_printoptions()[3],
+    ("_set_printoptions", "sci_mode"): lambda: kael._C._get_printoptions()[4],
     ("_trace_dispatch", "fn"): lambda: (lambda: None),
     ("_parallel_for_test", "n"): 10,
     ("_parallel_for_test", "grain"): 4,

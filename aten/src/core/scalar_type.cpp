@@ -35,7 +35,7 @@ static std::optional<ScalarType> combine_categories(std::optional<ScalarType> hi
 
 ScalarType ResultTypeState::result() const {
   auto r = combine_categories(dimensioned_, combine_categories(zero_dim_, wrapped_));
-  return r.value_or(kDefaultFloat);
+  return r.value_or(default_dtype());
 }
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -54,16 +55,17 @@ Scalar Tensor::item() const {
 namespace {
 
 // Note [Tensor repr]
-// The same text as PyTorch's repr (torch/_tensor_str.py with default print options): one
-// width for every element, chosen from the nonzero finite values; integral-valued floats
-// print as "1.", others with four decimals, and scientific notation when the magnitudes span
-// more than 1000x, exceed 1e8 or go below 1e-4; rows wrap at 80 columns; more than 1000
-// elements are summarised with the first and last three of each dim.
-constexpr std::int64_t kSummarizeThreshold = 1000;
-constexpr std::int64_t kEdgeItems = 3;
-constexpr int kLineWidth = 80;
+// The same text as PyTorch's repr (torch/_tensor_str.py), with its print options (Note [Print
+// options]; by default): one width for every element, chosen from the nonzero finite values;
+// integral-valued floats print as "1.", others with `precision` (4) decimals, and scientific
+// notation when the magnitudes span more than 1000x, exceed 1e8 or go below 1e-4 (unless
+// sci_mode says); rows wrap at `linewidth` (80) columns; more than `threshold` (1000) elements
+// are summarised with the first and last `edgeitems` (3) of each dim.
+std::mutex print_options_mutex;
+PrintOptions current_print_options;
 
 struct Formatter {
+  int precision = 4;
   bool floating = false;
   bool is_bool = false;
   bool int_mode = true;
@@ -81,14 +83,23 @@ struct Formatter {
     const double v = static_cast<double>(value);
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    if (sci_mode) {
-      std::snprintf(buf, sizeof buf, "%.4e", v);
-    } else if (int_mode) {
-      std::snprintf(buf, sizeof buf, "%.0f.", v);
+    if (sci_mode) return printf_string("%.*e", v);
+    if (int_mode) return printf_string("%.0f.", v);
+    return printf_string("%.*f", v);
+  }
+  // v formatted by fmt with the precision where fmt takes one (any length: a precision of 300
+  // gives 300 digits, as Python's format does).
+  std::string printf_string(const char* fmt, double v) const {
+    const bool with_precision = fmt[1] == '.' && fmt[2] == '*';
+    const int n = with_precision ? std::snprintf(nullptr, 0, fmt, precision, v) : std::snprintf(nullptr, 0, fmt, v);
+    std::string out(static_cast<std::size_t>(std::max(n, 0)) + 1, '\0');
+    if (with_precision) {
+      std::snprintf(out.data(), out.size(), fmt, precision, v);
     } else {
-      std::snprintf(buf, sizeof buf, "%.4f", v);
+      std::snprintf(out.data(), out.size(), fmt, v);
     }
-    return buf;
+    out.pop_back();
+    return out;
   }
   std::string format(long double v) const {
     std::string s = raw(v);
@@ -96,8 +107,9 @@ struct Formatter {
   }
 };
 
-Formatter make_formatter(ScalarType dtype, const std::vector<long double>& values) {
+Formatter make_formatter(ScalarType dtype, const std::vector<long double>& values, const PrintOptions& opts) {
   Formatter f;
+  f.precision = opts.precision;
   f.floating = is_floating(dtype);
   f.is_bool = dtype == ScalarType::Bool;
   if (!f.floating) {
@@ -115,7 +127,7 @@ Formatter make_formatter(ScalarType dtype, const std::vector<long double>& value
     hi = std::max(hi, std::fabs(v));
   }
   if (!any) return f;
-  f.sci_mode = hi / lo > 1000.0 || hi > 1.0e8 || (!f.int_mode && lo < 1.0e-4);
+  f.sci_mode = opts.sci_mode >= 0 ? opts.sci_mode == 1 : hi / lo > 1000.0 || hi > 1.0e8 || (!f.int_mode && lo < 1.0e-4);
   for (long double v : values) {
     if (std::isfinite(static_cast<double>(v)) && v != 0) f.width = std::max(f.width, f.raw(v).size());
   }
@@ -130,35 +142,39 @@ long double read_value(const char* p, ScalarType t) {
 }
 
 // The values the repr shows, in order (the summarised ones only).
-void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, std::vector<long double>& out) {
+void collect(const Tensor& t, std::int64_t dim, const char* p, bool summarize, std::int64_t edge,
+             std::vector<long double>& out) {
   if (dim == t.dim()) {
     out.push_back(read_value(p, t.dtype()));
     return;
   }
   const std::int64_t n = t.sizes()[dim], st = n > 1 ? t.strides()[dim] * t.element_size() : 0;  // any stride when n <= 1
   for (std::int64_t i = 0; i < n; ++i) {
-    if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) i = n - kEdgeItems;
-    collect(t, dim + 1, p + i * st, summarize, out);
+    if (summarize && n > 2 * edge && i == edge) i = n - edge;
+    collect(t, dim + 1, p + i * st, summarize, edge, out);
   }
 }
 
 std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const Formatter& f, bool summarize,
-                       int indent) {
+                       const PrintOptions& opts, std::int64_t indent) {
   const std::int64_t n = t.sizes()[dim], st = n > 1 ? t.strides()[dim] * t.element_size() : 0;  // any stride when n <= 1
-  const bool cut = summarize && n > 2 * kEdgeItems;
+  const std::int64_t edge = opts.edgeitems;
+  const bool cut = summarize && n > 2 * edge;
   std::vector<std::string> items;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (cut && i == kEdgeItems) {
+    if (cut && i == edge) {
       items.push_back(dim + 1 == t.dim() ? " ..." : "...");
-      i = n - kEdgeItems;
+      i = n - edge;
+      if (i >= n) break;  // (edge 0 is handled by the caller)
     }
     items.push_back(dim + 1 == t.dim() ? f.format(read_value(p + i * st, t.dtype()))
-                                       : format_rec(t, dim + 1, p + i * st, f, summarize, indent + 1));
+                                       : format_rec(t, dim + 1, p + i * st, f, summarize, opts, indent + 1));
   }
   std::string out = "[";
-  if (dim + 1 == t.dim()) {  // a row: wrap at the line width
-    const std::size_t per_line =
-        std::max<std::size_t>(1, static_cast<std::size_t>(kLineWidth - indent) / (f.width + 2));
+  if (dim + 1 == t.dim()) {  // a row: wrap at the line width (floor division, at least one per line)
+    const auto len = static_cast<std::int64_t>(f.width) + 2, room = opts.linewidth - indent;
+    const auto per_line =
+        static_cast<std::size_t>(std::max<std::int64_t>(1, room >= 0 ? room / len : -((-room + len - 1) / len)));
     for (std::size_t i = 0; i < items.size(); ++i) {
       if (i > 0) out += i % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ";
       out += items[i];
@@ -173,31 +189,48 @@ std::string format_rec(const Tensor& t, std::int64_t dim, const char* p, const F
 
 }  // namespace
 
+PrintOptions print_options() {
+  const std::lock_guard<std::mutex> lock(print_options_mutex);
+  return current_print_options;
+}
+
+void set_print_options(const PrintOptions& options) {
+  const std::lock_guard<std::mutex> lock(print_options_mutex);
+  current_print_options = options;
+}
+
 std::string Tensor::to_string() const { return to_string({}); }
 
 std::string Tensor::to_string(const std::vector<std::string>& extra_suffixes) const {
   if (!defined()) return "tensor(<undefined>)";
+  const PrintOptions opts = print_options();
   std::string out = "tensor(";
-  const bool summarize = numel() > kSummarizeThreshold;
-  if (device().is_cpu() && numel() > 0) {
+  const bool summarize = static_cast<double>(numel()) > opts.threshold;
+  if (device().is_cpu() && numel() > 0 && dim() > 0 && summarize && opts.edgeitems == 0) {
+    out += "[...]";  // (torch: no items at the ends, the whole tensor is one "...")
+  } else if (device().is_cpu() && numel() > 0) {
     std::vector<long double> values;
-    collect(*this, 0, static_cast<const char*>(data_ptr()), summarize, values);
-    const Formatter f = make_formatter(dtype(), values);
+    collect(*this, 0, static_cast<const char*>(data_ptr()), summarize, opts.edgeitems, values);
+    const Formatter f = make_formatter(dtype(), values, opts);
     out += dim() == 0 ? f.raw(values[0])
-                      : format_rec(*this, 0, static_cast<const char*>(data_ptr()), f, summarize, 7);
+                      : format_rec(*this, 0, static_cast<const char*>(data_ptr()), f, summarize, opts, 7);
   } else {
     out += "[]";
   }
   std::vector<std::string> suffixes;
-  if (numel() == 0 && dim() != 1) {
+  // the shape, as a Python tuple: of an empty tensor that is not 1-d, and of every tensor with
+  // elements when edgeitems is 0 (torch's _str_intern)
+  if ((numel() == 0 && dim() != 1) || (numel() > 0 && opts.edgeitems == 0)) {
     std::string size = "size=(";
     for (std::int64_t i = 0; i < dim(); ++i) size += (i ? ", " : "") + std::to_string(sizes()[i]);
-    suffixes.push_back(size + ")");
+    suffixes.push_back(size + (dim() == 1 ? ",)" : ")"));
   }
   if (device().is_cuda()) suffixes.push_back("device='cuda:" + std::to_string(device().index) + "'");
-  const bool default_dtype = dtype() == ScalarType::Float32 || dtype() == ScalarType::Int64 ||
-                             dtype() == ScalarType::Bool;
-  if (!default_dtype || (numel() == 0 && dtype() != ScalarType::Float32))
+  // (torch's _add_suffixes: the default dtype (Note [The default dtype]), int64 and bool go unnamed,
+  // except an empty tensor's dtype when it is not the default)
+  const ScalarType floating = default_dtype();
+  const bool unnamed = dtype() == floating || dtype() == ScalarType::Int64 || dtype() == ScalarType::Bool;
+  if (!unnamed || (numel() == 0 && dtype() != floating))
     suffixes.push_back(std::string("dtype=kael.") + dtype_name(dtype()));
   suffixes.insert(suffixes.end(), extra_suffixes.begin(), extra_suffixes.end());
   // PyTorch's _add_suffixes: a suffix that would take the last line past the line width goes
@@ -205,7 +238,7 @@ std::string Tensor::to_string(const std::vector<std::string>& extra_suffixes) co
   const std::size_t newline = out.rfind('\n');
   std::size_t last_line = out.size() - (newline == std::string::npos ? static_cast<std::size_t>(-1) : newline) + 1;
   for (const std::string& suffix : suffixes) {
-    if (last_line + suffix.size() + 2 > static_cast<std::size_t>(kLineWidth)) {
+    if (static_cast<std::int64_t>(last_line + suffix.size() + 2) > opts.linewidth) {
       out += ",\n" + std::string(7, ' ') + suffix;
       last_line = 7 + suffix.size();
     } else {

@@ -13,11 +13,11 @@
 namespace kael::native {
 
 Tensor zeros(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(size, Scalar(std::int64_t{0}), dtype.value_or(kDefaultFloat), device);
+  return kael::full(size, Scalar(std::int64_t{0}), dtype.value_or(default_dtype()), device);
 }
 
 Tensor ones(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return kael::full(size, Scalar(std::int64_t{1}), dtype.value_or(kDefaultFloat), device);
+  return kael::full(size, Scalar(std::int64_t{1}), dtype.value_or(default_dtype()), device);
 }
 
 Tensor full(IntArrayRef size, const Scalar& fill_value, std::optional<ScalarType> dtype, std::optional<Device> device) {

@@ -264,8 +264,8 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   }
   if (rtol == 0 && atol == 0) return close;
   // integers and bools compare in the default float dtype (no uint8 difference wraps)
-  const Tensor cast_self = is_floating(self.dtype()) ? self : kael::to(self, kDefaultFloat);
-  const Tensor cast_other = is_floating(other.dtype()) ? other : kael::to(other, kDefaultFloat);
+  const Tensor cast_self = is_floating(self.dtype()) ? self : kael::to(self, default_dtype());
+  const Tensor cast_other = is_floating(other.dtype()) ? other : kael::to(other, default_dtype());
   const Tensor allowed = kael::add(Scalar(atol), kael::abs(kael::mul(Scalar(rtol), cast_other)));
   const Tensor actual = kael::abs(kael::sub(cast_self, cast_other));
   return kael::logical_or(close, kael::logical_and(kael::isfinite(actual), kael::le(actual, allowed)));

@@ -35,14 +35,14 @@ ScalarType floating_dtype(const char* op, std::optional<ScalarType> dtype, Scala
 
 Tensor rand(IntArrayRef size, std::optional<Generator> generator, std::optional<ScalarType> dtype,
             std::optional<Device> device) {
-  Tensor t = kael::empty(size, floating_dtype("rand", dtype, kDefaultFloat), device);
+  Tensor t = kael::empty(size, floating_dtype("rand", dtype, default_dtype()), device);
   kael::uniform_(t, 0.0, 1.0, generator);
   return t;
 }
 
 Tensor randn(IntArrayRef size, std::optional<Generator> generator, std::optional<ScalarType> dtype,
              std::optional<Device> device) {
-  Tensor t = kael::empty(size, floating_dtype("randn", dtype, kDefaultFloat), device);
+  Tensor t = kael::empty(size, floating_dtype("randn", dtype, default_dtype()), device);
   kael::normal_(t, 0.0, 1.0, generator);
   return t;
 }
@@ -50,7 +50,7 @@ Tensor randn(IntArrayRef size, std::optional<Generator> generator, std::optional
 Tensor normal_float_float(double mean, double std, IntArrayRef size, std::optional<Generator> generator,
                           std::optional<ScalarType> dtype, std::optional<Device> device) {
   KAEL_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std " << std);
-  Tensor t = kael::empty(size, floating_dtype("normal", dtype, kDefaultFloat), device);
+  Tensor t = kael::empty(size, floating_dtype("normal", dtype, default_dtype()), device);
   kael::normal_(t, mean, std, generator);
   return t;
 }

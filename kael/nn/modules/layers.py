@@ -9,7 +9,7 @@ from kael.nn.parameter import Parameter
 
 
 def _empty(shape, dtype, device):
-    return kael.empty(tuple(shape), dtype=dtype if dtype is not None else kael.float32,
+    return kael.empty(tuple(shape), dtype=dtype,
                       device=device if device is not None else "cpu")
 
 

@@ -25,10 +25,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=True
         return kael.tensor(0.0)
     with no_grad():
         if norm_type == math.inf:
-            norms = [g.abs().max().to(dtype=kael.float32) for g in grads]
+            norms = [g.abs().max() for g in grads]
             total_norm = norms[0] if len(norms) == 1 else kael.stack(norms).max()
         else:
-            norms = [g.norm(norm_type).to(dtype=kael.float32) for g in grads]
+            norms = [g.norm(norm_type) for g in grads]
             total_norm = kael.stack(norms).norm(norm_type)
         if error_if_nonfinite and not bool(kael.isfinite(total_norm).item()):
             raise ValueError(f"clip_grad_norm_: the total norm of order {norm_type} for gradients from "

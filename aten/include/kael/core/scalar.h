@@ -35,7 +35,7 @@ class Scalar {
       case Kind::Float:
         break;
     }
-    return kDefaultFloat;
+    return default_dtype();
   }
 
   // The value converted to T as a cast would (see Note [Conversions between dtypes]); never

@@ -1,6 +1,7 @@
 #pragma once
 // dtypes: names, sizes, categories and PyTorch's type promotion rules.
 
+#include <atomic>
 #include <optional>
 #include <ostream>
 #include <string_view>
@@ -31,7 +32,17 @@ ScalarType promote_types(ScalarType a, ScalarType b);
 // (PyTorch: no float -> integral, no non-bool -> bool).
 bool can_cast(ScalarType from, ScalarType to);
 
-inline constexpr ScalarType kDefaultFloat = ScalarType::Float32;
+// Note [The default dtype]
+// The dtype of floating tensors made without one (factories, tensor(1.5), arange(0.0, 3)), of a
+// Python float in type promotion and of integer inputs promoted to floating (int / int, sqrt of
+// an int tensor): float32 until kael.set_default_dtype changes it, as torch.set_default_dtype
+// (float32, float64, float16 or bfloat16; one value for the process, as in PyTorch).
+namespace detail {
+inline std::atomic<ScalarType> default_dtype{ScalarType::Float32};
+}  // namespace detail
+inline ScalarType default_dtype() noexcept { return detail::default_dtype.load(std::memory_order_relaxed); }
+// Sets the default dtype; the caller checks that t is one of the four floating dtypes.
+inline void set_default_dtype(ScalarType t) noexcept { detail::default_dtype.store(t, std::memory_order_relaxed); }
 
 // Note [Type promotion]
 // PyTorch's result_type keeps three running states: dtypes of tensors with dims, of 0-d

@@ -55,6 +55,23 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// Note [Print options]
+// What Tensor::to_string reads, as torch.set_printoptions sets it: digits after the point (or of
+// the mantissa in scientific notation), the element count above which the repr is summarised
+// (may be infinite), the items kept at each end of a summarised dim, the line width, and
+// scientific notation forced on (1), off (0) or chosen from the values (-1). One value for the
+// process, as in PyTorch; kael.set_printoptions sets it.
+struct PrintOptions {
+  int precision = 4;
+  double threshold = 1000;
+  std::int64_t edgeitems = 3;
+  std::int64_t linewidth = 80;
+  int sci_mode = -1;
+};
+PrintOptions print_options();
+void set_print_options(const PrintOptions& options);
+
+
 // A pointwise operand: a tensor or a number.
 //
 // Note [Operand ownership]

@@ -27,7 +27,7 @@ void check_cpu(const char* op, const std::optional<Device>& device) {
 Tensor empty_cpu(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
   check_cpu("empty", device);
   checked_numel("empty", size);
-  Tensor t = alloc_cpu(size, dtype.value_or(kDefaultFloat));
+  Tensor t = alloc_cpu(size, dtype.value_or(default_dtype()));
   // a reused block may hold any bytes, which are no bools (Note [Bool bytes])
   if (t.dtype() == ScalarType::Bool) normalize_bool_bytes(t.data_ptr(), static_cast<std::size_t>(t.numel()));
   return t;
@@ -55,7 +55,7 @@ Tensor empty_strided_cpu(IntArrayRef size, IntArrayRef stride, std::optional<Sca
                                                                               << shape_str(stride));
     strides[i] = st;
   }
-  return alloc_strided_cpu(size, strides, dtype.value_or(kDefaultFloat));
+  return alloc_strided_cpu(size, strides, dtype.value_or(default_dtype()));
 }
 
 // Note [arange semantics]: PyTorch's rules, checked against it case by case in test_factories.py.
@@ -71,7 +71,7 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
                   std::optional<Device> device) {
   check_cpu("arange", device);
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  const ScalarType out_dtype = dtype.value_or(integral ? ScalarType::Int64 : kDefaultFloat);
+  const ScalarType out_dtype = dtype.value_or(integral ? ScalarType::Int64 : default_dtype());
   KAEL_CHECK(out_dtype != ScalarType::Bool, "arange: not implemented for dtype bool");
   const double s = start.to_double(), e = end.to_double(), d = step.to_double();
   KAEL_CHECK(d != 0, "arange: step must be nonzero");
@@ -216,7 +216,7 @@ Tensor spaced(const char* op, const Scalar& start, const Scalar& end, std::int64
               std::optional<ScalarType> dtype, std::optional<Device> device, std::optional<double> base) {
   check_cpu(op, device);
   KAEL_CHECK(steps >= 0, op << ": number of steps must be non-negative (got " << steps << ")");
-  const ScalarType t = dtype.value_or(kDefaultFloat);
+  const ScalarType t = dtype.value_or(default_dtype());
   KAEL_CHECK(t != ScalarType::Bool, op << ": not implemented for dtype bool");
   const std::int64_t size[] = {steps};
   Tensor out = kael::empty(size, t);
@@ -271,7 +271,7 @@ Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<Scal
   check_cpu("eye", device);
   const std::int64_t size[] = {n, cols};
   checked_numel("eye", size);
-  Tensor out = alloc_cpu(size, dtype.value_or(kDefaultFloat));
+  Tensor out = alloc_cpu(size, dtype.value_or(default_dtype()));
   fill_cpu(out, Scalar(std::int64_t{0}));
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

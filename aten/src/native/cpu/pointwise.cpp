@@ -207,7 +207,7 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
     }
   }
   compute_ = state.result();
-  if (spec_.promotion == Promotion::IntToFloat && !is_floating(compute_)) compute_ = kDefaultFloat;
+  if (spec_.promotion == Promotion::IntToFloat && !is_floating(compute_)) compute_ = default_dtype();
   KAEL_CHECK((spec_.dtypes >> static_cast<int>(compute_)) & 1u,
              spec_.name << ": not implemented for dtype " << compute_);
   out_dtype_ = spec_.promotion == Promotion::AlwaysBool ? ScalarType::Bool : compute_;

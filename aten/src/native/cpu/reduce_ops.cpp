@@ -1310,7 +1310,7 @@ RowLogSumExp logsumexp_row(const float* x, std::int64_t n) {
 
 Tensor logsumexp_cpu(const Tensor& self, IntArrayRef dim, bool keepdim) {
   // Integral and bool inputs compute in the default floating dtype, as in PyTorch.
-  const ScalarType t = is_floating(self.dtype()) ? self.dtype() : ScalarType::Float32;
+  const ScalarType t = is_floating(self.dtype()) ? self.dtype() : default_dtype();
   ReduceSetup s = setup_reduction(self, reduce_dims("logsumexp", self, dim, keepdim), t, t);
   run_reduction(s, [&](const Tensor& x, const RowPlan& p) {
     visit_floating(x.dtype(), [&](auto tag) {
