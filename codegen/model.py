@@ -237,6 +237,8 @@ class NativeFunction:
     # the Scalar parameters are read in the compute type, not checked against the storage type
     # (see codegen/README.md)
     opmath_scalars: bool = False
+    # out= must be a bool tensor (an always_bool op whose PyTorch form refuses other outputs)
+    bool_out: bool = False
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -312,6 +314,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     condition_first = _pop(entry, "condition_first", False)
     simd = _pop(entry, "simd", False)
     opmath_scalars = _pop(entry, "opmath_scalars", False)
+    bool_out = _pop(entry, "bool_out", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -402,6 +405,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'opmath_scalars' must be true or false")
     if opmath_scalars and (pointwise is None or not any(p.type.base == "Scalar" for p in schema.params)):
         raise CodegenError("'opmath_scalars' applies to pointwise ops with Scalar parameters only")
+    if not isinstance(bool_out, bool):
+        raise CodegenError("'bool_out' must be true or false")
+    if bool_out and (pointwise is None or promotion != "always_bool"):
+        raise CodegenError("'bool_out' applies to always_bool pointwise ops only")
     if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
         raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
     if condition_first and (pointwise is None or len(schema.tensor_params) < 2):
@@ -423,7 +430,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
         opmath_other_scalar=opmath_other_scalar, number_self_contiguous=number_self_contiguous,
-        condition_first=condition_first, simd=simd, opmath_scalars=opmath_scalars, key_lines=tuple(sorted((key_lines or {}).items())),
+        condition_first=condition_first, simd=simd, opmath_scalars=opmath_scalars, bool_out=bool_out, key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 

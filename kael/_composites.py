@@ -643,19 +643,23 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
     """The q-th quantiles of input over dim (all elements when None), interpolating between the
     sorted values as torch.quantile does ('linear', 'lower', 'higher', 'midpoint', 'nearest');
     NaN anywhere in a row gives NaN."""
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
-        raise ValueError(f"quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
-                         f"Got {interpolation}")
+        raise RuntimeError(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
+                           f"but got {interpolation}")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype}")
+        raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
     scalar_q = not isinstance(q, Tensor)
     qt = _C.tensor([float(q)] if scalar_q else q.tolist(), dtype=input.dtype) if scalar_q or q.dim() <= 1 else None
     if qt is None:
-        raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+        raise RuntimeError(f"{op}() q must be a scalar or 1D tensor")
     if scalar_q or (isinstance(q, Tensor) and q.dim() == 0):
         qt = qt.reshape(1)
     if qt.numel() and bool(_C.logical_or(_C.lt(qt, 0), _C.gt(qt, 1)).any().item()):
-        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+        raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
     if dim is None:
         x, d = input.reshape(-1), 0
     else:
@@ -663,10 +667,16 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
         x = input
     n = x.shape[d] if x.dim() else 1
     if n == 0:
-        raise RuntimeError("quantile() input tensor must be non-empty")
-    sorted_x = _C.sort(x, d).values.movedim(d, -1)
-    has_nan = _C.isnan(sorted_x).any(-1, keepdim=True)
-    rank = _C.mul(qt, n - 1)
+        raise RuntimeError(f"{op}() input tensor must be non-empty")
+    sorted_x = _C.sort(x, d).values.movedim(d, -1)  # NaN last
+    lead = list(sorted_x.shape[:-1])
+    if ignore_nan:  # each row's quantiles among its values that are not NaN; NaN where it has none
+        count = _C.logical_not(_C.isnan(sorted_x)).sum(-1, keepdim=True)
+        no_value = _C.eq(count, 0)
+        rank = _C.mul(qt, _C.sub(_C.clamp(count, min=1), 1).to(input.dtype))  # (lead..., nq)
+    else:
+        no_value = _C.isnan(sorted_x).any(-1, keepdim=True)
+        rank = _C.mul(qt, n - 1).expand(lead + [qt.numel()])
     lo = _C.floor(rank)
     hi = _C.ceil(rank)
     if interpolation == "lower":
@@ -677,7 +687,6 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
         pos_lo = pos_hi = _C.round(rank)
     else:
         pos_lo, pos_hi = lo, hi
-    lead = list(sorted_x.shape[:-1])
     idx_lo = pos_lo.to(_C.int64).expand(lead + [qt.numel()])
     idx_hi = pos_hi.to(_C.int64).expand(lead + [qt.numel()])
     v_lo, v_hi = _C.gather(sorted_x, -1, idx_lo), _C.gather(sorted_x, -1, idx_hi)
@@ -687,7 +696,7 @@ def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation
         out = _C.lerp(v_lo, v_hi, _C.full_like(v_lo, 0.5))
     else:
         out = v_lo
-    out = _C.where(has_nan, _C.full_like(out, _math.nan), out)  # (..., nq)
+    out = _C.where(no_value, _C.full_like(out, _math.nan), out)  # (..., nq)
     out = out.movedim(-1, 0)  # (nq, ...)
     if keepdim:
         out = out.unsqueeze(d + 1) if dim is not None else out.reshape([qt.numel()] + [1] * input.dim())
@@ -1057,6 +1066,248 @@ class iinfo:
 
 
 
+# ---------------------------------------------------------------------------------- more (selection, bins, signs, splits)
+
+_kthvalue_result = _collections.namedtuple("kthvalue", ["values", "indices"], module="kael.return_types")
+_nanmedian_result = _collections.namedtuple("nanmedian", ["values", "indices"], module="kael.return_types")
+
+
+def _dim_size(op, input, dim):
+    n = _builtins.max(input.dim(), 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    d = dim + n if dim < 0 else dim
+    return d, (input.shape[d] if input.dim() else 1)
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+    """The k-th smallest element along dim (NaN counts as the largest) and its index, as
+    torch.kthvalue; among equal values the position a stable sort gives."""
+    d, size = _dim_size("kthvalue", input, dim)
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if input.dim() == 0:
+        return _kthvalue_result(input.clone(), _C.zeros((), dtype=_C.int64))
+    values, indices = _C.sort(input, d, stable=True)
+    v, i = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return _kthvalue_result(v.contiguous(), i.contiguous())
+
+
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+    """The lower median of the elements that are not NaN (NaN when all are), over all elements or
+    along dim with the index of the value picked, as torch.nanmedian; among equal values the
+    position a stable sort gives."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if not input.dtype.is_floating_point:
+            return median(flat)
+        kept = flat[_C.logical_not(_C.isnan(flat))]
+        if kept.numel() == 0:
+            return _C.full((), _math.nan, dtype=input.dtype)
+        return _C.sort(kept).values[(kept.numel() - 1) // 2]
+    d, size = _dim_size("nanmedian", input, dim)
+    if input.dim() and size == 0:
+        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
+    if not input.dtype.is_floating_point or input.dim() == 0:
+        return _nanmedian_result(*median(input, dim, keepdim))
+    values, indices = _C.sort(input, d, stable=True)  # NaN last
+    count = _C.logical_not(_C.isnan(input)).sum(d, keepdim=True)
+    pos = _C.div(_C.sub(_C.clamp(count, min=1), 1), 2, rounding_mode="floor")
+    v, i = _C.gather(values, d, pos), _C.gather(indices, d, pos)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return _nanmedian_result(v, i)
+
+
+def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles of the elements that are not NaN (NaN where a row has none), as
+    torch.nanquantile; the same interpolations as quantile."""
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
+def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:
+    """Counts of input's elements in `bins` equal bins over [min, max] (the data's range when
+    both are 0 or equal; elements outside are not counted, NaN neither), as torch.histc."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"histc: \"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1]}'")
+    if bins <= 0:
+        raise RuntimeError(f"histc(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise RuntimeError(f"histc(): max must be larger than min, got min {lo} and max {hi}")
+    flat = input.reshape(-1).to(_C.float64)
+    if lo == hi and flat.numel():
+        finite = flat[_C.isfinite(flat)]
+        if finite.numel():
+            lo, hi = float(finite.min().item()), float(finite.max().item())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (_math.isfinite(lo) and _math.isfinite(hi)):
+        raise RuntimeError(f"histc(): range of [{lo}, {hi}] is not finite")
+    inside = _C.logical_and(_C.ge(flat, lo), _C.le(flat, hi))
+    kept = flat[inside]
+    idx = _C.floor(_C.mul(_C.sub(kept, lo), bins / (hi - lo))).to(_C.int64)
+    idx = _C.clamp(idx, 0, bins - 1)  # (the maximum itself goes in the last bin)
+    return _C.bincount(idx, minlength=bins).to(input.dtype)
+
+
+def positive(input: Tensor) -> Tensor:
+    """input itself, as torch.positive (bool tensors raise, as torch's unary +)."""
+    if input.dtype == _C.bool:
+        raise RuntimeError("positive(): The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
+    """The p-norm of input - other, as torch.dist."""
+    return _C.norm(_C.sub(input, other), p)
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least three dims, as torch.atleast_3d ((n,) -> (1, n, 1), (m, n) ->
+    (m, n, 1))."""
+    one = len(tensors) == 1
+    ts = _tensors("atleast_3d", tensors[0]) if one and isinstance(tensors[0], (list, tuple)) else list(tensors)
+
+    def three(t):
+        if t.dim() == 0:
+            return t.reshape(1, 1, 1)
+        if t.dim() == 1:
+            return t.unsqueeze(0).unsqueeze(-1)
+        if t.dim() == 2:
+            return t.unsqueeze(-1)
+        return t
+
+    out = [three(t) for t in ts]
+    return out[0] if one and isinstance(tensors[0], Tensor) else tuple(out)
+
+
+def _split_along(op, input, indices_or_sections, dim, min_dims):
+    if input.dim() < min_dims:
+        raise RuntimeError(f"torch.{op} requires a tensor with at least {min_dims} dimension, but got a tensor "
+                           f"with {input.dim()} dimensions!")
+    if isinstance(indices_or_sections, int):
+        size = input.shape[dim]
+        if indices_or_sections == 0 or size % indices_or_sections:
+            raise RuntimeError(f"torch.{op} attempted to split along dimension {dim}, but the size of the "
+                               f"dimension {size} is not divisible by the split_size {indices_or_sections}!")
+    return tensor_split(input, indices_or_sections, dim)
+
+
+def hsplit(input: Tensor, indices_or_sections):
+    """tensor_split along dim 1 (dim 0 for 1-d tensors), sections dividing the size, as torch.hsplit."""
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.dim() > 1 else 0, 1)
+
+
+def vsplit(input: Tensor, indices_or_sections):
+    """tensor_split along dim 0 of a tensor of 2 or more dims, as torch.vsplit."""
+    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+
+
+def dsplit(input: Tensor, indices_or_sections):
+    """tensor_split along dim 2 of a tensor of 3 or more dims, as torch.dsplit."""
+    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """Whether input's dtype is a floating one, as torch.is_floating_point."""
+    return input.dtype.is_floating_point
+
+
+def vander(x: Tensor, N=None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of the 1-d x: columns x^(N-1) ... x^0 (x^0 ... x^(N-1) when
+    increasing), as torch.vander (bool and smaller integers give int64)."""
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    base = x if x.dtype.is_floating_point or x.dtype == _C.int64 else x.to(_C.int64)
+    if n == 0:
+        return _C.empty([x.shape[0], 0], dtype=base.dtype)
+    powers = _C.arange(n, dtype=_C.int64)
+    if not increasing:
+        powers = _C.flip(powers, [0])
+    return _C.pow(base.unsqueeze(1), powers.unsqueeze(0).to(base.dtype))
+
+
+def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """A view of the slices of `size` elements every `step` along dimension, in a new last dim,
+    as torch.Tensor.unfold (through as_strided)."""
+    d, length = _dim_size("unfold", self, dimension)
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    count = (length - size) // step + 1
+    if self.dim() == 0:
+        return self.as_strided([size], [1], self.storage_offset())
+    shape, strides = list(self.shape), list(self.stride())
+    st = strides[d]
+    shape[d], strides[d] = count, st * step
+    return self.as_strided(shape + [size], strides + [st], self.storage_offset())
+
+
+def sum_to_size(self: Tensor, *size) -> Tensor:
+    """self summed over the dims that broadcasting `size` to self's shape expanded, as
+    torch.Tensor.sum_to_size."""
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        size = tuple(size[0])
+    size = tuple(int(s) for s in size)
+    lead = self.dim() - len(size)
+    ok = lead >= 0 and all(s == 1 or s == self.shape[lead + i] for i, s in enumerate(size))
+    if not ok:
+        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+                           f"{{{', '.join(map(str, self.shape))}}}.")
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and self.shape[lead + i] != 1]
+    out = _C.sum(self, dims, True) if dims else self
+    return out.reshape(size) if lead else out
+
+
+def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
+    """Fills the main diagonal (all dims equal, or a tall matrix wrapping every N + 1 rows when
+    wrap) with fill_value in place, as torch.Tensor.fill_diagonal_."""
+    if self.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    n = self.shape[0]
+    if self.dim() > 2 and any(s != n for s in self.shape):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    if self.dim() == 2:
+        rows, cols = self.shape
+        size = _builtins.min(rows, cols)
+        if wrap and rows > cols + 1:
+            idx = [i for i in range(rows) if i % (cols + 1) < cols]
+            r = _C.tensor(idx, dtype=_C.int64)
+            c = _C.tensor([i % (cols + 1) for i in idx], dtype=_C.int64)
+            self[r, c] = fill_value
+            return self
+        diag = self.diagonal()
+    else:
+        size = n
+        diag = self.as_strided([size], [sum(self.stride())], self.storage_offset())
+    diag.fill_(fill_value)
+    return self
+
+
+def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """Each slice along dim scaled so that its p-norm is at most maxnorm, as torch.renorm."""
+    if p <= 0:
+        raise RuntimeError(f"renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if input.dim() <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.dim()} dimensions")
+    d, _ = _dim_size("renorm", input, dim)
+    others = [i for i in range(input.dim()) if i != d]
+    norms = _C.norm(input, p, others, True)
+    factor = _C.where(_C.gt(norms, maxnorm), _C.div(maxnorm, _C.add(norms, 1e-7)), _C.ones_like(norms))
+    return _C.mul(input, factor)
+
+
 # ---------------------------------------------------------------------------------- registration
 
 FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "outer", "trace", "addcmul",
@@ -1067,13 +1318,16 @@ FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "ou
              "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
              "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
              "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax",
-             "cummin", "logcumsumexp", "masked_scatter"]
+             "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
+             "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm"]
 METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
            "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
            "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
            "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
            "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
-           "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_"]
+           "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_",
+           "kthvalue", "nanmedian", "nanquantile", "histc", "positive", "dist", "hsplit", "vsplit", "dsplit",
+           "unfold", "sum_to_size", "fill_diagonal_", "renorm"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
@@ -1099,6 +1353,8 @@ def install(namespace: dict, extend):
     extend(methods)
     TENSOR_MEMBERS.update(methods)
     _C.return_types.median = _median_result
+    _C.return_types.kthvalue = _kthvalue_result
+    _C.return_types.nanmedian = _nanmedian_result
     _C.return_types.aminmax = _aminmax_result
     _C.return_types.cummax = _cummax_result
     _C.return_types.cummin = _cummin_result

@@ -421,6 +421,16 @@ def test_check():
     assert parse_one(pointwise("f(Tensor self) -> Tensor")).check is None
 
 
+def test_bool_out():
+    f = parse_one(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  bool_out: true\n"))
+    assert f.bool_out is True
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).bool_out is False
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  bool_out: true\n")) == \
+        "t.yaml:3: f: 'bool_out' applies to always_bool pointwise ops only"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  bool_out: 1\n")) == \
+        "t.yaml:3: f: 'bool_out' must be true or false"
+
+
 def test_check_on_a_hand_written_op():
     assert error(hand_written("f(Tensor self) -> Tensor", "  check: f_check\n")) == \
         "t.yaml:3: f: 'check' applies to pointwise ops only (hand-written kernels check their inputs)"

@@ -79,6 +79,7 @@ using compute_t = typename ComputeType<T>::type;
 using std::abs;
 using std::acos;
 using std::atan2;
+using std::copysign;
 using std::asin;
 using std::atan;
 using std::cos;
@@ -360,6 +361,24 @@ KAEL_HOST_DEVICE inline bool isinf(T a) {
 template <typename T>
 KAEL_HOST_DEVICE inline bool isfinite(T a) {
   if constexpr (kael::is_floating_v<T>) return std::isfinite(a); else return true;
+}
+
+// The sign bit: of a float through copysign (-0.0 and a NaN with the bit set count, as C's
+// signbit), of an integer its sign (bool and unsigned never).
+template <typename T>
+KAEL_HOST_DEVICE inline bool signbit(T a) {
+  if constexpr (std::is_same_v<T, double>) {
+    return copysign(1.0, a) < 0.0;
+  } else if constexpr (kael::is_floating_v<T>) {
+    return copysign(1.0f, static_cast<float>(a)) < 0.0f;
+  } else if constexpr (requires { a.v; }) {  // Wrapping<T>, integers' compute type
+    using V = decltype(a.v);
+    if constexpr (std::is_signed_v<V>) return a.v < V(0); else return false;
+  } else if constexpr (std::is_signed_v<T>) {
+    return a < T(0);
+  } else {
+    return false;
+  }
 }
 
 // Truth value of an element, as the logical ops see it (NaN is true).
