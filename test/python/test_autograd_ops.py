@@ -54,7 +54,7 @@ NO_FORMULA = {
 def test_no_formula_list_is_current():
     """NO_FORMULA lists exactly the backend (non-composite) entries without derivatives whose
     results can be floating point (comparisons, argmax and the like return integers or bools)."""
-    integer_results = {"logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite",
+    integer_results = {"logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite", "signbit",
                        "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "all", "any", "argsort", "nonzero",
                        "bincount", "searchsorted", "searchsorted.Scalar", "bucketize", "bucketize.Scalar",
                        "one_hot", "_unique2", "_unique_dim", "detach"}
