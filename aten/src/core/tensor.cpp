@@ -83,21 +83,16 @@ struct Formatter {
     const double v = static_cast<double>(value);
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    if (sci_mode) return printf_string("%.*e", v);
-    if (int_mode) return printf_string("%.0f.", v);
-    return printf_string("%.*f", v);
+    if (sci_mode) return printf_string("%.*e", precision, v);
+    if (int_mode) return printf_string("%.*f.", 0, v);
+    return printf_string("%.*f", precision, v);
   }
-  // v formatted by fmt with the precision where fmt takes one (any length: a precision of 300
-  // gives 300 digits, as Python's format does).
-  std::string printf_string(const char* fmt, double v) const {
-    const bool with_precision = fmt[1] == '.' && fmt[2] == '*';
-    const int n = with_precision ? std::snprintf(nullptr, 0, fmt, precision, v) : std::snprintf(nullptr, 0, fmt, v);
+  // v formatted by fmt with the given precision (any length: a precision of 300 gives 300
+  // digits, as Python's format does).
+  static std::string printf_string(const char* fmt, int digits, double v) {
+    const int n = std::snprintf(nullptr, 0, fmt, digits, v);
     std::string out(static_cast<std::size_t>(std::max(n, 0)) + 1, '\0');
-    if (with_precision) {
-      std::snprintf(out.data(), out.size(), fmt, precision, v);
-    } else {
-      std::snprintf(out.data(), out.size(), fmt, v);
-    }
+    std::snprintf(out.data(), out.size(), fmt, digits, v);
     out.pop_back();
     return out;
   }
