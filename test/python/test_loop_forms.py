@@ -1,6 +1,8 @@
 """The forms of the contiguous pointwise loop that depend on the machine (kael/native/loops.h):
 software prefetching (Note [Prefetching pointwise loops]), on CPUs that gain from it, and
-streaming stores (Note [Streaming stores]), for outputs of half the last-level cache or more.
+streaming stores (Note [Streaming stores]), for outputs of half the last-level cache or more; and
+the sums' prefetching of their reads (Note [Prefetching reductions' reads]), on CPUs that gain
+from it.
 KAEL_PREFETCH_STREAMS and KAEL_STREAMING_STORES force either form on or off in a child process, so
 every machine runs all four combinations; each is compared with torch, and all four with each
 other bit for bit."""
@@ -54,6 +56,11 @@ CHILD = textwrap.dedent(
             res["erf_" + key] = kael.erf(a).numpy()
             res["gelu_" + key] = kael.nn.functional.gelu(a).numpy()
             res["lse_" + key] = kael.logsumexp(a.reshape(1, n) * 4, 1).numpy()
+            res["sum_" + key] = a.sum().numpy()  # float32 added in double
+            res["dsum_" + key] = a.double().sum().numpy()  # the generic loop, 8-byte elements
+            res["isum_" + key] = i.sum().numpy()
+            res["bsum_" + key] = (a > 0).sum().numpy()  # 1-byte elements
+            res["mean_" + key] = a.mean().numpy()
             res["double_" + key] = a.double().numpy()  # copies with conversion
             res["half_" + key] = a.half().float().numpy()
             res["ifloat_" + key] = i.float().numpy()
@@ -104,6 +111,18 @@ def test_contiguous_loops_match_torch_in_every_form(tmp_path, prefetch, streamin
                                            rtol=ulps * 2.0**-23, atol=1e-40, msg=lambda m: f"{name}: {m}")
             torch.testing.assert_close(torch.from_numpy(res["lse_" + key]),
                                        torch.logsumexp(a.reshape(1, n) * 4, 1), rtol=1e-6, atol=0)
+            exact(res["isum_" + key], i.sum())
+            exact(res["bsum_" + key], (a > 0).sum())
+            # every float32 added in double: the float64 sum, rounded once (and the error of the
+            # double additions, far below a float32 ulp of the sum of |a|)
+            ulp_bound = float(ad.abs().sum()) * 2.0**-24
+            for name, want in [("sum", ad.sum()), ("mean", ad.mean())]:
+                got = torch.from_numpy(res[name + "_" + key])
+                assert got.dtype == torch.float32, name
+                scale = 1.0 if name == "sum" else 1.0 / n
+                torch.testing.assert_close(got.double(), want, rtol=0, atol=2 * ulp_bound * scale,
+                                           msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(torch.from_numpy(res["dsum_" + key]), ad.sum(), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -36,6 +36,26 @@ bool detect_prefetch_streams() noexcept {
 #endif
 }
 
+bool detect_prefetch_reads() noexcept {
+  // KAEL_PREFETCH_STREAMS=1 or 0 decides instead of the CPU, as for prefetch_streams().
+  if (const char* env = std::getenv("KAEL_PREFETCH_STREAMS")) {
+    if (std::strcmp(env, "1") == 0) return true;
+    if (std::strcmp(env, "0") == 0) return false;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned max_leaf = eax;
+  // "GenuineIntel" in ebx, edx, ecx.
+  const bool intel = ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu;
+  // AVX512-FP16: leaf 7, subleaf 0, edx bit 23 (Sapphire Rapids and later server cores)
+  if (!intel || max_leaf < 7 || __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ((edx >> 23) & 1u) != 0;  // Note [Prefetching reductions' reads]
+#else
+  return false;
+#endif
+}
+
 std::int64_t detect_streaming_store_min_bytes() noexcept {
   // KAEL_STREAMING_STORES=1: every output of a few blocks streams; =0: none (for measuring, and
   // for the tests, which run both forms on every machine).

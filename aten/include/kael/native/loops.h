@@ -179,6 +179,32 @@ inline bool prefetch_streams() noexcept {
   return enabled;
 }
 
+// Note [Prefetching reductions' reads]
+// The contiguous sums (Note [Sums in four streams] in reduce.cpp), which read a long run and write
+// almost nothing, prefetch their reads on CPUs where that gains (prefetch_reads()), decided apart
+// from the pointwise loops' prefetching (prefetch_streams()) because the two gain on different
+// CPUs. On for Intel cores with AVX512-FP16 (Sapphire Rapids and later): tools/bench/throughput.py
+// at 1 thread, 16M float32 (2026-12-03), the float32 sum 25.8-27.3 GB/s with it against
+// 15.9-23.1 without, where the pointwise loops' and logsumexp's prefetching cost there
+// (KAEL_PREFETCH_STREAMS=1 against 0: add 15.0 against 15.9, exp 13.8 against 14.6, logsumexp
+// 8.5-8.7 against 11.9-13.1 GB/s), so prefetch_streams() stays off. Off on AMD Zen 4, where a
+// prefetched sum lost up to 20% (docs/decisions.md, "Prefetching the sums' reads"), and on every
+// CPU it has not been measured on (Zen 5 included). The prefetches change no value.
+// KAEL_PREFETCH_STREAMS=1 or 0 decides both this and prefetch_streams() (measuring, tests).
+bool detect_prefetch_reads() noexcept;
+inline bool prefetch_reads() noexcept {
+  static const bool enabled = detect_prefetch_reads();
+  return enabled;
+}
+
+#ifndef __CUDACC__
+// Prefetches the line `bytes` past p (an address that may lie past the end of its buffer: a
+// prefetch does not fault), into every level of cache.
+[[gnu::always_inline]] inline void prefetch_ahead_of(const void* p, std::int64_t bytes) noexcept {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes)));
+}
+#endif
+
 // Note [Streaming stores]
 // A contiguous output of at least streaming_store_min_bytes() is written with streaming
 // (non-temporal) stores: each 64-byte line is computed into a buffer on the stack, which stays in

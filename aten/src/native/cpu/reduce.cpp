@@ -17,6 +17,7 @@
 #include "kael/core/allocator.h"
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
+#include "kael/native/loops.h"
 #include "kael/native/pointwise.h"
 #include "kael/native/reduce.h"
 #include "kael/runtime/threads.h"
@@ -24,6 +25,29 @@
 namespace kael::native {
 
 namespace {
+
+// Note [Sums in four streams]
+// The float32 sum (into double, with AVX-512) of a contiguous run of kSumStreamsFrom elements or
+// more adds four equal parts of it (whole multiples of 32 floats), each into accumulators of its
+// own, then the rest; the parts are summed in one of two orders, which give the same bits (each
+// accumulator adds the same values in the same order either way):
+//   - one after another, one stream (the loop of a short run, over each part in turn);
+//   - side by side, four streams at once, where prefetch_reads() (Note [Prefetching reductions'
+//     reads] in kael/native/loops.h), each stream also prefetching the lines kSumPrefetchBytes
+//     ahead of those it reads, interleaved with the loads (prefetches issued a kilobyte at a
+//     time, as the pointwise loops do, block the loads behind them there).
+// One core's read rate is bound by the lines it keeps in flight, and some cores' prefetchers
+// follow one sequential stream too shallowly. Measured 2026-12-03 on an Intel Xeon with
+// AVX512-FP16, 1 thread, `a.sum()` of 16M float32 in tools/bench/throughput.py, forms
+// alternated (GB/s; torch's sum in the same runs in brackets): one stream 14.1-16.1 [14.5-25.2],
+// four streams 15.9-23.1 [16.4-26.3], four prefetched 25.8-27.3 [17.0-25.0], one stream
+// prefetched a kilobyte at a time 8 KB ahead 9.9-13.1, once 27.3 [16.8-23.7]; the bare loops in
+// tools/bench/sum_prefetch_probe.cpp. On AMD Zen 4 several streams read slower than one
+// (docs/decisions.md, "Reading several streams at once"), hence one stream elsewhere. The order
+// of the additions depends on n alone, so a sum is the same bits on any thread count (Note
+// [Deterministic sums]) and in either form.
+constexpr std::int64_t kSumStreamsFrom = 1024;
+constexpr std::int64_t kSumPrefetchBytes = 4096;
 
 // Sum of a contiguous run; independent lanes so the compiler vectorises it.
 template <typename Acc, typename T>
@@ -45,25 +69,48 @@ Acc sum_contiguous(const T* x, std::int64_t n) {
 
 #if defined(__AVX512F__)
 // float32 into double with AVX-512: each 8 floats converted straight from memory (no 512-bit
-// load and extract), four independent double accumulators of 8 lanes. The compiler's version of
+// load and extract), four double accumulators of 8 lanes per part. The compiler's version of
 // the generic loop loads every vector twice and extracts its upper half. (The masked forms of
 // the conversion, with every lane set, and a store for the horizontal sum: GCC 12's unmasked
 // forms start from an "undefined" vector that -Wmaybe-uninitialized reports.)
 inline __m512d load_as_double(const float* p) { return _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }
 
+using SumAcc = __m512d[4];  // four accumulators of 8 doubles
+
+// a += the 32 floats at p, 8 into each accumulator.
+[[gnu::always_inline]] inline void add_32_floats(SumAcc& a, const float* p) {
+  a[0] = _mm512_add_pd(a[0], load_as_double(p));
+  a[1] = _mm512_add_pd(a[1], load_as_double(p + 8));
+  a[2] = _mm512_add_pd(a[2], load_as_double(p + 16));
+  a[3] = _mm512_add_pd(a[3], load_as_double(p + 24));
+}
+
 template <>
 double sum_contiguous<double, float>(const float* x, std::int64_t n) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
-  std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm512_add_pd(a0, load_as_double(x + i));
-    a1 = _mm512_add_pd(a1, load_as_double(x + i + 8));
-    a2 = _mm512_add_pd(a2, load_as_double(x + i + 16));
-    a3 = _mm512_add_pd(a3, load_as_double(x + i + 24));
+  SumAcc a[4];  // one set per part (Note [Sums in four streams])
+  for (auto& acc : a)
+    for (auto& v : acc) v = _mm512_setzero_pd();
+  const std::int64_t part = n >= kSumStreamsFrom ? n / (4 * 32) * 32 : 0;
+  if (part > 0 && prefetch_reads()) {
+    for (std::int64_t i = 0; i < part; i += 32) {
+      for (int s = 0; s < 4; ++s) {
+        const float* p = x + s * part + i;
+        prefetch_ahead_of(p, kSumPrefetchBytes);
+        prefetch_ahead_of(p, kSumPrefetchBytes + 64);
+        add_32_floats(a[s], p);
+      }
+    }
+  } else {
+    for (int s = 0; s < 4; ++s)
+      for (std::int64_t i = s * part; i < (s + 1) * part; i += 32) add_32_floats(a[s], x + i);
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm512_add_pd(a0, load_as_double(x + i));
+  std::int64_t i = 4 * part;
+  for (; i + 32 <= n; i += 32) add_32_floats(a[0], x + i);
+  for (; i + 8 <= n; i += 8) a[0][0] = _mm512_add_pd(a[0][0], load_as_double(x + i));
+  __m512d v = _mm512_setzero_pd();
+  for (auto& acc : a) v = _mm512_add_pd(v, _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])));
   alignas(64) double lanes[8];
-  _mm512_store_pd(lanes, _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  _mm512_store_pd(lanes, v);
   double total = 0;
   for (; i < n; ++i) total += static_cast<double>(x[i]);
   for (const double l : lanes) total += l;
