@@ -168,66 +168,62 @@ void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std
 #define KAEL_ATTENTION_AVX512 1
 static_assert(kTileRows == 4 && kTileCols == 16);
 // With AVX-512: tiles of kTileRows x 2 kTileCols, two 16-float registers per row (8
-// accumulators, 6 loads per 8 fused multiply-adds), about 1.7x the AVX2 tiles' rate.
+// accumulators, 6 loads per 8 fused multiply-adds), about 1.7x the AVX2 tiles' rate; and of
+// 2 kTileRows x 2 kTileCols where the rows allow (16 accumulators, 10 loads per 16): a core with
+// two 512-bit FMA units needs more than 8 independent accumulators to keep both busy. Measured
+// on an Intel Xeon with AVX512-FP16 (2026-12-03, tools/bench/throughput.py --cases attention,
+// three runs of each build alternated): 8 heads, 1024 tokens, 64 dims, 92.8-98.6 -> 103-111
+// GFLOP/s at 1 thread, 184-189 -> 196-204 at 2 (torch 99-113 and 194-212). Every output is the
+// same bits either way (each is the same sequence of fused multiply-adds).
 
-// Scores of two neighbouring packed key tiles kt0, kt1 (see scores): s[r][0..32).
+// Scores of R rows against two neighbouring packed key tiles kt0, kt1 (see scores):
+// s[r][0..32) for r < R. R = 8 where there are 8 rows (16 accumulators, 10 loads per 16 fused
+// multiply-adds), else 4; each score is the same sequence of fused multiply-adds either way.
+template <int R>
 inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, const float* kt1, float scale, float* s) {
-  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  __m512 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (std::int64_t e = 0; e < E; ++e) {
     const __m512 k0 = _mm512_loadu_ps(kt0 + e * kTileCols), k1 = _mm512_loadu_ps(kt1 + e * kTileCols);
-    __m512 qv = _mm512_set1_ps(q[e]);
-    a00 = _mm512_fmadd_ps(qv, k0, a00);
-    a01 = _mm512_fmadd_ps(qv, k1, a01);
-    qv = _mm512_set1_ps(q[E + e]);
-    a10 = _mm512_fmadd_ps(qv, k0, a10);
-    a11 = _mm512_fmadd_ps(qv, k1, a11);
-    qv = _mm512_set1_ps(q[2 * E + e]);
-    a20 = _mm512_fmadd_ps(qv, k0, a20);
-    a21 = _mm512_fmadd_ps(qv, k1, a21);
-    qv = _mm512_set1_ps(q[3 * E + e]);
-    a30 = _mm512_fmadd_ps(qv, k0, a30);
-    a31 = _mm512_fmadd_ps(qv, k1, a31);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 qv = _mm512_set1_ps(q[r * E + e]);
+      acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
+    }
   }
   const __m512 sc = _mm512_set1_ps(scale);
-  _mm512_storeu_ps(s, _mm512_mul_ps(a00, sc));
-  _mm512_storeu_ps(s + 16, _mm512_mul_ps(a01, sc));
-  _mm512_storeu_ps(s + kBlockK, _mm512_mul_ps(a10, sc));
-  _mm512_storeu_ps(s + kBlockK + 16, _mm512_mul_ps(a11, sc));
-  _mm512_storeu_ps(s + 2 * kBlockK, _mm512_mul_ps(a20, sc));
-  _mm512_storeu_ps(s + 2 * kBlockK + 16, _mm512_mul_ps(a21, sc));
-  _mm512_storeu_ps(s + 3 * kBlockK, _mm512_mul_ps(a30, sc));
-  _mm512_storeu_ps(s + 3 * kBlockK + 16, _mm512_mul_ps(a31, sc));
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(s + r * kBlockK, _mm512_mul_ps(acc[r][0], sc));
+    _mm512_storeu_ps(s + r * kBlockK + 16, _mm512_mul_ps(acc[r][1], sc));
+  }
 }
 
-// accumulate_tile over 32 columns.
+// accumulate_tile over R rows (4 or 8, as scores_tile_x2) and 32 columns.
+template <int R>
 inline void accumulate_tile_x2(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
-  __m512 a00 = _mm512_loadu_ps(o), a01 = _mm512_loadu_ps(o + 16);
-  __m512 a10 = _mm512_loadu_ps(o + Ev), a11 = _mm512_loadu_ps(o + Ev + 16);
-  __m512 a20 = _mm512_loadu_ps(o + 2 * Ev), a21 = _mm512_loadu_ps(o + 2 * Ev + 16);
-  __m512 a30 = _mm512_loadu_ps(o + 3 * Ev), a31 = _mm512_loadu_ps(o + 3 * Ev + 16);
+  __m512 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = _mm512_loadu_ps(o + r * Ev);
+    acc[r][1] = _mm512_loadu_ps(o + r * Ev + 16);
+  }
   for (std::int64_t j = 0; j < cols; ++j) {
     const __m512 v0 = _mm512_loadu_ps(v + j * Ev), v1 = _mm512_loadu_ps(v + j * Ev + 16);
-    __m512 pv = _mm512_set1_ps(p[j]);
-    a00 = _mm512_fmadd_ps(pv, v0, a00);
-    a01 = _mm512_fmadd_ps(pv, v1, a01);
-    pv = _mm512_set1_ps(p[kBlockK + j]);
-    a10 = _mm512_fmadd_ps(pv, v0, a10);
-    a11 = _mm512_fmadd_ps(pv, v1, a11);
-    pv = _mm512_set1_ps(p[2 * kBlockK + j]);
-    a20 = _mm512_fmadd_ps(pv, v0, a20);
-    a21 = _mm512_fmadd_ps(pv, v1, a21);
-    pv = _mm512_set1_ps(p[3 * kBlockK + j]);
-    a30 = _mm512_fmadd_ps(pv, v0, a30);
-    a31 = _mm512_fmadd_ps(pv, v1, a31);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 pv = _mm512_set1_ps(p[r * kBlockK + j]);
+      acc[r][0] = _mm512_fmadd_ps(pv, v0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(pv, v1, acc[r][1]);
+    }
   }
-  _mm512_storeu_ps(o, a00);
-  _mm512_storeu_ps(o + 16, a01);
-  _mm512_storeu_ps(o + Ev, a10);
-  _mm512_storeu_ps(o + Ev + 16, a11);
-  _mm512_storeu_ps(o + 2 * Ev, a20);
-  _mm512_storeu_ps(o + 2 * Ev + 16, a21);
-  _mm512_storeu_ps(o + 3 * Ev, a30);
-  _mm512_storeu_ps(o + 3 * Ev + 16, a31);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(o + r * Ev, acc[r][0]);
+    _mm512_storeu_ps(o + r * Ev + 16, acc[r][1]);
+  }
 }
 #endif
 
@@ -239,13 +235,26 @@ template <typename T>
 void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale, T* s) {
   const std::int64_t tile = E * kTileCols;
   std::int64_t i = 0;
+#ifdef KAEL_ATTENTION_AVX512
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i + 2 * kTileRows <= rows; i += 2 * kTileRows) {  // 8 rows at a time, then 4
+      std::int64_t j = 0;
+      for (; j + kTileCols < cols; j += 2 * kTileCols)
+        scores_tile_x2<2 * kTileRows>(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile,
+                                      scale, s + i * kBlockK + j);
+      for (; j < cols; j += kTileCols)
+        for (std::int64_t h = i; h < i + 2 * kTileRows; h += kTileRows)
+          scores_tile(q + h * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + h * kBlockK + j);
+    }
+  }
+#endif
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t j = 0;
 #ifdef KAEL_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)  // pairs of tiles whose second holds a key j < cols
       for (; j + kTileCols < cols; j += 2 * kTileCols)
-        scores_tile_x2(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile, scale,
-                       s + i * kBlockK + j);
+        scores_tile_x2<kTileRows>(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile, scale,
+                                  s + i * kBlockK + j);
 #endif
     for (; j < cols; j += kTileCols)
       scores_tile(q + i * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
@@ -265,12 +274,19 @@ void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int
 template <typename T>
 void accumulate(const T* p, const T* v, std::int64_t Ev, std::int64_t rows, std::int64_t cols, T* o) {
   std::int64_t i = 0;
+#ifdef KAEL_ATTENTION_AVX512
+  if constexpr (std::is_same_v<T, float>)  // 8 rows at a time where the columns come in 32s
+    if (Ev % (2 * kTileCols) == 0)
+      for (; i + 2 * kTileRows <= rows; i += 2 * kTileRows)
+        for (std::int64_t c0 = 0; c0 < Ev; c0 += 2 * kTileCols)
+          accumulate_tile_x2<2 * kTileRows>(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+#endif
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t c0 = 0;
 #ifdef KAEL_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)
       for (; c0 + 2 * kTileCols <= Ev; c0 += 2 * kTileCols)
-        accumulate_tile_x2(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+        accumulate_tile_x2<kTileRows>(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
 #endif
     for (; c0 + kTileCols <= Ev; c0 += kTileCols)
       accumulate_tile(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
