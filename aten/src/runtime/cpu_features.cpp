@@ -15,19 +15,41 @@
 
 namespace kael::native {
 
+namespace {
+
+// KAEL_PREFETCH_STREAMS=1 or 0 decides both prefetching choices instead of the CPU: for measuring,
+// and so that the tests run every form on every machine (test_loop_forms.py). -1: unset (or
+// anything else), the CPU decides.
+int prefetch_override() noexcept {
+  const char* env = std::getenv("KAEL_PREFETCH_STREAMS");
+  if (env != nullptr && std::strcmp(env, "1") == 0) return 1;
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+  return -1;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// The vendor from cpuid leaf 0 and the highest standard leaf.
+struct CpuVendor {
+  bool amd = false, intel = false;
+  unsigned max_leaf = 0;
+};
+
+CpuVendor cpu_vendor() noexcept {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return {};
+  // "AuthenticAMD" and "GenuineIntel" in ebx, edx, ecx.
+  return {ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u,
+          ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu, eax};
+}
+#endif
+
+}  // namespace
+
 bool detect_prefetch_streams() noexcept {
-  // KAEL_PREFETCH_STREAMS=1 or 0 decides instead of the CPU: for measuring, and so that the tests
-  // run the prefetching loops on every machine (test_pointwise_prefetch.py).
-  if (const char* env = std::getenv("KAEL_PREFETCH_STREAMS")) {
-    if (std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-  }
+  if (const int forced = prefetch_override(); forced >= 0) return forced == 1;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  // "AuthenticAMD" in ebx, edx, ecx.
-  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;
-  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if (!cpu_vendor().amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   unsigned family = (eax >> 8) & 0xfu;
   if (family == 0xfu) family += (eax >> 20) & 0xffu;  // the extended family
   return family >= 0x1au;  // Zen 5 and later (Note [Prefetching pointwise loops])
@@ -37,19 +59,12 @@ bool detect_prefetch_streams() noexcept {
 }
 
 bool detect_prefetch_reads() noexcept {
-  // KAEL_PREFETCH_STREAMS=1 or 0 decides instead of the CPU, as for prefetch_streams().
-  if (const char* env = std::getenv("KAEL_PREFETCH_STREAMS")) {
-    if (std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-  }
+  if (const int forced = prefetch_override(); forced >= 0) return forced == 1;
 #if defined(__x86_64__) || defined(__i386__)
+  const CpuVendor vendor = cpu_vendor();
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const unsigned max_leaf = eax;
-  // "GenuineIntel" in ebx, edx, ecx.
-  const bool intel = ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu;
   // AVX512-FP16: leaf 7, subleaf 0, edx bit 23 (Sapphire Rapids and later server cores)
-  if (!intel || max_leaf < 7 || __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  if (!vendor.intel || vendor.max_leaf < 7 || __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
   return ((edx >> 23) & 1u) != 0;  // Note [Prefetching reductions' reads]
 #else
   return false;
