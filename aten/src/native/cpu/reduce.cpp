@@ -39,9 +39,11 @@ namespace {
 // One core's read rate is bound by the lines it keeps in flight, and some cores' prefetchers
 // follow one sequential stream too shallowly. Measured 2026-12-03 on an Intel Xeon with
 // AVX512-FP16, 1 thread, `a.sum()` of 16M float32 in tools/bench/throughput.py, forms
-// alternated (GB/s; torch's sum in the same runs in brackets): one stream 14.1-16.1 [14.5-25.2],
-// four streams 15.9-23.1 [16.4-26.3], four prefetched 25.8-27.3 [17.0-25.0], one stream
-// prefetched a kilobyte at a time 8 KB ahead 9.9-13.1, once 27.3 [16.8-23.7]; the bare loops in
+// alternated (GB/s; torch's sum in the same runs in brackets): this loop 14.5-14.7 one part
+// after another and 25.0-25.9 side by side [16.1-19.0]; in earlier forms with two accumulators
+// per stream, one stream 14.1-16.1 [14.5-25.2], four streams unprefetched 15.9-23.1
+// [16.4-26.3] and prefetched 25.8-27.3 [17.0-25.0], one stream prefetched a kilobyte at a time
+// 8 KB ahead 9.9-13.1, once 27.3 [16.8-23.7]; the bare loops in
 // tools/bench/sum_prefetch_probe.cpp. On AMD Zen 4 several streams read slower than one
 // (docs/decisions.md, "Reading several streams at once"), hence one stream elsewhere. The order
 // of the additions depends on n alone, so a sum is the same bits on any thread count (Note
