@@ -184,8 +184,9 @@ inline bool prefetch_streams() noexcept {
 // almost nothing, prefetch their reads on CPUs where that gains (prefetch_reads()), decided apart
 // from the pointwise loops' prefetching (prefetch_streams()) because the two gain on different
 // CPUs. On for Intel cores with AVX512-FP16 (Sapphire Rapids and later): tools/bench/throughput.py
-// at 1 thread, 16M float32 (2026-12-03), the float32 sum 25.8-27.3 GB/s with it against
-// 15.9-23.1 without, where the pointwise loops' and logsumexp's prefetching cost there
+// at 1 thread, 16M float32 (2026-12-03), the float32 sum 25.0-25.9 GB/s with it (four streams
+// side by side) against 14.5-14.7 without (one after another), where the pointwise loops' and
+// logsumexp's prefetching cost there
 // (KAEL_PREFETCH_STREAMS=1 against 0: add 15.0 against 15.9, exp 13.8 against 14.6, logsumexp
 // 8.5-8.7 against 11.9-13.1 GB/s), so prefetch_streams() stays off. Off on AMD Zen 4, where a
 // prefetched sum lost up to 20% (docs/decisions.md, "Prefetching the sums' reads"), and on every
