@@ -1,4 +1,4 @@
-// The SIMD forms of kael's vectorised math (exp, gelu, sigmoid, silu) compute the bits of their
+// The SIMD forms of kael's vectorised math (exp, gelu, gelu_tanh, sigmoid, silu) compute the bits of their
 // scalar forms, for every float32 (Note [SIMD forms] in kael/native/vec_math.h): the generated kernels of ops marked
 // `simd: true` run one form or the other depending on the build, so a difference would make
 // results depend on it.
@@ -30,6 +30,7 @@ bool same(float a, float b) {
 [[gnu::noinline]] float scalar_gelu(float x) { return vmath::gelu(x); }
 [[gnu::noinline]] float scalar_sigmoid(float x) { return kael::native::math::sigmoid(x); }
 [[gnu::noinline]] float scalar_silu(float x) { return kael::native::math::silu(x); }
+[[gnu::noinline]] float scalar_gelu_tanh(float x) { return kael::native::math::gelu_tanh(x); }
 
 // Runs every float32 through the scalar form (in a loop the compiler vectorises, as in the
 // kernels, and one element at a time for every 97th, which replaces the loop's result where the
@@ -74,6 +75,12 @@ TEST(SimdForms, SiluGivesTheScalarBitsForEveryFloat) {
   expect_same_bits_for_every_float(
       "silu", scalar_silu, [](float v) { return kael::native::math::silu(v); },
       [](__m512 v) { return vmath::simd::silu(v); });
+}
+
+TEST(SimdForms, GeluTanhGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "gelu_tanh", scalar_gelu_tanh, [](float v) { return kael::native::math::gelu_tanh(v); },
+      [](__m512 v) { return vmath::simd::gelu_tanh(v); });
 }
 
 // The piecewise gelu of AVX-512 builds keeps the bounds Note [Vectorised math] gives for it

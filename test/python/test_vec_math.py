@@ -323,10 +323,69 @@ def test_float32_gelu_special_values():
     np.testing.assert_allclose(got[5:9], want[5:9], rtol=0, atol=1e-44)
 
 
-@pytest.mark.parametrize("name", ["log1p", "erf", "gelu"])
+def gelu_tanh_apply(x, lib=kael):
+    F = lib.nn.functional
+    if lib is torch:
+        return F.gelu(torch.from_numpy(x.copy()), approximate="tanh").numpy()
+    return np.array(F.gelu(kael.frombuffer(np.ascontiguousarray(x), dtype=kael.float32), approximate="tanh").tolist(),
+                    dtype=np.float32)
+
+
+def gelu_tanh_reference(x):
+    """(x / (1 + exp(-2 y)), -2 y) in long double, y = sqrt(2 / pi) (x + 0.044715 x^3): PyTorch's
+    0.5 x (1 + tanh(y)) written without its cancellation."""
+    xl = x.astype(np.longdouble)
+    n = -2 * np.sqrt(np.longdouble(2) / np.longdouble(np.pi)) * (xl + np.longdouble("0.044715") * xl ** 3)
+    with np.errstate(all="ignore"):
+        return xl / (1 + np.exp(n)), n
+
+
+def documented_gelu_tanh_bound():
+    text = (ROOT / "aten/include/kael/native/vec_math.h").read_text()
+    m = re.search(r"at most ([\d.]+) \+ ([\d.]+) \|2 y\| ulp", text)
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_float32_gelu_tanh_ulp_error_within_documented_bound():
+    base, per = documented_gelu_tanh_bound()
+    x = float32_sweep()
+    dense = np.arange(np.float32(0.25).view(np.uint32), np.float32(12.0).view(np.uint32), 37,
+                      dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, dense, -dense])
+    x = x[np.isfinite(x)]
+    got = gelu_tanh_apply(x)
+    ref, n = gelu_tanh_reference(x)
+    # where exp(-2 y) overflows float (x < -10.06) the result is -0.0, the exact value below 3e-38
+    flushed = n > np.log(np.longdouble(np.finfo(np.float32).max))
+    assert flushed.sum() > 1000 and np.abs(ref[flushed]).max() < 3e-38
+    assert np.all(got[flushed] == 0) and np.all(np.signbit(got[flushed]))
+    err = ulp_errors(got[~flushed], ref[~flushed], np.float32)
+    bound = base + per * np.abs(n[~flushed].astype(np.float64))
+    i = int(np.argmax(err - bound))
+    assert err[i] <= bound[i], f"gelu tanh float32: {float(err[i]):.3f} ulp at {x[~flushed][i]!r} (bound {bound[i]:.2f})"
+
+
+def test_float32_gelu_tanh_is_more_accurate_than_torchs_formula_for_negative_inputs():
+    # torch's 0.5 x (1 + tanh(y)) cancels as x falls (-0.0 from x = -5.06); kael's does not
+    x = -np.linspace(2.0, 9.5, 4001, dtype=np.float32)
+    ref = gelu_tanh_reference(x)[0].astype(np.float64)
+    err_kael = np.abs(gelu_tanh_apply(x) - ref) / np.abs(ref)
+    err_torch = np.abs(gelu_tanh_apply(x, torch) - ref) / np.abs(ref)
+    assert err_kael.max() < 2e-5 and err_torch.max() == 1.0  # torch's -0.0: all digits lost
+
+
+def test_float32_gelu_tanh_special_values():
+    x = np.array([0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 1e-30, -1e-30, 1e13, -1e13, 3e38, -3e38,
+                  20.0, -20.0], dtype=np.float32)
+    got, want = gelu_tanh_apply(x), gelu_tanh_apply(x, torch)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)  # NaN at NaN and -inf, as torch
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok], want[ok]) and np.array_equal(np.signbit(got[ok]), np.signbit(want[ok])), (got, want)
+
+
+@pytest.mark.parametrize("name", ["log1p", "erf", "gelu", "gelu_tanh"])
 def test_one_and_two_threads_give_identical_bits(name):
-    import kael.nn.functional as KF
-    fn = KF.gelu if name == "gelu" else getattr(kael, name)
+    fn = simd_op(name) if name.startswith("gelu") else getattr(kael, name)
     x = torch.randn(1 << 20, dtype=torch.float32) * 4
     if name == "log1p":
         x = x.abs() - 0.999
@@ -358,14 +417,16 @@ def test_gelu_strided_and_every_float_dtype_match_torch(dtype):
 
 
 # ---------------------------------------------------------------- ops with a SIMD form
-# exp, gelu, sigmoid and silu run a SIMD form of their formula where the build targets AVX-512 (Note [SIMD
+# exp, gelu (both forms), sigmoid and silu run a SIMD form of their formula where the build targets AVX-512 (Note [SIMD
 # forms]): contiguous float32 straight from memory, partial vectors masked, strided operands and
 # float16/bfloat16 through a buffer. Every layout must give the bits of the contiguous float32
 # result, element by element (the C++ test SimdForms checks the two forms on every float32).
 
-def simd_op(name):
-    import kael.nn.functional as KF
-    return getattr(KF, name) if name in ("gelu", "silu") else getattr(kael, name)
+def simd_op(name, lib=kael):
+    F = lib.nn.functional
+    if name == "gelu_tanh":
+        return lambda x: F.gelu(x, approximate="tanh")
+    return getattr(F, name) if name in ("gelu", "silu") else getattr(lib, name)
 
 
 def bits_of(t):
@@ -376,7 +437,7 @@ SIMD_SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 88.7, 8
                 -5.66, 5.66, -6.0, 1e30, -1e30, 3e38, -3e38]
 
 
-SIMD_OPS = ["exp", "gelu", "sigmoid", "silu"]
+SIMD_OPS = ["exp", "gelu", "gelu_tanh", "sigmoid", "silu"]
 
 
 @pytest.mark.parametrize("name", SIMD_OPS)
@@ -425,6 +486,6 @@ def test_simd_ops_round_the_float32_result_once_for_half_types(name, dtype):
     # and against torch on the random inputs (the special values are checked above and in
     # test_float32_gelu_special_values: torch's vectorised gelu gives NaN at +inf)
     k = len(SIMD_SPECIAL)
-    ref = getattr(torch.nn.functional, name)(x[k:]) if name in ("gelu", "silu") else getattr(torch, name)(x[k:])
+    ref = simd_op(name, torch)(x[k:])
     got = torch.tensor(fn(kx[k:]).float().tolist()).to(x.dtype)
     torch.testing.assert_close(got, ref)

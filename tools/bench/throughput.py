@@ -199,6 +199,13 @@ def make_cases(quick):
         return lambda: fn(a), None
     cases.append(Case("gelu", f"gelu(a), {n // 2**20}M f32", "GB/s", 8 * n, gelu_build, "transcendental"))
 
+    def gelu_tanh_build(lib, mod):
+        fn = need(mod, "nn.functional.gelu", "gelu")
+        a = convert(lib, mod, x)
+        return lambda: fn(a, approximate="tanh"), None
+    cases.append(Case("gelu_tanh", f"gelu(a, approximate='tanh'), {n // 2**20}M f32", "GB/s", 8 * n, gelu_tanh_build,
+                      "transcendental"))
+
     def sum_build(lib, mod):
         a = convert(lib, mod, x)
         return lambda: a.sum(), None

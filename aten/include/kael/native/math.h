@@ -413,6 +413,11 @@ KAEL_HOST_DEVICE inline T gelu_grad(T a) {
 }
 template <typename T>
 KAEL_HOST_DEVICE inline T gelu_tanh(T a) {
+#ifndef __CUDACC__
+  if constexpr (std::is_same_v<T, float>) {
+    return vmath::gelu_tanh(a);  // x / (1 + exp(-2 y)), the same function (Note [Vectorised math])
+  }
+#endif
   const T beta = T(0.79788456080286535588);  // sqrt(2 / pi)
   const T kappa = T(0.044715);
   const T inner = beta * (a + kappa * a * a * a);
