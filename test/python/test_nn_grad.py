@@ -233,6 +233,73 @@ def test_clip_grad_value_matches_torch():
         check(k.grad, t.grad)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf, 3.0])
+def test_total_norm_then_clip_with_it_matches_torch(norm_type):
+    values = [[3.0, -4.0], [1.0, 2.0, -2.0], [0.5]]
+    kp = with_grads(values)
+    tp = [torch.nn.Parameter(torch.zeros(len(v))) for v in values]
+    for p, v in zip(tp, values):
+        p.grad = torch.tensor(v)
+    ktotal = nn.utils.get_total_norm([p.grad for p in kp], norm_type)
+    ttotal = torch.nn.utils.get_total_norm([p.grad for p in tp], norm_type)
+    check(ktotal, ttotal)
+    check(nn.utils.get_total_norm(kp[0].grad, norm_type), torch.nn.utils.get_total_norm(tp[0].grad, norm_type))
+    assert nn.utils.clip_grads_with_norm_(kp, 2.0, ktotal) is None
+    torch.nn.utils.clip_grads_with_norm_(tp, 2.0, ttotal)
+    for k, t in zip(kp, tp):
+        check(k.grad, t.grad)
+    # a single tensor for the parameters; kael also takes a plain number for the norm (torch's
+    # clamp of a float raises TypeError)
+    nn.utils.clip_grads_with_norm_(kp[1], 0.5, 10.0)
+    torch.nn.utils.clip_grads_with_norm_(tp[1], 0.5, torch.tensor(10.0))
+    check(kp[1].grad, tp[1].grad)
+    check(nn.utils.get_total_norm([]), torch.nn.utils.get_total_norm([]))
+    with pytest.raises(ValueError, match="get_total_norm: the total norm of order 2.0 .* is non-finite"):
+        nn.utils.get_total_norm([kael.tensor([1.0, math.nan])])
+    assert math.isnan(nn.utils.get_total_norm([kael.tensor([1.0, math.nan])], error_if_nonfinite=False).item())
+
+
+def test_clip_grad_norm_takes_a_generator_and_the_deprecated_name_warns():
+    values = [[3.0, -4.0], [1.0, 2.0, -2.0]]
+    kp = with_grads(values)
+    tp = [torch.nn.Parameter(torch.zeros(len(v))) for v in values]
+    for p, v in zip(tp, values):
+        p.grad = torch.tensor(v)
+    check(nn.utils.clip_grad_norm_((p for p in kp), 1.0), torch.nn.utils.clip_grad_norm_((p for p in tp), 1.0))
+    for k, t in zip(kp, tp):
+        check(k.grad, t.grad)  # scaled: the generator was walked for the norm and again for the scaling
+    with pytest.warns(FutureWarning, match="deprecated"):
+        ktotal = nn.utils.clip_grad_norm(kp, 0.5)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        ttotal = torch.nn.utils.clip_grad_norm(tp, 0.5)
+    check(ktotal, ttotal)
+
+
+def test_parameters_to_vector_and_back_match_torch():
+    kl, tl = nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        tl.weight.copy_(torch.tensor(kl.weight.tolist()))
+        tl.bias.copy_(torch.tensor(kl.bias.tolist()))
+    kv, tv = nn.utils.parameters_to_vector(kl.parameters()), torch.nn.utils.parameters_to_vector(tl.parameters())
+    check(kv, tv)
+    assert kv.requires_grad == tv.requires_grad  # cat of parameters: part of the graph
+    kv.sum().backward()
+    tv.sum().backward()
+    check(kl.weight.grad, tl.weight.grad)
+    new_k, new_t = kael.arange(8.0) * 0.5, torch.arange(8.0) * 0.5
+    nn.utils.vector_to_parameters(new_k, kl.parameters())
+    torch.nn.utils.vector_to_parameters(new_t, tl.parameters())
+    check(kl.weight, tl.weight)
+    check(kl.bias, tl.bias)
+    assert isinstance(kl.weight, nn.Parameter) and kl.weight.requires_grad
+    new_k[0] = 100.0  # the parameters view the vector, as in torch
+    new_t[0] = 100.0
+    check(kl.weight, tl.weight)
+    for lib, layer in ((kael, kl), (torch, tl)):
+        with pytest.raises(TypeError, match="but got: list"):
+            lib.nn.utils.vector_to_parameters([1.0] * 8, layer.parameters())
+
+
 # ------------------------------------------------------------------ training against torch
 
 
