@@ -349,11 +349,9 @@ struct PointwiseInner {
       constexpr std::int64_t kBlock =
           kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out));
       const auto prefetch_ahead = [&](std::int64_t i) KAEL_LAMBDA_INLINE {
-        // (the address in integers: the block ahead may lie past the end of the input)
+        // (the block ahead may lie past the end of the input: prefetch_ahead_of)
         for (std::int64_t b = 0; b < kBlock * static_cast<std::int64_t>(sizeof(T)); b += 64)
-          (__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(in[I] + i) +
-                                                            static_cast<std::uintptr_t>(kPrefetchBytes + b))),
-           ...);
+          (prefetch_ahead_of(in[I] + i, kPrefetchBytes + b), ...);
       };
       if (std::max(n, tls_run_elements) * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
         // A large output: written with streaming stores, a cache line at a time from a buffer

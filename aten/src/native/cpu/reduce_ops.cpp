@@ -887,11 +887,9 @@ inline void lse_one_pass_f32(const float* x, std::int64_t n, float m, float& blo
   const bool prefetch = prefetch_streams();
   for (; i + 4 * W <= n; i += 4 * W) {
     // the loads start long chains of work: fetch ahead (past the block too: the next row's) on
-    // CPUs that gain from it (Note [Prefetching pointwise loops])
-    // (the address in integers: it may lie past the end of the input)
-    for (int l = 0; prefetch && l < 4 * W; l += 16)
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(x + i + l) +
-                                                       static_cast<std::uintptr_t>(4 * kLsePrefetch)));
+    // CPUs that gain from it (Note [Prefetching pointwise loops]; prefetch_ahead_of: the address
+    // may lie past the end of the input)
+    for (int l = 0; prefetch && l < 4 * W; l += 16) prefetch_ahead_of(x + i + l, 4 * kLsePrefetch);
     const V::V v0 = V::load(x + i), v1 = V::load(x + i + W), v2 = V::load(x + i + 2 * W), v3 = V::load(x + i + 3 * W);
     m0 = V::max(v0, m0);  // max(x, m) is m when x is NaN: NaN is skipped
     m1 = V::max(v1, m1);
