@@ -1211,9 +1211,58 @@ def dsplit(input: Tensor, indices_or_sections):
     return _split_along("dsplit", input, indices_or_sections, 2, 3)
 
 
+def _tensor_input(op, input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+
+
 def is_floating_point(input: Tensor) -> bool:
     """Whether input's dtype is a floating one, as torch.is_floating_point."""
+    _tensor_input("is_floating_point", input)
     return input.dtype.is_floating_point
+
+
+def is_signed(input: Tensor) -> bool:
+    """Whether input's dtype holds negative numbers (not uint8 or bool), as torch.is_signed."""
+    _tensor_input("is_signed", input)
+    return input.dtype.is_signed
+
+
+def is_complex(input: Tensor) -> bool:
+    """Whether input's dtype is a complex one: False, kael has none (docs/decisions.md)."""
+    _tensor_input("is_complex", input)
+    return False
+
+
+def is_conj(input: Tensor) -> bool:
+    """Whether input is a lazily conjugated view: never in kael (no complex dtypes)."""
+    _tensor_input("is_conj", input)
+    return False
+
+
+def is_neg(input: Tensor) -> bool:
+    """Whether input is a lazily negated view: never in kael."""
+    _tensor_input("is_neg", input)
+    return False
+
+
+def resolve_conj(input: Tensor) -> Tensor:
+    """input itself: kael has no lazily conjugated views to materialise (torch returns input too
+    for those that are not)."""
+    _tensor_input("resolve_conj", input)
+    return input
+
+
+def resolve_neg(input: Tensor) -> Tensor:
+    """input itself: kael has no lazily negated views to materialise."""
+    _tensor_input("resolve_neg", input)
+    return input
+
+
+def get_device(input: Tensor) -> int:
+    """The index of input's CUDA device, -1 for a CPU tensor, as torch.get_device."""
+    _tensor_input("get_device", input)
+    return -1 if input.device.type == "cpu" else input.device.index
 
 
 def vander(x: Tensor, N=None, increasing: bool = False) -> Tensor:
@@ -1319,7 +1368,8 @@ FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "ou
              "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
              "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax",
              "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
-             "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm"]
+             "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm",
+             "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
 METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
            "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
            "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
@@ -1327,7 +1377,8 @@ METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot"
            "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
            "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_",
            "kthvalue", "nanmedian", "nanquantile", "histc", "positive", "dist", "hsplit", "vsplit", "dsplit",
-           "unfold", "sum_to_size", "fill_diagonal_", "renorm"]
+           "unfold", "sum_to_size", "fill_diagonal_", "renorm", "is_signed", "is_complex", "is_conj", "is_neg",
+           "resolve_conj", "resolve_neg", "get_device"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the

@@ -771,6 +771,7 @@ _TENSOR_EXTENSIONS = {
     "mH": property(_get_mH, doc="The conjugate transpose of a batch of matrices (mT, for real dtypes)."),
     "adjoint": _adjoint,
     "nbytes": property(_get_nbytes, doc="The number of bytes of the elements (numel() * element_size())."),
+    "is_cpu": property(lambda self: self.device.type == "cpu", doc="Whether the tensor is on the CPU."),
     "untyped_storage": _untyped_storage,
     "__reduce_ex__": _reduce_ex,
     "__deepcopy__": _deepcopy,

@@ -45,3 +45,28 @@ def test_square_matches_torch(dtype):
         t = torch.tensor([[1, 0, 3], [200, 5, 17]], dtype=torch.uint8)
     check(kael.square(to_kael(t)), torch.square(t))
     check(to_kael(t).T.square(), t.T.square())
+
+
+# ------------------------------------------------------------------ dtype and device queries
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8", "bool"])
+def test_dtype_and_device_queries_match_torch(dtype):
+    t, k = torch.zeros(2, dtype=getattr(torch, dtype)), kael.zeros(2, dtype=getattr(kael, dtype))
+    for name in ("is_signed", "is_complex", "is_conj", "is_neg", "get_device", "is_floating_point"):
+        assert getattr(k, name)() == getattr(t, name)(), name
+        assert getattr(kael, name)(k) == getattr(torch, name)(t), name
+    assert k.is_cpu is t.is_cpu is True
+    for name in ("resolve_conj", "resolve_neg"):
+        assert getattr(k, name)() is k and getattr(kael, name)(k) is k
+        assert getattr(t, name)() is t
+
+
+@pytest.mark.parametrize("name", ["is_signed", "is_complex", "is_conj", "is_neg", "get_device", "is_floating_point",
+                                  "resolve_conj", "resolve_neg"])
+def test_dtype_and_device_queries_reject_non_tensors_as_torch_does(name):
+    for bad in (3, [1.0], None):
+        with pytest.raises(TypeError) as te:
+            getattr(torch, name)(bad)
+        with pytest.raises(TypeError) as ke:
+            getattr(kael, name)(bad)
+        assert str(ke.value) == str(te.value)
