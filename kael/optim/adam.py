@@ -2,7 +2,7 @@
 import math
 
 import kael
-from kael.optim.optimizer import Optimizer, _update_under_no_grad
+from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
 
 
 def _check(lr, eps, betas, weight_decay):
@@ -23,13 +23,13 @@ class Adam(Optimizer):
     v = beta2 * v + (1 - beta2) * g^2; p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
     (with amsgrad, the running maximum of v)."""
 
-    _decoupled = False
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
         _check(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize)
+                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
+                        **_how_to_run(type(self).__name__, foreach, fused, differentiable, capturable=capturable))
         super().__init__(params, defaults)
 
     @_update_under_no_grad
@@ -68,7 +68,7 @@ class Adam(Optimizer):
         maxes = [s["max_exp_avg_sq"] for _, _, s in items] if amsgrad else None
         return kael._C._adam_update(params, grads, exp_avgs, exp_avg_sqs, maxes, float(group["lr"]), float(beta1),
                                     float(beta2), float(group["eps"]), float(group["weight_decay"]),
-                                    self._decoupled, amsgrad, group["maximize"], step)
+                                    bool(group["decoupled_weight_decay"]), amsgrad, group["maximize"], step)
 
     def _update(self, group, step, param, grad, state):
         """One parameter's step with tensor ops (any dtype, layout or device)."""
@@ -78,7 +78,7 @@ class Adam(Optimizer):
             grad = -grad
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         if weight_decay != 0:
-            if self._decoupled:
+            if group["decoupled_weight_decay"]:
                 param.mul_(1 - lr * weight_decay)
             else:
                 grad = grad.add(param, alpha=weight_decay)
@@ -101,8 +101,8 @@ class AdamW(Adam):
     """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step (the
     gradient is not changed); weight_decay defaults to 0.01."""
 
-    _decoupled = True
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

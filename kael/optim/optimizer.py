@@ -25,7 +25,20 @@ def _update_under_no_grad(step):
         with no_grad():
             step(self)
         return loss
+    del wrapper.__wrapped__  # inspect.signature shows step(self, closure=None), as torch's
     return wrapper
+
+
+def _how_to_run(name, foreach=None, fused=None, differentiable=False, **more):
+    """torch's options of how a step runs, checked as torch checks them and kept in the groups
+    as torch keeps them. kael runs one path whatever they say (its fused step where the
+    parameters allow, docs/decisions.md); only differentiable=True, a step that autograd
+    records, is refused."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if differentiable:
+        raise ValueError(f"{name}: differentiable=True (a step that autograd records) is not supported by kael")
+    return dict(foreach=foreach, fused=fused, differentiable=differentiable, **more)
 
 
 class _ParamState(dict):
@@ -192,7 +205,9 @@ class Optimizer:
             self.state[id(param)] = restored
         new_groups = []
         for group, saved in zip(groups, saved_groups):
-            merged = {k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}
+            # options a state dict of an older kael lacks take their defaults
+            merged = {k: copy.deepcopy(v) for k, v in self.defaults.items() if k not in saved}
+            merged.update({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"})
             merged["params"] = group["params"]
             new_groups.append(merged)
         self.param_groups = new_groups

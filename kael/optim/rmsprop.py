@@ -1,14 +1,14 @@
 """RMSprop (optionally centered, with momentum)."""
 import kael
-from kael.optim.optimizer import Optimizer, _update_under_no_grad
+from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
 
 
 class RMSprop(Optimizer):
     """PyTorch's RMSprop: v = alpha * v + (1 - alpha) * g^2; avg = sqrt(v) (centered: sqrt(v - mean_g^2))
     + eps; p -= lr * g / avg, or through a momentum buffer b = momentum * b + g / avg."""
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
-                 maximize=False):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -20,7 +20,8 @@ class RMSprop(Optimizer):
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered,
-                        maximize=maximize)
+                        maximize=maximize, **_how_to_run("RMSprop", foreach, None, differentiable, capturable=capturable))
+        del defaults["fused"]  # (torch's RMSprop has no fused form)
         super().__init__(params, defaults)
 
     @_update_under_no_grad

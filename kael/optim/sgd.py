@@ -1,5 +1,5 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
-from kael.optim.optimizer import Optimizer, _update_under_no_grad
+from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
 
 
 class SGD(Optimizer):
@@ -7,8 +7,8 @@ class SGD(Optimizer):
     (1 - dampening) * g (buf = g at the first step) and g = g + momentum * buf (nesterov) or buf;
     p -= lr * g."""
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -18,7 +18,7 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
-                        maximize=maximize)
+                        maximize=maximize, **_how_to_run("SGD", foreach, fused, differentiable))
         super().__init__(params, defaults)
 
     @_update_under_no_grad

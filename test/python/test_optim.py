@@ -336,3 +336,94 @@ def test_fused_step_with_parameters_at_different_step_counts():
         for t, k in zip(tp, kp):
             check(k, t.detach())
     assert kopt.state[kp[0]]["step"] == 4 and kopt.state[kp[1]]["step"] == 3
+
+
+# ------------------------------------------------------------------ torch's options of how a step runs
+
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop"]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_constructor_and_step_signatures_are_torchs(name):
+    import inspect
+
+    def shape(fn):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert shape(getattr(optim, name).__init__) == shape(getattr(torch.optim, name).__init__)
+    assert shape(getattr(optim, name).step) == shape(getattr(torch.optim, name).step)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_param_group_options_and_repr_are_torchs(name):
+    tp, kp = make_params()
+    topt, kopt = getattr(torch.optim, name)(tp, lr=0.01), getattr(optim, name)(kp, lr=0.01)
+    assert sorted(kopt.param_groups[0]) == sorted(topt.param_groups[0])
+    assert {k: v for k, v in kopt.param_groups[0].items() if k != "params"} == \
+        {k: v for k, v in topt.param_groups[0].items() if k != "params"}
+    assert repr(kopt) == repr(topt)
+
+
+@pytest.mark.parametrize("options", [{"foreach": True}, {"foreach": False}, {"fused": True}, {"fused": False}])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_foreach_and_fused_give_torchs_steps(name, options):
+    kwargs = {"lr": 0.01, "momentum": 0.9} if name == "SGD" else {"lr": 0.01, "weight_decay": 0.1}
+    topt, kopt, _, _ = run_steps(name, {**kwargs, **options})
+    for key, value in options.items():
+        assert kopt.param_groups[0][key] == topt.param_groups[0][key] == value
+
+
+def test_rmsprop_foreach_gives_torchs_steps_and_capturable_changes_nothing():
+    run_steps("RMSprop", {"lr": 0.01, "momentum": 0.5, "foreach": True})
+    # torch's capturable steps need CUDA tensors (an AssertionError on CPU ones); kael has no CUDA
+    # graphs to capture and takes the same step (docs/decisions.md)
+    for name, kwargs in (("RMSprop", {"lr": 0.01, "momentum": 0.5}), ("Adam", {"lr": 0.01}), ("AdamW", {"lr": 0.01})):
+        results = []
+        for capturable in (False, True):
+            kael.manual_seed(1)
+            params = [nn.Parameter(kael.randn(s)) for s in SHAPES]
+            opt = getattr(optim, name)(params, **kwargs, capturable=capturable)
+            for _ in range(4):
+                for p in params:
+                    p.grad = kael.randn(p.shape)
+                opt.step()
+            results.append([p.tolist() for p in params])
+        assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("kwargs", [{"lr": 0.01, "weight_decay": 0.1}, {"lr": 0.01, "weight_decay": 0.05, "amsgrad": True}])
+def test_adam_with_decoupled_weight_decay_is_adamw(kwargs):
+    torch.manual_seed(0)
+    topt, kopt, tp, kp = run_steps("Adam", {**kwargs, "decoupled_weight_decay": True})
+    torch.manual_seed(0)
+    _, _, _, kp_w = run_steps("AdamW", kwargs)
+    for a, b in zip(kp, kp_w):
+        assert a.tolist() == b.tolist()  # the same update, fused or not, to the bit
+    assert kopt.param_groups[0]["decoupled_weight_decay"] is True
+
+
+def test_fused_with_foreach_raises_as_torch_and_differentiable_is_refused():
+    for lib in (torch.optim, optim):
+        params = make_params()[0 if lib is torch.optim else 1]
+        for name in ("SGD", "Adam", "AdamW"):
+            with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together."):
+                getattr(lib, name)(params, lr=0.1, fused=True, foreach=True)
+    # torch records a differentiable step in autograd; kael's steps run outside it and say so
+    _, kp = make_params()
+    for name in OPTIMIZERS:
+        with pytest.raises(ValueError, match=f"{name}: differentiable=True"):
+            getattr(optim, name)(kp, lr=0.1, differentiable=True)
+
+
+def test_state_dict_without_the_newer_options_loads_with_their_defaults():
+    _, kopt, _, kp = run_steps("Adam", {"lr": 0.01, "weight_decay": 0.1}, steps=2)
+    state = kopt.state_dict()
+    for group in state["param_groups"]:
+        for key in ("foreach", "fused", "capturable", "differentiable", "decoupled_weight_decay"):
+            del group[key]
+    other = optim.Adam([nn.Parameter(p.detach().clone()) for p in kp], lr=0.5)
+    other.load_state_dict(state)
+    assert other.param_groups[0]["decoupled_weight_decay"] is False and other.param_groups[0]["lr"] == 0.01
+    for p in other.param_groups[0]["params"]:
+        p.grad = kael.ones_like(p)
+    other.step()  # reads every option
