@@ -1,9 +1,13 @@
-"""kael.data: datasets, batching and the MNIST reader (torch.utils.data's core, num_workers=0).
+"""kael.data: datasets, samplers, batching and the MNIST reader (torch.utils.data's core,
+num_workers=0).
 
-A DataLoader over a TensorDataset (with the default collation) builds each batch with one
-index_select per tensor instead of indexing and stacking samples one by one; shuffle draws the
-order with kael.randperm, so kael.manual_seed (or generator=) reproduces it.
+A DataLoader over a TensorDataset (with the default collation and sampling) builds each batch with
+one index_select per tensor instead of indexing and stacking samples one by one; shuffle draws the
+order with kael.randperm, so kael.manual_seed (or generator=) reproduces it. The samplers draw
+from kael's generators (kael.randperm, kael.randint, kael.multinomial): the same seed gives the
+same order in kael on every run, not the order torch draws.
 """
+import bisect
 import collections.abc
 import gzip
 import math
@@ -14,7 +18,9 @@ import zlib
 import kael
 from kael import _C
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "DataLoader", "random_split", "default_collate", "default_convert",
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
+           "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler", "DataLoader", "random_split", "get_worker_info", "default_collate", "default_convert",
            "read_idx", "load_mnist"]
 
 
@@ -25,7 +31,18 @@ class Dataset:
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
     def __add__(self, other):
-        raise NotImplementedError("kael.data: concatenating datasets is not supported")
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset of samples drawn by iterating over it (__iter__), in the order it yields them: a
+    DataLoader batches them as they come (no sampler, no shuffle)."""
+
+    def __iter__(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -65,6 +82,211 @@ class Subset(Dataset):
 
     def __len__(self):
         return len(self.indices)
+
+
+class StackDataset(Dataset):
+    """Samples are tuples (positional datasets) or dicts (keyword datasets) of the datasets'
+    index-th samples; every dataset has the same length."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like input/output, "
+                             "but both types are given.")
+        datasets = args or tuple(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(self._length != len(d) for d in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {key: d[index] for key, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
+class ConcatDataset(Dataset):
+    """The samples of several map-style datasets, one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise AssertionError("datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise AssertionError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = []
+        total = 0
+        for d in self.datasets:
+            total += len(d)
+            self.cumulative_sizes.append(total)
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index):
+        if index < 0:
+            if -index > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            index += len(self)
+        which = bisect.bisect_right(self.cumulative_sizes, index)
+        start = self.cumulative_sizes[which - 1] if which > 0 else 0
+        return self.datasets[which][index - start]
+
+
+class ChainDataset(IterableDataset):
+    """The samples of several iterable datasets, one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
+
+
+# ---------------------------------------------------------------- samplers
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} should be a positive integer value, but got {name}={value}")
+
+
+class Sampler:
+    """Yields indices into a dataset (or lists of them: a batch sampler)."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """The indices of data_source in a random order (kael.randperm), num_samples of them (whole
+    permutations, then part of one); with replacement, num_samples uniform draws (kael.randint)."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got replacement={replacement}")
+        _positive_int("num_samples", self.num_samples)
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        if self.replacement:
+            yield from kael.randint(high=n, size=(self.num_samples,), generator=self.generator).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from kael.randperm(n, generator=self.generator).tolist()
+        yield from kael.randperm(n, generator=self.generator)[:self.num_samples % n].tolist()
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order."""
+
+    def __init__(self, indices, generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        for i in kael.randperm(len(self.indices), generator=self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """num_samples indices in [0, len(weights)), each drawn with probability proportional to its
+    weight (kael.multinomial), with or without replacement."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        _positive_int("num_samples", num_samples)
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        weights = kael.as_tensor(weights, dtype=kael.float64)
+        if weights.dim() != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(weights.shape)}")
+        self.weights = weights
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        yield from kael.multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator).tolist()
+
+    def __len__(self):
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of batch_size indices from sampler (the last one shorter unless drop_last)."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        _positive_int("batch_size", batch_size)
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
+
+
+def get_worker_info():
+    """None: kael's DataLoader loads in the calling process (num_workers=0), as torch's returns in
+    its main process."""
+    return None
 
 
 def random_split(dataset, lengths, generator=None):
@@ -175,66 +397,128 @@ def default_convert(data):
 
 class DataLoader:
     """Iterates over dataset in batches of batch_size samples (the last one shorter unless
-    drop_last), in order or shuffled with kael.randperm (generator=, else the default generator).
-    collate_fn turns a list of samples into a batch (default_collate by default)."""
+    drop_last): indices from sampler (default: in order, or shuffled with kael.randperm from
+    generator=, else the default generator) grouped by batch_sampler (default: BatchSampler), or
+    the samples of an IterableDataset as it yields them. collate_fn turns a list of samples into a
+    batch (default_collate; default_convert for each sample when batch_size is None). Batches are
+    built in the calling thread: num_workers=0 only, and the worker options (prefetch_factor,
+    persistent_workers) are refused as torch refuses them without workers."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 generator=None):
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device="", in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         if num_workers != 0:
             raise NotImplementedError("DataLoader: only num_workers=0 is supported (batches are built in the "
                                       "calling thread)")
-        if sampler is not None or batch_sampler is not None:
-            raise NotImplementedError("DataLoader: sampler and batch_sampler are not supported; use shuffle")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or batch_size <= 0):
-            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
-        if batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with "
-                             "drop_last")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
+                             "to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if persistent_workers:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if isinstance(dataset, IterableDataset):
+            for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
+                if value not in (None, False):
+                    raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} option, but got "
+                                     f"{name}={value}")
+        elif shuffle not in (None, False) and sampler is not None:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and "
+                                 "drop_last")
+            batch_size = None
+            drop_last = False
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with "
+                                 "drop_last")
+        else:
+            _positive_int("batch_size", batch_size)
+        # the default sampling: the fast path of TensorDataset batches applies to it alone
+        self._default_sampling = sampler is None and batch_sampler is None
+        if not isinstance(dataset, IterableDataset):
+            if sampler is None:
+                sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                           else SequentialSampler(dataset))
+            if batch_size is not None and batch_sampler is None:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
         self.collate_fn = collate_fn
         self.generator = generator
         self.num_workers = 0
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.in_order = in_order
 
     def __len__(self):
-        n = len(self.dataset)
-        if self.batch_size is None:
-            return n
-        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
-
-    def _order(self):
-        n = len(self.dataset)
-        if self.shuffle:
-            return kael.randperm(n, generator=self.generator)
-        return kael.arange(n)
+        if isinstance(self.dataset, IterableDataset):
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
+        return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
 
     def __iter__(self):
         if self.batch_size is not None and self.batch_size > sys.maxsize:
             # torch's batch sampler slices with itertools.islice, which raises this ValueError
             # at the first batch; kael raises the same class there, with what is wrong
             raise ValueError(f"DataLoader: batch_size={self.batch_size} is larger than sys.maxsize ({sys.maxsize})")
-        order = self._order()
-        n = order.size(0)
-        if self.batch_size is None:
+        if isinstance(self.dataset, IterableDataset):
+            yield from self._iterable_batches()
+            return
+        if self.batch_sampler is None:
             convert = self.collate_fn if self.collate_fn is not None else default_convert
-            for i in order.tolist():
+            for i in self.sampler:
                 yield convert(self.dataset[i])
             return
-        fast = isinstance(self.dataset, TensorDataset) and self.collate_fn is None
+        if self._default_sampling and isinstance(self.dataset, TensorDataset) and self.collate_fn is None:
+            yield from self._tensor_batches()
+            return
         collate = self.collate_fn if self.collate_fn is not None else default_collate
+        for indices in self.batch_sampler:
+            yield collate([self.dataset[i] for i in indices])
+
+    def _tensor_batches(self):
+        """The default sampling of a TensorDataset, one index_select per tensor and batch (the
+        order drawn as the samplers draw it: one kael.randperm when shuffled)."""
+        n = len(self.dataset)
+        order = kael.randperm(n, generator=self.generator) if isinstance(self.sampler, RandomSampler) \
+            else kael.arange(n)
         for start in range(0, n, self.batch_size):
             stop = min(start + self.batch_size, n)
             if stop - start < self.batch_size and self.drop_last:
                 return
             index = order[start:stop]
-            if fast:
-                yield [t.index_select(0, index) for t in self.dataset.tensors]
-            else:
-                yield collate([self.dataset[i] for i in index.tolist()])
+            yield [t.index_select(0, index) for t in self.dataset.tensors]
+
+    def _iterable_batches(self):
+        if self.batch_size is None:
+            convert = self.collate_fn if self.collate_fn is not None else default_convert
+            for sample in self.dataset:
+                yield convert(sample)
+            return
+        collate = self.collate_fn if self.collate_fn is not None else default_collate
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield collate(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield collate(batch)
 
 
 # ---------------------------------------------------------------- IDX files (MNIST)

@@ -225,3 +225,161 @@ def test_load_mnist(tmp_path):
     x, y = data.load_mnist(tmp_path, train=False)
     loader = data.DataLoader(data.TensorDataset(x, y), batch_size=2)
     assert [b[1].tolist() for b in loader] == [[3, 1], [4]]
+
+
+# ---------------------------------------------------------------- samplers and composed datasets
+
+class PlainSquares:
+    """A map-style dataset written once for both libraries: (i, i * i) as Python ints."""
+
+    def __init__(self, n, base):
+        self.n, self.base = n, base
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return i, i * i
+
+    def __len__(self):
+        return self.n
+
+
+def squares(lib_data, n):
+    return type("Sq", (PlainSquares, lib_data.Dataset), {})(n, lib_data)
+
+
+def counting(lib_data, n, length=True):
+    """An IterableDataset of the dicts {'i': k} for k < n (with __len__ when length)."""
+    members = {"__iter__": lambda self: iter({"i": k} for k in range(n))}
+    if length:
+        members["__len__"] = lambda self: n
+    return type("Counting", (lib_data.IterableDataset,), members)()
+
+
+def as_lists(batches):
+    def plain(b):
+        if isinstance(b, (kael.Tensor, torch.Tensor)):
+            return ("tensor", str(b.dtype).split(".")[-1], b.tolist())
+        if isinstance(b, dict):
+            return {k: plain(v) for k, v in b.items()}
+        if isinstance(b, (list, tuple)):
+            return type(b)(plain(v) for v in b)
+        return b
+    return [plain(b) for b in batches]
+
+
+def both(make):
+    """make(lib_data) for kael.data and torch.utils.data: the batches of each as plain lists."""
+    return as_lists(make(data)), as_lists(make(tdata))
+
+
+@pytest.mark.parametrize("make", [
+    lambda D: D.DataLoader(squares(D, 10), batch_size=3, sampler=D.SequentialSampler(range(10))),
+    lambda D: D.DataLoader(squares(D, 10), batch_size=4, sampler=[9, 0, 5, 5, 2], drop_last=True),
+    lambda D: D.DataLoader(squares(D, 10), batch_sampler=[[1, 2], [7], [0, 3, 9]]),
+    lambda D: D.DataLoader(squares(D, 10), batch_sampler=D.BatchSampler(D.SequentialSampler(range(7)), 3, False)),
+    lambda D: D.DataLoader(squares(D, 6), batch_size=None, sampler=[4, 1]),
+    lambda D: list(D.BatchSampler(range(10), 4, True)) + list(D.BatchSampler(range(10), 4, False)),
+    lambda D: list(D.SequentialSampler(squares(D, 5))),
+    lambda D: D.DataLoader(counting(D, 7), batch_size=3),
+    lambda D: D.DataLoader(counting(D, 7), batch_size=3, drop_last=True),
+    lambda D: D.DataLoader(counting(D, 4), batch_size=None),
+    lambda D: D.DataLoader(counting(D, 5) + counting(D, 2), batch_size=2),
+    lambda D: D.DataLoader(D.ChainDataset([counting(D, 3), counting(D, 3)]), batch_size=4, collate_fn=lambda b: b),
+    lambda D: D.DataLoader(squares(D, 3) + squares(D, 4), batch_size=3),
+    lambda D: [D.ConcatDataset([squares(D, 3), squares(D, 4)])[i] for i in (0, 2, 3, 6, -1, -7)],
+    lambda D: D.DataLoader(D.StackDataset(squares(D, 5), squares(D, 5)), batch_size=2),
+    lambda D: D.DataLoader(D.StackDataset(a=squares(D, 4), b=squares(D, 4)), batch_size=3),
+], ids=["sequential-sampler", "list-sampler", "list-batch-sampler", "batch-sampler", "sampler-no-batching",
+        "batch-sampler-alone", "sequential-alone", "iterable", "iterable-drop-last", "iterable-no-batching",
+        "iterable-add", "chain", "concat-add", "concat-index", "stack-tuple", "stack-dict"])
+def test_sampled_and_composed_batches_match_torch(make):
+    k, t = both(make)
+    assert k == t
+
+
+def test_loader_lengths_match_torch():
+    for make in (lambda D: D.DataLoader(squares(D, 10), batch_size=3, sampler=[1, 2, 3, 4]),
+                 lambda D: D.DataLoader(squares(D, 10), batch_sampler=[[1], [2, 3]]),
+                 lambda D: D.DataLoader(counting(D, 7), batch_size=3),
+                 lambda D: D.DataLoader(counting(D, 7), batch_size=3, drop_last=True),
+                 lambda D: D.DataLoader(counting(D, 7), batch_size=None),
+                 lambda D: D.BatchSampler(range(10), 4, True), lambda D: D.BatchSampler(range(10), 4, False),
+                 lambda D: D.ConcatDataset([squares(D, 3), squares(D, 4)]),
+                 lambda D: D.ChainDataset([counting(D, 3), counting(D, 5)])):
+        assert len(make(data)) == len(make(tdata))
+    for D in (data, tdata):
+        with pytest.raises(TypeError):
+            len(D.DataLoader(counting(D, 3, length=False), batch_size=2))
+
+
+def test_random_samplers_draw_permutations_reproducibly():
+    ds = squares(data, 10)
+    for make in (lambda g: data.RandomSampler(ds, generator=g), lambda g: data.SubsetRandomSampler(range(10), g)):
+        first = list(make(kael.Generator().manual_seed(5)))
+        assert sorted(first) == list(range(10)) and first != list(range(10))
+        assert list(make(kael.Generator().manual_seed(5))) == first
+        assert list(make(kael.Generator().manual_seed(6))) != first
+    # more samples than the dataset has: whole permutations, then part of one
+    drawn = list(data.RandomSampler(ds, num_samples=25, generator=kael.Generator().manual_seed(1)))
+    assert len(drawn) == 25 and sorted(drawn[:10]) == sorted(drawn[10:20]) == list(range(10))
+    assert len(set(drawn[20:])) == 5
+    with_replacement = list(data.RandomSampler(ds, replacement=True, num_samples=200,
+                                               generator=kael.Generator().manual_seed(2)))
+    assert len(with_replacement) == 200 and set(with_replacement) == set(range(10))
+    assert len(data.RandomSampler(ds, num_samples=7)) == 7 and len(data.RandomSampler(ds)) == 10
+    sub = list(data.SubsetRandomSampler([7, 3, 11], generator=kael.Generator().manual_seed(0)))
+    assert sorted(sub) == [3, 7, 11]
+    # the shuffled loader and a RandomSampler with the same generator state draw the same order
+    loader = data.DataLoader(data.TensorDataset(kael.arange(10)), batch_size=10, shuffle=True,
+                             generator=kael.Generator().manual_seed(9))
+    assert next(iter(loader))[0].tolist() == list(data.RandomSampler(ds, generator=kael.Generator().manual_seed(9)))
+
+
+def test_weighted_random_sampler_draws_by_weight():
+    weights = [0.0, 1.0, 3.0, 0.0, 6.0]
+    draws = list(data.WeightedRandomSampler(weights, 4000, generator=kael.Generator().manual_seed(3)))
+    counts = [draws.count(i) for i in range(5)]
+    assert counts[0] == counts[3] == 0
+    assert abs(counts[4] / 4000 - 0.6) < 0.04 and abs(counts[1] / 4000 - 0.1) < 0.03
+    unique = list(data.WeightedRandomSampler(weights, 3, replacement=False))
+    assert sorted(unique) == [1, 2, 4]
+    assert len(data.WeightedRandomSampler(weights, 9)) == 9
+
+
+@pytest.mark.parametrize("make", [
+    lambda D: D.RandomSampler(range(3), replacement=1),
+    lambda D: D.RandomSampler(range(3), num_samples=0),
+    lambda D: D.RandomSampler(range(3), num_samples=2.5),
+    lambda D: D.WeightedRandomSampler([1.0, 2.0], 0),
+    lambda D: D.WeightedRandomSampler([1.0, 2.0], 3, replacement="yes"),
+    lambda D: D.WeightedRandomSampler([[1.0, 2.0]], 3),
+    lambda D: D.BatchSampler(range(3), 0, False),
+    lambda D: D.BatchSampler(range(3), 2, 1),
+    lambda D: D.DataLoader(squares(D, 3), sampler=[0], shuffle=True),
+    lambda D: D.DataLoader(squares(D, 3), batch_sampler=[[0]], batch_size=2),
+    lambda D: D.DataLoader(squares(D, 3), batch_sampler=[[0]], drop_last=True),
+    lambda D: D.DataLoader(squares(D, 3), batch_sampler=[[0]], sampler=[0]),
+    lambda D: D.DataLoader(counting(D, 3), shuffle=True),
+    lambda D: D.DataLoader(counting(D, 3), sampler=[0]),
+    lambda D: D.DataLoader(squares(D, 3), prefetch_factor=2),
+    lambda D: D.DataLoader(squares(D, 3), persistent_workers=True),
+    lambda D: D.DataLoader(squares(D, 3), num_workers=-1),
+    lambda D: D.DataLoader(squares(D, 3), timeout=-1),
+    lambda D: D.StackDataset(squares(D, 3), squares(D, 4)),
+    lambda D: D.StackDataset(),
+    lambda D: D.ConcatDataset([]),
+    lambda D: D.ConcatDataset([counting(D, 2)]),
+    lambda D: D.ConcatDataset([squares(D, 3)])[-4],
+])
+def test_sampler_and_loader_argument_errors_match_torch(make):
+    with pytest.raises(Exception) as t:
+        make(tdata)
+    with pytest.raises(Exception) as k:
+        make(data)
+    assert type(k.value) is type(t.value)
+    assert str(k.value) == str(t.value).replace("torch.", "kael.")
+
+
+def test_no_worker_info_without_workers():
+    assert data.get_worker_info() is None and tdata.get_worker_info() is None
