@@ -12,7 +12,9 @@ import collections.abc
 import gzip
 import math
 import os
+import queue
 import sys
+import threading
 import zlib
 
 import kael
@@ -20,7 +22,8 @@ from kael import _C
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
            "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
-           "BatchSampler", "DataLoader", "random_split", "get_worker_info", "default_collate", "default_convert",
+           "BatchSampler", "DataLoader", "random_split", "get_worker_info", "WorkerInfo", "default_collate",
+           "default_convert",
            "read_idx", "load_mnist"]
 
 
@@ -213,7 +216,8 @@ class RandomSampler(Sampler):
             return
         for _ in range(self.num_samples // n):
             yield from kael.randperm(n, generator=self.generator).tolist()
-        yield from kael.randperm(n, generator=self.generator)[:self.num_samples % n].tolist()
+        if self.num_samples % n:  # (no draw for an empty remainder: one randperm per epoch by default)
+            yield from kael.randperm(n, generator=self.generator)[:self.num_samples % n].tolist()
 
     def __len__(self):
         return self.num_samples
@@ -283,10 +287,32 @@ class BatchSampler(Sampler):
         return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
 
 
+class WorkerInfo:
+    """What a DataLoader worker thread knows of itself (get_worker_info() in it): id (0 to
+    num_workers - 1), num_workers, seed (the epoch's base seed + id) and dataset (the loader's
+    own: threads share it), as torch's WorkerInfo with worker_method 'thread'."""
+
+    __slots__ = ("id", "num_workers", "seed", "dataset", "worker_method")
+
+    def __init__(self, id, num_workers, seed, dataset):
+        for name, value in (("id", id), ("num_workers", num_workers), ("seed", seed), ("dataset", dataset),
+                            ("worker_method", "thread")):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise RuntimeError(f"Cannot assign attributes to {type(self).__name__} objects")
+
+    def __repr__(self):
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, dataset={self.dataset!r})"
+
+
+_worker_local = threading.local()
+
+
 def get_worker_info():
-    """None: kael's DataLoader loads in the calling process (num_workers=0), as torch's returns in
-    its main process."""
-    return None
+    """The WorkerInfo of the DataLoader worker thread calling it; None outside workers (as torch
+    returns in its main process)."""
+    return getattr(_worker_local, "info", None)
 
 
 def random_split(dataset, lengths, generator=None):
@@ -401,24 +427,26 @@ class DataLoader:
     generator=, else the default generator) grouped by batch_sampler (default: BatchSampler), or
     the samples of an IterableDataset as it yields them. collate_fn turns a list of samples into a
     batch (default_collate; default_convert for each sample when batch_size is None). Batches are
-    built in the calling thread: num_workers=0 only, and the worker options (prefetch_factor,
-    persistent_workers) are refused as torch refuses them without workers."""
+    built in the calling thread, or with num_workers > 0 by that many worker threads (not
+    processes: Note [DataLoader workers are threads]), at most prefetch_factor batches ahead per
+    worker."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device="", in_order=True):
-        if num_workers < 0:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
-        if num_workers != 0:
-            raise NotImplementedError("DataLoader: only num_workers=0 is supported (batches are built in the "
-                                      "calling thread)")
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
-        if prefetch_factor is not None:
+        if num_workers == 0 and prefetch_factor is not None:
             raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
                              "to enable multiprocessing, otherwise set prefetch_factor to None.")
-        if persistent_workers:
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if isinstance(dataset, IterableDataset):
             for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
@@ -455,7 +483,8 @@ class DataLoader:
         self.batch_sampler = batch_sampler
         self.collate_fn = collate_fn
         self.generator = generator
-        self.num_workers = 0
+        self.num_workers = num_workers
+        self.multiprocessing_context = multiprocessing_context
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
@@ -476,6 +505,9 @@ class DataLoader:
             # torch's batch sampler slices with itertools.islice, which raises this ValueError
             # at the first batch; kael raises the same class there, with what is wrong
             raise ValueError(f"DataLoader: batch_size={self.batch_size} is larger than sys.maxsize ({sys.maxsize})")
+        if self.num_workers > 0:
+            yield from _threaded_batches(self)
+            return
         if isinstance(self.dataset, IterableDataset):
             yield from self._iterable_batches()
             return
@@ -519,6 +551,147 @@ class DataLoader:
                 batch = []
         if batch and not self.drop_last:
             yield collate(batch)
+
+
+# Note [DataLoader workers are threads]
+# torch's workers are processes, each with a copy of the dataset; kael's are threads of the calling
+# process sharing the loader's dataset: kael's kernels release the GIL, as do file reads, so
+# threads overlap the work that dominates loading tensors, without pickling the dataset or every
+# batch. Otherwise they follow torch's protocol: batch k (its indices drawn by the calling thread
+# from batch_sampler, or sampler without batching) goes to worker k % num_workers, at most
+# prefetch_factor batches per worker are in flight, and batches come back in order (in_order=False:
+# as they are done). An IterableDataset is iterated by every worker (each its own iter(dataset): a
+# dataset shards itself through get_worker_info(), as in torch, or each worker yields all of it);
+# an exhausted worker drops out of the rotation. worker_init_fn(id) runs first in each worker,
+# with get_worker_info() set. Its seed is base + id, base derived from the initial seed of the
+# loader's generator (or the default one) and the loader's epoch count: reproducible, and drawn
+# from no generator, so the batches come in the same order with any num_workers (torch draws its
+# base seed from the generator that also shuffles). An exception in a worker is raised in the calling thread, the same object; the workers of
+# an epoch stop when it ends, is abandoned (the iterator closed or collected) or fails.
+# persistent_workers keeps no threads between epochs (they are cheap to start); the option is
+# checked and kept. timeout > 0 bounds the wait for each batch (RuntimeError, torch's message).
+_STOP = object()
+_EXHAUSTED = object()
+
+
+def _worker_loop(loader, worker_id, seed, tasks, results, stop):
+    _worker_local.info = WorkerInfo(worker_id, loader.num_workers, seed, loader.dataset)
+    iterable = isinstance(loader.dataset, IterableDataset)
+    try:
+        if loader.worker_init_fn is not None:
+            loader.worker_init_fn(worker_id)
+        source = iter(loader.dataset) if iterable else None
+    except BaseException as e:  # noqa: B036 (reported to the calling thread, which raises it)
+        results.put((None, worker_id, e))
+        return
+    while not stop.is_set():
+        task = tasks.get()
+        if task is _STOP:
+            return
+        number, indices = task
+        try:
+            if iterable:
+                batch = _next_iterable_batch(loader, source)
+            elif loader.batch_sampler is None:
+                convert = loader.collate_fn if loader.collate_fn is not None else default_convert
+                batch = convert(loader.dataset[indices])
+            else:
+                collate = loader.collate_fn if loader.collate_fn is not None else default_collate
+                batch = collate([loader.dataset[i] for i in indices])
+        except BaseException as e:  # noqa: B036
+            results.put((number, worker_id, e))
+            return
+        results.put((number, worker_id, batch))
+
+
+def _next_iterable_batch(loader, source):
+    """The next batch of an IterableDataset's iterator, or _EXHAUSTED."""
+    if loader.batch_size is None:
+        for sample in source:
+            return (loader.collate_fn if loader.collate_fn is not None else default_convert)(sample)
+        return _EXHAUSTED
+    samples = []
+    for sample in source:
+        samples.append(sample)
+        if len(samples) == loader.batch_size:
+            break
+    if not samples or (len(samples) < loader.batch_size and loader.drop_last):
+        return _EXHAUSTED
+    return (loader.collate_fn if loader.collate_fn is not None else default_collate)(samples)
+
+
+def _threaded_batches(loader):
+    workers = loader.num_workers
+    loader._epochs = getattr(loader, "_epochs", 0) + 1
+    initial = (loader.generator.initial_seed() if loader.generator is not None else kael.initial_seed())
+    seed = (initial + 0x9E3779B97F4A7C15 * loader._epochs) % (1 << 62)
+    iterable = isinstance(loader.dataset, IterableDataset)
+    if iterable:
+        tickets = iter(int, 1)  # a task per batch until every worker is exhausted
+    elif loader.batch_sampler is not None:
+        tickets = iter(loader.batch_sampler)
+    else:
+        tickets = iter(loader.sampler)
+    tasks = [queue.SimpleQueue() for _ in range(workers)]
+    results = queue.SimpleQueue()
+    stop = threading.Event()
+    threads = [threading.Thread(target=_worker_loop, args=(loader, w, seed + w, tasks[w], results, stop),
+                                name=f"kael DataLoader worker {w}", daemon=True) for w in range(workers)]
+    for t in threads:
+        t.start()
+    active = list(range(workers))  # the workers still in the rotation
+    rotation = 0
+    in_flight = {}  # task number -> worker
+    done = {}  # finished batches waiting for their turn (in_order)
+    sent = 0
+    next_out = 0
+    depth = max(1, loader.prefetch_factor) * workers
+    tickets_left = True
+    try:
+        while True:
+            while tickets_left and len(in_flight) < depth and active:
+                try:
+                    indices = next(tickets)
+                except StopIteration:
+                    tickets_left = False
+                    break
+                worker = active[rotation % len(active)]
+                rotation += 1
+                tasks[worker].put((sent, indices))
+                in_flight[sent] = worker
+                sent += 1
+            if not in_flight and not done:
+                return
+            if loader.in_order and next_out in done:
+                batch = done.pop(next_out)
+                next_out += 1
+                if batch is not _EXHAUSTED:
+                    yield batch
+                continue
+            if not in_flight:  # every task sent is in flight, waiting in done, or yielded
+                raise RuntimeError(f"DataLoader: batch {next_out} was lost by the workers")
+            try:
+                number, worker, batch = results.get(timeout=loader.timeout if loader.timeout > 0 else None)
+            except queue.Empty:
+                raise RuntimeError(f"DataLoader timed out after {loader.timeout} seconds") from None
+            if isinstance(batch, BaseException):
+                raise batch
+            del in_flight[number]
+            if batch is _EXHAUSTED:
+                if worker in active:
+                    active.remove(worker)
+                if not active:
+                    tickets_left = False
+            if loader.in_order:
+                done[number] = batch
+            elif batch is not _EXHAUSTED:
+                yield batch
+    finally:
+        stop.set()
+        for q in tasks:
+            q.put(_STOP)
+        for t in threads:
+            t.join()
 
 
 # ---------------------------------------------------------------- IDX files (MNIST)

@@ -116,8 +116,9 @@ def test_loader_argument_checks():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="batch_size should be a positive integer"):
             data.DataLoader(ds, batch_size=bad)
-    with pytest.raises(NotImplementedError, match="num_workers"):
-        data.DataLoader(ds, num_workers=2)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+            data.DataLoader(ds, num_workers=bad)
     with pytest.raises(AssertionError, match="Size mismatch"):
         data.TensorDataset(kael.zeros(3), kael.zeros(4))
     with pytest.raises(AssertionError, match="Size mismatch"):
@@ -383,3 +384,143 @@ def test_sampler_and_loader_argument_errors_match_torch(make):
 
 def test_no_worker_info_without_workers():
     assert data.get_worker_info() is None and tdata.get_worker_info() is None
+
+
+# ---------------------------------------------------------------- worker threads (num_workers > 0)
+
+import threading  # noqa: E402
+import time  # noqa: E402
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("make", [
+    lambda D, w: D.DataLoader(squares(D, 23), batch_size=4, num_workers=w),
+    lambda D, w: D.DataLoader(squares(D, 23), batch_size=5, drop_last=True, num_workers=w,
+                              prefetch_factor=1 if w else None),
+    lambda D, w: D.DataLoader(squares(D, 9), batch_size=None, num_workers=w),
+    lambda D, w: D.DataLoader(squares(D, 9), batch_sampler=[[3, 1], [8], [0, 2, 4, 6]], num_workers=w),
+    lambda D, w: D.DataLoader(squares(D, 9), batch_size=2, sampler=[8, 7, 1, 0, 5], num_workers=w),
+], ids=["batches", "drop-last", "no-batching", "batch-sampler", "sampler"])
+def test_worker_threads_give_torchs_batches_in_order(make, workers):
+    # torch's with no workers: its workers (processes) give the same batches in the same order
+    assert as_lists(make(data, workers)) == as_lists(make(tdata, 0))
+
+
+def test_worker_threads_keep_the_shuffled_order_of_no_workers():
+    ds = data.TensorDataset(kael.arange(40))
+    orders = []
+    for workers in (0, 1, 3):
+        loader = data.DataLoader(ds, batch_size=6, shuffle=True, num_workers=workers,
+                                 generator=kael.Generator().manual_seed(11))
+        orders.append([[b[0].tolist() for b in loader] for _ in range(2)])  # two epochs
+    assert orders[0] == orders[1] == orders[2]
+    assert orders[0][0] != orders[0][1] and sorted(sum(orders[0][0], [])) == list(range(40))
+    # the general path (a dataset other than TensorDataset) draws the same orders
+    loader = data.DataLoader(squares(data, 40), batch_size=6, shuffle=True, num_workers=2,
+                             generator=kael.Generator().manual_seed(11))
+    assert [[b[0].tolist() for b in loader] for _ in range(2)] == orders[0]
+
+
+class Sharded:
+    """An IterableDataset of range(n) that each worker reads every num_workers-th element of
+    (torch's documented way to split an IterableDataset among workers)."""
+
+    def __init__(self, n, lib_data):
+        self.n, self.lib_data = n, lib_data
+
+    def __iter__(self):
+        info = self.lib_data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, self.n, step))
+
+
+def test_iterable_datasets_with_workers_match_torchs_workers():
+    for sharded in (False, True):
+        got = {}
+        for D in (data, tdata):
+            ds = (type("S", (Sharded, D.IterableDataset), {})(11, D) if sharded else counting(D, 7))
+            got[D] = as_lists(D.DataLoader(ds, batch_size=3, num_workers=2))
+        assert got[data] == got[tdata], sharded
+    # in_order=False: the same batches, in any order
+    loader = data.DataLoader(counting(data, 7), batch_size=2, num_workers=3, in_order=False)
+    assert sorted(map(str, as_lists(loader))) == sorted(map(str, as_lists(data.DataLoader(counting(data, 7), batch_size=2,
+                                                                                         num_workers=3))))
+
+
+def test_worker_info_and_init_fn_run_in_each_worker_thread():
+    seen = []
+    lock = threading.Lock()
+
+    def init(worker_id):
+        info = data.get_worker_info()
+        with lock:
+            seen.append((worker_id, info.id, info.num_workers, info.worker_method, threading.current_thread().name))
+
+    class Probe(data.Dataset):
+        def __getitem__(self, i):
+            info = data.get_worker_info()
+            return i, info.id, info.dataset is self
+
+        def __len__(self):
+            return 12
+
+    ds = Probe()
+    batches = list(data.DataLoader(ds, batch_size=2, num_workers=3, worker_init_fn=init))
+    assert sorted(s[:4] for s in seen) == [(w, w, 3, "thread") for w in range(3)]
+    assert all(name != threading.current_thread().name for *_, name in seen)
+    # batch k from worker k % 3, which sees the loader's dataset
+    assert [b[1].tolist() for b in batches] == [[k % 3] * 2 for k in range(6)]
+    assert all(all(b[2]) for b in batches) and data.get_worker_info() is None
+    info = None
+
+    def grab(worker_id):
+        nonlocal info
+        info = data.get_worker_info()
+    list(data.DataLoader(ds, num_workers=1, worker_init_fn=grab))
+    with pytest.raises(RuntimeError, match="Cannot assign attributes to WorkerInfo objects"):
+        info.id = 5
+
+
+def test_worker_errors_reach_the_caller_and_the_threads_end():
+    before = threading.active_count()
+
+    class Fails(data.Dataset):
+        def __getitem__(self, i):
+            if i == 7:
+                raise KeyError(f"no sample {i}")
+            return i
+
+        def __len__(self):
+            return 20
+
+    for workers in (1, 4):
+        with pytest.raises(KeyError, match="no sample 7"):
+            list(data.DataLoader(Fails(), batch_size=2, num_workers=workers))
+    with pytest.raises(ZeroDivisionError):
+        list(data.DataLoader(Fails(), num_workers=2, worker_init_fn=lambda w: 1 / 0))
+    # an epoch abandoned part way stops its workers
+    it = iter(data.DataLoader(squares(data, 50), batch_size=2, num_workers=3))
+    next(it)
+    it.close()
+    assert threading.active_count() == before
+
+
+def test_worker_timeout_raises_torchs_error():
+    class Slow(data.Dataset):
+        def __getitem__(self, i):
+            time.sleep(1.0)
+            return i
+
+        def __len__(self):
+            return 2
+
+    with pytest.raises(RuntimeError, match=r"DataLoader timed out after 0.05 seconds"):
+        list(data.DataLoader(Slow(), num_workers=1, timeout=0.05))
+
+
+def test_worker_option_checks_match_torch():
+    for D in (data, tdata):
+        with pytest.raises(ValueError, match="prefetch_factor option should be non-negative"):
+            D.DataLoader(squares(D, 3), num_workers=2, prefetch_factor=-1)
+        loader = D.DataLoader(squares(D, 3), num_workers=2, persistent_workers=True)
+        assert loader.prefetch_factor == 2 and loader.persistent_workers and loader.num_workers == 2
