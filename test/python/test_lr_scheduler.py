@@ -171,9 +171,16 @@ def run_both(make, steps=40, opt_name="SGD", metrics=None, **opt_kwargs):
                                     L.MultiStepLR(o, milestones=[3, 6], gamma=0.5)], milestones=[10]),
     lambda L, o: L.ChainedScheduler([L.ConstantLR(o, factor=0.1, total_iters=4), L.ExponentialLR(o, gamma=0.9)]),
     lambda L, o: L.ChainedScheduler([L.LinearLR(o, total_iters=6), L.CosineAnnealingWarmRestarts(o, T_0=7)], o),
+    lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=4),
+    lambda L, o: L.CyclicLR(o, base_lr=[0.01, 0.002], max_lr=[0.1, 0.05], step_size_up=3, step_size_down=7,
+                            mode="triangular2", base_momentum=0.7, max_momentum=0.95),
+    lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=5, mode="exp_range", gamma=0.97),
+    lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2, scale_fn=lambda x: 1 / (x + 1),
+                            scale_mode="iterations", cycle_momentum=False),
 ], ids=["multiplicative", "multiplicative-per-group", "constant", "constant-args", "polynomial", "polynomial-power",
         "warm-restarts", "warm-restarts-mult", "one-cycle", "one-cycle-three-phase", "one-cycle-no-momentum",
-        "sequential-warmup-cosine", "sequential-three", "sequential-milestones", "chained", "chained-restarts"])
+        "sequential-warmup-cosine", "sequential-three", "sequential-milestones", "chained", "chained-restarts",
+        "cyclic", "cyclic-triangular2", "cyclic-exp-range", "cyclic-scale-fn"])
 def test_composed_sequences_equal_torch(make):
     tseq, kseq, _, _ = run_both(make)
     assert kseq == tseq
@@ -289,8 +296,23 @@ def test_composed_argument_checks_match_torch():
             (ValueError, "mode sideways is unknown!", lambda: L.ReduceLROnPlateau(opt, mode="sideways")),
             (ValueError, "threshold mode x is unknown!", lambda: L.ReduceLROnPlateau(opt, threshold_mode="x")),
             (TypeError, "lr_lambda should be a function, but got int", lambda: L.MultiplicativeLR(opt, 3)),
+            (ValueError, "mode is invalid and scale_fn is None", lambda: L.CyclicLR(opt, 0.1, 1.0, mode="square")),
+            (ValueError, "base_lr must have the same length", lambda: L.CyclicLR(opt, [0.1], 1.0)),
         ]
         for exc, message, call in cases:
             with pytest.raises(exc, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                                .replace(".", r"\.").replace("`", "`")):
                 call()
+
+
+def test_cyclic_lr_moves_adams_beta1_and_its_state_dict_round_trips():
+    make = lambda L, o: L.CyclicLR(o, base_lr=0.001, max_lr=0.01, step_size_up=3, base_momentum=0.85,
+                                   max_momentum=0.95)
+    tseq, kseq, ts, ks = run_both(make, steps=15, opt_name="Adam")
+    assert kseq == tseq
+    state = ks.state_dict()
+    assert state["_scale_fn_custom"] is None and "optimizer" not in state
+    _, kopt2 = pair_with("Adam")
+    other = make(lr_scheduler, kopt2)
+    other.load_state_dict(state)
+    assert other.last_epoch == ks.last_epoch and other.get_lr() == ks.get_lr()
