@@ -181,7 +181,7 @@ HANDWRITTEN_TENSOR.update({d.method: ((lambda m: lambda x: getattr(x, m)())(d.me
 # Hand-written names that read metadata or values and make no tensor, with the reason.
 HANDWRITTEN_OTHER = {
     "size", "stride", "dim", "numel", "element_size", "is_contiguous", "data_ptr", "shape", "dtype", "device",
-    "ndim", "is_cuda", "itemsize", "_version", "_base", "_is_view", "is_floating_point",  # metadata
+    "ndim", "is_cuda", "is_cpu", "itemsize", "_version", "_base", "_is_view", "is_floating_point",  # metadata
     "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__len__", "__repr__", "__str__",
     "__hash__", "__format__", "__delitem__",  # read values or identity; deletion raises
     "cuda",  # to.device, like cpu(); checked below against the build's backends

@@ -83,6 +83,13 @@ def float32_sweep():
     return np.concatenate([x, edges])
 
 
+def float32_sweep_and_dense(hi, step):
+    """float32_sweep() and every step-th float32 of magnitude in [0.25, hi), of both signs."""
+    dense = np.arange(np.float32(0.25).view(np.uint32), np.float32(hi).view(np.uint32), step,
+                      dtype=np.uint32).view(np.float32)
+    return np.concatenate([float32_sweep(), dense, -dense])
+
+
 def float64_sweep(rng, lo, hi, n=1 << 18):
     """Random float64 bit patterns (every exponent) and uniform values in [lo, hi]."""
     bits = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
@@ -280,10 +287,7 @@ def gelu_reference(x):
 
 def test_float32_gelu_ulp_error_within_documented_bound():
     pos_bound, neg_bound = documented_gelu_bounds()
-    x = float32_sweep()
-    dense = np.arange(np.float32(0.25).view(np.uint32), np.float32(6.0).view(np.uint32), 97,
-                      dtype=np.uint32).view(np.float32)
-    x = np.concatenate([x, dense, -dense])
+    x = float32_sweep_and_dense(6.0, 97)
     got = gelu_apply(x)
     err = ulp_errors(got, gelu_reference(x), np.float32)
     for sel, bound in ((x >= -1, pos_bound), ((x < -1) & (x >= -GELU_HI), neg_bound)):
@@ -348,10 +352,7 @@ def documented_gelu_tanh_bound():
 
 def test_float32_gelu_tanh_ulp_error_within_documented_bound():
     base, per = documented_gelu_tanh_bound()
-    x = float32_sweep()
-    dense = np.arange(np.float32(0.25).view(np.uint32), np.float32(12.0).view(np.uint32), 37,
-                      dtype=np.uint32).view(np.float32)
-    x = np.concatenate([x, dense, -dense])
+    x = float32_sweep_and_dense(12.0, 37)
     x = x[np.isfinite(x)]
     got = gelu_tanh_apply(x)
     ref, n = gelu_tanh_reference(x)
