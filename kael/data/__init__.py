@@ -1,5 +1,5 @@
-"""kael.data: datasets, samplers, batching and the MNIST reader (torch.utils.data's core,
-num_workers=0).
+"""kael.data: datasets, samplers, batching (in the calling thread, or in worker threads with
+num_workers > 0) and the MNIST reader: torch.utils.data's core.
 
 A DataLoader over a TensorDataset (with the default collation and sampling) builds each batch with
 one index_select per tensor instead of indexing and stacking samples one by one; shuffle draws the
