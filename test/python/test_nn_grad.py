@@ -298,6 +298,12 @@ def test_parameters_to_vector_and_back_match_torch():
     for lib, layer in ((kael, kl), (torch, tl)):
         with pytest.raises(TypeError, match="but got: list"):
             lib.nn.utils.vector_to_parameters([1.0] * 8, layer.parameters())
+    # a vector too short for the last parameter: kael raises before replacing any (torch has
+    # replaced the weight by then)
+    before = [p.tolist() for p in kl.parameters()]
+    with pytest.raises((RuntimeError, ValueError)):
+        nn.utils.vector_to_parameters(kael.zeros(7), kl.parameters())
+    assert [p.tolist() for p in kl.parameters()] == before
 
 
 # ------------------------------------------------------------------ training against torch

@@ -28,8 +28,11 @@ def vector_to_parameters(vec, parameters):
         raise TypeError(f"expected kael.Tensor, but got: {kind}")
     device = None
     offset = 0
-    for param in parameters:
+    pieces = []
+    for param in parameters:  # every slice and view first: an error leaves every parameter as it was
         device = _same_device(param, device)
         n = param.numel()
-        param.data = vec[offset:offset + n].view_as(param).data
+        pieces.append((param, vec[offset:offset + n].view_as(param).data))
         offset += n
+    for param, piece in pieces:
+        param.data = piece
