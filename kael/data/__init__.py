@@ -511,17 +511,12 @@ class DataLoader:
         if isinstance(self.dataset, IterableDataset):
             yield from self._iterable_batches()
             return
-        if self.batch_sampler is None:
-            convert = self.collate_fn if self.collate_fn is not None else default_convert
-            for i in self.sampler:
-                yield convert(self.dataset[i])
-            return
-        if self._default_sampling and isinstance(self.dataset, TensorDataset) and self.collate_fn is None:
+        if self.batch_sampler is not None and self._default_sampling and isinstance(self.dataset, TensorDataset) \
+                and self.collate_fn is None:
             yield from self._tensor_batches()
             return
-        collate = self.collate_fn if self.collate_fn is not None else default_collate
-        for indices in self.batch_sampler:
-            yield collate([self.dataset[i] for i in indices])
+        for task in (self.sampler if self.batch_sampler is None else self.batch_sampler):
+            yield _fetch(self, task)
 
     def _tensor_batches(self):
         """The default sampling of a TensorDataset, one index_select per tensor and batch (the
@@ -537,20 +532,9 @@ class DataLoader:
             yield [t.index_select(0, index) for t in self.dataset.tensors]
 
     def _iterable_batches(self):
-        if self.batch_size is None:
-            convert = self.collate_fn if self.collate_fn is not None else default_convert
-            for sample in self.dataset:
-                yield convert(sample)
-            return
-        collate = self.collate_fn if self.collate_fn is not None else default_collate
-        batch = []
-        for sample in self.dataset:
-            batch.append(sample)
-            if len(batch) == self.batch_size:
-                yield collate(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield collate(batch)
+        source = iter(self.dataset)
+        while (batch := _next_iterable_batch(self, source)) is not _EXHAUSTED:
+            yield batch
 
 
 # Note [DataLoader workers are threads]
@@ -590,18 +574,20 @@ def _worker_loop(loader, worker_id, seed, tasks, results, stop):
             return
         number, indices = task
         try:
-            if iterable:
-                batch = _next_iterable_batch(loader, source)
-            elif loader.batch_sampler is None:
-                convert = loader.collate_fn if loader.collate_fn is not None else default_convert
-                batch = convert(loader.dataset[indices])
-            else:
-                collate = loader.collate_fn if loader.collate_fn is not None else default_collate
-                batch = collate([loader.dataset[i] for i in indices])
+            batch = _next_iterable_batch(loader, source) if iterable else _fetch(loader, indices)
         except BaseException as e:  # noqa: B036
             results.put((number, worker_id, e))
             return
         results.put((number, worker_id, batch))
+
+
+def _fetch(loader, task):
+    """The batch of a batch sampler's list of indices, or the sample of a sampler's index (no
+    batching)."""
+    if loader.batch_sampler is None:
+        return (loader.collate_fn if loader.collate_fn is not None else default_convert)(loader.dataset[task])
+    return (loader.collate_fn if loader.collate_fn is not None else default_collate)(
+        [loader.dataset[i] for i in task])
 
 
 def _next_iterable_batch(loader, source):

@@ -29,7 +29,7 @@ class Adam(Optimizer):
         _check(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
-                        **_how_to_run(type(self).__name__, foreach, fused, differentiable, capturable=capturable))
+                        **_how_to_run(type(self).__name__, foreach, differentiable, capturable=capturable, fused=fused))
         super().__init__(params, defaults)
 
     @_update_under_no_grad

@@ -29,16 +29,16 @@ def _update_under_no_grad(step):
     return wrapper
 
 
-def _how_to_run(name, foreach=None, fused=None, differentiable=False, **more):
+def _how_to_run(name, foreach=None, differentiable=False, **more):
     """torch's options of how a step runs, checked as torch checks them and kept in the groups
     as torch keeps them. kael runs one path whatever they say (its fused step where the
     parameters allow, docs/decisions.md); only differentiable=True, a step that autograd
     records, is refused."""
-    if fused and foreach:
+    if more.get("fused") and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
     if differentiable:
         raise ValueError(f"{name}: differentiable=True (a step that autograd records) is not supported by kael")
-    return dict(foreach=foreach, fused=fused, differentiable=differentiable, **more)
+    return dict(foreach=foreach, differentiable=differentiable, **more)
 
 
 class _ParamState(dict):

@@ -20,8 +20,7 @@ class RMSprop(Optimizer):
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered,
-                        maximize=maximize, **_how_to_run("RMSprop", foreach, None, differentiable, capturable=capturable))
-        del defaults["fused"]  # (torch's RMSprop has no fused form)
+                        maximize=maximize, **_how_to_run("RMSprop", foreach, differentiable, capturable=capturable))
         super().__init__(params, defaults)
 
     @_update_under_no_grad

@@ -18,7 +18,7 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
-                        maximize=maximize, **_how_to_run("SGD", foreach, fused, differentiable))
+                        maximize=maximize, **_how_to_run("SGD", foreach, differentiable, fused=fused))
         super().__init__(params, defaults)
 
     @_update_under_no_grad
