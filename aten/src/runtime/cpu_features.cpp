@@ -78,9 +78,9 @@ std::int64_t detect_streaming_store_min_bytes() noexcept {
     if (std::strcmp(env, "1") == 0) return 1;
     if (std::strcmp(env, "0") == 0) return std::numeric_limits<std::int64_t>::max();
   }
-  // Half the last-level cache (Note [Streaming stores]): its size from Linux's sysfs (glibc's
-  // sysconf can be wrong in a virtual machine: 320 MB for a 32 MB L3 on one), else sysconf, else
-  // 32 MB.
+  // Half the last-level cache, at most 64 MB (Note [Streaming stores]): its size from Linux's
+  // sysfs (glibc's sysconf can be wrong in a virtual machine: 320 MB for a 32 MB L3 on one), else
+  // sysconf, else 32 MB.
   long long llc = -1;
   int best_level = 0;
   for (int index = 0; index < 16; ++index) {
@@ -108,7 +108,7 @@ std::int64_t detect_streaming_store_min_bytes() noexcept {
   if (llc <= 0) llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
   if (llc <= 0) llc = 32LL << 20;
-  return static_cast<std::int64_t>(llc) / 2;
+  return std::min<std::int64_t>(static_cast<std::int64_t>(llc) / 2, std::int64_t{64} << 20);
 }
 
 }  // namespace kael::native

@@ -213,9 +213,17 @@ inline bool prefetch_reads() noexcept {
 // reads each line of the output from memory (to own it in cache), so a + b moves 16 bytes per
 // element where 12 are needed, and an output that large would leave the caches anyway. The
 // threshold is half the last-level cache (an output and an input of that size do not fit in it
-// together); below it a result stays in cache for the op that reads it next. One line per
-// buffer: with 1 KB buffers the compute-bound kernels lost 5-10% (exp, log at 1 thread, AMD Zen
-// 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M float32,
+// together), at most 64 MB; below it a result stays in cache for the op that reads it next. The
+// cap is for the large caches of server sockets, shared by dozens of cores and, on a shared
+// host, by other tenants: the Intel Xeon virtual machine of docs/performance.md reports a 480 MB
+// L3 (a 240 MB threshold), yet a sum reads 64 MB at the cache's rate and 128 MB at memory's.
+// tools/bench/streaming.py there (2026-12-03 20:01, plain -> streaming GB/s, 1 thread; 2 threads):
+// at 64 MB outputs a + b 16.6 -> 23.5; 33.6 -> 52.7, exp 16.0 -> 21.8; 32.8 -> 46.5, and with a
+// sum reading the output next 18.1 -> 22.0; 40.6 -> 43.5 (a + b) and 19.7 -> 20.0; 38.7 -> 34.7
+// (exp). At 32 MB the chains lose (a + b then sum 25.2 -> 23.2; 55.5 -> 47.1): the output would
+// have stayed in cache.
+// One line per buffer: with 1 KB buffers the compute-bound kernels lost 5-10% (exp, log at 1
+// thread, AMD Zen 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M float32,
 // tools/bench/throughput.py, KAEL_STREAMING_STORES=0 against 1, two runs each): a + b 27.4 and
 // 24.9 against 38.2 and 37.7 GB/s, copy_ 31.2 and 30.9 against 41.4 and 48.9; exp 24.1 and 23.4
 // against 26.3 and 21.6, gelu 16.4 and 16.4 against 16.6 and 16.7 (bound by their arithmetic).
@@ -227,6 +235,16 @@ inline bool prefetch_reads() noexcept {
 // sets tls_run_elements to the row's length around each piece, so that pieces of a 64 MB output
 // stream however many pieces the pool cuts (Note [Pieces and stealing] in
 // kael/runtime/threads.h); elsewhere it is 0 and the run is the inner loop's own.
+//
+// Note [The line loop stays a loop]
+// The formula's loop runs once per 64-byte line on the streaming path (count = kLine after
+// inlining). Left to itself GCC unrolls those 16 iterations completely before it vectorises, and
+// its SLP pass then keeps the loads and the arithmetic one lane at a time and builds the line's
+// vector from 16 scalars: a + b streamed at 10 GB/s where its plain loop ran at 17 (Intel Xeon,
+// 1 thread, 16M float32). `#pragma GCC unroll 1` keeps it a loop, which the vectoriser turns into
+// one 64-byte load per input, one operation and one vmovntdq; a + b then streams at 24-25 GB/s.
+// The plain path's loop is the same loop with a run-time count, vectorised either way (its
+// in-cache rates did not change).
 std::int64_t detect_streaming_store_min_bytes() noexcept;
 inline std::int64_t streaming_store_min_bytes() noexcept {
   static const std::int64_t bytes = detect_streaming_store_min_bytes();
@@ -342,6 +360,10 @@ struct PointwiseInner {
           simd_contiguous<F>(dst, in[0] + begin, count);
           return;
         }
+#endif
+#ifndef __CUDACC__
+        // Kept a loop (Note [The line loop stays a loop]).
+#pragma GCC unroll 1
 #endif
         for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
       };
