@@ -4,7 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kael/core/half.h"
@@ -281,6 +284,21 @@ TEST(LoopForms, ContiguousLoopMatchesElementwiseResults) {
             n, out_offset, in_offset, [](double x) { return static_cast<std::int16_t>(x); });
       }
     }
+  }
+}
+
+// The size from which outputs stream (Note [Streaming stores]): forced by KAEL_STREAMING_STORES,
+// else half the last-level cache and never more than 64 MB, whatever cache the machine reports.
+TEST(LoopForms, StreamingThresholdIsForcedOrAtMost64MB) {
+  const char* env = std::getenv("KAEL_STREAMING_STORES");
+  const std::int64_t bytes = kael::native::streaming_store_min_bytes();
+  if (env != nullptr && std::string(env) == "1") {
+    EXPECT_EQ(bytes, 1);
+  } else if (env != nullptr && std::string(env) == "0") {
+    EXPECT_EQ(bytes, std::numeric_limits<std::int64_t>::max());
+  } else {
+    EXPECT_GT(bytes, 0);
+    EXPECT_LE(bytes, std::int64_t{64} << 20);
   }
 }
 

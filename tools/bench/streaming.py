@@ -1,11 +1,12 @@
 """Plain against streaming stores, by output size (Note [Streaming stores] in kael/native/loops.h).
 
-For each output size it times a + b and exp(a) into a preallocated float32 output, and the same two
-followed by a sum of the output (the chain, where a streamed output has left the caches before the
+For each output size it times a + b, exp(a) and log(a) (a formula that computes more per element,
+with no SIMD form) into a preallocated float32 output, and a + b and exp followed by a sum of the
+output (the chain, where a streamed output has left the caches before the
 sum reads it). Each configuration runs in its own process with KAEL_STREAMING_STORES=0 (plain
 stores) or =1 (streaming stores for every output), the two alternating --runs times; each cell is
 the median over the runs of the median of --repeats calls, in GB/s (the bytes the op must move:
-12 per element for a + b, 8 for exp, 4 more for the sum).
+12 per element for a + b, 8 for exp and log, 4 more for the sum).
 
     .venv/bin/python tools/bench/streaming.py [--threads 1,2] [--sizes 8,16,32] [--runs 2]
 
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import time
 
-CASES = ("a + b", "exp", "a + b, sum", "exp, sum")
+CASES = ("a + b", "exp", "log", "a + b, sum", "exp, sum")
 
 
 def child(threads, sizes, repeats):
@@ -41,13 +42,15 @@ def child(threads, sizes, repeats):
     for m in sizes:
         n = m * 2**20
         a, b, out = kael.randn(n), kael.randn(n), kael.empty(n)
+        positive = a.abs() + 0.5
         ops = {"a + b": (lambda: kael.add(a, b, out=out), 12),
                "exp": (lambda: kael.exp(a, out=out), 8),
+               "log": (lambda: kael.log(positive, out=out), 8),
                "a + b, sum": (lambda: kael.add(a, b, out=out).sum(), 16),
                "exp, sum": (lambda: kael.exp(a, out=out).sum(), 12)}
         for case, (f, per) in ops.items():
             rates[f"{m}/{case}"] = per * n / median_time(f) / 1e9
-        del a, b, out
+        del a, b, out, positive
     print(json.dumps(rates))
 
 
@@ -75,14 +78,14 @@ def main():
                                      env=env, check=True, capture_output=True, text=True).stdout
                 runs[mode].append(json.loads(out))
         print(f"\n== {threads} thread(s): plain -> streaming")
-        print(f"{'output':>8}  " + "  ".join(f"{c:>16}" for c in CASES))
+        print(f"{'output':>8}  " + "  ".join(f"{c:>15}" for c in CASES))
         for m in sizes:
             cells = []
             for case in CASES:
                 plain = statistics.median(r[f"{m}/{case}"] for r in runs["0"])
                 streamed = statistics.median(r[f"{m}/{case}"] for r in runs["1"])
-                cells.append(f"{plain:6.1f} -> {streamed:5.1f}")
-            print(f"{m * 4:>5} MB  " + "  ".join(f"{c:>16}" for c in cells))
+                cells.append(f"{plain:5.1f} -> {streamed:5.1f}")
+            print(f"{m * 4:>5} MB  " + "  ".join(f"{c:>15}" for c in cells))
 
 
 if __name__ == "__main__":
