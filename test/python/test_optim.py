@@ -80,6 +80,58 @@ def test_rmsprop_matches_torch(kwargs):
     run_steps("RMSprop", kwargs)
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("Adagrad", {"lr": 0.1}),
+    ("Adagrad", {"lr": 0.1, "lr_decay": 0.05, "weight_decay": 0.1, "initial_accumulator_value": 0.5}),
+    ("Adagrad", {"lr": 0.05, "eps": 1e-3, "maximize": True}),
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+    ("Adamax", {}),
+    ("Adamax", {"lr": 0.01, "betas": (0.8, 0.99), "weight_decay": 0.1, "maximize": True}),
+    ("NAdam", {}),
+    ("NAdam", {"lr": 0.01, "weight_decay": 0.1}),
+    ("NAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True, "momentum_decay": 0.01}),
+    ("NAdam", {"lr": 0.01, "maximize": True}),
+    ("RAdam", {}),
+    ("RAdam", {"lr": 0.01, "weight_decay": 0.1}),
+    ("RAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True, "betas": (0.8, 0.9)}),
+    ("RAdam", {"lr": 0.01, "maximize": True, "betas": (0.5, 0.6)}),  # rho_inf = 4: never rectified
+])
+def test_more_optimizers_match_torch(name, kwargs):
+    # RAdam's first five steps (rho_t <= 5) take the momentum alone, the later ones the rectified step
+    run_steps(name, kwargs, steps=10)
+    run_steps(name, kwargs, steps=4, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+def test_more_optimizers_state_and_groups_are_torchs(name):
+    tp, kp = make_params()
+    topt, kopt = getattr(torch.optim, name)(tp, lr=0.01), getattr(optim, name)(kp, lr=0.01)
+    # Adagrad makes its state (the sums) when it is made, the others at their first step
+    assert sorted(kopt.state_dict()["state"]) == sorted(topt.state_dict()["state"])
+    for t, k in zip(tp, kp):
+        g = torch.randn(t.shape)
+        t.grad, k.grad = g, to_kael(g)
+    topt.step()
+    kopt.step()
+    ts, ks = topt.state_dict(), kopt.state_dict()
+    for index, entry in ks["state"].items():
+        assert sorted(entry) == sorted(ts["state"][index])
+        for key, value in entry.items():
+            if key == "step":
+                assert float(value) == float(ts["state"][index][key])
+            else:
+                check(value, ts["state"][index][key])
+    # a group added later gets its options' defaults and, for Adagrad, its state at its first step
+    extra_t, extra_k = torch.nn.Parameter(torch.ones(2)), nn.Parameter(kael.ones(2))
+    topt.add_param_group({"params": [extra_t], "lr": 0.1})
+    kopt.add_param_group({"params": [extra_k], "lr": 0.1})
+    extra_t.grad, extra_k.grad = torch.full((2,), 0.5), kael.full((2,), 0.5)
+    topt.step()
+    kopt.step()
+    check(extra_k, extra_t.detach())
+
+
 def test_adamw_decays_without_gradient_change():
     p = nn.Parameter(kael.ones(3))
     p.grad = kael.zeros(3)
@@ -153,7 +205,9 @@ def test_state_dict_layout_matches_torch():
 
 
 @pytest.mark.parametrize("name,kwargs", [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {"lr": 0.01}),
-                                         ("AdamW", {"lr": 0.01}), ("RMSprop", {"lr": 0.01, "centered": True})])
+                                         ("AdamW", {"lr": 0.01}), ("RMSprop", {"lr": 0.01, "centered": True}),
+                                         ("Adagrad", {"lr": 0.1, "lr_decay": 0.01}), ("Adadelta", {"lr": 0.5}),
+                                         ("Adamax", {"lr": 0.01}), ("NAdam", {"lr": 0.01}), ("RAdam", {"lr": 0.01})])
 def test_state_dict_round_trip_continues_identically(name, kwargs):
     kael.manual_seed(0)
     params_a = [nn.Parameter(kael.randn(s)) for s in SHAPES]
@@ -205,7 +259,14 @@ def test_argument_checks_match_torch():
     cases = [("SGD", {"lr": -1.0}, "Invalid learning rate"), ("SGD", {"lr": 0.1, "momentum": -1}, "momentum"),
              ("SGD", {"lr": 0.1, "nesterov": True}, "Nesterov momentum requires"),
              ("Adam", {"betas": (1.0, 0.9)}, "beta parameter at index 0"), ("Adam", {"eps": -1}, "epsilon"),
-             ("AdamW", {"weight_decay": -1}, "weight_decay"), ("RMSprop", {"alpha": -1}, "alpha")]
+             ("AdamW", {"weight_decay": -1}, "weight_decay"), ("RMSprop", {"alpha": -1}, "alpha"),
+             ("Adagrad", {"lr_decay": -1}, "Invalid lr_decay value: -1"),
+             ("Adagrad", {"initial_accumulator_value": -0.5}, "Invalid initial_accumulator_value value: -0.5"),
+             ("Adagrad", {"eps": -1}, "Invalid epsilon value"), ("Adadelta", {"rho": 1.5}, "Invalid rho value: 1.5"),
+             ("Adadelta", {"weight_decay": -1}, "Invalid weight_decay value"),
+             ("Adamax", {"betas": (0.9, 1.0)}, "beta parameter at index 1"),
+             ("NAdam", {"momentum_decay": -1}, "Invalid momentum_decay value: -1"),
+             ("NAdam", {"lr": -0.1}, "Invalid learning rate: -0.1"), ("RAdam", {"eps": -1}, "Invalid epsilon value")]
     for name, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             getattr(torch.optim, name)(p, **kwargs)
@@ -340,7 +401,7 @@ def test_fused_step_with_parameters_at_different_step_counts():
 
 # ------------------------------------------------------------------ torch's options of how a step runs
 
-OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop"]
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)

@@ -1,0 +1,40 @@
+"""Adamax."""
+import kael
+from kael.optim.adam import _check
+from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
+
+
+class Adamax(Optimizer):
+    """PyTorch's Adamax (Adam with the infinity norm): m = lerp(m, g, 1 - beta1);
+    u = max(beta2 u, |g| + eps); p -= lr / (1 - beta1^t) * m / u."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        _check(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                        **_how_to_run("Adamax", foreach, differentiable, capturable=capturable))
+        super().__init__(params, defaults)
+
+    @_update_under_no_grad
+    def step(self):
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for param in group["params"]:
+                grad = getattr(param, "grad", None)
+                if grad is None:
+                    continue
+                state = self._state_of(param)
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = kael.zeros_like(param)
+                    state["exp_inf"] = kael.zeros_like(param)
+                state["step"] += 1
+                if group["maximize"]:
+                    grad = -grad
+                if weight_decay != 0:
+                    grad = grad.add(param, alpha=weight_decay)
+                exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                kael.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+                clr = lr / (1 - beta1 ** state["step"])
+                param.addcdiv_(exp_avg, exp_inf, value=-clr)
