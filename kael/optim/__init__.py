@@ -8,7 +8,8 @@ from kael.optim.adamax import Adamax
 from kael.optim.nadam import NAdam, RAdam
 from kael.optim.optimizer import Optimizer
 from kael.optim.rmsprop import RMSprop
+from kael.optim.rprop import ASGD, Rprop
 from kael.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
-           "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
+           "ASGD", "lr_scheduler"]

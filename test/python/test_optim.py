@@ -96,14 +96,28 @@ def test_rmsprop_matches_torch(kwargs):
     ("RAdam", {"lr": 0.01, "weight_decay": 0.1}),
     ("RAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True, "betas": (0.8, 0.9)}),
     ("RAdam", {"lr": 0.01, "maximize": True, "betas": (0.5, 0.6)}),  # rho_inf = 4: never rectified
+    ("Rprop", {}),
+    ("Rprop", {"lr": 0.05, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.2), "maximize": True}),
+    ("ASGD", {}),
+    ("ASGD", {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 3, "weight_decay": 0.1}),  # averaging from step 4
+    ("ASGD", {"lr": 0.05, "t0": 0, "maximize": True}),
 ])
 def test_more_optimizers_match_torch(name, kwargs):
     # RAdam's first five steps (rho_t <= 5) take the momentum alone, the later ones the rectified step
-    run_steps(name, kwargs, steps=10)
+    topt, kopt, _, _ = run_steps(name, kwargs, steps=10)
+    # and the state (ASGD's average ax, which the parameters never read, NAdam's mu_product, ...)
+    ts, ks = topt.state_dict()["state"], kopt.state_dict()["state"]
+    for index, entry in ks.items():
+        assert sorted(entry) == sorted(ts[index])
+        for key, value in entry.items():
+            if key == "step":
+                assert float(value) == float(ts[index][key])
+            else:
+                check(value, ts[index][key])
     run_steps(name, kwargs, steps=4, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"])
 def test_more_optimizers_state_and_groups_are_torchs(name):
     tp, kp = make_params()
     topt, kopt = getattr(torch.optim, name)(tp, lr=0.01), getattr(optim, name)(kp, lr=0.01)
@@ -207,7 +221,8 @@ def test_state_dict_layout_matches_torch():
 @pytest.mark.parametrize("name,kwargs", [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {"lr": 0.01}),
                                          ("AdamW", {"lr": 0.01}), ("RMSprop", {"lr": 0.01, "centered": True}),
                                          ("Adagrad", {"lr": 0.1, "lr_decay": 0.01}), ("Adadelta", {"lr": 0.5}),
-                                         ("Adamax", {"lr": 0.01}), ("NAdam", {"lr": 0.01}), ("RAdam", {"lr": 0.01})])
+                                         ("Adamax", {"lr": 0.01}), ("NAdam", {"lr": 0.01}), ("RAdam", {"lr": 0.01}),
+                                         ("Rprop", {"lr": 0.01}), ("ASGD", {"lr": 0.01, "t0": 1})])
 def test_state_dict_round_trip_continues_identically(name, kwargs):
     kael.manual_seed(0)
     params_a = [nn.Parameter(kael.randn(s)) for s in SHAPES]
@@ -266,7 +281,9 @@ def test_argument_checks_match_torch():
              ("Adadelta", {"weight_decay": -1}, "Invalid weight_decay value"),
              ("Adamax", {"betas": (0.9, 1.0)}, "beta parameter at index 1"),
              ("NAdam", {"momentum_decay": -1}, "Invalid momentum_decay value: -1"),
-             ("NAdam", {"lr": -0.1}, "Invalid learning rate: -0.1"), ("RAdam", {"eps": -1}, "Invalid epsilon value")]
+             ("NAdam", {"lr": -0.1}, "Invalid learning rate: -0.1"), ("RAdam", {"eps": -1}, "Invalid epsilon value"),
+             ("Rprop", {"etas": (0.5, 0.9)}, "Invalid eta values: 0.5, 0.9"),
+             ("ASGD", {"weight_decay": -1}, "Invalid weight_decay value")]
     for name, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             getattr(torch.optim, name)(p, **kwargs)
@@ -401,7 +418,8 @@ def test_fused_step_with_parameters_at_different_step_counts():
 
 # ------------------------------------------------------------------ torch's options of how a step runs
 
-OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
+              "ASGD"]
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
