@@ -104,12 +104,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   label_smoothing=0.0):
     """Cross-entropy of logits and class indices (or class probabilities) from kael.cross_entropy_losses,
     reduced by reduction ('none', 'mean' over the targets not ignored, or 'sum')."""
-    if weight is not None or size_average is not None or reduce is not None:
-        raise NotImplementedError("cross_entropy: weight, size_average and reduce are not supported yet")
+    reduction = _loss_args(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if not target.is_floating_point():
         target = _class_targets("cross_entropy", input, target)
+    if weight is not None:
+        return _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     losses = _C.cross_entropy_losses(input, target, ignore_index, label_smoothing)
     if reduction == "none":
         return losses
@@ -119,6 +120,42 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return losses.mean() if losses.dim() > 0 else losses
     count = (target != ignore_index).sum()
     return losses.sum() / count
+
+
+def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing):
+    """cross_entropy with class weights, as torch composes it: log_softmax, then the weighted
+    nll_loss (class indices) or the weighted sum of -target * log-probabilities (probabilities);
+    label smoothing mixes in the weighted sum over every class, divided by the class count."""
+    class_dim = 1 if input.dim() >= 2 else 0
+    classes = input.size(class_dim)
+    _check_class_weight(weight, classes)
+    logp = log_softmax(input, class_dim)
+    shape = [1] * input.dim()
+    shape[class_dim] = classes
+    w = weight.reshape(shape)
+    if target.is_floating_point():
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / classes
+        losses = -(logp * target * w)
+        if reduction == "none":
+            return losses.sum(class_dim)
+        if reduction == "sum":
+            return losses.sum()
+        return losses.sum() / (input.numel() / classes) if input.numel() else losses.sum() * float("nan")
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing <= 0:
+        return nll
+    ignored = target == ignore_index
+    smooth = -(logp * w).sum(class_dim)
+    smooth = kael.where(ignored, kael.zeros_like(smooth), smooth)
+    if reduction == "none":
+        smooth_reduced = smooth
+    elif reduction == "sum":
+        smooth_reduced = smooth.sum()
+    else:
+        kept = kael.masked_select(target, ~ignored)
+        smooth_reduced = smooth.sum() / weight.gather(0, kept.flatten()).sum()
+    return nll * (1 - label_smoothing) + smooth_reduced * (label_smoothing / classes)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -189,31 +226,32 @@ def _check_same_size(name, input, target):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Squared differences (input - target)^2, reduced."""
-    if size_average is not None or reduce is not None or weight is not None:
-        raise NotImplementedError("mse_loss: size_average, reduce and weight are not supported")
-    _check_reduction(reduction)
+    reduction = _loss_args(size_average, reduce, reduction)
     _check_same_size("mse_loss", input, target)
     # broadcast first, as torch does: a 0-d target then promotes as a tensor with dims
     input, target = kael.broadcast_tensors(input, target)
     diff = input - target
+    if weight is not None:
+        return _weighted(diff * diff, weight, reduction)
+    _check_reduction(reduction)
     return _reduce(diff * diff, reduction)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Absolute differences |input - target|, reduced."""
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError("l1_loss: size_average and reduce are not supported")
-    _check_reduction(reduction)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Absolute differences |input - target|, reduced (weighted per element with weight)."""
+    reduction = _loss_args(size_average, reduce, reduction)
     _check_same_size("l1_loss", input, target)
     input, target = kael.broadcast_tensors(input, target)  # (as mse_loss)
+    if weight is not None:
+        return _weighted((input - target).abs(), weight, reduction)
+    _check_reduction(reduction)
     return _reduce((input - target).abs(), reduction)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n]] for log-probabilities input of shape (N, C, ...) or (C,), reduced
     ('mean' divides by the number of targets not equal to ignore_index)."""
-    if weight is not None or size_average is not None or reduce is not None:
-        raise NotImplementedError("nll_loss: weight, size_average and reduce are not supported")
+    reduction = _loss_args(size_average, reduce, reduction)
     _check_reduction(reduction)
     if input.dim() < 1:
         raise ValueError(f"nll_loss: expected input with at least 1 dimension, got {input.dim()}")
@@ -230,6 +268,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         bad = kael.masked_select(valid_targets, (valid_targets < 0).logical_or(valid_targets >= classes))
         raise IndexError(f"nll_loss: Target {bad[0].item()} is out of bounds (classes: {classes}).")
     picked = input.gather(class_dim, valid_targets.unsqueeze(class_dim)).squeeze(class_dim)
+    if weight is not None:
+        # each target's loss times its class's weight; 'mean' divides by the weights of the
+        # targets not ignored (torch's nll_loss)
+        _check_class_weight(weight, classes)
+        w = kael.where(ignored, kael.zeros_like(picked), weight.gather(0, valid_targets.flatten()).reshape(picked.shape))
+        losses = -picked * w
+        if reduction == "none":
+            return losses
+        if reduction == "sum":
+            return losses.sum()
+        return losses.sum() / w.sum()
     losses = kael.where(ignored, kael.zeros_like(picked), -picked)
     if reduction == "none":
         return losses
@@ -238,13 +287,18 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return losses.sum() / (~ignored).sum()
 
 
+def _check_class_weight(weight, classes):
+    if weight.dim() != 1 or weight.numel() != classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but got "
+                           f"weight tensor of shape: {list(weight.shape)}")
+
+
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """max(x, 0) - x * t + log1p(exp(-|x|)), written with kael.maximum(x, 0) so that its gradient
     at x = 0 is sigmoid(0) - t (maximum splits a tie; relu would give -t). With pos_weight:
     (1 - t) * x + (1 + (pos_weight - 1) * t) * (log1p(exp(-|x|)) + max(-x, 0))."""
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError("binary_cross_entropy_with_logits: size_average and reduce are not supported")
+    reduction = _loss_args(size_average, reduce, reduction)
     _check_reduction(reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})")
@@ -590,26 +644,50 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 # ---------------------------------------------------------------- more losses
 
 
-def _loss_args(name, size_average, reduce, reduction):
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError(f"{name}: size_average and reduce are not supported")
+def _loss_args(size_average, reduce, reduction):
+    """torch's _Reduction.legacy_get_string: when the deprecated size_average or reduce is given,
+    the pair decides the reduction (absent ones count as True), with torch's UserWarning."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    _warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+                   stacklevel=3)
     return reduction
+
+
+def _weighted(losses, weight, reduction, mean_by_weight=True):
+    """torch's element-weighted losses (mse, l1, huber): weight must have the input's size; 'mean'
+    divides by the weights' sum (huber: by the element count)."""
+    if tuple(weight.shape) != tuple(losses.shape):
+        raise ValueError("Weights and input must have the same size.")
+    losses = losses * weight
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "mean":
+        return losses.sum() / weight.sum() if mean_by_weight else losses.mean()
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta * (|d| - delta / 2), d = input - target."""
-    if weight is not None:
-        raise NotImplementedError("huber_loss: weight is not supported")
-    _check_reduction(reduction)
     _check_same_size("huber_loss", input, target)
     input, target = kael.broadcast_tensors(input, target)
     d = (input - target).abs()
-    return _reduce(kael.where(d < delta, d * d * 0.5, (d - delta * 0.5) * delta), reduction)
+    losses = kael.where(d < delta, d * d * 0.5, (d - delta * 0.5) * delta)
+    if weight is not None:
+        return _weighted(losses, weight, reduction, mean_by_weight=False)
+    _check_reduction(reduction)
+    return _reduce(losses, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2 (l1 when beta is 0)."""
-    _check_reduction(_loss_args("smooth_l1_loss", size_average, reduce, reduction))
+    reduction = _loss_args(size_average, reduce, reduction)
+    _check_reduction(reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _check_same_size("smooth_l1_loss", input, target)
@@ -623,7 +701,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """target * (log(target) - input) (input holds log-probabilities; target too with log_target),
     reduced; 'batchmean' divides the sum by the batch size."""
-    _loss_args("kl_div", size_average, reduce, reduction)
+    reduction = _loss_args(size_average, reduce, reduction)
     if reduction == "mean":
         _warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                        "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
@@ -641,7 +719,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t log(x) + (1 - t) log(1 - x)) for probabilities x, the logs clamped at -100."""
-    _check_reduction(_loss_args("binary_cross_entropy", size_average, reduce, reduction))
+    reduction = _loss_args(size_average, reduce, reduction)
+    _check_reduction(reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
                          f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
@@ -657,11 +736,13 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)), reduced."""
-    _check_reduction(_loss_args("soft_margin_loss", size_average, reduce, reduction))
+    reduction = _loss_args(size_average, reduce, reduction)
+    _check_reduction(reduction)
     return _reduce(kael.log1p(kael.exp(-target * input)), reduction)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -target * (input1 - input2) + margin), reduced."""
-    _check_reduction(_loss_args("margin_ranking_loss", size_average, reduce, reduction))
+    reduction = _loss_args(size_average, reduce, reduction)
+    _check_reduction(reduction)
     return _reduce(kael.clamp_min(-target * (input1 - input2) + margin, 0), reduction)

@@ -4,48 +4,51 @@ from kael.nn.modules.module import Module
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
+        # the deprecated pair decides when given, with torch's warning
+        reduction = F._loss_args(size_average, reduce, reduction)
         if reduction not in ("none", "mean", "sum"):
             raise ValueError(f"{reduction} is not a valid value for reduction")
         self.reduction = reduction
 
 
-class CrossEntropyLoss(_Loss):
+class _WeightedLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+
+class CrossEntropyLoss(_WeightedLoss):
     """Cross-entropy of logits (N, C, ...) and class indices or probabilities (the fused
-    kael.cross_entropy_losses kernel), with ignore_index and label_smoothing."""
+    kael.cross_entropy_losses kernel), with ignore_index, label_smoothing and class weights."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
-        if weight is not None or size_average is not None or reduce is not None:
-            raise NotImplementedError("CrossEntropyLoss: weight, size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
-                               label_smoothing=self.label_smoothing)
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-class NLLLoss(_Loss):
-    """Negative log likelihood of log-probabilities (N, C, ...) at class indices."""
+class NLLLoss(_WeightedLoss):
+    """Negative log likelihood of log-probabilities (N, C, ...) at class indices, optionally
+    weighted per class."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-        if weight is not None or size_average is not None or reduce is not None:
-            raise NotImplementedError("NLLLoss: weight, size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class MSELoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("MSELoss: size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
@@ -53,9 +56,7 @@ class MSELoss(_Loss):
 
 class L1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("L1Loss: size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
@@ -66,9 +67,7 @@ class BCEWithLogitsLoss(_Loss):
     per element (weight) and per positive class (pos_weight)."""
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("BCEWithLogitsLoss: size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
@@ -79,7 +78,7 @@ class BCEWithLogitsLoss(_Loss):
 
 class HuberLoss(_Loss):
     def __init__(self, reduction="mean", delta=1.0):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         self.delta = delta
 
     def forward(self, input, target):
@@ -88,9 +87,7 @@ class HuberLoss(_Loss):
 
 class SmoothL1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("SmoothL1Loss: size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input, target):
@@ -99,10 +96,8 @@ class SmoothL1Loss(_Loss):
 
 class KLDivLoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("KLDivLoss: size_average and reduce are not supported")
         super().__init__()
-        self.reduction, self.log_target = reduction, log_target
+        self.reduction, self.log_target = F._loss_args(size_average, reduce, reduction), log_target
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
@@ -110,9 +105,7 @@ class KLDivLoss(Module):
 
 class BCELoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("BCELoss: size_average and reduce are not supported")
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
 
     def forward(self, input, target):
@@ -120,13 +113,16 @@ class BCELoss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
     def forward(self, input1, input2, target):
