@@ -160,10 +160,19 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, labe
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
-    """softmax(query @ key.mT * scale + attn_mask) @ value, fused (kael.scaled_dot_product_attention)."""
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa is not supported yet")
+    """softmax(query @ key.mT * scale + attn_mask) @ value, fused (kael.scaled_dot_product_attention).
+    enable_gqa: key and value may have fewer heads (dim -3) than query, a divisor of its count; each
+    of their heads serves that many query heads in turn (torch's grouped-query attention)."""
+    if enable_gqa and query.dim() >= 3 and key.dim() >= 3 and key.size(-3) != query.size(-3):
+        heads, kv_heads = query.size(-3), key.size(-3)
+        if kv_heads == 0 or heads % kv_heads != 0 or value.size(-3) != kv_heads:
+            raise RuntimeError(f"scaled_dot_product_attention: the number of heads in key ({kv_heads}) and value "
+                               f"({value.size(-3)}) must divide the number of heads in query ({heads})")
+        key = key.repeat_interleave(heads // kv_heads, -3)
+        value = value.repeat_interleave(heads // kv_heads, -3)
     return _C.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
+
+
 # ---- shape and indexing
 
 

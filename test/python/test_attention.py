@@ -244,3 +244,37 @@ def test_sdpa_nan_scores_give_nan_rows_not_masked_zeros(case):
     for want, got in zip(*results):
         assert torch.equal(want.isnan(), got.isnan())
         torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape_q,shape_kv", [((2, 8, 5, 16), (2, 2, 7, 16)), ((4, 3, 8), (1, 3, 8)),
+                                              ((1, 6, 4, 8), (1, 3, 4, 8)), ((2, 4, 5, 8), (2, 4, 5, 8))])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grouped_query_attention_matches_torch(shape_q, shape_kv, is_causal):
+    torch.manual_seed(0)
+    tq = torch.randn(shape_q, requires_grad=True)
+    tk = torch.randn(shape_kv, requires_grad=True)
+    tv = torch.randn(shape_kv, requires_grad=True)
+    kq, kk, kv = (to_kael(t.detach()).requires_grad_(True) for t in (tq, tk, tv))
+    want = TF.scaled_dot_product_attention(tq, tk, tv, is_causal=is_causal, enable_gqa=True)
+    got = KF.scaled_dot_product_attention(kq, kk, kv, is_causal=is_causal, enable_gqa=True)
+    check(got, want.detach())
+    g = torch.randn(want.shape)
+    want.backward(g)
+    got.backward(to_kael(g))
+    for k_, t_ in ((kq, tq), (kk, tk), (kv, tv)):
+        check(k_.grad, t_.grad)
+
+
+def test_grouped_query_attention_needs_a_divisor_of_the_heads():
+    q, k = torch.randn(1, 4, 3, 8), torch.randn(1, 3, 3, 8)
+    with pytest.raises(RuntimeError, match="Number of heads in key and value must divide"):
+        TF.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+    with pytest.raises(RuntimeError, match=r"heads in key \(3\) and value \(3\) must divide the number of heads in query \(4\)"):
+        KF.scaled_dot_product_attention(to_kael(q), to_kael(k), to_kael(k), enable_gqa=True)
+    # without enable_gqa the head counts must broadcast, in both libraries (kael's shape errors are
+    # ValueError, docs/decisions.md)
+    k2 = torch.randn(1, 2, 3, 8)
+    with pytest.raises(RuntimeError):
+        TF.scaled_dot_product_attention(q, k2, k2)
+    with pytest.raises(ValueError, match="not broadcastable"):
+        KF.scaled_dot_product_attention(to_kael(q), to_kael(k2), to_kael(k2))
