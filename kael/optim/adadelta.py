@@ -3,6 +3,10 @@ import kael
 from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
 
 
+def _averages(param):
+    return {"square_avg": kael.zeros_like(param), "acc_delta": kael.zeros_like(param)}
+
+
 class Adadelta(Optimizer):
     """PyTorch's Adadelta: v = rho v + (1 - rho) g^2; delta = sqrt(u + eps) / sqrt(v + eps) * g;
     u = rho u + (1 - rho) delta^2; p -= lr * delta."""
@@ -25,18 +29,7 @@ class Adadelta(Optimizer):
     def step(self):
         for group in self.param_groups:
             lr, rho, eps, weight_decay = group["lr"], group["rho"], group["eps"], group["weight_decay"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = kael.zeros_like(param)
-                    state["acc_delta"] = kael.zeros_like(param)
-                state["step"] += 1
-                if group["maximize"]:
-                    grad = -grad
+            for param, grad, state in self._each_param(group, _averages):
                 if weight_decay != 0:
                     grad = grad.add(param, alpha=weight_decay)
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]

@@ -34,17 +34,12 @@ class Adagrad(Optimizer):
     def step(self):
         for group in self.param_groups:
             lr, lr_decay, eps, weight_decay = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:  # a parameter added with add_param_group after the constructor
-                    state["step"] = 0
-                    state["sum"] = kael.full_like(param, group["initial_accumulator_value"])
-                state["step"] += 1
-                if group["maximize"]:
-                    grad = -grad
+
+            # (a parameter added with add_param_group after the constructor begins its state here)
+            def init(p, group=group):
+                return {"sum": kael.full_like(p, group["initial_accumulator_value"])}
+
+            for param, grad, state in self._each_param(group, init):
                 if weight_decay != 0:
                     grad = grad.add(param, alpha=weight_decay)
                 clr = lr / (1 + (state["step"] - 1) * lr_decay)

@@ -4,6 +4,10 @@ from kael.optim.adam import _check
 from kael.optim.optimizer import Optimizer, _how_to_run, _update_under_no_grad
 
 
+def _moments(param):
+    return {"exp_avg": kael.zeros_like(param), "exp_inf": kael.zeros_like(param)}
+
+
 class Adamax(Optimizer):
     """PyTorch's Adamax (Adam with the infinity norm): m = lerp(m, g, 1 - beta1);
     u = max(beta2 u, |g| + eps); p -= lr / (1 - beta1^t) * m / u."""
@@ -19,18 +23,7 @@ class Adamax(Optimizer):
     def step(self):
         for group in self.param_groups:
             lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = kael.zeros_like(param)
-                    state["exp_inf"] = kael.zeros_like(param)
-                state["step"] += 1
-                if group["maximize"]:
-                    grad = -grad
+            for param, grad, state in self._each_param(group, _moments):
                 if weight_decay != 0:
                     grad = grad.add(param, alpha=weight_decay)
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]

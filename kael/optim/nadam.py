@@ -14,6 +14,15 @@ def _decay(param, grad, lr, weight_decay, decoupled):
     return grad.add(param, alpha=weight_decay)
 
 
+def _moments(param):
+    return {"exp_avg": kael.zeros_like(param), "exp_avg_sq": kael.zeros_like(param)}
+
+
+def _nadam_state(param):
+    # mu_product in float32, as torch keeps it (its steps read the rounded product)
+    return {"mu_product": kael.ones((), dtype=kael.float32), **_moments(param)}
+
+
 class NAdam(Optimizer):
     """PyTorch's NAdam (Adam with Nesterov momentum and the momentum schedule
     mu_t = beta1 (1 - 0.96^(t momentum_decay) / 2)); mu_product, the product of the mu_t, is kept
@@ -35,19 +44,7 @@ class NAdam(Optimizer):
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             momentum_decay = group["momentum_decay"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["mu_product"] = kael.ones((), dtype=kael.float32)
-                    state["exp_avg"] = kael.zeros_like(param)
-                    state["exp_avg_sq"] = kael.zeros_like(param)
-                if group["maximize"]:
-                    grad = -grad
-                state["step"] += 1
+            for param, grad, state in self._each_param(group, _nadam_state):
                 step = state["step"]
                 bias_correction2 = 1 - beta2 ** step
                 grad = _decay(param, grad, lr, group["weight_decay"], group["decoupled_weight_decay"])
@@ -82,18 +79,7 @@ class RAdam(Optimizer):
     def step(self):
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = kael.zeros_like(param)
-                    state["exp_avg_sq"] = kael.zeros_like(param)
-                if group["maximize"]:
-                    grad = -grad
-                state["step"] += 1
+            for param, grad, state in self._each_param(group, _moments):
                 step = state["step"]
                 grad = _decay(param, grad, lr, group["weight_decay"], group["decoupled_weight_decay"])
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]

@@ -146,6 +146,23 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    def _each_param(self, group, init):
+        """(param, grad, state) for each parameter of group that has a gradient: its state begun as
+        {"step": 0, **init(param)} when empty, the step counted, the gradient negated when the
+        group maximizes."""
+        for param in group["params"]:
+            grad = getattr(param, "grad", None)
+            if grad is None:
+                continue
+            state = self._state_of(param)
+            if not state:
+                state["step"] = 0
+                state.update(init(param))
+            state["step"] += 1
+            if group.get("maximize"):
+                grad = -grad
+            yield param, grad, state
+
     # ------------------------------------------------------------ state_dict
 
     def state_dict(self):

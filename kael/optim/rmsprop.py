@@ -28,21 +28,15 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                if group["maximize"]:
-                    grad = -grad
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = kael.zeros_like(param)
-                    if momentum > 0:
-                        state["momentum_buffer"] = kael.zeros_like(param)
-                    if centered:
-                        state["grad_avg"] = kael.zeros_like(param)
-                state["step"] += 1
+            def init(p, momentum=momentum, centered=centered):
+                state = {"square_avg": kael.zeros_like(p)}
+                if momentum > 0:
+                    state["momentum_buffer"] = kael.zeros_like(p)
+                if centered:
+                    state["grad_avg"] = kael.zeros_like(p)
+                return state
+
+            for param, grad, state in self._each_param(group, init):
                 if weight_decay != 0:
                     grad = grad.add(param, alpha=weight_decay)
                 square_avg = state["square_avg"]

@@ -23,18 +23,11 @@ class Rprop(Optimizer):
         for group in self.param_groups:
             etaminus, etaplus = group["etas"]
             step_size_min, step_size_max = group["step_sizes"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["prev"] = kael.zeros_like(param)
-                    state["step_size"] = kael.full_like(grad, group["lr"])
-                state["step"] += 1
-                if group["maximize"]:
-                    grad = -grad
+
+            def init(p, group=group):
+                return {"prev": kael.zeros_like(p), "step_size": kael.full_like(p, group["lr"])}
+
+            for param, grad, state in self._each_param(group, init):
                 prev, step_size = state["prev"], state["step_size"]
                 sign = grad.mul(prev).sign()
                 sign.masked_fill_(sign.gt(0), etaplus)
@@ -66,19 +59,12 @@ class ASGD(Optimizer):
     def step(self):
         for group in self.param_groups:
             lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                state = self._state_of(param)
-                if not state:
-                    state["step"] = 0
-                    state["eta"] = kael.tensor(lr, dtype=kael.float32)
-                    state["mu"] = kael.ones((), dtype=kael.float32)
-                    state["ax"] = kael.zeros_like(param)
-                if group["maximize"]:
-                    grad = -grad
-                state["step"] += 1
+
+            def init(p, lr=lr):
+                return {"eta": kael.tensor(lr, dtype=kael.float32), "mu": kael.ones((), dtype=kael.float32),
+                        "ax": kael.zeros_like(p)}
+
+            for param, grad, state in self._each_param(group, init):
                 step = state["step"]
                 if group["weight_decay"] != 0:
                     grad = grad.add(param, alpha=group["weight_decay"])
