@@ -80,9 +80,14 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
-    """The rows of weight at the indices in input (kael.embedding(weight, input, padding_idx))."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported yet")
+    """The rows of weight at the indices in input (kael.embedding(weight, input, padding_idx)).
+    max_norm: first, outside autograd, every row that input indexes and whose norm_type-norm
+    exceeds max_norm is scaled in place to max_norm / (norm + 1e-7) of itself (torch's
+    embedding_renorm_)."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported yet")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
     if padding_idx is None:
         padding_idx = -1
     else:
@@ -93,6 +98,20 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             assert padding_idx >= -rows, "Padding_idx must be within num_embeddings"
             padding_idx = rows + padding_idx
     return _C.embedding(weight, input, padding_idx)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """torch's embedding_renorm_: the rows indexed, each once, scaled by max_norm / (norm + 1e-7)
+    (computed in double, applied in weight's dtype) where their norm exceeds max_norm."""
+    with kael.no_grad():
+        rows = kael.unique(input.flatten())
+        if rows.numel() == 0:
+            return
+        picked = weight.index_select(0, rows)
+        norms = kael.norm(picked, norm_type, [1])
+        scale = (max_norm / (norms.to(kael.float64) + 1e-7)).to(weight.dtype)
+        renormed = kael.where((norms > max_norm).unsqueeze(1), picked * scale.unsqueeze(1), picked)
+        weight[rows] = renormed
 
 
 def linear(input, weight, bias=None):

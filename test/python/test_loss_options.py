@@ -174,3 +174,25 @@ def test_hardtanh_takes_its_old_keyword_names():
     check(km(to_kael(x)), torch.nn.Hardtanh(min_val=-0.5)(x))
     check(km2(to_kael(x)), torch.nn.Hardtanh(max_val=0.25)(x))
     assert (km.min_val, km.max_val, km2.min_val, km2.max_val) == (-0.5, 1.0, -1.0, 0.25)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0])
+def test_embedding_max_norm_renormalises_the_rows_it_reads_as_torch(norm_type):
+    torch.manual_seed(5)
+    weight = torch.randn(10, 4) * 2
+    index = torch.tensor([[1, 3, 3], [7, 1, 0]])
+    tw = weight.clone().requires_grad_(True)
+    kw = to_kael(weight).requires_grad_(True)
+    want = torch.nn.functional.embedding(index, tw, max_norm=1.5, norm_type=norm_type)
+    got = F.embedding(to_kael(index), kw, max_norm=1.5, norm_type=norm_type)
+    check(got, want.detach())
+    check(kw.detach(), tw.detach())  # the rows read were renormalised in place, the others kept
+    g = torch.randn(want.shape)
+    want.backward(g)
+    got.backward(to_kael(g))
+    check(kw.grad, tw.grad)
+    tm = torch.nn.Embedding.from_pretrained(weight.clone(), max_norm=0.5, norm_type=norm_type)
+    km = nn.Embedding.from_pretrained(to_kael(weight), max_norm=0.5, norm_type=norm_type)
+    assert repr(km) == repr(tm)
+    check(km(to_kael(index)), tm(index))
+    check(km.weight.detach(), tm.weight.detach())
