@@ -223,8 +223,9 @@ inline bool prefetch_reads() noexcept {
 // (exp). At 32 MB the chains lose (a + b then sum 25.2 -> 23.2; 55.5 -> 47.1): the output would
 // have stayed in cache.
 // One line per buffer: with 1 KB buffers the compute-bound kernels lost 5-10% (exp, log at 1
-// thread, AMD Zen 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M float32,
-// tools/bench/throughput.py, KAEL_STREAMING_STORES=0 against 1, two runs each): a + b 27.4 and
+// thread, AMD Zen 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M
+// float32, tools/bench/throughput.py, KAEL_STREAMING_STORES=0 against 1, two runs each, with the
+// line loop still scalar: Note [The line loop stays a loop]): a + b 27.4 and
 // 24.9 against 38.2 and 37.7 GB/s, copy_ 31.2 and 30.9 against 41.4 and 48.9; exp 24.1 and 23.4
 // against 26.3 and 21.6, gelu 16.4 and 16.4 against 16.6 and 16.7 (bound by their arithmetic).
 // The stores are ordered (an sfence) before the loop returns, so the thread pool's hand-over
@@ -252,9 +253,8 @@ inline bool prefetch_reads() noexcept {
 // (prefetch_reads()), where the plain path does not. There, with streaming stores and without the
 // prefetches, a kernel that computes much per element ran at a third of its rate on data in cache
 // (1 thread, 16M float32, 2026-12-03: log 7.0, erf 7.4, log1p 5.1 GB/s; on 64K floats in cache
-// 24.5, 25.1, 19.6), and with them at 21.1, 22.4 and 19.1; exp (its SIMD form) 22.4 against 18.6
-// and neg 26.2 against 27.8. The hardware's prefetchers do not keep ahead of a slow reader whose
-// stores bypass the cache.
+// 24.5, 25.1, 19.6), and with them at 21.1, 22.4 and 19.1 (in the block form below). The
+// hardware's prefetchers do not keep ahead of a slow reader whose stores bypass the cache.
 // The streaming path prefetches each line's inputs as it computes the line, kPrefetchBytes
 // ahead, not a block of 16 lines at a time as the plain path does (Note [Prefetching pointwise
 // loops]): a burst of 16 prefetches holds the core's line-fill buffers that the streaming stores
