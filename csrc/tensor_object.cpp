@@ -83,17 +83,25 @@ PyObject* dtype_get_is_signed(PyObject* self, void*) {
   return PyBool_FromLong(is_signed(reinterpret_cast<PyDtype*>(self)->type));
 }
 
+// kael has no complex dtypes: every dtype is real, and its real counterpart is itself.
+PyObject* dtype_get_is_complex(PyObject*, void*) { Py_RETURN_FALSE; }
+
 PyGetSetDef dtype_getset[] = {
     {"itemsize", dtype_get_itemsize, nullptr, "Size of one element in bytes.", nullptr},
     {"is_floating_point", dtype_get_is_floating, nullptr, "Whether the dtype is a floating point type.", nullptr},
     {"is_signed", dtype_get_is_signed, nullptr, "Whether the dtype can represent negative numbers.", nullptr},
+    {"is_complex", dtype_get_is_complex, nullptr, "Whether the dtype is a complex type (never, in kael).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyObject* dtype_reduce(PyObject* self, PyObject*) {
   return PyUnicode_FromString(dtype_name(reinterpret_cast<PyDtype*>(self)->type));
 }
 
+PyObject* dtype_to_real(PyObject* self, PyObject*) { return Py_NewRef(self); }
+
 PyMethodDef dtype_methods[] = {{"__reduce__", dtype_reduce, METH_NOARGS, nullptr},
+                               {"to_real", dtype_to_real, METH_NOARGS,
+                                "to_real($self, /)\n--\n\nThe real dtype of the same precision: the dtype itself."},
                                {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

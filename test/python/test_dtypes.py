@@ -34,6 +34,8 @@ def test_dtype_names_as_torch(name):
     assert kd.itemsize == td.itemsize
     assert kd.is_floating_point == td.is_floating_point
     assert kd.is_signed == td.is_signed
+    assert kd.is_complex is td.is_complex is False
+    assert kd.to_real() is kd and td.to_real() is td
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
