@@ -300,19 +300,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         # each target's loss times its class's weight; 'mean' divides by the weights of the
         # targets not ignored (torch's nll_loss)
         _check_class_weight(weight, classes)
-        w = kael.where(ignored, kael.zeros_like(picked), weight.gather(0, valid_targets.flatten()).reshape(picked.shape))
-        losses = -picked * w
-        if reduction == "none":
-            return losses
-        if reduction == "sum":
-            return losses.sum()
-        return losses.sum() / w.sum()
-    losses = kael.where(ignored, kael.zeros_like(picked), -picked)
+        counted = kael.where(ignored, kael.zeros_like(picked),
+                             weight.gather(0, valid_targets.flatten()).reshape(picked.shape))
+        losses = -picked * counted
+    else:
+        counted = ~ignored
+        losses = kael.where(ignored, kael.zeros_like(picked), -picked)
     if reduction == "none":
         return losses
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / (~ignored).sum()
+    return losses.sum() / counted.sum()
 
 
 def _check_class_weight(weight, classes):
