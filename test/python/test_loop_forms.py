@@ -2,7 +2,8 @@
 software prefetching (Note [Prefetching pointwise loops]), on CPUs that gain from it, and
 streaming stores (Note [Streaming stores]), for outputs of half the last-level cache or more; and
 the sums' prefetching of their reads (Note [Prefetching reductions' reads]), on CPUs that gain
-from it.
+from it, which also decides whether logsumexp reads its four parts side by side (Note [logsumexp
+in four streams]).
 KAEL_PREFETCH_STREAMS and KAEL_STREAMING_STORES force either form on or off in a child process, so
 every machine runs all four combinations; each is compared with torch, and all four with each
 other bit for bit."""
@@ -67,6 +68,17 @@ CHILD = textwrap.dedent(
             c = kael.empty(n + off + 5)[off + 5:]
             c.copy_(a)  # a plain copy into an output off a 64-byte boundary
             res["copy_" + key] = c.numpy()
+    # logsumexp rows of four parts whose blocks take different paths (Note [logsumexp in four
+    # streams] in reduce_ops.cpp): the parts side by side or one after another by the same switch
+    n = 4 * 16384 + 37
+    rows = np.tile(rng.standard_normal(n).astype(np.float32) * 4, (6, 1))
+    rows[1, 40000:] += 50.0  # a rise inside a block of the third part: two passes there
+    rows[2, 16384:32768] += 5000.0  # the second part's max beyond kLseDirect: its terms subtract it
+    rows[3, 5], rows[3, 50000] = np.inf, np.nan
+    rows[4, 16384:32768] = -np.inf  # a part of -inf
+    rows[5] = np.linspace(-300, 300, n, dtype=np.float32)  # a rise in every block
+    res["lse_rows"] = rows
+    res["lse_parts"] = kael.logsumexp(kael.from_numpy(rows), 1).numpy()
     np.savez(path, **res)
     """
 )
@@ -123,6 +135,8 @@ def test_contiguous_loops_match_torch_in_every_form(tmp_path, prefetch, streamin
                 torch.testing.assert_close(got.double(), want, rtol=0, atol=2 * ulp_bound * scale,
                                            msg=lambda m: f"{name}: {m}")
             torch.testing.assert_close(torch.from_numpy(res["dsum_" + key]), ad.sum(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.from_numpy(res["lse_parts"]), torch.logsumexp(torch.from_numpy(res["lse_rows"]), 1),
+                               rtol=1e-6, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

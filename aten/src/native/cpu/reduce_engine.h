@@ -19,9 +19,9 @@
 //
 // Work is cut into tasks whose boundaries depend only on the shape, never on the thread count:
 // ranges of whole rows of about kRowChunk elements, or, when a few rows are long, chunks of
-// kRowChunk elements of one row whose partial results are merged in row order afterwards. So a
-// result is the same bits with 1 thread or many. Tasks run through run_loop (loops.h), which
-// owns the threading.
+// kRowChunk elements (or the op's kLongRowChunk: long_row_chunk) of one row whose partial
+// results are merged in row order afterwards. So a result is the same bits with 1 thread or
+// many. Tasks run through run_loop (loops.h), which owns the threading.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -417,6 +417,19 @@ void step_column_block(const Op& op, const T* x, std::int64_t rows, std::int64_t
   for (; r < rows; ++r) step_row(op, acc, x + r * rs, run);
 }
 
+// The chunk of a long row that one task reduces (Note [Reduction rows]): kRowChunk elements, or
+// an op's own kLongRowChunk (a multiple of kRowChunk; logsumexp reads four streams of a chunk side
+// by side, Note [logsumexp in four streams] in reduce_ops.cpp).
+template <typename Op>
+constexpr std::int64_t long_row_chunk() {
+  if constexpr (requires { Op::kLongRowChunk; }) {
+    static_assert(Op::kLongRowChunk % kRowChunk == 0);
+    return Op::kLongRowChunk;
+  } else {
+    return kRowChunk;
+  }
+}
+
 // Reduces the rows of x (element type T) with op (Note [Reduction rows]).
 template <typename T, typename Op>
 void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
@@ -475,18 +488,19 @@ void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
     reduce_tiles<T>(base, p, op);
     return;
   }
-  if (M < 32 && K > 2 * kRowChunk) {
+  constexpr std::int64_t chunk = long_row_chunk<Op>();
+  if (M < 32 && K > 2 * chunk) {
     // Few long rows: chunks of rows, merged in order.
-    const std::int64_t chunks = (K + kRowChunk - 1) / kRowChunk;
+    const std::int64_t chunks = (K + chunk - 1) / chunk;
     // (not std::vector: Acc may be bool, whose packed bits threads cannot write concurrently)
     const std::unique_ptr<Acc[]> partial = std::make_unique<Acc[]>(static_cast<std::size_t>(M * chunks));
-    parallel_tasks(M * chunks, kRowChunk, [&](std::int64_t t) {
+    parallel_tasks(M * chunks, chunk, [&](std::int64_t t) {
       const std::int64_t o = t / chunks, c = t % chunks;
       StridedWalk kept(p.kept_sizes, p.kept_strides);
       kept.seek(o);
       Buffer buf;
-      const std::int64_t k0 = c * kRowChunk;
-      partial[t] = segment(kept.offset, k0, std::min(kRowChunk, K - k0), buf);
+      const std::int64_t k0 = c * chunk;
+      partial[t] = segment(kept.offset, k0, std::min(chunk, K - k0), buf);
     });
     merge_partials(op, partial.get(), M, chunks);
     return;

@@ -916,38 +916,39 @@ inline void lse_one_pass_f32(const float* x, std::int64_t n, float m, float& blo
   block_sum = total;
 }
 
-// lse_block for float32 in vectors (Note [logsumexp in one pass]).
-inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
+// Whether a block of n float32 is summed in one pass against the state st (Note [logsumexp in one
+// pass]): its max m is finite (not NaN) and the block holds a vector.
+inline bool lse_one_pass_applies(const LseState<float>& st, std::int64_t n) {
+  return st.m > -std::numeric_limits<float>::infinity() && st.m < std::numeric_limits<float>::infinity() &&
+         n >= LseVec::kWidth;
+}
+
+// Takes a one-pass block's max bm and sum (relative to st.m) into st when bm is finite and at most
+// kLseMargin above st.m; false when the block needs the two passes instead (a block of -inf and
+// NaN, an infinite max, or a large rise).
+inline bool lse_keep(LseState<float>& st, float bm, double total) {
+  const float m = st.m;
+  if (!(bm > -std::numeric_limits<float>::infinity() && bm - m <= kLseMargin)) return false;
+  if (total != total) {
+    st = {std::numeric_limits<float>::quiet_NaN(), 1.0};  // a NaN in the block
+  } else if (bm > m) {
+    // exp(m - bm), m - bm in [-kLseMargin, 0), with the terms' own exp (cheaper than a call)
+    alignas(64) float scale[LseVec::kWidth];
+    LseVec::store(scale, lse_exp(LseVec::set(m - bm)));
+    st = {bm, (st.s + total) * static_cast<double>(scale[0])};
+  } else {
+    st.s += total;
+  }
+  return true;
+}
+
+// The two passes over a block, the second from L1: its max, which raises the state's max, then
+// its sum of exp(x - m) with every term at most 1.
+inline void lse_two_pass_f32(const float* x, std::int64_t n, LseState<float>& st) {
   using V = LseVec;
   constexpr int W = V::kWidth;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (is_nan(st.m)) return;  // the result is NaN already
-  if (st.m > -kInf && st.m < kInf && n >= W) {
-    // One pass: the block's max and its sum of exp(x - m) relative to the state's max m, kept when
-    // the block's max is finite and at most kLseMargin above m.
-    const float m = st.m;
-    float bm;
-    double total;
-    if (std::fabs(m) <= kLseDirect) {
-      lse_one_pass_f32<true>(x, n, m, bm, total);
-    } else {
-      lse_one_pass_f32<false>(x, n, m, bm, total);
-    }
-    if (bm > -kInf && bm - m <= kLseMargin) {
-      if (total != total) {
-        st = {std::numeric_limits<float>::quiet_NaN(), 1.0};  // a NaN in the block
-      } else if (bm > m) {
-        // exp(m - bm), m - bm in [-kLseMargin, 0), with the terms' own exp (cheaper than a call)
-        alignas(64) float scale[LseVec::kWidth];
-        V::store(scale, lse_exp(V::set(m - bm)));
-        st = {bm, (st.s + total) * static_cast<double>(scale[0])};
-      } else {
-        st.s += total;
-      }
-      return;
-    }
-    // else the two passes below (a block of -inf and NaN, an infinite max, or a large rise)
-  }
   float bm = -kInf;
   std::int64_t i = 0;
   if (n >= W) {
@@ -990,6 +991,114 @@ inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
   }
 }
 
+// lse_block for float32 in vectors (Note [logsumexp in one pass]).
+inline void lse_block_f32(const float* x, std::int64_t n, LseState<float>& st) {
+  if (lse_one_pass_applies(st, n)) {
+    float bm;
+    double total;
+    if (std::fabs(st.m) <= kLseDirect) {
+      lse_one_pass_f32<true>(x, n, st.m, bm, total);
+    } else {
+      lse_one_pass_f32<false>(x, n, st.m, bm, total);
+    }
+    if (lse_keep(st, bm, total)) return;
+  }
+  lse_two_pass_f32(x, n, st);
+}
+
+// Note [logsumexp in four streams]
+// A contiguous float32 run of kLseStreamsFrom elements or more is summed in four equal parts
+// (whole vectors; the last elements, fewer than 4 vectors, join the fourth part), each into a
+// state of its own (seeded from its own first vectors), the states merged in order at the end.
+// Each part goes in blocks of kLseBlock as a whole row does (Note [logsumexp in one pass]); the
+// one pass over block b of the four parts runs in one of two orders that give the same bits
+// (each part's accumulators add the same terms in the same order either way):
+//   - side by side, four streams at once, each prefetching the line kLseStreamPrefetchBytes ahead
+//     of each it reads, where prefetch_reads() (the Intel cores whose sums read four streams:
+//     Note [Sums in four streams] in reduce.cpp);
+//   - one part after another, one stream, elsewhere (AMD Zen 4 reads several streams slower than
+//     one: docs/decisions.md, "Reading several streams at once").
+// The parts are cut by n alone, so the result is the same bits on any machine and thread count.
+// A long row is reduced in chunks of LogSumExpOp::kLongRowChunk (64K elements: parts of 64 KB)
+// rather than the engine's 16K. Measured 2026-12-03 on an Intel Xeon with AVX512-FP16, 1 thread,
+// 16M float32 in chunks as the engine cuts them (tools/bench/lse_streams_probe.cpp, medians of
+// 11, GB/s, after a streaming copy of 128 MB): one stream 15.1, four streams in 16K chunks 22.0
+// unprefetched and 24.8 prefetched, in 64K chunks 21.6 and 28.2 (kael's sum 28.6). In
+// throughput.py, logsumexp(a, 0) of 16M float32 went from 14.8 to 27.8 GB/s at 1 thread (57% to
+// 96% of the copy), 50.3 at 2 threads (94%).
+constexpr std::int64_t kLseStreamsFrom = 4 * kLseBlock;
+constexpr std::int64_t kLseStreamPrefetchBytes = 4096;
+
+// The one pass over K blocks of n elements side by side (K = 1: one block), block s against the
+// max m[s] of its state: its max and its sum of exp(x - m[s]), as lse_one_pass_f32 but with one
+// vector of each stream a step and one accumulator of each kind per stream.
+template <int K, bool kDirect>
+inline void lse_one_pass_streams_f32(const float* const* x, std::int64_t n, const float* m, float* block_max,
+                                     double* block_sum, bool prefetch) {
+  using V = LseVec;
+  constexpr int W = V::kWidth;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  LseRef ref[K];
+  V::V mv[K], mx[K], acc[K];
+#pragma GCC unroll 4
+  for (int s = 0; s < K; ++s) {
+    ref[s] = kDirect ? lse_ref_near(m[s]) : lse_ref(0.0);
+    mv[s] = V::set(m[s]);
+    mx[s] = V::set(-kInf);
+    acc[s] = V::set(0.0f);
+  }
+  std::int64_t i = 0;
+  for (; i + W <= n; i += W) {
+#pragma GCC unroll 4
+    for (int s = 0; s < K; ++s) {
+      // (prefetch_ahead_of: the address may lie past the end of the input)
+      if (prefetch) prefetch_ahead_of(x[s] + i, kLseStreamPrefetchBytes);
+      const V::V v = V::load(x[s] + i);
+      mx[s] = V::max(v, mx[s]);  // skips NaN
+      acc[s] = V::add(acc[s], kDirect ? lse_exp(v, ref[s]) : lse_exp(V::sub(v, mv[s]), ref[s]));
+    }
+  }
+  for (int s = 0; s < K; ++s) {
+    float bm = lse_hmax(mx[s]);
+    double total = lse_hsum(acc[s]);
+    if (kDirect) total *= lse_exp_small(ref[s].m - static_cast<double>(m[s]));  // relative to m
+    for (std::int64_t j = i; j < n; ++j) {
+      bm = x[s][j] > bm ? x[s][j] : bm;
+      total += static_cast<double>(vmath::exp(x[s][j] - m[s]));
+    }
+    block_max[s] = bm;
+    block_sum[s] = total;
+  }
+}
+
+// Block b of each of four parts (x[s], n elements each) into its state st[s] (Note [logsumexp in
+// four streams]).
+inline void lse_four_blocks_f32(const float* const* x, std::int64_t n, LseState<float>* st, bool side_by_side) {
+  bool one_pass[4], direct[4];
+  float m[4], bm[4];
+  double total[4];
+  bool all = side_by_side;
+  for (int s = 0; s < 4; ++s) {
+    one_pass[s] = lse_one_pass_applies(st[s], n);
+    direct[s] = one_pass[s] && std::fabs(st[s].m) <= kLseDirect;
+    m[s] = st[s].m;
+    all = all && direct[s];
+  }
+  if (all) {
+    lse_one_pass_streams_f32<4, true>(x, n, m, bm, total, true);
+  } else {
+    for (int s = 0; s < 4; ++s) {
+      if (direct[s]) {
+        lse_one_pass_streams_f32<1, true>(x + s, n, m + s, bm + s, total + s, false);
+      } else if (one_pass[s]) {
+        lse_one_pass_streams_f32<1, false>(x + s, n, m + s, bm + s, total + s, false);
+      }
+    }
+  }
+  for (int s = 0; s < 4; ++s)
+    if (!(one_pass[s] && lse_keep(st[s], bm[s], total[s]))) lse_two_pass_f32(x[s], n, st[s]);
+}
+
 // Seeds an empty state's max with the max of x's first 4 vectors (when finite), so that the
 // first block of a row is summed in one pass too.
 inline void lse_seed_f32(const float* x, std::int64_t n, LseState<float>& st) {
@@ -999,11 +1108,32 @@ inline void lse_seed_f32(const float* x, std::int64_t n, LseState<float>& st) {
   const float m = lse_hmax(V::max(V::max(V::load(x), V::load(x + W)), V::max(V::load(x + 2 * W), V::load(x + 3 * W))));
   if (m > -std::numeric_limits<float>::infinity() && m < std::numeric_limits<float>::infinity()) st.m = m;
 }
+
+// The state of a contiguous run of n >= kLseStreamsFrom float32 (Note [logsumexp in four streams]).
+inline LseState<float> lse_four_parts_f32(const float* x, std::int64_t n) {
+  constexpr int W = LseVec::kWidth;
+  const std::int64_t part = n / (4 * W) * W;
+  const float* const first[4] = {x, x + part, x + 2 * part, x + 3 * part};
+  LseState<float> st[4];
+  for (int s = 0; s < 4; ++s) {
+    st[s] = {-std::numeric_limits<float>::infinity(), 0.0};
+    lse_seed_f32(first[s], part, st[s]);
+  }
+  const bool side_by_side = prefetch_reads();
+  for (std::int64_t b = 0; b < part; b += kLseBlock) {
+    const float* const blocks[4] = {first[0] + b, first[1] + b, first[2] + b, first[3] + b};
+    lse_four_blocks_f32(blocks, std::min(kLseBlock, part - b), st, side_by_side);
+  }
+  if (4 * part < n) lse_block_f32(x + 4 * part, n - 4 * part, st[3]);
+  for (int s = 1; s < 4; ++s) lse_merge(st[0], st[s]);
+  return st[0];
+}
 #endif
 
 template <typename T>
 struct LogSumExpOp {
   using C = opmath_t<T>;  // float for float16/bfloat16
+  static constexpr std::int64_t kLongRowChunk = 4 * kRowChunk;  // Note [logsumexp in four streams]
   T* out;
   LseState<C> identity() const { return {-std::numeric_limits<C>::infinity(), 0.0}; }
   LseState<C> run(const T* x, std::int64_t n, std::int64_t) const {
@@ -1011,6 +1141,7 @@ struct LogSumExpOp {
     if constexpr (std::is_same_v<T, C>) {
 #ifdef KAEL_LSE_SIMD
       if constexpr (std::is_same_v<C, float>) {
+        if (n >= kLseStreamsFrom) return lse_four_parts_f32(x, n);
         lse_seed_f32(x, n, st);
         for (std::int64_t b = 0; b < n; b += kLseBlock) lse_block_f32(x + b, std::min(kLseBlock, n - b), st);
         return st;
