@@ -1,4 +1,4 @@
-// The SIMD forms of kael's vectorised math (exp, gelu, gelu_tanh, sigmoid, silu) compute the bits of their
+// The SIMD forms of kael's vectorised math (exp, log1p, gelu, gelu_tanh, sigmoid, silu) compute the bits of their
 // scalar forms, for every float32 (Note [SIMD forms] in kael/native/vec_math.h): the generated kernels of ops marked
 // `simd: true` run one form or the other depending on the build, so a difference would make
 // results depend on it.
@@ -28,6 +28,7 @@ bool same(float a, float b) {
 // The scalar form one element at a time, out of line (no vectorisation across elements).
 [[gnu::noinline]] float scalar_exp(float x) { return vmath::exp(x); }
 [[gnu::noinline]] float scalar_gelu(float x) { return vmath::gelu(x); }
+[[gnu::noinline]] float scalar_log1p(float x) { return vmath::log1p(x); }
 [[gnu::noinline]] float scalar_sigmoid(float x) { return kael::native::math::sigmoid(x); }
 [[gnu::noinline]] float scalar_silu(float x) { return kael::native::math::silu(x); }
 [[gnu::noinline]] float scalar_gelu_tanh(float x) { return kael::native::math::gelu_tanh(x); }
@@ -58,6 +59,11 @@ void expect_same_bits_for_every_float(const char* name, Scalar one, Loop loop, S
 TEST(SimdForms, ExpGivesTheScalarBitsForEveryFloat) {
   expect_same_bits_for_every_float(
       "exp", scalar_exp, [](float v) { return vmath::exp(v); }, [](__m512 v) { return vmath::simd::exp(v); });
+}
+
+TEST(SimdForms, Log1pGivesTheScalarBitsForEveryFloat) {
+  expect_same_bits_for_every_float(
+      "log1p", scalar_log1p, [](float v) { return vmath::log1p(v); }, [](__m512 v) { return vmath::simd::log1p(v); });
 }
 
 TEST(SimdForms, GeluGivesTheScalarBitsForEveryFloat) {

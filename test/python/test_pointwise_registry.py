@@ -1042,13 +1042,18 @@ def _run(cmd, cwd, what):
 
 
 def _registry_with_formula(name, formula):
-    """native_functions.yaml with the `pointwise:` formula of one entry replaced."""
+    """native_functions.yaml with the `pointwise:` formula of one entry replaced (and its `simd:`
+    mark dropped: a SIMD form belongs to the formula it replaces)."""
     lines = (ROOT / "native_functions.yaml").read_text().splitlines(keepends=True)
     i = BY_NAME[name].line - 1
     while not lines[i].lstrip().startswith("pointwise:"):
         i += 1
     indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
     lines[i] = f"{indent}pointwise: {formula}\n"
+    end = i + 1
+    while end < len(lines) and not lines[end].startswith("- func:"):
+        end += 1
+    lines[i + 1:end] = [line for line in lines[i + 1:end] if line.strip() != "simd: true"]
     text = "".join(lines)
     assert {f.name: f for f in parse_registry(text)}[name].pointwise == formula
     return text
