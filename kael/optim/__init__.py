@@ -5,6 +5,7 @@ from kael.optim.adadelta import Adadelta
 from kael.optim.adagrad import Adagrad
 from kael.optim.adam import Adam, AdamW
 from kael.optim.adamax import Adamax
+from kael.optim.lbfgs import LBFGS
 from kael.optim.nadam import NAdam, RAdam
 from kael.optim.optimizer import Optimizer
 from kael.optim.rmsprop import RMSprop
@@ -12,4 +13,4 @@ from kael.optim.rprop import ASGD, Rprop
 from kael.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
-           "ASGD", "lr_scheduler"]
+           "ASGD", "LBFGS", "lr_scheduler"]
