@@ -83,9 +83,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """The rows of weight at the indices in input (kael.embedding(weight, input, padding_idx)).
     max_norm: first, outside autograd, every row that input indexes and whose norm_type-norm
     exceeds max_norm is scaled in place to max_norm / (norm + 1e-7) of itself (torch's
-    embedding_renorm_)."""
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported yet")
+    embedding_renorm_). scale_grad_by_freq: each row's gradient is divided by the number of
+    times input holds its index (the gradient of each looked-up row scaled by 1 / that count on
+    its way into embedding's backward)."""
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported (kael has no sparse tensors)")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
     if padding_idx is None:
@@ -97,7 +99,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         elif padding_idx < 0:
             assert padding_idx >= -rows, "Padding_idx must be within num_embeddings"
             padding_idx = rows + padding_idx
-    return _C.embedding(weight, input, padding_idx)
+    out = _C.embedding(weight, input, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        with kael.no_grad():
+            flat = input.reshape(-1)
+            counts = kael.bincount(flat, minlength=weight.size(0)).index_select(0, flat)
+            scale = counts.reshape(tuple(input.shape) + (1,)).to(out.dtype).reciprocal()
+        out.register_hook(lambda grad: grad * scale)
+    return out
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):

@@ -196,3 +196,41 @@ def test_embedding_max_norm_renormalises_the_rows_it_reads_as_torch(norm_type):
     assert repr(km) == repr(tm)
     check(km(to_kael(index)), tm(index))
     check(km.weight.detach(), tm.weight.detach())
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_embedding_scale_grad_by_freq_divides_each_rows_gradient_by_its_count_as_torch(padding_idx, dtype):
+    torch.manual_seed(6)
+    weight = torch.randn(8, 5, dtype=dtype)
+    index = torch.tensor([[1, 3, 3, 3], [7, 1, 0, 3], [2, 2, 2, 2]])  # counts 1 to 6, an unused row
+    tw = weight.clone().requires_grad_(True)
+    kw = to_kael(weight).requires_grad_(True)
+    want = torch.nn.functional.embedding(index, tw, padding_idx=padding_idx, scale_grad_by_freq=True)
+    got = F.embedding(to_kael(index), kw, padding_idx=padding_idx, scale_grad_by_freq=True)
+    check(got, want.detach())
+    g = torch.randn(want.shape, dtype=dtype)
+    want.backward(g)
+    got.backward(to_kael(g))
+    check(kw.grad, tw.grad)
+    # the module, its repr, and a second call whose counts differ (a 1-d index)
+    tm = torch.nn.Embedding(8, 5, padding_idx=padding_idx, scale_grad_by_freq=True, dtype=dtype)
+    km = nn.Embedding(8, 5, padding_idx=padding_idx, scale_grad_by_freq=True)
+    with torch.no_grad():
+        tm.weight.copy_(weight)
+    km.weight = nn.Parameter(to_kael(weight))
+    assert repr(km) == repr(tm)
+    for idx in (index, torch.tensor([5, 5, 1])):
+        tm(idx).sum().backward()
+        km(to_kael(idx)).sum().backward()
+    check(km.weight.grad, tm.weight.grad)
+
+
+def test_embedding_scale_grad_by_freq_without_grad_and_sparse_refused():
+    w = kael.randn(4, 2)
+    out = F.embedding(kael.tensor([1, 1, 2]), w, scale_grad_by_freq=True)  # no gradient: a plain lookup
+    check(out, torch.nn.functional.embedding(torch.tensor([1, 1, 2]), torch.tensor(w.tolist())))
+    with pytest.raises(NotImplementedError, match="sparse"):
+        F.embedding(kael.tensor([1]), w, sparse=True)
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.Embedding(4, 2, sparse=True)
