@@ -289,6 +289,11 @@ CASES = {
     "expand": [C(lambda L, x: x.expand(3, 4), f(1, 4)), C(lambda L, x: x.expand(2, 3, 4), f(3, 1))],
     "squeeze": [C(lambda L, x: x.squeeze(1), f(3, 1, 4))],
     "unsqueeze": [C(lambda L, x: x.unsqueeze(-1), f(3, 4))],
+    # the in-place view ops on a non-leaf (Note [In-place view ops])
+    "t_": [C(lambda L, x: (x * 1).t_(), f(3, 4))],
+    "transpose_": [C(lambda L, x: (x * 1).transpose_(0, 2), f(2, 3, 4))],
+    "squeeze_": [C(lambda L, x: (x * 1).squeeze_(1), f(3, 1, 4)), C(lambda L, x: (x * 1).squeeze_(), f(3, 1, 1))],
+    "unsqueeze_": [C(lambda L, x: (x * 1).unsqueeze_(-1), f(3, 4))],
     "select": [C(lambda L, x: x[1], f(3, 4)), C(lambda L, x: x.select(1, 2), f(3, 4))],
     "clone": [C(lambda L, x: x.clone(), f(3, 4))],
     "to.device": [C(lambda L, x: x.to("cpu") * 2, f(3, 4))],
