@@ -598,24 +598,25 @@ KAEL_VMATH_INLINE F32 exp(F32 x) {
 KAEL_VMATH_INLINE F32 log1p(F32 x) {
   using namespace detail;
   using K = vmath::detail::C<float>;
+  // (bits in unsigned lanes, which wrap; signed lanes only for the arithmetic shift)
+  using U = std::uint32_t __attribute__((vector_size(64)));
   using I = std::int32_t __attribute__((vector_size(64)));
   const F32 one = set(1.0f);
   const F32 u = one + x;
-  const I ub = reinterpret_cast<I>(u) - static_cast<std::int32_t>(K::kSqrtHalfBits);
-  const F32 m = reinterpret_cast<F32>((ub & static_cast<std::int32_t>(K::kMantissaMask)) +
-                                      static_cast<std::int32_t>(K::kSqrtHalfBits));  // u = 2^e m
-  const F32 e = __builtin_convertvector(ub >> 23, F32);  // exponent_of_offset_bits
+  const U ub = reinterpret_cast<U>(u) - K::kSqrtHalfBits;
+  const F32 m = reinterpret_cast<F32>((ub & K::kMantissaMask) + K::kSqrtHalfBits);  // u = 2^e m
+  const F32 e = __builtin_convertvector(reinterpret_cast<I>(ub) >> 23, F32);  // exponent_of_offset_bits
   const F32 f = m - one;
   const F32 t = one / (set(2.0f) + f);
   const F32 s = f * t;
   const F32 z = s * s;
   const F32 log_p = fmadd(fmadd(set(0x1.2eea38p-2f), z, set(0x1.997c1cp-2f)), z, set(0x1.55555cp-1f));  // K::log_p
   const F32 lg = fmadd(-s, fmadd(-z, log_p, f), f);
-  const F32 scale = reinterpret_cast<F32>(std::bit_cast<std::int32_t>(4.0f) - (ub & ~static_cast<std::int32_t>(K::kMantissaMask)));
+  const F32 scale = reinterpret_cast<F32>(std::bit_cast<std::uint32_t>(4.0f) - (ub & ~K::kMantissaMask));
   const F32 ct = (x - (u - one)) * scale * t;
   const F32 ct2 = ct * t;
   const F32 y = fmadd(e, set(K::kLn2Hi), fmadd(e, set(K::kLn2Lo), lg)) + fmadd(ct2, z, ct2);
-  const F32 r = reinterpret_cast<F32>(reinterpret_cast<I>(y) | (reinterpret_cast<I>(x) & std::numeric_limits<std::int32_t>::min()));
+  const F32 r = reinterpret_cast<F32>(reinterpret_cast<U>(y) | (reinterpret_cast<U>(x) & vmath::detail::Traits<float>::kSign));
   // By the class of u, 4 bits each from the lowest: quiet NaN and signalling NaN -> u (1), 0 ->
   // -inf (4), 1 -> r (0), -inf -> the default NaN (3), +inf -> +inf (5), negative -> the default
   // NaN (3), positive -> r (0).
