@@ -2,6 +2,8 @@
 //   _parallel_trace_start() / _parallel_trace_stop() -> {"regions", "threads", "max_region_threads"}:
 //       which OS threads took part in the pool's regions in between (kernels' real loops);
 //   _pool_workers() -> the pool's live worker threads;
+//   _gemm_f32_available() -> whether float32 matmul runs on kael's GEMM (on the pool) rather than
+//       on oneDNN (on OpenMP), Note [float32 GEMM] in native/cpu/gemm.cpp;
 //   _parallel_for_test(n, grain, fail_at=(), /) -> the (begin, end) pieces parallel_for ran over
 //       range(n), raising ValueError from inside the pieces that hold an element of fail_at;
 //   _parallel_for_stall_test(n, grain, on_caller, timeout_s, /) -> (begin, end, on_calling_thread,
@@ -22,6 +24,7 @@
 
 #include "arg_parsing.h"
 #include "kael/core/error.h"
+#include "kael/native/gemm.h"
 #include "kael/runtime/threads.h"
 #include "tensor_object.h"
 
@@ -42,6 +45,8 @@ PyObject* py_parallel_trace_stop(PyObject*, PyObject*) {
 }
 
 PyObject* py_pool_workers(PyObject*, PyObject*) { return PyLong_FromLong(pool_workers()); }
+
+PyObject* py_gemm_f32_available(PyObject*, PyObject*) { return PyBool_FromLong(native::gemm_f32_available()); }
 
 PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
   long long n = 0, grain = 0;
@@ -153,6 +158,9 @@ void append_parallel_functions(std::vector<PyMethodDef>& out) {
                  "pool, of distinct threads that took part in them, and the most threads one region used."});
   out.push_back({"_pool_workers", py_pool_workers, METH_NOARGS,
                  "_pool_workers()\n--\n\nThe thread pool's live worker threads."});
+  out.push_back({"_gemm_f32_available", py_gemm_f32_available, METH_NOARGS,
+                 "_gemm_f32_available()\n--\n\nWhether float32 matmul runs on kael's own GEMM (on the thread pool) "
+                 "rather than on oneDNN (tests)."});
   out.push_back({"_parallel_for_test", py_parallel_for_test, METH_VARARGS,
                  "_parallel_for_test(n, grain, fail_at=(), /)\n--\n\nRuns parallel_for over range(n) with the "
                  "grain; returns the (begin, end) pieces it ran, or raises ValueError from the pieces holding an "

@@ -202,7 +202,7 @@ MODULE_BORROWING = {"frombuffer", "_native_ref", "_drop_native_ref",
                     "_from_pointer"}  # a tensor over memory a Python object owns (from_numpy, from_dlpack)
 MODULE_OTHER = {"allocator_stats", "empty_cache", "set_num_threads", "get_num_threads", "cuda_is_available",
                 "_registered_ops", "_trace_dispatch", "Tensor", "dtype",
-                "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_parallel_for_test",
+                "_parallel_trace_start", "_parallel_trace_stop", "_pool_workers", "_gemm_f32_available", "_parallel_for_test",
                 "_parallel_for_stall_test",
                 "promote_types", "result_type", "can_cast",  # dtype queries
                 "set_default_dtype", "get_default_dtype", "_set_printoptions", "_get_printoptions",  # settings

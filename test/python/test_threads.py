@@ -2,8 +2,9 @@
 Note [Threads after fork] in kael/runtime/threads.h).
 
 kael.set_num_threads and KAEL_NUM_THREADS are process-wide: every thread, Python threads created
-later included, runs kael's parallel loops on kael's pool with the set count, and oneDNN's
-matmul with an OpenMP team of that size. Each case runs in a fresh interpreter. The threads that
+later included, runs kael's parallel loops on kael's pool with the set count (float32 matmul too,
+where kael's GEMM is built: Note [float32 GEMM] in native/cpu/gemm.cpp), and oneDNN's matmul with
+an OpenMP team of that size. Each case runs in a fresh interpreter. The threads that
 run a loop are observed through the pool's trace (kael._C._parallel_trace_start/stop: the OS
 thread ids that ran chunks of the pool's regions); OpenMP teams through the OS threads that one
 Python thread's first team adds (GNU OpenMP keeps a team's threads while the thread that started
@@ -22,8 +23,10 @@ PRELUDE = r"""
 import json, os, threading, time
 import kael
 
-A = kael.ones(256, 256)       # matmul's operand, made before anything is measured
+A = kael.ones(256, 256)       # matmul's operands, made before anything is measured
+NARROW = kael.ones(256, 8)    # a product 8 columns wide goes to oneDNN also where kael's GEMM is built
 C = kael._C
+GEMM = C._gemm_f32_available()
 
 def os_threads():
     return len(os.listdir("/proc/self/task"))
@@ -58,10 +61,13 @@ def reduction():
     kael.ones(1 << 20).sum()
 
 def matmul():
-    A @ A                     # oneDNN, which takes OpenMP's count of the calling thread
+    A @ NARROW                # oneDNN, which takes OpenMP's count of the calling thread
+
+def gemm():
+    A @ A                     # kael's GEMM, on kael's pool, where the build has it; else oneDNN
 
 def measure(work):
-    return team_size(work) if work is matmul else pool_threads(work)
+    return team_size(work) if work is matmul or (work is gemm and not GEMM) else pool_threads(work)
 
 def in_new_thread(f):
     out = {}
@@ -90,7 +96,7 @@ def target_count():
     return len(os.sched_getaffinity(0)) + 2
 
 
-@pytest.mark.parametrize("work", ["loop", "reduction", "matmul"])
+@pytest.mark.parametrize("work", ["loop", "reduction", "matmul", "gemm"])
 def test_set_num_threads_holds_in_python_threads_created_later(work):
     n = target_count()
     out = run(f"""
@@ -100,7 +106,7 @@ print(json.dumps({{"get": in_new_thread(kael.get_num_threads), "team": in_new_th
     assert out == {"get": n, "team": n}
 
 
-@pytest.mark.parametrize("work", ["loop", "matmul"])
+@pytest.mark.parametrize("work", ["loop", "matmul", "gemm"])
 def test_set_num_threads_in_one_thread_holds_in_the_others(work):
     n = target_count()
     out = run(f"""
@@ -110,7 +116,7 @@ print(json.dumps({{"get": kael.get_num_threads(), "team": measure({work})}}))
     assert out == {"get": n, "team": n}
 
 
-@pytest.mark.parametrize("work", ["loop", "matmul"])
+@pytest.mark.parametrize("work", ["loop", "matmul", "gemm"])
 def test_environment_variable_holds_in_every_thread(work):
     n = target_count()
     out = run(f"""
@@ -334,11 +340,16 @@ def child_main(conn, set_threads):
         y = kael.exp(x + x)
         total = y.sum().item()
         trace = C._parallel_trace_stop()
-        m = A @ A                                # oneDNN, on one OpenMP thread in a forked child
+        C._parallel_trace_start()
+        m = A @ A                                # kael's GEMM on the new pool (else oneDNN)
+        gemm_trace = C._parallel_trace_stop()
+        narrow = A @ NARROW                      # oneDNN, on one OpenMP thread in a forked child
         conn.send({"get": kael.get_num_threads(), "workers_at_start": workers_at_start, "trace": trace,
                    "workers": C._pool_workers(), "total": total,
                    "first": y[:3].tolist(), "last": y[-1].item(),
-                   "matmul": [m.sum().item(), m[17, 5].item()]})
+                   "matmul": [m.sum().item(), m[17, 5].item()],
+                   "gemm_threads": gemm_trace["max_region_threads"], "gemm": GEMM,
+                   "narrow": [narrow.sum().item(), narrow[17, 5].item()]})
     except BaseException as e:
         conn.send({"error": repr(e)})
 
@@ -364,6 +375,9 @@ def check_child(child):
     assert child["trace"]["threads"] == 2 and child["trace"]["max_region_threads"] == 2
     assert child["workers"] == 1
     assert child["matmul"] == [256.0 ** 3, 256.0]
+    assert child["narrow"] == [256.0 ** 2 * 8, 256.0]
+    # kael's GEMM computes on both threads of the child's pool
+    assert child["gemm_threads"] == (2 if child["gemm"] else 0)
 
 
 @pytest.mark.parametrize("parent_threads, child_threads", [(4, 2), (2, 0), (1, 2)],
@@ -371,10 +385,10 @@ def check_child(child):
 def test_forked_child_computes_in_parallel(parent_threads, child_threads):
     # The parent ran parallel loops (its pool has workers) and oneDNN (its OpenMP team exists);
     # the child computes on two threads of a new pool (the parent's count, or the one it sets),
-    # and matmul on one OpenMP thread.
+    # float32 matmul too where kael's GEMM is built, and oneDNN's matmul on one OpenMP thread.
     out = run(FORK_PRELUDE + f"""
 kael.set_num_threads({parent_threads})
-loop(); matmul(); reduction()
+loop(); matmul(); gemm(); reduction()
 parent = {{"workers": C._pool_workers(), "loop": pool_threads(loop)}}
 child = fork_and_check({child_threads})
 x = kael.arange(1 << 22, dtype=kael.float32) / float(1 << 22)   # the parent computes as before
@@ -399,7 +413,7 @@ def test_grandchild_computes_in_parallel():
     # A forked child's pool restarts again in the child's own forked child.
     out = run(FORK_PRELUDE + """
 kael.set_num_threads(2)
-loop(); matmul()
+loop(); matmul(); gemm()
 
 def middle(conn, _):
     try:

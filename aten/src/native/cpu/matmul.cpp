@@ -1,5 +1,6 @@
-// matmul on the CPU: oneDNN's matmul primitive for float32 (primitives cached per shape,
-// since creating one costs milliseconds), a blocked loop for float64 and the integer dtypes.
+// matmul on the CPU: float32 through kael's AVX-512 GEMM (cpu/gemm.cpp) where the build has it
+// and the result has 16 columns or more, else oneDNN's matmul primitive (primitives cached per
+// shape, since creating one costs milliseconds); a blocked loop for float64 and the integer dtypes.
 // float16/bfloat16 go through oneDNN's f16/bf16 matmul (f32 accumulation, one rounding) where
 // this CPU has it; elsewhere they are converted to float32, multiplied, and rounded once.
 //
@@ -14,6 +15,7 @@
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
+#include "kael/native/gemm.h"
 #include "kael/native/matmul.h"
 #include "kael/native/math.h"
 #include "kael/native/pointwise.h"
@@ -244,13 +246,66 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   });
 }
 
+// Whether kael's GEMM takes the float32 product a @ b (Note [float32 GEMM] in cpu/gemm.cpp):
+//   - results narrower than 16 columns (a matrix-vector product) would leave most of its 32
+//     lanes idle: oneDNN;
+//   - b with contiguous columns and not rows (a transposed weight, linear's x @ w.t()): oneDNN,
+//     whose kernels read that layout directly, where kael's GEMM transposes b into its panels
+//     before multiplying; measured at 1 thread, (128, 1024) x (1024, 4096): oneDNN 195 GFLOP/s,
+//     kael 159; 1024^3: 207 against 197 (docs/performance.md, "float32 GEMM");
+//   - the rest, a @ b with b's rows contiguous above all, and a transposed (x.t() @ g):
+//     kael's GEMM (1024^3 a @ b: 200-212 GFLOP/s against oneDNN's 183-194).
+bool use_gemm(const Tensor& b, std::int64_t columns) {
+  const std::int64_t nd = b.dim();
+  const bool b_transposed = b.strides()[nd - 2] == 1 && b.strides()[nd - 1] != 1 && b.sizes()[nd - 2] > 1;
+  return columns >= 16 && !b_transposed && gemm_f32_available();
+}
+
+// out (contiguous) <- a @ b (+ out when accumulate) for float32 a, b of out's dims (batch dims
+// broadcast), one gemm_f32 per matrix: the matrices split among the pool's threads when each is
+// too small to split by itself.
+void matmul_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const std::int64_t nd = out.dim(), n = out.sizes()[nd - 2], m = out.sizes()[nd - 1], k = a.sizes()[nd - 1];
+  if (n * m == 0) return;
+  const std::int64_t batches = out.numel() / (n * m);
+  const float* A = a.data<float>();
+  const float* B = b.data<float>();
+  float* C = out.data<float>();
+  const std::int64_t a_rs = a.strides()[nd - 2], a_cs = a.strides()[nd - 1];
+  const std::int64_t b_rs = b.strides()[nd - 2], b_cs = b.strides()[nd - 1];
+  auto run = [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t batch = first; batch < last; ++batch) {
+      // batch offsets with broadcasting: size-1 batch dims repeat
+      std::int64_t rem = batch, a_off = 0, b_off = 0;
+      for (std::int64_t d = nd - 3; d >= 0; --d) {
+        const std::int64_t idx = rem % out.sizes()[d];
+        rem /= out.sizes()[d];
+        if (a.sizes()[d] != 1) a_off += idx * a.strides()[d];
+        if (b.sizes()[d] != 1) b_off += idx * b.strides()[d];
+      }
+      gemm_f32(n, m, k, A + a_off, a_rs, a_cs, B + b_off, b_rs, b_cs, C + batch * n * m, m, accumulate);
+    }
+  };
+  const std::int64_t work = n * m * k;
+  if (batches == 1 || work >= kGemmParallelWork) {
+    run(0, batches);  // each product splits itself
+  } else {
+    parallel_for(0, batches, std::max<std::int64_t>(1, kGemmParallelWork / work), run);
+  }
+}
+
 // out <- a @ b for a, b, out of one dtype other than bool and the half types.
 void multiply_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::int64_t k = a.sizes()[a.dim() - 1];
-  if (out.dtype() == ScalarType::Float32 && static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims &&
-      out.sizes()[out.dim() - 2] * out.sizes()[out.dim() - 1] * k > kSmallProduct) {
-    matmul_dnnl(a, b, out);
-    return;
+  if (out.dtype() == ScalarType::Float32 && out.sizes()[out.dim() - 2] * out.sizes()[out.dim() - 1] * k > kSmallProduct) {
+    if (use_gemm(b, out.sizes()[out.dim() - 1])) {
+      matmul_gemm(a, b, out, /*accumulate=*/false);
+      return;
+    }
+    if (static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims) {
+      matmul_dnnl(a, b, out);
+      return;
+    }
   }
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -315,7 +370,15 @@ Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2
     c = section.own(c);
   }
   section.unlock();
-  matmul_dnnl(a, b, out, &c);
+  if (use_gemm(b, m)) {
+    // out's rows start as the bias; the product is added to them.
+    const float* bias_row = c.data<float>();
+    float* o = out.data<float>();
+    for (std::int64_t i = 0; i < n; ++i) std::copy(bias_row, bias_row + m, o + i * m);
+    matmul_gemm(a, b, out, /*accumulate=*/true);
+  } else {
+    matmul_dnnl(a, b, out, &c);
+  }
   return out;
 }
 
