@@ -20,9 +20,11 @@
 // the whole of A's rows fit one row block (m <= kMc), the packed panel is not kept past its
 // column panel and one 32 KB buffer is reused: a product of a short A by a large B (a linear
 // layer on a small batch) then packs into L1 and leaves B itself in L2 for the next call. B
-// with other strides (a transposed weight, x @ w.t()) is packed before the row blocks, 16 x 16
-// blocks transposed in registers where B's columns are contiguous. A is packed per row block,
-// 16 x 16 transposes where its rows are contiguous.
+// with other strides is packed before the row blocks, 16 x 16 blocks transposed in registers
+// where B's columns are contiguous; matmul sends that case (a transposed weight, linear's
+// x @ w.t()) to oneDNN, faster there (use_gemm in cpu/matmul.cpp). A is packed per row block:
+// 16 x 16 transposes where its rows are contiguous, a copy per column where its columns are
+// (x.t() @ g, a weight's gradient).
 //
 // kMc = 70 (5 panels), kKc = 256, kNc = 1024: the 32 KB B panel stays in L1 while the 70 x 256 A
 // block (70 KB) comes from L2; chosen by measuring 1024^3 and (64, 512) x (512, 512), the cases
