@@ -142,6 +142,10 @@ def make_cases(quick):
     mb = rng.standard_normal((mm, mm), dtype=np.float32)
     sa = rng.standard_normal((64, 512), dtype=np.float32)
     sb = rng.standard_normal((512, 512), dtype=np.float32)
+    lin_rows, lin_in, lin_out = (32, 256, 1024) if quick else (128, 1024, 4096)
+    lx = rng.standard_normal((lin_rows, lin_in), dtype=np.float32)
+    lw = rng.standard_normal((lin_out, lin_in), dtype=np.float32)
+    lbias = rng.standard_normal(lin_out, dtype=np.float32)
     q, k, v = (rng.standard_normal((1, heads, tokens, dims), dtype=np.float32) for _ in range(3))
 
     def unary(fn_paths, src=x, numpy_fn=None):
@@ -260,6 +264,15 @@ def make_cases(quick):
     cases.append(Case("matmul_small", "matmul (64,512)x(512,512) f32", "GFLOP/s", 2 * 64 * 512 * 512, b2,
                       "other", n2))
 
+    def linear_build(lib, mod):
+        # x @ w.t() + bias: the weight transposed, as nn.Linear multiplies (oneDNN's in kael:
+        # use_gemm in aten/src/native/cpu/matmul.cpp)
+        fn = need(mod, "nn.functional.linear")
+        a, ww, bb = convert(lib, mod, lx), convert(lib, mod, lw), convert(lib, mod, lbias)
+        return lambda: fn(a, ww, bb), None
+    cases.append(Case("linear", f"linear ({lin_rows},{lin_in})x({lin_out},{lin_in})^T + bias f32", "GFLOP/s",
+                      2 * lin_rows * lin_in * lin_out, linear_build, "other"))
+
     def attn_build(lib, mod):
         fn = need(mod, "nn.functional.scaled_dot_product_attention", "scaled_dot_product_attention")
         qq, kk, vv = (convert(lib, mod, t) for t in (q, k, v))
@@ -313,7 +326,7 @@ def compare(kael_out, torch_out, key):
     b = np.asarray(b, dtype=np.float64)
     if tuple(kael_out.shape) != tuple(torch_out.shape):
         return f"{key}: kael's shape {tuple(kael_out.shape)} differs from torch's {tuple(torch_out.shape)}"
-    tol = 1e-2 if key.startswith(("matmul", "attention", "sum", "logsumexp")) else 1e-4
+    tol = 1e-2 if key.startswith(("matmul", "linear", "attention", "sum", "logsumexp")) else 1e-4
     if not np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True):
         return f"{key}: kael's result differs from torch's (max abs diff {np.nanmax(np.abs(a - b)):.3g})"
     return None
