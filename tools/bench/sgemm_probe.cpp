@@ -10,6 +10,7 @@
 //
 //   g++ -std=c++20 -O3 -march=x86-64-v4 -mprefer-vector-width=512 -Iaten/include
 //       tools/bench/sgemm_probe.cpp -o /tmp/sgemm_probe && /tmp/sgemm_probe    (one line)
+// `/tmp/sgemm_probe m n k` times that one product instead (B row-major and transposed).
 
 #if !defined(__AVX512F__)
 #error "sgemm_probe measures the AVX-512 GEMM: build with -march=x86-64-v4"
@@ -132,8 +133,16 @@ double gemm_rate(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpos
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using namespace kael::native;
+  if (argc == 4) {  // one product: m n k
+    const std::int64_t m = std::atoll(argv[1]), n = std::atoll(argv[2]), k = std::atoll(argv[3]);
+    for (bool transposed : {false, true})
+      std::printf("gemm %lld x %lld x %lld, B %-10s %7.1f GFLOP/s\n", static_cast<long long>(m),
+                  static_cast<long long>(n), static_cast<long long>(k), transposed ? "transposed" : "row-major",
+                  gemm_rate(m, n, k, transposed));
+    return 0;
+  }
   std::printf("block sizes: kc %lld, mc %lld, nc %lld (micro-kernel %d x %d)\n", static_cast<long long>(kKc),
               static_cast<long long>(kMc), static_cast<long long>(kNc), kMr, kNr);
   const double peak = fma_peak();

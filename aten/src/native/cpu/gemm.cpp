@@ -10,13 +10,14 @@
 // The micro-kernel keeps a 14 x 32 block of C in 28 zmm registers and, for each k, loads one row
 // of the B panel (two vectors) and multiplies it by the 14 values of the A panel's column, each
 // a broadcast load folded into its FMA: 28 FMAs to 16 loads, the two FMA ports busy every cycle.
-// Alone, in L1, it runs at 97% of the core's FMA peak on the development machine
+// Alone, in L1, it runs at 96% of the core's FMA peak on the development machine
 // (docs/performance.md, "float32 GEMM").
 //
 // B is packed by the micro-kernel itself when B's rows are contiguous (the usual a @ b): the
-// first row panel of each column panel (ic == 0, ir == 0) reads B's rows where they lie, a
-// prefetch 8 rows ahead, and stores the 32-column panel it used; the other row panels read the
-// packed copy. So reading B from memory overlaps the FMAs instead of running before them. When
+// first row panel of each column panel (ic == 0, ir == 0) reads B's rows where they lie,
+// prefetching 8 rows ahead into L1 and 48 into L2, and stores the 32-column panel it used; the
+// other row panels read the packed copy. So reading B from memory overlaps the FMAs instead of
+// running before them. When
 // the whole of A's rows fit one row block (m <= kMc), the packed panel is not kept past its
 // column panel and one 32 KB buffer is reused: a product of a short A by a large B (a linear
 // layer on a small batch) then packs into L1 and leaves B itself in L2 for the next call. B
@@ -28,8 +29,10 @@
 //
 // kMc = 70 (5 panels), kKc = 256, kNc = 1024: the 32 KB B panel stays in L1 while the 70 x 256 A
 // block (70 KB) comes from L2; chosen by measuring 1024^3 and (64, 512) x (512, 512), the cases
-// of tools/bench/throughput.py, over kMr 12/14, kKc 128-1024, kMc 28-336, kNc 256-4096
-// (tools/bench/sgemm_probe.cpp).
+// of tools/bench/throughput.py, and a few more products with tools/bench/sgemm_probe.cpp, whose
+// -D flags change kKc, kMc and kNc (docs/performance.md, "float32 GEMM"); kMr 12 and 14,
+// measured with an earlier form of the probe, were within its noise of each other (14 does
+// more FMAs per load).
 //
 // Determinism: each C element is the sum over ascending kKc blocks of one FMA chain per block
 // (started from 0, then added to C), whatever the element's position, the panel it falls in
@@ -77,8 +80,11 @@ constexpr i64 kKc = KAEL_GEMM_KC;
 constexpr i64 kMc = KAEL_GEMM_MC;
 constexpr i64 kNc = KAEL_GEMM_NC;
 static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0);
-// Rows ahead of the one in use that the packing micro-kernel prefetches from B.
+// Rows ahead of the one in use that the packing micro-kernel prefetches from B: into L1 from
+// nearby, and into L2 from farther, so that a B read from L3 or memory arrives in time (a row
+// takes 14 cycles of FMAs; sgemm_probe 32 x 4096 x 4096: 132 -> 155 GFLOP/s with the far one).
 constexpr i64 kPrefetchRows = 8;
+constexpr i64 kFarPrefetchRows = 48;
 
 // Micro-kernel: C[0:MR, 0:32] (+)= Ap (kc x MR, k-major) times a 32-column panel of B.
 // PackB: the panel is read from B's rows (b_src, row stride ldb, lanes beyond the matrix masked
@@ -87,6 +93,14 @@ constexpr i64 kPrefetchRows = 8;
 template <int MR, bool PackB>
 void micro_kernel(i64 kc, const float* ap, const float* b_src, i64 ldb, float* bp, float* c, i64 ldc, bool accumulate,
                   __mmask16 m0, __mmask16 m1) {
+  // C's tile into L2 while the sum runs: its rows lie a row stride apart, each in another page
+  // of a large C, and the loads (or the stores' reads for ownership) at the end would otherwise
+  // wait for memory (sgemm_probe: 1024^3 +1-5%, 2048 x 2304 x 768 +4-7%).
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T1);
+  }
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
@@ -101,6 +115,8 @@ void micro_kernel(i64 kc, const float* ap, const float* b_src, i64 ldb, float* b
       // A prefetch past B's last row is harmless (prefetches do not fault).
       _mm_prefetch(reinterpret_cast<const char*>(b_src + kPrefetchRows * ldb), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b_src + kPrefetchRows * ldb + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b_src + kFarPrefetchRows * ldb), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(b_src + kFarPrefetchRows * ldb + 16), _MM_HINT_T1);
       b_src += ldb;
       _mm512_store_ps(bp, b0);
       _mm512_store_ps(bp + 16, b1);
@@ -230,8 +246,7 @@ void pack_b(const float* b, i64 rs, i64 cs, i64 kc, i64 nc, float* dst) {
 }
 
 // A thread's packing buffers, kept for the thread's life. B's (1 MB) is 2 MiB aligned and asked
-// to be one huge page: fewer TLB misses as the column panels go by (1024^3: 203 -> 212 GFLOP/s in
-// the probe).
+// to be one huge page: fewer TLB misses as the column panels go by.
 struct Buffers {
   struct Free {
     void operator()(float* p) const noexcept { std::free(p); }
