@@ -82,7 +82,8 @@ constexpr i64 kNc = KAEL_GEMM_NC;
 static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0);
 // Rows ahead of the one in use that the packing micro-kernel prefetches from B: into L1 from
 // nearby, and into L2 from farther, so that a B read from L3 or memory arrives in time (a row
-// takes 14 cycles of FMAs; sgemm_probe 32 x 4096 x 4096: 132 -> 155 GFLOP/s with the far one).
+// takes 14 cycles of FMAs; docs/performance.md, "float32 GEMM": 32 x 4096 x 4096, a 64 MB B,
+// 127 -> 158 GFLOP/s with the far one and the C prefetch).
 constexpr i64 kPrefetchRows = 8;
 constexpr i64 kFarPrefetchRows = 48;
 
@@ -95,7 +96,7 @@ void micro_kernel(i64 kc, const float* ap, const float* b_src, i64 ldb, float* b
                   __mmask16 m0, __mmask16 m1) {
   // C's tile into L2 while the sum runs: its rows lie a row stride apart, each in another page
   // of a large C, and the loads (or the stores' reads for ownership) at the end would otherwise
-  // wait for memory (sgemm_probe: 1024^3 +1-5%, 2048 x 2304 x 768 +4-7%).
+  // wait for memory (docs/performance.md, "float32 GEMM": 2048 x 2304 x 768 191 -> 211 GFLOP/s).
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);

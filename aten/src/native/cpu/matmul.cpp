@@ -251,10 +251,10 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 //     lanes idle: oneDNN;
 //   - b with contiguous columns and not rows (a transposed weight, linear's x @ w.t()): oneDNN,
 //     whose kernels read that layout directly, where kael's GEMM transposes b into its panels
-//     before multiplying; measured at 1 thread, (128, 1024) x (1024, 4096): oneDNN 195 GFLOP/s,
-//     kael 159; 1024^3: 207 against 197 (docs/performance.md, "float32 GEMM");
+//     before multiplying; at 1 thread, (128, 1024) x (1024, 4096): oneDNN 190 GFLOP/s, kael's
+//     GEMM 172 (docs/performance.md, "float32 GEMM");
 //   - the rest, a @ b with b's rows contiguous above all, and a transposed (x.t() @ g):
-//     kael's GEMM (1024^3 a @ b: 200-212 GFLOP/s against oneDNN's 183-194).
+//     kael's GEMM (1024^3 a @ b at 1 thread: 205 GFLOP/s, oneDNN 183 in the table before).
 bool use_gemm(const Tensor& b, std::int64_t columns) {
   const std::int64_t nd = b.dim();
   const bool b_transposed = b.strides()[nd - 2] == 1 && b.strides()[nd - 1] != 1 && b.sizes()[nd - 2] > 1;
