@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -87,6 +88,21 @@ static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0);
 constexpr i64 kPrefetchRows = 8;
 constexpr i64 kFarPrefetchRows = 48;
 
+// Prefetches the two lines of a B panel row kPrefetchRows rows below `row` into L1 and
+// kFarPrefetchRows rows below into L2. The addresses are computed as integers: past B's last
+// row they point outside the matrix, which a prefetch may (it never faults) but pointer
+// arithmetic may not.
+inline void prefetch_rows_ahead(const float* row, i64 row_stride) {
+  const auto at = [&](i64 rows, i64 col) {
+    return reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(row) +
+                                         static_cast<std::uintptr_t>((rows * row_stride + col) * i64{sizeof(float)}));
+  };
+  _mm_prefetch(at(kPrefetchRows, 0), _MM_HINT_T0);
+  _mm_prefetch(at(kPrefetchRows, 16), _MM_HINT_T0);
+  _mm_prefetch(at(kFarPrefetchRows, 0), _MM_HINT_T1);
+  _mm_prefetch(at(kFarPrefetchRows, 16), _MM_HINT_T1);
+}
+
 // Micro-kernel: C[0:MR, 0:32] (+)= Ap (kc x MR, k-major) times a 32-column panel of B.
 // PackB: the panel is read from B's rows (b_src, row stride ldb, lanes beyond the matrix masked
 // off) and stored to bp; otherwise it is read from bp (kc x 32, 64-byte aligned). The columns of C
@@ -113,11 +129,7 @@ void micro_kernel(i64 kc, const float* ap, const float* b_src, i64 ldb, float* b
     if constexpr (PackB) {
       b0 = _mm512_maskz_loadu_ps(m0, b_src);
       b1 = _mm512_maskz_loadu_ps(m1, b_src + 16);
-      // A prefetch past B's last row is harmless (prefetches do not fault).
-      _mm_prefetch(reinterpret_cast<const char*>(b_src + kPrefetchRows * ldb), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b_src + kPrefetchRows * ldb + 16), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b_src + kFarPrefetchRows * ldb), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(b_src + kFarPrefetchRows * ldb + 16), _MM_HINT_T1);
+      prefetch_rows_ahead(b_src, ldb);
       b_src += ldb;
       _mm512_store_ps(bp, b0);
       _mm512_store_ps(bp + 16, b1);
