@@ -350,3 +350,24 @@ def check_view(kv, tv, kbase, tbase):
     assert kv.is_contiguous() == tv.is_contiguous()
     if tv.numel() > 0 and tv.untyped_storage().data_ptr() == tbase.untyped_storage().data_ptr():
         assert view_offset(kv, kbase) == view_offset(tv, tbase)
+
+
+def run_in_threads(fn, args):
+    """Runs fn(arg) for each arg on a Python thread of its own, all at once, and raises the first
+    exception a thread raised (AssertionError included) once every thread has ended."""
+    import threading
+    errors = []
+
+    def body(arg):
+        try:
+            fn(arg)
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

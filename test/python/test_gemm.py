@@ -9,14 +9,13 @@ Where the build has no GEMM (no AVX-512) every product runs on oneDNN and must g
 answers, so nothing here is skipped."""
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 import torch
 
 import kael
-from helpers import to_kael
+from helpers import run_in_threads, to_kael
 
 # float32 against torch's float32 (MKL): the file's tolerance of test_matmul.py
 RTOL, ATOL = 1e-5, 1e-4
@@ -222,23 +221,14 @@ def test_products_in_several_python_threads_at_once():
     gen = torch.Generator().manual_seed(13)
     pairs = [(torch.randn(90 + i, 300, generator=gen), torch.randn(300, 70 + 3 * i, generator=gen)) for i in range(4)]
     want = [a @ b for a, b in pairs]
-    errors = []
 
     def work(i):
-        try:
-            ka, kb = to_kael(pairs[i][0]), to_kael(pairs[i][1])
-            for _ in range(20):
-                got = torch.from_numpy(np.array((ka @ kb).numpy()))
-                torch.testing.assert_close(got, want[i], rtol=RTOL, atol=ATOL)
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
+        ka, kb = to_kael(pairs[i][0]), to_kael(pairs[i][1])
+        for _ in range(20):
+            got = torch.from_numpy(np.array((ka @ kb).numpy()))
+            torch.testing.assert_close(got, want[i], rtol=RTOL, atol=ATOL)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_in_threads(work, range(4))
 
 
 def test_narrow_results_and_float64_take_the_other_paths():
