@@ -1,10 +1,9 @@
 """kael's float32 GEMM (Note [float32 GEMM] in aten/src/native/cpu/gemm.cpp), through matmul,
 addmm and their gradients: every edge of its blocking (14-row and 32-column panels, 256-long
-blocks of the sum, 70-row and 1024-column blocks), its packing paths (B's rows contiguous, other
-strides, a broadcast B; A's rows or columns contiguous, or neither), values outside a view that
-must not leak into it, and the same bits at every thread count. A transposed B (linear's
-x @ w.t()) and results under 16 columns go to oneDNN (use_gemm in cpu/matmul.cpp), covered here
-for their values too; the GEMM's own transposed-B packing is tested in test/cpp/test_gemm.cpp.
+blocks of the sum, 70-row and 1024-column blocks), its packing paths (B's rows contiguous, B
+transposed, other strides, a broadcast B; A's rows or columns contiguous, or neither), values
+outside a view that must not leak into it, and the same bits at every thread count. Results
+under 16 columns go to oneDNN (use_gemm in cpu/matmul.cpp), covered here for their values too.
 Where the build has no GEMM (no AVX-512) every product runs on oneDNN and must give the same
 answers, so nothing here is skipped."""
 import subprocess
@@ -144,8 +143,8 @@ def test_batched_products(sa, sb):
 
 @pytest.mark.parametrize("n,k,m", [(3, 20, 16), (70, 300, 100), (200, 513, 33)], ids=str)
 def test_linear_with_bias(n, k, m):
-    # linear (oneDNN: its weight is transposed) and addmm, whose bias path starts each row of the
-    # result from the bias where mat2's rows are contiguous (a GEMM with beta = 1)
+    # linear (its weight transposed) and addmm with both layouts of mat2: the bias path starts
+    # each row of the result from the bias (a GEMM with beta = 1)
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(n, k, generator=gen)
     w = torch.randn(m, k, generator=gen)
@@ -187,12 +186,15 @@ cases = {
     "rows": ((4000, 300), (300, 24)),     # too few column panels: split into row ranges
     "batches": ((120, 30, 200), (200, 40)),  # small products, split among threads by batch
     "a_transposed": ((600, 200), (200, 300)),  # x.t() @ g, as a weight's gradient is computed
+    "b_transposed": ((300, 200), (200, 600)),  # x @ w.t(), as linear multiplies
 }
 for name, (sa, sb) in cases.items():
     a = kael.from_numpy(g.standard_normal(sa).astype(np.float32))
     b = kael.from_numpy(g.standard_normal(sb).astype(np.float32))
     if name == "a_transposed":
         a = kael.from_numpy(np.ascontiguousarray(a.numpy().T)).t()
+    if name == "b_transposed":
+        b = kael.from_numpy(np.ascontiguousarray(b.numpy().T)).t()
     kael._C._parallel_trace_start()
     r = a @ b
     trace = kael._C._parallel_trace_stop()

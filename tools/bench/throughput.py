@@ -265,8 +265,7 @@ def make_cases(quick):
                       "other", n2))
 
     def linear_build(lib, mod):
-        # x @ w.t() + bias: the weight transposed, as nn.Linear multiplies (oneDNN's in kael:
-        # use_gemm in aten/src/native/cpu/matmul.cpp)
+        # x @ w.t() + bias: the weight transposed, as nn.Linear multiplies
         fn = need(mod, "nn.functional.linear")
         a, ww, bb = convert(lib, mod, lx), convert(lib, mod, lw), convert(lib, mod, lbias)
         return lambda: fn(a, ww, bb), None

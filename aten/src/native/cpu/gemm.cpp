@@ -21,11 +21,11 @@
 // the whole of A's rows fit one row block (m <= kMc), the packed panel is not kept past its
 // column panel and one 32 KB buffer is reused: a product of a short A by a large B (a linear
 // layer on a small batch) then packs into L1 and leaves B itself in L2 for the next call. B
-// with other strides is packed before the row blocks, 16 x 16 blocks transposed in registers
-// where B's columns are contiguous; matmul sends that case (a transposed weight, linear's
-// x @ w.t()) to oneDNN, faster there (use_gemm in cpu/matmul.cpp). A is packed per row block:
-// 16 x 16 transposes where its rows are contiguous, a copy per column where its columns are
-// (x.t() @ g, a weight's gradient).
+// with other strides is packed apart, 16 x 16 blocks transposed in registers where B's columns
+// are contiguous (a transposed weight, linear's x @ w.t()): the whole block before the row
+// blocks, or each 32-column panel just before its row panels when A's rows fit one row block.
+// A is packed per row block: 16 x 16 transposes where its rows are contiguous, a copy per
+// column where its columns are (x.t() @ g, a weight's gradient).
 //
 // kMc = 70 (5 panels), kKc = 256, kNc = 1024: the 32 KB B panel stays in L1 while the 70 x 256 A
 // block (70 KB) comes from L2; chosen by measuring 1024^3 and (64, 512) x (512, 512), the cases
@@ -305,7 +305,10 @@ void gemm_serial(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const 
     for (i64 pc = 0; pc < k; pc += kKc) {
       const i64 kc = std::min(kKc, k - pc);
       const bool acc = accumulate || pc > 0;
-      if (!pack_in_kernel) pack_b(b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc, bp);
+      // With one row block, a B panel packed apart is packed just before its row panels use it
+      // (into the same L1-sized buffer each time); with several, the block is packed once for all.
+      const bool pack_per_panel = !pack_in_kernel && one_row_block;
+      if (!pack_in_kernel && !pack_per_panel) pack_b(b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc, bp);
       for (i64 ic = 0; ic < m; ic += kMc) {
         const i64 mc = std::min(kMc, m - ic);
         for (i64 ir = 0; ir < mc; ir += kMr)
@@ -314,8 +317,9 @@ void gemm_serial(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const 
         for (i64 jr = 0; jr < nc; jr += kNr) {
           const i64 nr = std::min<i64>(kNr, nc - jr);
           const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
-          float* const panel = pack_in_kernel && one_row_block ? bp : bp + jr * kc;
+          float* const panel = one_row_block ? bp : bp + jr * kc;
           const float* const b_src = b + pc * b_rs + (jc + jr) * b_cs;
+          if (pack_per_panel) pack_b(b_src, b_rs, b_cs, kc, nr, panel);
           for (i64 ir = 0; ir < mc; ir += kMr) {
             const i64 mr = std::min<i64>(kMr, mc - ir);
             const bool pack_here = pack_in_kernel && ic == 0 && ir == 0;

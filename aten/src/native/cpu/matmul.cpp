@@ -247,19 +247,14 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 }
 
 // Whether kael's GEMM takes the float32 product a @ b (Note [float32 GEMM] in cpu/gemm.cpp):
-//   - results narrower than 16 columns (a matrix-vector product) would leave most of its 32
-//     lanes idle: oneDNN;
-//   - b with contiguous columns and not rows (a transposed weight, linear's x @ w.t()): oneDNN,
-//     whose kernels read that layout directly, where kael's GEMM transposes b into its panels
-//     before multiplying; at 1 thread, (128, 1024) x (1024, 4096): oneDNN 190 GFLOP/s, kael's
-//     GEMM 172 (docs/performance.md, "float32 GEMM");
-//   - the rest, a @ b with b's rows contiguous above all, and a transposed (x.t() @ g):
-//     kael's GEMM (1024^3 a @ b at 1 thread: 205 GFLOP/s, oneDNN 183 in the table before).
-bool use_gemm(const Tensor& b, std::int64_t columns) {
-  const std::int64_t nd = b.dim();
-  const bool b_transposed = b.strides()[nd - 2] == 1 && b.strides()[nd - 1] != 1 && b.sizes()[nd - 2] > 1;
-  return columns >= 16 && !b_transposed && gemm_f32_available();
-}
+// every product with a result of 16 columns or more where the build has the GEMM. Narrower
+// results (a matrix-vector product) would leave most of its 32 lanes idle and go to oneDNN. A
+// transposed b (linear's x @ w.t()) stays with the GEMM although oneDNN, which reads that layout
+// in place, multiplies it faster alone at 1 thread ((128, 1024) x (1024, 4096): 190 GFLOP/s
+// against 172): a training step that alternates the two runs oneDNN's OpenMP threads beside
+// kael's pool, and at 2 threads took 84 ms against 73 with the GEMM throughout
+// (docs/performance.md, "float32 GEMM").
+bool use_gemm(std::int64_t columns) { return columns >= 16 && gemm_f32_available(); }
 
 // out (contiguous) <- a @ b (+ out when accumulate) for float32 a, b of out's dims (batch dims
 // broadcast), one gemm_f32 per matrix: the matrices split among the pool's threads when each is
@@ -298,7 +293,7 @@ void matmul_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
 void multiply_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::int64_t k = a.sizes()[a.dim() - 1];
   if (out.dtype() == ScalarType::Float32 && out.sizes()[out.dim() - 2] * out.sizes()[out.dim() - 1] * k > kSmallProduct) {
-    if (use_gemm(b, out.sizes()[out.dim() - 1])) {
+    if (use_gemm(out.sizes()[out.dim() - 1])) {
       matmul_gemm(a, b, out, /*accumulate=*/false);
       return;
     }
@@ -370,7 +365,7 @@ Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2
     c = section.own(c);
   }
   section.unlock();
-  if (use_gemm(b, m)) {
+  if (use_gemm(m)) {
     // out's rows start as the bias; the product is added to them.
     const float* bias_row = c.data<float>();
     float* o = out.data<float>();
