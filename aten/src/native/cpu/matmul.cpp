@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
 #include <vector>
 
 #include "kael/core/error.h"
@@ -200,6 +201,20 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
   stream.wait();
 }
 
+// The element offsets in a and b of matrix `batch` of out's batch dims (row-major over out's
+// batch dims; a size-1 batch dim of a or b repeats).
+std::pair<std::int64_t, std::int64_t> batch_offsets(const Tensor& out, const Tensor& a, const Tensor& b,
+                                                    std::int64_t batch) {
+  std::int64_t rem = batch, a_off = 0, b_off = 0;
+  for (std::int64_t d = out.dim() - 3; d >= 0; --d) {
+    const std::int64_t idx = rem % out.sizes()[d];
+    rem /= out.sizes()[d];
+    if (a.sizes()[d] != 1) a_off += idx * a.strides()[d];
+    if (b.sizes()[d] != 1) b_off += idx * b.strides()[d];
+  }
+  return {a_off, b_off};
+}
+
 // ---- float64 / integers: a blocked i-k-j loop per batch over contiguous copies (integers wrap
 // as in PyTorch: the products are computed in T's width)
 
@@ -213,19 +228,11 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const T* A = a.data<T>();
   const T* B = b.data<T>();
   T* C = out.data<T>();
-  const DimVector a_strides = contiguous_strides(a.sizes()), b_strides = contiguous_strides(b.sizes());
   // Batches split among the pool's threads when the whole product is large.
   const std::int64_t grain = batches * n * m * k > (1 << 18) ? 1 : batches;
   parallel_for(0, batches, grain, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t batch = first; batch < last; ++batch) {
-      // batch offsets with broadcasting: size-1 batch dims repeat
-      std::int64_t rem = batch, a_off = 0, b_off = 0;
-      for (std::int64_t d = nd - 3; d >= 0; --d) {
-        const std::int64_t idx = rem % out.sizes()[d];
-        rem /= out.sizes()[d];
-        if (a.sizes()[d] != 1) a_off += idx * a_strides[d];
-        if (b.sizes()[d] != 1) b_off += idx * b_strides[d];
-      }
+      const auto [a_off, b_off] = batch_offsets(out, a, b, batch);
       const T* Ab = A + a_off;
       const T* Bb = B + b_off;
       T* Cb = C + batch * n * m;
@@ -270,14 +277,7 @@ void matmul_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
   const std::int64_t b_rs = b.strides()[nd - 2], b_cs = b.strides()[nd - 1];
   auto run = [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t batch = first; batch < last; ++batch) {
-      // batch offsets with broadcasting: size-1 batch dims repeat
-      std::int64_t rem = batch, a_off = 0, b_off = 0;
-      for (std::int64_t d = nd - 3; d >= 0; --d) {
-        const std::int64_t idx = rem % out.sizes()[d];
-        rem /= out.sizes()[d];
-        if (a.sizes()[d] != 1) a_off += idx * a.strides()[d];
-        if (b.sizes()[d] != 1) b_off += idx * b.strides()[d];
-      }
+      const auto [a_off, b_off] = batch_offsets(out, a, b, batch);
       gemm_f32(n, m, k, A + a_off, a_rs, a_cs, B + b_off, b_rs, b_cs, C + batch * n * m, m, accumulate);
     }
   };
