@@ -869,6 +869,8 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     e = elements if isinstance(elements, Tensor) else _C.tensor(elements)
     t = test_elements if isinstance(test_elements, Tensor) else _C.tensor(test_elements)
     t = t.reshape(-1)
+    if t.dtype.is_floating_point:  # NaN equals nothing; left in, it would break the sorted search
+        t = t[_C.logical_not(_C.isnan(t))]
     if t.numel() == 0:
         found = _C.zeros_like(e, dtype=_C.bool)
     else:
