@@ -14,10 +14,10 @@ from kael._C import Tensor
 from kael.autograd.function import Function, FunctionCtx
 from kael.autograd.gradcheck import gradcheck
 from kael.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
-                                     no_grad, set_grad_enabled)
+                                     no_grad, set_grad_enabled, set_multithreading_enabled)
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled",
-           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "set_detect_anomaly",
+           "inference_mode", "set_multithreading_enabled", "is_grad_enabled", "is_inference_mode_enabled", "set_detect_anomaly",
            "detect_anomaly", "is_anomaly_enabled", "explain", "autograd_graph", "graphviz"]
 
 
@@ -101,10 +101,21 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
                     False if allow_unused is None else _flag(allow_unused, "allow_unused"))
 
 
-def set_detect_anomaly(mode: bool) -> None:
-    """Anomaly detection: nodes remember the forward call site, and a NaN produced in backward
-    raises RuntimeError naming the node and that call site."""
-    _C._set_anomaly_enabled(bool(mode))
+class set_detect_anomaly:
+    """Anomaly detection on or off: nodes remember the forward call site, and a NaN produced in
+    backward raises RuntimeError naming the node and that call site. Sets the mode now (a plain
+    call, as torch's) and, used as a context manager, restores the previous mode on exit.
+    kael has no separate NaN check: check_nan=False leaves anomaly detection off."""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.prev = _C.is_anomaly_enabled()
+        _C._set_anomaly_enabled(bool(mode) and bool(check_nan))
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        _C._set_anomaly_enabled(self.prev)
 
 
 def is_anomaly_enabled() -> bool:
@@ -112,7 +123,8 @@ def is_anomaly_enabled() -> bool:
 
 
 class detect_anomaly:
-    """Context manager turning anomaly detection on for a block (restored on exit)."""
+    """Context manager turning anomaly detection on for a block (the previous mode is restored
+    on exit); also a decorator, each call of the function running in a fresh block."""
 
     def __init__(self, check_nan: bool = True) -> None:
         self.check_nan = check_nan
@@ -120,19 +132,17 @@ class detect_anomaly:
 
     def __enter__(self) -> None:
         self._prev.append(_C.is_anomaly_enabled())
-        _C._set_anomaly_enabled(self.check_nan)
+        _C._set_anomaly_enabled(bool(self.check_nan))
 
     def __exit__(self, *exc: object) -> None:
         _C._set_anomaly_enabled(self._prev.pop())
 
     def __call__(self, func: Callable) -> Callable:
-        import functools
+        from kael.autograd.grad_mode import _DecoratorContextManager
+        return _DecoratorContextManager.__call__(self, func)  # type: ignore[arg-type]
 
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with detect_anomaly(self.check_nan):
-                return func(*args, **kwargs)
-        return wrapper
+    def clone(self) -> "detect_anomaly":
+        return type(self)(self.check_nan)
 
 
 def explain(t: Tensor) -> str:
