@@ -164,6 +164,32 @@ class ChainDataset(IterableDataset):
 
 # ---------------------------------------------------------------- samplers
 
+# Note [Samplers draw lazily]
+# A sampler's indices are drawn as they are taken, a chunk at a time, never num_samples at once:
+# RandomSampler(data, replacement=True, num_samples=10**10) yields its first index at once, in
+# little memory, as torch's does. RandomSampler follows torch's sampler.py draw for draw:
+# without a generator it seeds a generator of its own from one draw of the default generator
+# (kael.empty((), dtype=kael.int64).random_()) when iteration starts, so what else draws from the
+# default generator between batches does not change its order; with replacement it draws 32
+# indices per kael.randint; without, one kael.randperm(n) per whole permutation and one for the
+# rest (empty when there is none, which takes the generator as far: one call, Note "Random
+# numbers" in docs/decisions.md). WeightedRandomSampler with replacement draws kael.multinomial
+# in chunks of max(65536, len(weights)) (one call, as torch's, up to that many samples). A
+# permutation of the data (RandomSampler without replacement, SubsetRandomSampler, a shuffled
+# DataLoader) holds len(data) indices, as torch's does. The values are kael's Philox stream,
+# not torch's.
+_REPLACEMENT_CHUNK = 32
+_WEIGHTED_CHUNK = 1 << 16
+
+
+def _seeded_generator():
+    """torch's RandomSampler without a generator: a generator seeded from the default one."""
+    seed = int(kael.empty((), dtype=kael.int64).random_().item())
+    generator = kael.Generator()
+    generator.manual_seed(seed)
+    return generator
+
+
 def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} should be a positive integer value, but got {name}={value}")
@@ -194,7 +220,8 @@ class SequentialSampler(Sampler):
 
 class RandomSampler(Sampler):
     """The indices of data_source in a random order (kael.randperm), num_samples of them (whole
-    permutations, then part of one); with replacement, num_samples uniform draws (kael.randint)."""
+    permutations, then part of one); with replacement, num_samples uniform draws (kael.randint).
+    Drawn as torch draws them (Note [Samplers draw lazily])."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         self.data_source = data_source
@@ -209,15 +236,27 @@ class RandomSampler(Sampler):
     def num_samples(self):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
-    def __iter__(self):
+    def _chunks(self):
+        """The indices as tensors, one draw each, drawn as they are needed."""
         n = len(self.data_source)
+        generator = self.generator if self.generator is not None else _seeded_generator()
+        num_samples = self.num_samples
         if self.replacement:
-            yield from kael.randint(high=n, size=(self.num_samples,), generator=self.generator).tolist()
+            for _ in range(num_samples // _REPLACEMENT_CHUNK):
+                yield kael.randint(high=n, size=(_REPLACEMENT_CHUNK,), dtype=kael.int64, generator=generator)
+            yield kael.randint(high=n, size=(num_samples % _REPLACEMENT_CHUNK,), dtype=kael.int64,
+                               generator=generator)
             return
-        for _ in range(self.num_samples // n):
-            yield from kael.randperm(n, generator=self.generator).tolist()
-        if self.num_samples % n:  # (no draw for an empty remainder: one randperm per epoch by default)
-            yield from kael.randperm(n, generator=self.generator)[:self.num_samples % n].tolist()
+        for _ in range(num_samples // n):
+            yield kael.randperm(n, generator=generator)
+        rest = num_samples % n
+        # torch draws a last permutation for the rest, an empty rest too: an empty draw takes as
+        # much of the generator (one call) without the work
+        yield kael.randperm(n if rest else 0, generator=generator)[:rest]
+
+    def __iter__(self):
+        for chunk in self._chunks():
+            yield from chunk.tolist()
 
     def __len__(self):
         return self.num_samples
@@ -255,7 +294,14 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        yield from kael.multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator).tolist()
+        if not self.replacement:  # at most len(weights) draws (multinomial refuses more)
+            yield from kael.multinomial(self.weights, self.num_samples, False, generator=self.generator).tolist()
+            return
+        # chunks of at least len(weights) draws: each multinomial call sums the weights again
+        chunk = max(_WEIGHTED_CHUNK, self.weights.numel())
+        for start in range(0, self.num_samples, chunk):
+            yield from kael.multinomial(self.weights, min(chunk, self.num_samples - start), True,
+                                        generator=self.generator).tolist()
 
     def __len__(self):
         return self.num_samples
@@ -520,9 +566,9 @@ class DataLoader:
 
     def _tensor_batches(self):
         """The default sampling of a TensorDataset, one index_select per tensor and batch (the
-        order drawn as the samplers draw it: one kael.randperm when shuffled)."""
+        order drawn as RandomSampler draws it when shuffled)."""
         n = len(self.dataset)
-        order = kael.randperm(n, generator=self.generator) if isinstance(self.sampler, RandomSampler) \
+        order = kael.cat(list(self.sampler._chunks())) if isinstance(self.sampler, RandomSampler) \
             else kael.arange(n)
         for start in range(0, n, self.batch_size):
             stop = min(start + self.batch_size, n)
@@ -635,7 +681,9 @@ def _threaded_batches(loader):
     tickets_left = True
     try:
         while True:
-            while tickets_left and len(in_flight) < depth and active:
+            # batches sent and not yet yielded, finished ones waiting for their turn included,
+            # are at most depth (torch: a new task for each batch it yields)
+            while tickets_left and len(in_flight) + len(done) < depth and active:
                 try:
                     indices = next(tickets)
                 except StopIteration:
