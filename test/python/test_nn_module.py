@@ -83,13 +83,14 @@ def test_setattr_registers_parameters_modules_and_buffers():
                                                     "second.bias"]
 
 
-def test_reassigning_a_parameter_with_a_tensor_unregisters_it():
-    m = nn.Linear(2, 2)
-    m.bias = kael.zeros(2)
-    assert "bias" not in m._parameters
-    assert [n for n, _ in m.named_parameters()] == ["weight"]
-    m.weight = nn.Linear(2, 2)
-    assert "weight" in m._modules and "weight" not in m._parameters
+def test_reassigning_a_parameter_with_a_tensor_or_module_raises_as_torch():
+    for lib in (torch, kael):
+        m = lib.nn.Linear(2, 2)
+        with pytest.raises(TypeError, match="cannot assign .* as parameter 'bias'"):
+            m.bias = lib.zeros(2)
+        with pytest.raises(TypeError, match="cannot assign .* as parameter 'weight'"):
+            m.weight = lib.nn.Linear(2, 2)
+        assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
 
 
 def test_assignment_before_super_init_raises_with_hint():

@@ -1,5 +1,5 @@
 """The layers of kael.nn."""
-from kael.nn.modules.container import ModuleDict, ModuleList, Sequential
+from kael.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from kael.nn.modules.layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, LogSoftmax, ReLU,
                                     Sigmoid, SiLU, Softmax, Tanh)
 from kael.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
@@ -9,7 +9,7 @@ from kael.nn.modules.activation import *  # noqa: F401,F403
 from kael.nn.modules.module import Module
 from kael.nn.modules.transformer import MultiheadAttention, NonDynamicallyQuantizableLinear, TransformerEncoderLayer
 
-__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "ReLU", "GELU", "SiLU", "Sigmoid",
+__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "SiLU", "Sigmoid",
            "Tanh", "Softmax", "LogSoftmax", "Flatten", "Dropout", "LayerNorm", "Embedding", "MultiheadAttention",
            "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "CrossEntropyLoss", "NLLLoss", "MSELoss",
            "L1Loss", "BCEWithLogitsLoss", "BCELoss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "SmoothL1Loss",

@@ -28,6 +28,13 @@ class RemovableHandle:
         return False
 
 
+def _typename(obj):
+    """torch.typename's spelling: module.qualname of the object's type (builtins bare)."""
+    cls = type(obj)
+    module = cls.__module__
+    return cls.__qualname__ if module in (None, "builtins") else f"{module}.{cls.__qualname__}"
+
+
 def _addindent(text, spaces):
     lines = text.split("\n")
     if len(lines) == 1:
@@ -38,9 +45,12 @@ def _addindent(text, spaces):
 class Module:
     """Base class of every layer: subclasses call super().__init__() and define forward().
 
-    Assigning a Parameter registers it in _parameters, a Module in _modules; register_buffer adds
-    non-trainable state to _buffers. Reassigning a name first removes it from every table, so
-    replacing a parameter with a plain tensor unregisters it.
+    As in torch, parameters, buffers and child modules live only in their tables (_parameters,
+    _buffers, _modules; __getattr__ reads them), never in the instance __dict__: assigning a
+    Parameter registers it, a Module adds a child, and assigning to a name already registered
+    replaces the value in place, so the tables keep their order. A registered parameter takes
+    only a Parameter or None (TypeError otherwise), a child only a Module or None, a buffer a
+    tensor or None (it stays a buffer, persistent or not as before).
     """
 
     training: bool
@@ -56,37 +66,83 @@ class Module:
 
     # ------------------------------------------------------------ registration
 
+    def __getattr__(self, name):
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            values = d.get(table)
+            if values is not None and name in values:
+                return values[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def __setattr__(self, name, value):
-        if "_parameters" not in self.__dict__:
+        d = self.__dict__
+        params = d.get("_parameters")
+        if params is None and isinstance(value, (Parameter, Module)):
             raise AttributeError(
                 f"cannot assign attribute {name!r} before Module.__init__() call: "
                 "call super().__init__() before assigning attributes")
-        for table in (self._parameters, self._modules, self._buffers):
-            table.pop(name, None)
-        self._non_persistent_buffers.discard(name)
+
+        def remove_from(*tables):
+            for table in tables:
+                if isinstance(table, dict):
+                    table.pop(name, None)
+                else:
+                    table.discard(name)
+
         if isinstance(value, Parameter):
-            self._parameters[name] = value
-        elif isinstance(value, Module):
-            self._modules[name] = value
-        object.__setattr__(self, name, value)
+            remove_from(d, self._buffers, self._modules, self._non_persistent_buffers)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(kael.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
+        else:
+            modules = d.get("_modules")
+            if isinstance(value, Module):
+                remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers)
+                modules[name] = value
+            elif modules is not None and name in modules:
+                if value is not None:
+                    raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                    "(kael.nn.Module or None expected)")
+                modules[name] = value
+            else:
+                buffers = d.get("_buffers")
+                if buffers is not None and name in buffers:
+                    if value is not None and not isinstance(value, kael.Tensor):
+                        raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                        "(kael.Tensor or None expected)")
+                    self.register_buffer(name, value, name not in self._non_persistent_buffers)
+                else:
+                    object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        for table in (self._parameters, self._modules, self._buffers):
-            table.pop(name, None)
-        self._non_persistent_buffers.discard(name)
-        object.__delattr__(self, name)
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent_buffers.discard(name)
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
 
     def register_parameter(self, name, param):
         """Registers param (a Parameter or None) under name."""
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         self._check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
                             "(kael.nn.Parameter or None required)")
-        self.__setattr__(name, param)
-        if param is None:
-            self._parameters[name] = None
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                             f"created explicitly. To express '{name}' as a function of another Tensor, compute "
+                             "the value in the forward() method.")
+        self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """Registers tensor (a kael.Tensor or None) as non-trainable state; persistent buffers are
@@ -94,24 +150,25 @@ class Module:
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_name(name, "buffer")
-        if tensor is not None and not isinstance(tensor, kael.Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(kael.Tensor or None required)")
-        if name in self._parameters or name in self._modules:
+        if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
-        self.__setattr__(name, tensor)
+        if tensor is not None and not isinstance(tensor, kael.Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(kael.Tensor or None required)")
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
         """Registers module (a Module or None) as a child under name."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
         self._check_name(name, "module")
-        self.__setattr__(name, module)
-        if module is None:
-            self._modules[name] = None
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
 
     register_module = add_module
 
@@ -423,7 +480,8 @@ class Module:
         return main + ")"
 
     def __dir__(self):
-        return sorted(set(object.__dir__(self)))
+        keys = list(object.__dir__(self)) + list(self._parameters) + list(self._modules) + list(self._buffers)
+        return sorted({key for key in keys if not key[0].isdigit()})
 
 
 class _IncompatibleKeys(tuple):
