@@ -371,3 +371,45 @@ def run_in_threads(fn, args):
         t.join()
     if errors:
         raise errors[0]
+
+
+def where_the_gil_was_released(call, attempts=1000):
+    """Where call() let another Python thread run, as the calling thread's innermost Python frame
+    then (a traceback.FrameSummary: file, function, source line), or None when it held the GIL
+    throughout. Another thread is woken as the first call starts, and call() runs again and again
+    until that thread has run (at most `attempts` times: a thread woken late may miss one call's
+    release, not all of them). With a switch interval far longer than the test the calling
+    thread gives the GIL up only where it releases it (a C++ call that releases it, a blocking
+    wait), not every few milliseconds, and nothing else in the loop releases it: so the thread
+    runs inside call(), where call() releases the GIL, or, for a call that holds it, only after
+    the loop. Nothing is timed."""
+    import threading
+    import traceback
+    caller = threading.get_ident()
+    state = {"running": False, "where": None}
+    ran = threading.Event()
+    go = threading.Event()
+
+    def observer():
+        go.wait()
+        if state["running"]:
+            state["where"] = traceback.extract_stack(sys._current_frames()[caller], limit=1)[-1]
+        ran.set()
+
+    thread = threading.Thread(target=observer)
+    thread.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        go.set()
+        for _ in range(attempts):
+            state["running"] = True
+            call()
+            state["running"] = False
+            if ran.is_set():
+                break
+    finally:
+        state["running"] = False
+        sys.setswitchinterval(interval)
+        thread.join()
+    return state["where"]
