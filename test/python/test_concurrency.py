@@ -61,7 +61,7 @@ th.start()
 end = time.monotonic() + {seconds}
 n = large = 0
 try:
-    while time.monotonic() < end:
+    while time.monotonic() < end or large == 0:   # (until the loop has seen the large tensor)
         with lock:
             reading.set()
             r = t * 1.0
@@ -108,7 +108,7 @@ th.start()
 end = time.monotonic() + 2.0
 loops = 0
 try:
-    while time.monotonic() < end:
+    while time.monotonic() < end or loops == 0:   # (one loop at least, however slow the machine)
         s = (t * 1.0).sum().item()
         loops += 1
         assert s == 3.0 * N, s
@@ -227,7 +227,7 @@ def worker(i):
     rng = random.Random(i)
     end = time.monotonic() + SECONDS
     try:
-        while time.monotonic() < end:
+        while time.monotonic() < end or counts[i] == 0:   # (one round at least, however slow the machine)
             if i % 2 == 0:
                 private_work(rng)
             for _ in range(4):
