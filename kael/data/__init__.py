@@ -589,8 +589,9 @@ class DataLoader:
 # threads overlap the work that dominates loading tensors, without pickling the dataset or every
 # batch. Otherwise they follow torch's protocol: batch k (its indices drawn by the calling thread
 # from batch_sampler, or sampler without batching) goes to worker k % num_workers, at most
-# prefetch_factor batches per worker are in flight, and batches come back in order (in_order=False:
-# as they are done). An IterableDataset is iterated by every worker (each its own iter(dataset): a
+# prefetch_factor * num_workers batches are sent and not yet yielded (those done and waiting for
+# their turn included: a slow batch holds the indices drawn back, as torch's), and batches come
+# back in order (in_order=False: as they are done). An IterableDataset is iterated by every worker (each its own iter(dataset): a
 # dataset shards itself through get_worker_info(), as in torch, or each worker yields all of it);
 # an exhausted worker drops out of the rotation. worker_init_fn(id) runs first in each worker,
 # with get_worker_info() set. Its seed is base + id, base derived from the initial seed of the
