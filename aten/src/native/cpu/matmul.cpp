@@ -8,6 +8,7 @@
 // is (k, 1), with that dim removed from the result (NumPy semantics).
 #include <pthread.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -101,11 +102,42 @@ dnnl::engine& engine() {
 
 dnnl::memory::dims dims_of(IntArrayRef v) { return dnnl::memory::dims(v.begin(), v.end()); }
 
-// oneDNN reads any non-negative strides, but not a 0 stride over a dim longer than 1.
+// Whether oneDNN takes t's layout as it is: strides of a plain layout that never lands on an
+// element twice. Sorted by stride, each dim longer than 1 must step over the whole extent of
+// the one before, as oneDNN's memory descriptor requires ("could not construct a memory
+// descriptor using strides" otherwise): no 0 strides over such a dim, no overlapping windows
+// (as_strided's sliding windows, the im2col pattern). Any other layout is copied to a dense
+// one first, so every dtype takes every layout that float32's GEMM and loop take.
 bool dnnl_friendly(const Tensor& t) {
+  DimVector dims;
   for (std::int64_t i = 0; i < t.dim(); ++i)
-    if (t.strides()[i] == 0 && t.sizes()[i] > 1) return false;
+    if (t.sizes()[i] > 1) dims.push_back(i);
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](std::int64_t x, std::int64_t y) { return t.strides()[x] < t.strides()[y]; });
+  std::int64_t extent = 1;  // the elements the dims so far span: the next stride must reach past it
+  for (const std::int64_t d : dims) {
+    if (t.strides()[d] < extent) return false;
+    extent = t.strides()[d] * t.sizes()[d];
+  }
   return true;
+}
+
+// t as oneDNN takes it: t itself, or a contiguous copy; dims of size 1 get the strides of a
+// contiguous tensor of t's shape (their stride steps nowhere, and oneDNN checks it all the same).
+Tensor dnnl_layout(const Tensor& t) {
+  const Tensor dense = dnnl_friendly(t) ? t : contiguous(t);
+  bool size_one = false;
+  for (std::int64_t i = 0; i < dense.dim(); ++i) size_one = size_one || dense.sizes()[i] == 1;
+  if (!size_one || dense.is_contiguous()) return dense;
+  DimVector strides(dense.strides());
+  for (std::int64_t i = dense.dim() - 1; i >= 0; --i)
+    if (dense.sizes()[i] == 1) {
+      std::int64_t inner = 1;  // the extent of the dims inside it
+      for (std::int64_t j = 0; j < dense.dim(); ++j)
+        if (dense.sizes()[j] > 1) inner = std::max(inner, dense.strides()[j] * dense.sizes()[j]);
+      strides[i] = inner;
+    }
+  return Tensor(TensorImpl::make_view(*dense.impl(), dense.sizes(), strides, dense.impl()->offset()));
 }
 
 dnnl::memory::data_type dnnl_type(ScalarType t) {
@@ -142,8 +174,8 @@ bool dnnl_supports(ScalarType t) {
 
 // out <- a @ b (+ bias, a contiguous row of out's last dim, added in oneDNN's accumulator).
 void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor* bias = nullptr) {
-  const Tensor a = dnnl_friendly(a_in) ? a_in : contiguous(a_in);
-  const Tensor b = dnnl_friendly(b_in) ? b_in : contiguous(b_in);
+  const Tensor a = dnnl_layout(a_in);
+  const Tensor b = dnnl_layout(b_in);
   // oneDNN takes its thread count from the calling thread's OpenMP setting, and a primitive
   // may size its work for the count it was created with (Note [Process-wide thread count]; one
   // thread in a forked child, Note [Threads after fork]).
