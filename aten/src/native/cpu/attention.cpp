@@ -504,13 +504,29 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
   const std::int64_t S = key.sizes()[key.dim() - 2], Ek = key.sizes()[key.dim() - 1];
   const std::int64_t Sv = value.sizes()[value.dim() - 2], Ev = value.sizes()[value.dim() - 1];
-  KAEL_CHECK(Ek == E, op << ": query and key must have the same last dim (embedding size), got " << E << " and " << Ek);
-  KAEL_CHECK(Sv == S, op << ": key and value must have the same number of positions (dim -2), got " << S << " and "
-                         << Sv);
   KAEL_CHECK(!(dropout_p > 0.0) || dropout_p <= 1.0,
              op << ": dropout probability has to be between 0 and 1, but got " << dropout_p);
   KAEL_CHECK(!(is_causal && attn_mask.has_value()),
              op << ": Explicit attn_mask should not be set when is_causal=True");
+  if (attn_mask) {
+    const ScalarType mt = attn_mask->dtype();
+    KAEL_CHECK(mt == ScalarType::Bool || mt == ScalarType::Float32 || mt == query.dtype(),
+               op << ": Expected attn_mask dtype to be bool or float or to match query dtype, got " << mt
+                  << " for a query of " << query.dtype());
+  }
+  if (L == 0 || value.numel() == 0) {
+    // As PyTorch: no queries, or a value without elements, gives zeros of the query's batch
+    // and length and the value's width, whatever the other shapes (no key, value or mask shape
+    // is checked then).
+    DimVector empty_shape(query.sizes());
+    empty_shape.back() = Ev;
+    Tensor zeros = alloc_cpu(empty_shape, query.dtype());
+    if (zeros.numel() > 0) fill_cpu(zeros, Scalar(0.0));
+    return zeros;
+  }
+  KAEL_CHECK(Ek == E, op << ": query and key must have the same last dim (embedding size), got " << E << " and " << Ek);
+  KAEL_CHECK(Sv == S, op << ": key and value must have the same number of positions (dim -2), got " << S << " and "
+                         << Sv);
   DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
   batch = broadcast_shapes(op, batch, batch_of(value));
   Mask mask;
@@ -790,6 +806,18 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
   for (const Tensor* t : {&grad, &query, &key, &value}) check_same_device(op, kCPU, t->device());
   const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
   const std::int64_t S = key.sizes()[key.dim() - 2], Ev = value.sizes()[value.dim() - 1];
+  if (L == 0 || value.numel() == 0) {
+    // the forward's zeros (no queries, or a value without elements): no input moved them
+    const ScalarType acc = is_reduced_floating(query.dtype()) ? ScalarType::Float32 : query.dtype();
+    std::array<Tensor, 4> zeros;
+    const Tensor* inputs[4] = {&query, &key, &value, mask_grad && attn_mask ? &*attn_mask : nullptr};
+    for (int i = 0; i < 4; ++i) {
+      if (inputs[i] == nullptr) continue;
+      zeros[i] = alloc_cpu(inputs[i]->sizes(), acc);
+      if (zeros[i].numel() > 0) fill_cpu(zeros[i], Scalar(0.0));
+    }
+    return zeros;
+  }
   DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
   batch = broadcast_shapes(op, batch, batch_of(value));
   auto shaped = [&](std::int64_t rows, std::int64_t cols) {

@@ -506,9 +506,11 @@ Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, std::in
   check_cpu(op, grad);
   check_indices(op, indices);
   check_floating(op, grad);
-  KAEL_CHECK(grad.dim() == indices.dim() + 1, op << ": expected grad of " << indices.dim() + 1 << " dims, got "
-                                                 << grad.dim());
+  // As PyTorch: grad is read as (indices.numel(), grad.size(-1)), whatever its other dims.
+  KAEL_CHECK_INDEX(grad.dim() >= 1, op << ": expected grad of at least 1 dim, got a 0-d tensor");
   const std::int64_t d = grad.sizes()[grad.dim() - 1];
+  KAEL_CHECK(grad.numel() == indices.numel() * d, op << ": grad of shape " << shape_str(grad.sizes())
+                                                     << " cannot be read as " << indices.numel() << " rows of " << d);
   Tensor idx = int64_indices(indices);
   const std::int64_t* ids = idx.data<std::int64_t>();
   for (std::int64_t i = 0; i < idx.numel(); ++i)
