@@ -17,6 +17,7 @@
 #include "kael/core/error.h"
 #include "kael/runtime/threads.h"
 #include "kael/text/bpe.h"
+#include "py_utf8.h"
 #include "tensor_object.h"
 
 namespace kael::python {
@@ -65,31 +66,24 @@ bool without_gil(F&& f) {
 
 // ---------------------------------------------------------------- argument helpers
 
-// A str's UTF-8. Lone surrogates (which UTF-8 cannot hold) become U+FFFD, as tiktoken's encode
-// does; `keep` holds the replacement string alive.
-bool utf8_of(const char* op, PyObject* text, std::string_view& out, PyObject*& keep) {
-  keep = nullptr;
-  if (!PyUnicode_Check(text)) {
-    PyErr_Format(PyExc_TypeError, "%s: expected a str, got %s", op, Py_TYPE(text)->tp_name);
-    return false;
-  }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (data == nullptr) {
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return false;
-    PyErr_Clear();
-    PyObject* utf16 = PyUnicode_AsEncodedString(text, "utf-16", "surrogatepass");
-    if (utf16 == nullptr) return false;
-    keep = PyUnicode_Decode(PyBytes_AS_STRING(utf16), PyBytes_GET_SIZE(utf16), "utf-16", "replace");
-    Py_DECREF(utf16);
-    if (keep == nullptr) return false;
-    data = PyUnicode_AsUTF8AndSize(keep, &size);
-    if (data == nullptr) {
-      Py_CLEAR(keep);
-      return false;
-    }
-  }
-  out = std::string_view(data, static_cast<std::size_t>(size));
+// Holds a new reference to a borrowed object for a scope: PyDict_Next's key and value are
+// borrowed, and the Python code an item's conversion runs (an __index__) may drop the dict's.
+class Held {
+ public:
+  explicit Held(PyObject* o) noexcept : p_(o) { Py_INCREF(o); }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() { Py_DECREF(p_); }
+
+ private:
+  PyObject* p_;
+};
+
+// Python code run while a dict is read (an id's __index__) changed its size: refused, as Python's
+// own iteration over a dict does.
+bool dict_changed(const char* op, const char* name, PyObject* dict, Py_ssize_t size) {
+  if (PyDict_GET_SIZE(dict) == size) return false;
+  PyErr_Format(PyExc_RuntimeError, "%s: %s changed size while it was read", op, name);
   return true;
 }
 
@@ -100,12 +94,20 @@ PyObject* fs_path(PyObject* path) {
   return out;
 }
 
-bool read_file(PyObject* path_arg, std::string& out) {
+// Reads a file (path: str, bytes or os.PathLike). With `missing` given, a file that does not exist
+// sets it and is not an error.
+bool read_file(PyObject* path_arg, std::string& out, bool* missing = nullptr) {
   PyObject* path = fs_path(path_arg);
   if (path == nullptr) return false;
   std::FILE* f = std::fopen(PyBytes_AS_STRING(path), "rb");
+  const int error = errno;
   Py_DECREF(path);
   if (f == nullptr) {
+    if (missing != nullptr && error == ENOENT) {
+      *missing = true;
+      return true;
+    }
+    errno = error;
     PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
     return false;
   }
@@ -120,6 +122,44 @@ bool read_file(PyObject* path_arg, std::string& out) {
     return false;
   }
   return true;
+}
+
+bool write_file(PyObject* path_arg, std::string_view contents) {
+  PyObject* path = fs_path(path_arg);
+  if (path == nullptr) return false;
+  std::FILE* f = std::fopen(PyBytes_AS_STRING(path), "wb");
+  Py_DECREF(path);
+  if (f == nullptr) {
+    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
+    return false;
+  }
+  const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
+    return false;
+  }
+  return true;
+}
+
+// Note [Saved special tokens]
+// tiktoken's file holds the mergeable ranks only (tiktoken's own load_tiktoken_bpe refuses any
+// other line), so save(path) writes the special tokens beside it, as the JSON object {text: id} in
+// path + ".special_tokens.json" ({} for none), and from_tiktoken(path) with special_tokens=None
+// reads them from there. A file without one (GPT-2's own) gets GPT-2's "<|endoftext|>"
+// (BpeTokenizer::from_tiktoken_gpt2_specials: 50256 for GPT-2's file).
+constexpr char kSpecialsSuffix[] = ".special_tokens.json";
+
+// The path of the specials beside the ranks at path_arg, as a str (a new reference).
+PyObject* specials_path(PyObject* path_arg) {
+  PyObject* path = fs_path(path_arg);
+  if (path == nullptr) return nullptr;
+  PyObject* side = PyBytes_FromFormat("%s%s", PyBytes_AS_STRING(path), kSpecialsSuffix);
+  Py_DECREF(path);
+  if (side == nullptr) return nullptr;
+  PyObject* out = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(side), PyBytes_GET_SIZE(side));
+  Py_DECREF(side);
+  return out;
 }
 
 bool id_of(const char* op, PyObject* o, std::int64_t& out) {
@@ -174,34 +214,74 @@ bool ids_of(const char* op, PyObject* ids, std::vector<std::int64_t>& out) {
   return !PyErr_Occurred();
 }
 
-// {str: int} special tokens (None: none).
+// {str: int} special tokens (None: none). A special's text is UTF-8: lone surrogates raise
+// UnicodeEncodeError, as tiktoken's Encoding does. Each key and value is held while it is read (an
+// id's __index__ may change the dict).
 bool specials_of(const char* op, PyObject* o, std::vector<std::pair<std::string, Rank>>& out) {
   if (o == nullptr || o == Py_None) return true;
   if (!PyDict_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s: special_tokens must be a dict of str to int, got %s", op, Py_TYPE(o)->tp_name);
     return false;
   }
+  const Py_ssize_t size = PyDict_GET_SIZE(o);
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(o, &pos, &key, &value)) {
-    std::string_view text;
-    PyObject* keep = nullptr;
+    const Held held_key(key), held_value(value);
     if (!PyUnicode_Check(key)) {
       PyErr_Format(PyExc_TypeError, "%s: special token names must be str, got %s", op, Py_TYPE(key)->tp_name);
       return false;
     }
-    if (!utf8_of(op, key, text, keep)) return false;
-    Py_XDECREF(keep);
+    OwnedUtf8 text;
+    if (!utf8_of(op, key, Surrogates::Strict, text)) return false;
     std::int64_t id = 0;
-    if (!id_of(op, value, id)) return false;
+    if (!id_of(op, value, id) || dict_changed(op, "special_tokens", o, size)) return false;
     if (id < 0 || id >= 0x7FFFFFFF) {
       PyErr_Format(PyExc_ValueError, "%s: the id of special token %R is %lld, expected 0..2**31-2", op, key,
                    static_cast<long long>(id));
       return false;
     }
-    out.emplace_back(std::string(text), static_cast<Rank>(id));
+    out.emplace_back(std::string(text.view()), static_cast<Rank>(id));
   }
   return true;
+}
+
+// The special tokens saved beside the ranks at path_arg (Note [Saved special tokens]); `found`
+// says whether there were any.
+bool saved_specials(const char* op, PyObject* path_arg, std::vector<std::pair<std::string, Rank>>& out, bool& found) {
+  found = false;
+  PyObject* side = specials_path(path_arg);
+  if (side == nullptr) return false;
+  std::string contents;
+  bool missing = false;
+  if (!read_file(side, contents, &missing) || missing) {
+    Py_DECREF(side);
+    return missing;
+  }
+  found = true;
+  PyObject* parsed = nullptr;
+  PyObject* json = PyImport_ImportModule("json");
+  if (json != nullptr) {
+    PyObject* text = PyUnicode_DecodeUTF8(contents.data(), static_cast<Py_ssize_t>(contents.size()), "strict");
+    if (text != nullptr) parsed = PyObject_CallMethod(json, "loads", "O", text);
+    Py_XDECREF(text);
+    Py_DECREF(json);
+  }
+  if (parsed == nullptr && PyErr_ExceptionMatches(PyExc_ValueError)) {  // JSONDecodeError, UnicodeDecodeError
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Format(PyExc_ValueError, "%s: %R is not valid JSON: %S", op, side, value != nullptr ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+  } else if (parsed != nullptr && !PyDict_Check(parsed)) {
+    PyErr_Format(PyExc_ValueError, "%s: %R must hold a JSON object of special token to id, got %s", op, side,
+                 Py_TYPE(parsed)->tp_name);
+  }
+  const bool ok = parsed != nullptr && PyDict_Check(parsed) && specials_of(op, parsed, out);
+  Py_XDECREF(parsed);
+  Py_DECREF(side);
+  return ok;
 }
 
 // pattern=None or GPT-2's pattern (the only one kael's matcher implements); a new reference.
@@ -211,10 +291,9 @@ PyObject* pattern_of(const char* op, PyObject* o) {
     PyErr_Format(PyExc_TypeError, "%s: pattern must be a str or None, got %s", op, Py_TYPE(o)->tp_name);
     return nullptr;
   }
-  Py_ssize_t size = 0;
-  const char* s = PyUnicode_AsUTF8AndSize(o, &size);
-  if (s == nullptr) return nullptr;
-  if (!kael::text::is_gpt2_pattern(std::string_view(s, static_cast<std::size_t>(size)))) {
+  OwnedUtf8 text;
+  if (!utf8_of(op, o, Surrogates::Strict, text)) return nullptr;
+  if (!kael::text::is_gpt2_pattern(text.view())) {
     PyErr_Format(PyExc_ValueError,
                  "%s: pattern %R is not supported: kael's pre-tokeniser implements GPT-2's pattern '%s' (or None)", op,
                  o, kael::text::kGpt2Pattern);
@@ -244,9 +323,12 @@ PyObject* make(PyTypeObject* type, BpeTokenizer&& tok, PyObject* pattern) {
 }
 
 // The specials to look for: "all", or an iterable of str (a str other than "all" is an error).
-// mask[i] is set for specials()[i] in the set; `texts` gets every string of the set.
-bool special_set(const char* op, const char* name, PyObject* o, const BpeTokenizer& tok, std::vector<bool>& mask,
-                 std::vector<std::string>* texts, bool& all) {
+// mask[i] is set for specials()[i] in the set; `texts` gets every string of the set. As in
+// tiktoken, allowed specials must be UTF-8 (Surrogates::Strict: lone surrogates raise
+// UnicodeEncodeError) and disallowed ones are looked for code point for code point
+// (Surrogates::Pass: a lone surrogate matches only itself).
+bool special_set(const char* op, const char* name, PyObject* o, Surrogates surrogates, const BpeTokenizer& tok,
+                 std::vector<bool>& mask, std::vector<std::string>* texts, bool& all) {
   const auto& specials = tok.specials();
   mask.assign(specials.size(), false);
   all = false;
@@ -266,24 +348,24 @@ bool special_set(const char* op, const char* name, PyObject* o, const BpeTokeniz
     return false;
   }
   while (PyObject* item = PyIter_Next(it)) {
-    std::string_view text;
-    PyObject* keep = nullptr;
     if (!PyUnicode_Check(item)) {
       PyErr_Format(PyExc_TypeError, "%s: %s must hold str, got %s", op, name, Py_TYPE(item)->tp_name);
       Py_DECREF(item);
       Py_DECREF(it);
       return false;
     }
-    const bool ok = utf8_of(op, item, text, keep);
+    // The text holds its own reference to the item (or to its surrogatepass bytes): the iterator
+    // may have made the item for this step alone (a generator's fresh string).
+    OwnedUtf8 text;
+    const bool ok = utf8_of(op, item, surrogates, text);
     Py_DECREF(item);
-    Py_XDECREF(keep);
     if (!ok) {
       Py_DECREF(it);
       return false;
     }
     for (std::size_t k = 0; k < specials.size(); ++k)
-      if (specials[k].first == text) mask[k] = true;
-    if (texts != nullptr && !text.empty()) texts->emplace_back(text);
+      if (specials[k].first == text.view()) mask[k] = true;
+    if (texts != nullptr && !text.view().empty()) texts->emplace_back(text.view());
   }
   Py_DECREF(it);
   return !PyErr_Occurred();
@@ -292,7 +374,7 @@ bool special_set(const char* op, const char* name, PyObject* o, const BpeTokeniz
 // What encode() needs from allowed_special / disallowed_special, as tiktoken resolves them.
 struct SpecialPolicy {
   std::vector<bool> allowed;
-  std::vector<std::string> disallowed;  // texts whose presence is an error
+  std::vector<std::string> disallowed;  // texts whose presence is an error (surrogatepass UTF-8)
 };
 
 bool policy_of(const char* op, PyObject* allowed_arg, PyObject* disallowed_arg, const BpeTokenizer& tok,
@@ -300,21 +382,22 @@ bool policy_of(const char* op, PyObject* allowed_arg, PyObject* disallowed_arg, 
   bool all = false;
   if (allowed_arg == nullptr) {
     out.allowed.assign(tok.specials().size(), false);
-  } else if (!special_set(op, "allowed_special", allowed_arg, tok, out.allowed, nullptr, all)) {
+  } else if (!special_set(op, "allowed_special", allowed_arg, Surrogates::Strict, tok, out.allowed, nullptr, all)) {
     return false;
   }
   out.disallowed.clear();
   std::vector<bool> mask;
   std::vector<std::string> texts;
   if (disallowed_arg == nullptr || PyUnicode_Check(disallowed_arg)) {
-    if (disallowed_arg != nullptr && !special_set(op, "disallowed_special", disallowed_arg, tok, mask, nullptr, all))
+    if (disallowed_arg != nullptr &&
+        !special_set(op, "disallowed_special", disallowed_arg, Surrogates::Pass, tok, mask, nullptr, all))
       return false;
     // "all": every special that is not allowed.
     for (std::size_t k = 0; k < tok.specials().size(); ++k)
       if (!out.allowed[k]) out.disallowed.push_back(tok.specials()[k].first);
     return true;
   }
-  if (!special_set(op, "disallowed_special", disallowed_arg, tok, mask, &texts, all)) return false;
+  if (!special_set(op, "disallowed_special", disallowed_arg, Surrogates::Pass, tok, mask, &texts, all)) return false;
   out.disallowed = std::move(texts);
   return true;
 }
@@ -333,8 +416,24 @@ std::size_t find_disallowed(std::string_view text, const SpecialPolicy& policy, 
   return best;
 }
 
+// A text to encode: its UTF-8 with lone surrogates replaced (what tiktoken encodes) and, where
+// it has lone surrogates and disallowed specials are looked for, its code points as they are
+// (where tiktoken looks for them).
+struct TextArg {
+  OwnedUtf8 encoded;
+  OwnedUtf8 searched;  // holds nothing where it would equal `encoded`
+  std::string_view search_view() const& { return searched.holds() ? searched.view() : encoded.view(); }
+  std::string_view search_view() const&& = delete;
+};
+
+bool text_of(const char* op, PyObject* o, const SpecialPolicy& policy, TextArg& out) {
+  if (!utf8_of(op, o, Surrogates::Replace, out.encoded)) return false;
+  if (policy.disallowed.empty() || out.encoded.owner() == o) return true;
+  return utf8_of(op, o, Surrogates::Pass, out.searched);
+}
+
 void raise_disallowed(const std::string& token) {
-  PyObject* t = PyUnicode_DecodeUTF8(token.data(), static_cast<Py_ssize_t>(token.size()), "replace");
+  PyObject* t = PyUnicode_DecodeUTF8(token.data(), static_cast<Py_ssize_t>(token.size()), "surrogatepass");
   if (t == nullptr) return;
   PyErr_Format(PyExc_ValueError,
                "Encountered text corresponding to disallowed special token %R.\n"
@@ -435,16 +534,19 @@ int bpe_init(PyObject* self, PyObject* args, PyObject* kwargs) {
                  Py_TYPE(ranks_arg)->tp_name);
     return -1;
   }
+  // Each key and value is held while it is read: a rank's __index__ may change the dict.
   std::vector<std::pair<std::string, Rank>> ranks;
+  const Py_ssize_t size = PyDict_GET_SIZE(ranks_arg);
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(ranks_arg, &pos, &key, &value)) {
+    const Held held_key(key), held_value(value);
     if (!PyBytes_Check(key)) {
       PyErr_Format(PyExc_TypeError, "%s: mergeable_ranks keys must be bytes, got %s", op, Py_TYPE(key)->tp_name);
       return -1;
     }
     std::int64_t rank = 0;
-    if (!id_of(op, value, rank)) return -1;
+    if (!id_of(op, value, rank) || dict_changed(op, "mergeable_ranks", ranks_arg, size)) return -1;
     if (rank < 0 || rank >= 0x7FFFFFFF) {
       PyErr_Format(PyExc_ValueError, "%s: the rank of %R is %lld, expected 0..2**31-2", op, key,
                    static_cast<long long>(rank));
@@ -458,6 +560,11 @@ int bpe_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* pattern = pattern_of(op, pattern_arg);
   if (pattern == nullptr) return -1;
   auto* p = reinterpret_cast<PyBpe*>(self);
+  if (p->tok != nullptr) {  // the ids' __index__ may have called __init__ meanwhile
+    Py_DECREF(pattern);
+    PyErr_SetString(PyExc_RuntimeError, "BpeTokenizer: __init__ of a tokenizer that is already initialised");
+    return -1;
+  }
   try {
     p->tok = new BpeTokenizer(std::move(ranks), std::move(specials));
   } catch (...) {
@@ -474,8 +581,11 @@ PyObject* m_from_tiktoken(PyObject* cls, PyObject* const* args, Py_ssize_t nargs
   std::vector<PyObject*> a;
   if (!parse_args(op, args, nargs, kwnames, {"path", "special_tokens", "pattern"}, 3, 1, a)) return nullptr;
   std::vector<std::pair<std::string, Rank>> specials;
+  bool gpt2_specials = false;
   if (a[1] == nullptr || a[1] == Py_None) {
-    specials.emplace_back("<|endoftext|>", 50256);  // GPT-2's
+    bool saved = false;
+    if (!saved_specials(op, a[0], specials, saved)) return nullptr;
+    gpt2_specials = !saved;
   } else if (!specials_of(op, a[1], specials)) {
     return nullptr;
   }
@@ -493,7 +603,10 @@ PyObject* m_from_tiktoken(PyObject* cls, PyObject* const* args, Py_ssize_t nargs
   Py_DECREF(name);
   PyErr_Clear();
   BpeTokenizer* tok = nullptr;
-  if (!without_gil([&] { tok = new BpeTokenizer(BpeTokenizer::from_tiktoken(contents, std::move(specials), source)); })) {
+  if (!without_gil([&] {
+        tok = new BpeTokenizer(gpt2_specials ? BpeTokenizer::from_tiktoken_gpt2_specials(contents, source)
+                                             : BpeTokenizer::from_tiktoken(contents, std::move(specials), source));
+      })) {
     Py_DECREF(pattern);
     return nullptr;
   }
@@ -536,20 +649,20 @@ PyObject* m_from_vocab_merges(PyObject* cls, PyObject* const* args, Py_ssize_t n
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(vocab, &pos, &key, &value)) {
-    std::string_view text;
-    PyObject* keep = nullptr;
+    // json.loads made the dict: its keys are str and its ids ints, so reading them runs no Python
+    // code. A token is UTF-8 (a lone surrogate from a \ud800 escape raises UnicodeEncodeError).
+    OwnedUtf8 text;
     std::int64_t id = 0;
     if (!PyLong_Check(value) || PyBool_Check(value)) {
       PyErr_Format(PyExc_ValueError, "%s: the id of %R in %R is %R, expected an int", op, key, a[0], value);
       Py_DECREF(vocab);
       return nullptr;
     }
-    if (!utf8_of(op, key, text, keep) || !id_of(op, value, id)) {
+    if (!utf8_of(op, key, Surrogates::Strict, text) || !id_of(op, value, id)) {
       Py_DECREF(vocab);
       return nullptr;
     }
-    Py_XDECREF(keep);
-    entries.emplace_back(std::string(text), id);
+    entries.emplace_back(std::string(text.view()), id);
   }
   Py_DECREF(vocab);
   BpeTokenizer* tok = nullptr;
@@ -582,14 +695,13 @@ PyObject* m_train(PyObject* cls, PyObject* const* args, Py_ssize_t nargs, PyObje
     PyObject* seq = PySequence_Fast(a[2], "special_tokens");
     if (seq == nullptr) return nullptr;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-      std::string_view text;
-      PyObject* keep = nullptr;
-      if (!utf8_of(op, PySequence_Fast_GET_ITEM(seq, i), text, keep)) {
+      // A special's text is UTF-8, as in special_tokens= of the constructor.
+      OwnedUtf8 text;
+      if (!utf8_of(op, PySequence_Fast_GET_ITEM(seq, i), Surrogates::Strict, text)) {
         Py_DECREF(seq);
         return nullptr;
       }
-      specials.emplace_back(text);
-      Py_XDECREF(keep);
+      specials.emplace_back(text.view());
     }
     Py_DECREF(seq);
   }
@@ -608,17 +720,17 @@ PyObject* m_train(PyObject* cls, PyObject* const* args, Py_ssize_t nargs, PyObje
     return nullptr;
   }
   auto add = [&](PyObject* text) {
-    std::string_view s;
-    PyObject* keep = nullptr;
-    if (!utf8_of(op, text, s, keep)) return false;
-    bool ok = true;
-    if (static_cast<Py_ssize_t>(s.size()) >= kReleaseGilBytes) {
-      ok = without_gil([&] { trainer->add_text(s); });
-    } else {
+    OwnedUtf8 utf8;
+    if (!utf8_of(op, text, Surrogates::Replace, utf8)) return false;
+    const std::string_view s = utf8.view();
+    if (static_cast<Py_ssize_t>(s.size()) >= kReleaseGilBytes) return without_gil([&] { trainer->add_text(s); });
+    try {
       trainer->add_text(s);
+    } catch (...) {
+      translate_exception();
+      return false;
     }
-    Py_XDECREF(keep);
-    return ok;
+    return true;
   };
   if (PyUnicode_Check(a[0])) {
     if (!add(a[0])) return nullptr;
@@ -657,15 +769,14 @@ PyObject* m_encode(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (!parse_args(op, args, nargs, kwnames, {"text", "allowed_special", "disallowed_special"}, 1, 1, a)) return nullptr;
   SpecialPolicy policy;
   if (!policy_of(op, a[1], a[2], *tok, policy)) return nullptr;
-  std::string_view text;
-  PyObject* keep = nullptr;
-  if (!utf8_of(op, a[0], text, keep)) return nullptr;
+  TextArg arg;
+  if (!text_of(op, a[0], policy, arg)) return nullptr;
   std::size_t which = 0;
-  if (!policy.disallowed.empty() && find_disallowed(text, policy, which) != std::string_view::npos) {
-    Py_XDECREF(keep);
+  if (!policy.disallowed.empty() && find_disallowed(arg.search_view(), policy, which) != std::string_view::npos) {
     raise_disallowed(policy.disallowed[which]);
     return nullptr;
   }
+  const std::string_view text = arg.encoded.view();
   std::vector<Rank> ids;
   bool ok = true;
   if (static_cast<Py_ssize_t>(text.size()) >= kReleaseGilBytes) {
@@ -678,7 +789,6 @@ PyObject* m_encode(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
       ok = false;
     }
   }
-  Py_XDECREF(keep);
   return ok ? id_list(ids) : nullptr;
 }
 
@@ -688,12 +798,10 @@ PyObject* m_encode_ordinary(PyObject* self, PyObject* const* args, Py_ssize_t na
   if (tok == nullptr) return nullptr;
   std::vector<PyObject*> a;
   if (!parse_args(op, args, nargs, kwnames, {"text"}, 1, 1, a)) return nullptr;
-  std::string_view text;
-  PyObject* keep = nullptr;
-  if (!utf8_of(op, a[0], text, keep)) return nullptr;
+  OwnedUtf8 text;
+  if (!utf8_of(op, a[0], Surrogates::Replace, text)) return nullptr;
   std::vector<Rank> ids;
-  const bool ok = without_gil([&] { ids = tok->encode_ordinary(text); });
-  Py_XDECREF(keep);
+  const bool ok = without_gil([&] { ids = tok->encode_ordinary(text.view()); });
   return ok ? id_list(ids) : nullptr;
 }
 
@@ -703,9 +811,9 @@ PyObject* m_pretokenize(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   if (tokenizer_of(self) == nullptr) return nullptr;
   std::vector<PyObject*> a;
   if (!parse_args(op, args, nargs, kwnames, {"text"}, 1, 1, a)) return nullptr;
-  std::string_view text;
-  PyObject* keep = nullptr;
-  if (!utf8_of(op, a[0], text, keep)) return nullptr;
+  OwnedUtf8 utf8;
+  if (!utf8_of(op, a[0], Surrogates::Replace, utf8)) return nullptr;
+  const std::string_view text = utf8.view();
   PyObject* out = PyList_New(0);
   for (std::size_t pos = 0; out != nullptr && pos < text.size();) {
     const std::size_t end = kael::text::gpt2_piece_end(text, pos);
@@ -714,7 +822,6 @@ PyObject* m_pretokenize(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     Py_XDECREF(piece);
     pos = end;
   }
-  Py_XDECREF(keep);
   return out;
 }
 
@@ -747,27 +854,15 @@ PyObject* m_encode_batch(PyObject* self, PyObject* const* args, Py_ssize_t nargs
   PyObject* seq = PySequence_Fast(a[0], "texts");
   if (seq == nullptr) return nullptr;
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  // Own references to the texts: another thread may change the list while the GIL is released.
-  std::vector<PyObject*> owned;
-  std::vector<std::string_view> texts;
-  owned.reserve(static_cast<std::size_t>(2 * n));
-  texts.reserve(static_cast<std::size_t>(n));
-  auto release = [&owned] {
-    for (PyObject* o : owned) Py_XDECREF(o);
-  };
+  // Each text holds its own reference: another thread may change the list while the GIL is released.
+  std::vector<TextArg> texts(static_cast<std::size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
-    std::string_view text;
-    PyObject* keep = nullptr;
-    if (!utf8_of(op, item, text, keep)) {
+    const Held held(item);
+    if (!text_of(op, item, policy, texts[static_cast<std::size_t>(i)])) {
       Py_DECREF(seq);
-      release();
       return nullptr;
     }
-    Py_INCREF(item);
-    owned.push_back(item);
-    if (keep != nullptr) owned.push_back(keep);
-    texts.push_back(text);
   }
   Py_DECREF(seq);
   std::vector<std::vector<Rank>> results(texts.size());
@@ -781,10 +876,10 @@ PyObject* m_encode_batch(PyObject* self, PyObject* const* args, Py_ssize_t nargs
       try {
         for (std::size_t i = next++; i < texts.size() && !failed; i = next++) {
           if (!policy.disallowed.empty()) {
-            disallowed_at[i] = find_disallowed(texts[i], policy, disallowed_which[i]);
+            disallowed_at[i] = find_disallowed(texts[i].search_view(), policy, disallowed_which[i]);
             if (disallowed_at[i] != std::string_view::npos) continue;
           }
-          results[i] = tok->encode(texts[i], policy.allowed);
+          results[i] = tok->encode(texts[i].encoded.view(), policy.allowed);
         }
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
@@ -801,7 +896,6 @@ PyObject* m_encode_batch(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     for (auto& t : pool) t.join();
     if (error) std::rethrow_exception(error);
   });
-  release();
   if (!ok) return nullptr;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     if (disallowed_at[i] != std::string_view::npos) {
@@ -852,18 +946,25 @@ PyObject* m_decode(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   const char* op = "BpeTokenizer.decode";
   std::vector<PyObject*> a;
   if (!parse_args(op, args, nargs, kwnames, {"ids", "errors"}, 2, 1, a)) return nullptr;
-  const char* errors = "replace";
-  if (a[1] != nullptr) {
-    if (!PyUnicode_Check(a[1])) {
-      PyErr_Format(PyExc_TypeError, "%s: errors must be a str, got %s", op, Py_TYPE(a[1])->tp_name);
-      return nullptr;
-    }
-    errors = PyUnicode_AsUTF8(a[1]);
-    if (errors == nullptr) return nullptr;
+  if (a[1] != nullptr && !PyUnicode_Check(a[1])) {
+    PyErr_Format(PyExc_TypeError, "%s: errors must be a str, got %s", op, Py_TYPE(a[1])->tp_name);
+    return nullptr;
   }
   std::string bytes;
   if (!decoded_bytes(op, self, a[0], bytes)) return nullptr;
-  return PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), errors);
+  // The handler's name is read after the ids (whose reading runs Python code), as tiktoken's
+  // bytes.decode(errors=...) does; a name with a NUL is refused, as bytes.decode does.
+  OwnedUtf8 errors;
+  if (a[1] != nullptr) {
+    if (!utf8_of(op, a[1], Surrogates::Strict, errors)) return nullptr;
+    if (errors.view().find('\0') != std::string_view::npos) {
+      PyErr_Format(PyExc_ValueError, "%s: errors holds an embedded null character", op);
+      return nullptr;
+    }
+  }
+  // A str's UTF-8 ends in a NUL, which PyUnicode_DecodeUTF8 reads the name up to.
+  return PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()),
+                              errors.holds() ? errors.view().data() : "replace");
 }
 
 PyObject* m_id_to_token(PyObject* self, PyObject* id_arg) {
@@ -885,18 +986,17 @@ PyObject* m_token_to_id(PyObject* self, PyObject* token) {
   const char* op = "BpeTokenizer.token_to_id";
   const BpeTokenizer* tok = tokenizer_of(self);
   if (tok == nullptr) return nullptr;
-  std::string_view bytes;
-  PyObject* keep = nullptr;
+  // A str is its UTF-8, lone surrogates raising UnicodeEncodeError (tiktoken's encode_single_token).
+  OwnedUtf8 bytes;
   if (PyBytes_Check(token)) {
-    bytes = std::string_view(PyBytes_AS_STRING(token), static_cast<std::size_t>(PyBytes_GET_SIZE(token)));
+    bytes = OwnedUtf8::of_bytes(token);
   } else if (PyUnicode_Check(token)) {
-    if (!utf8_of(op, token, bytes, keep)) return nullptr;
+    if (!utf8_of(op, token, Surrogates::Strict, bytes)) return nullptr;
   } else {
     PyErr_Format(PyExc_TypeError, "%s: expected bytes or str, got %s", op, Py_TYPE(token)->tp_name);
     return nullptr;
   }
-  const std::int64_t id = tok->token_id(bytes);
-  Py_XDECREF(keep);
+  const std::int64_t id = tok->token_id(bytes.view());
   if (id < 0) {
     PyObject* msg = PyUnicode_FromFormat("%s: %R is not a token of this vocabulary", op, token);
     if (msg != nullptr) {
@@ -908,18 +1008,29 @@ PyObject* m_token_to_id(PyObject* self, PyObject* token) {
   return PyLong_FromLongLong(id);
 }
 
+PyObject* get_special_tokens(PyObject* self, void*);
+
+// save(path): the ranks in tiktoken's format at path, the special tokens beside them (Note [Saved
+// special tokens]).
 PyObject* m_save(PyObject* self, PyObject* path_arg) {
   const BpeTokenizer* tok = tokenizer_of(self);
   if (tok == nullptr) return nullptr;
-  PyObject* path = fs_path(path_arg);
-  if (path == nullptr) return nullptr;
-  const std::string contents = tok->to_tiktoken();
-  std::FILE* f = std::fopen(PyBytes_AS_STRING(path), "wb");
-  Py_DECREF(path);
-  if (f == nullptr) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
+  PyObject* side = specials_path(path_arg);
+  if (side == nullptr) return nullptr;
+  std::string json_text;
+  PyObject* specials = get_special_tokens(self, nullptr);
+  PyObject* json = specials != nullptr ? PyImport_ImportModule("json") : nullptr;
+  PyObject* dumped = json != nullptr ? PyObject_CallMethod(json, "dumps", "O", specials) : nullptr;
+  Py_XDECREF(json);
+  Py_XDECREF(specials);
+  if (dumped != nullptr) {
+    OwnedUtf8 utf8;  // json.dumps writes ASCII
+    if (utf8_of("BpeTokenizer.save", dumped, Surrogates::Strict, utf8)) json_text = std::string(utf8.view()) + "\n";
+    Py_DECREF(dumped);
+  }
+  const bool ok = !PyErr_Occurred() && write_file(path_arg, tok->to_tiktoken()) && write_file(side, json_text);
+  Py_DECREF(side);
+  if (!ok) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -972,8 +1083,10 @@ PyObject* bpe_repr(PyObject* self) {
 PyMethodDef bpe_methods[] = {
     {"from_tiktoken", KAEL_FASTCALL(m_from_tiktoken), METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
      "from_tiktoken($type, path, special_tokens=None, pattern=None)\n--\n\n"
-     "Loads tiktoken's rank file (one 'base64-token rank' per line). special_tokens {str: id}; None means GPT-2's "
-     "{'<|endoftext|>': 50256}, pass {} or your own for other vocabularies. pattern: None or GPT-2's pre-tokenisation pattern."},
+     "Loads tiktoken's rank file (one 'base64-token rank' per line). special_tokens {str: id}; None means those that "
+     "save() wrote beside the file (path + '.special_tokens.json'), else GPT-2's '<|endoftext|>': 50256 for a file "
+     "that reaches that id and leaves it free (GPT-2's), the id after the largest rank for a smaller one; pass {} or "
+     "your own for other vocabularies. pattern: None or GPT-2's pre-tokenisation pattern."},
     {"from_vocab_merges", KAEL_FASTCALL(m_from_vocab_merges), METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
      "from_vocab_merges($type, vocab_json, merges_txt)\n--\n\n"
      "Loads GPT-2's encoder.json / vocab.json and vocab.bpe / merges.txt; vocabulary entries that are neither a "
@@ -1001,7 +1114,9 @@ PyMethodDef bpe_methods[] = {
     {"token_to_id", m_token_to_id, METH_O,
      "token_to_id($self, token, /)\n--\n\nThe id of a token's bytes (or a special token's str); KeyError if none."},
     {"save", m_save, METH_O,
-     "save($self, path, /)\n--\n\nWrites the ranks in tiktoken's format (special tokens are not part of it)."},
+     "save($self, path, /)\n--\n\nWrites the ranks in tiktoken's format to path (tiktoken's load_tiktoken_bpe reads "
+     "it) and the special tokens beside them, as a JSON object {text: id} in path + '.special_tokens.json'; "
+     "from_tiktoken(path) loads both back."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef bpe_getset[] = {

@@ -253,7 +253,9 @@ PyObject* py_handle_kael_function(PyObject*, PyObject* const* args, Py_ssize_t n
   }
   PyObject* qualname = PyObject_GetAttrString(args[0], "__qualname__");
   std::string label = "function";
-  if (qualname != nullptr && PyUnicode_Check(qualname)) label = std::string("kael.") + PyUnicode_AsUTF8(qualname);
+  // PyUnicode_AsUTF8 gives no UTF-8 for a name with lone surrogates: the label stays "function".
+  const char* name = qualname != nullptr && PyUnicode_Check(qualname) ? PyUnicode_AsUTF8(qualname) : nullptr;
+  if (name != nullptr) label = std::string("kael.") + name;
   Py_XDECREF(qualname);
   PyErr_Clear();
   return dispatch_tuple(args[0], args[1], nargs == 3 && args[2] != Py_None ? args[2] : nullptr, label);

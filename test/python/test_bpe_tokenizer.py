@@ -1,4 +1,5 @@
 """kael.BpeTokenizer against tiktoken built from the same GPT-2 ranks (gpt2_assets.py)."""
+import base64
 import json
 import random
 import threading
@@ -13,6 +14,7 @@ from gpt2_assets import CORPUS, GPT2_PATTERN, FetchError, gpt2_tiktoken_path, lo
 from helpers import where_the_gil_was_released
 
 tiktoken = pytest.importorskip("tiktoken", reason="tiktoken (requirements-dev.txt) is the oracle of these tests")
+tiktoken_load = pytest.importorskip("tiktoken.load")
 
 EOT = "<|endoftext|>"
 
@@ -408,6 +410,94 @@ def test_training_errors():
         kael.BpeTokenizer.train("abc", 300.0)
     with pytest.raises(ValueError, match="given twice"):
         kael.BpeTokenizer.train("abc", 300, special_tokens=["<s>", "<s>"])
+
+
+# ---------------------------------------------------------------- save and load
+
+def assert_same_tokenizer(back, tok, lines):
+    assert back.vocab_size == len(back) == tok.vocab_size
+    assert back.special_tokens == tok.special_tokens
+    for i in range(tok.vocab_size):
+        assert back.id_to_token(i) == tok.id_to_token(i)
+    assert back.encode_batch(lines, allowed_special="all") == tok.encode_batch(lines, allowed_special="all")
+    ids = tok.encode("".join(lines) + "".join(tok.special_tokens), allowed_special="all")
+    assert back.decode(ids) == tok.decode(ids) and back.decode_bytes(ids) == tok.decode_bytes(ids)
+
+
+@pytest.fixture(scope="module")
+def corpus_slice(corpus):
+    return corpus[:60_000]
+
+
+@pytest.mark.parametrize("specials", [[EOT], [], [EOT, "<|pad|>", "<|im_start|>", "«sep»"]],
+                         ids=["gpt2_like", "none", "several"])
+def test_saved_tokenizer_loads_back_as_it_was(corpus_slice, tmp_path, monkeypatch, specials):
+    tok = kael.BpeTokenizer.train(corpus_slice, 600 + len(specials), special_tokens=specials)
+    assert tok.special_tokens == {s: 600 + i for i, s in enumerate(specials)}
+    path = tmp_path / "trained.tiktoken"
+    tok.save(path)
+    back = kael.BpeTokenizer.from_tiktoken(path)
+    lines = corpus_slice.splitlines(keepends=True)[:500]
+    assert_same_tokenizer(back, tok, lines)
+    # The ranks stay a plain tiktoken file (tiktoken's own reader takes it; its download cache, keyed
+    # by path, is off); the specials lie beside it, as JSON.
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    ranks = tiktoken_load.load_tiktoken_bpe(str(path))
+    assert ranks == {tok.id_to_token(i): i for i in range(600)}
+    saved = json.loads((tmp_path / "trained.tiktoken.special_tokens.json").read_text())
+    assert saved == tok.special_tokens
+    oracle = tiktoken.Encoding("trained", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=saved)
+    assert oracle.encode_batch(lines, allowed_special="all") == back.encode_batch(lines, allowed_special="all")
+
+
+def test_saved_tokenizer_with_specials_among_the_ranks(tmp_path):
+    # special ids in a gap of the ranks and after it, names outside ASCII: loaded back as they were
+    ranks = {bytes([b]): b for b in range(256)} | {b"th": 258, b"the": 259}
+    tok = kael.BpeTokenizer(ranks, {"<|gap|>": 256, "«sep»": 257, "<|end|>": 262})
+    tok.save(tmp_path / "t.tiktoken")
+    back = kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken")
+    assert back.special_tokens == {"<|gap|>": 256, "«sep»": 257, "<|end|>": 262} and back.vocab_size == 263
+    assert back.encode("the«sep»<|end|>", allowed_special="all") == [259, 257, 262]
+    # special_tokens given explicitly win over the saved ones
+    assert kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken", special_tokens={}).special_tokens == {}
+    only = kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken", special_tokens={"<|x|>": 300})
+    assert only.special_tokens == {"<|x|>": 300}
+    # saving again replaces the specials beside the file
+    kael.BpeTokenizer(ranks).save(tmp_path / "t.tiktoken")
+    assert kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken").special_tokens == {}
+
+
+def test_a_plain_tiktoken_file_gets_gpt2s_end_of_text(trained, corpus, tmp_path):
+    # Without the specials beside it: "<|endoftext|>" after the largest rank, as train() places a
+    # vocabulary's one special (and at 50256 in GPT-2's file: test_gpt2_vocabulary_is_tiktokens).
+    trained.save(tmp_path / "plain.tiktoken")
+    (tmp_path / "plain.tiktoken.special_tokens.json").unlink()
+    back = kael.BpeTokenizer.from_tiktoken(tmp_path / "plain.tiktoken")
+    assert back.special_tokens == {EOT: 999} == trained.special_tokens
+    assert_same_tokenizer(back, trained, corpus.splitlines(keepends=True)[:300])
+    ranks = {bytes([b]): b for b in range(256)}
+    (tmp_path / "bytes.tiktoken").write_bytes(b"".join(base64.b64encode(k) + b" %d\n" % v for k, v in ranks.items()))
+    assert kael.BpeTokenizer.from_tiktoken(tmp_path / "bytes.tiktoken").special_tokens == {EOT: 256}
+
+
+def test_saved_specials_errors(tmp_path):
+    tok = kael.BpeTokenizer({bytes([b]): b for b in range(256)}, {EOT: 256})
+    tok.save(tmp_path / "t.tiktoken")
+    side = tmp_path / "t.tiktoken.special_tokens.json"
+    side.write_text("{not json")
+    with pytest.raises(ValueError, match=r"from_tiktoken: .*special_tokens.json' is not valid JSON"):
+        kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken")
+    side.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"from_tiktoken: .* must hold a JSON object of special token to id, got list"):
+        kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken")
+    side.write_text('{"<|x|>": "1"}')
+    with pytest.raises(TypeError, match=r"from_tiktoken: token ids must be ints, got str"):
+        kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken")
+    side.write_text('{"<|x|>": 5}')
+    with pytest.raises(ValueError, match=r"BpeTokenizer: the special token b'<\|x\|>' has id 5, which b'\\x05' already"):
+        kael.BpeTokenizer.from_tiktoken(tmp_path / "t.tiktoken")
+    with pytest.raises(FileNotFoundError):
+        tok.save(tmp_path / "missing" / "t.tiktoken")
 
 
 def test_repr_and_uninitialised_object():

@@ -290,8 +290,9 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-BpeTokenizer BpeTokenizer::from_tiktoken(std::string_view contents, std::vector<std::pair<std::string, Rank>> specials,
-                                         const std::string& source_name) {
+namespace {
+
+std::vector<std::pair<std::string, Rank>> tiktoken_ranks(std::string_view contents, const std::string& source_name) {
   std::vector<std::pair<std::string, Rank>> ranks;
   std::size_t line_no = 0;
   std::size_t pos = 0;
@@ -313,6 +314,29 @@ BpeTokenizer BpeTokenizer::from_tiktoken(std::string_view contents, std::vector<
     }
     ranks.emplace_back(bytes, rank);
   }
+  return ranks;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::from_tiktoken(std::string_view contents, std::vector<std::pair<std::string, Rank>> specials,
+                                         const std::string& source_name) {
+  return BpeTokenizer(tiktoken_ranks(contents, source_name), std::move(specials));
+}
+
+BpeTokenizer BpeTokenizer::from_tiktoken_gpt2_specials(std::string_view contents, const std::string& source_name) {
+  constexpr Rank kGpt2EndOfText = 50256;
+  std::vector<std::pair<std::string, Rank>> ranks = tiktoken_ranks(contents, source_name);
+  Rank largest = 0;
+  bool taken = false;
+  for (const auto& [bytes, rank] : ranks) {
+    largest = std::max(largest, rank);
+    taken = taken || rank == kGpt2EndOfText;
+  }
+  // An empty file keeps its error (no byte has a rank) rather than one about the special.
+  const Rank id = !taken && largest + 1 >= kGpt2EndOfText ? kGpt2EndOfText : largest + 1;
+  std::vector<std::pair<std::string, Rank>> specials;
+  specials.emplace_back("<|endoftext|>", id);
   return BpeTokenizer(std::move(ranks), std::move(specials));
 }
 

@@ -53,6 +53,10 @@ class BpeTokenizer {
   // tiktoken's file format: one "base64(token) rank" per line.
   static BpeTokenizer from_tiktoken(std::string_view file_contents, std::vector<std::pair<std::string, Rank>> specials,
                                     const std::string& source_name);
+  // The same file with GPT-2's special token, "<|endoftext|>", where the file says nothing of its
+  // specials: id 50256 where the ranks reach 50255 and leave 50256 free (GPT-2's file, p50k's),
+  // else the id after the largest rank (what BpeTrainer gives a vocabulary's one special).
+  static BpeTokenizer from_tiktoken_gpt2_specials(std::string_view file_contents, const std::string& source_name);
   // GPT-2's encoder.json (already parsed: token string -> id) and vocab.bpe / merges.txt text. The
   // tokens are in GPT-2's byte-to-unicode alphabet; ranks are assigned as tiktoken does (the 256
   // bytes, then one per merge in file order) and must equal the ids of the vocabulary; vocabulary
@@ -80,7 +84,8 @@ class BpeTokenizer {
   std::size_t num_ranks() const noexcept { return num_ranks_; }
   const std::vector<std::pair<std::string, Rank>>& specials() const noexcept { return specials_; }
 
-  // tiktoken's file format, ordered by rank (specials are not part of that format).
+  // tiktoken's file format, ordered by rank (specials are not part of that format: kael.BpeTokenizer.save
+  // writes them beside it).
   std::string to_tiktoken() const;
 
  private:
