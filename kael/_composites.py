@@ -305,7 +305,7 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
             break
         a, b = input.narrow(dim, 1, size - 1), input.narrow(dim, 0, size - 1)
         input = _C.logical_xor(a, b) if input.dtype == _C.bool else _C.sub(a, b)
-    return input
+    return input.clone() if n == 0 else input  # n == 0: a new tensor in the graph, as torch, never input itself
 
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
@@ -538,6 +538,41 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
 _median_result = _collections.namedtuple("median", ["values", "indices"], module="kael.return_types")
 
 
+def _evenly_distributed(input: Tensor, value: Tensor) -> Tensor:
+    """value, a 0-d result picked from input's elements without autograd (median and nanmedian
+    over all elements), with torch's gradient for it (evenly_distribute_backward): split evenly
+    among the elements equal to value, or among the NaN elements when value is NaN. Every
+    branch, an empty input's or a NaN's included, stays in the graph."""
+    if not (input.requires_grad and _C.is_grad_enabled()):
+        return value
+    global _evenly_distribute
+    if _evenly_distribute is None:
+        _evenly_distribute = _make_evenly_distribute()
+    return _evenly_distribute.apply(input, value)
+
+
+_evenly_distribute = None
+
+
+def _make_evenly_distribute():
+    from kael.autograd.function import Function
+
+    class Median(Function):
+        @staticmethod
+        def forward(ctx, input, value):
+            ctx.save_for_backward(input, value)
+            return value.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            input, value = ctx.saved_tensors
+            mask = _C.isnan(input) if bool(_C.isnan(value).item()) else _C.eq(input, value)
+            share = _C.div(grad, _C.sum(mask).to(grad.dtype))
+            return _C.where(mask, share, _C.zeros((), dtype=grad.dtype)), None
+
+    return Median
+
+
 def median(input: Tensor, dim=None, keepdim: bool = False):
     """The lower median of all elements (NaN if any is NaN), or along dim with the index of the
     value picked (values, indices), as torch.median. Along dim, ties pick the position a stable
@@ -545,11 +580,13 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
     if dim is None:
         flat = input.reshape(-1)
         if flat.numel() == 0:
-            return _C.full((), _math.nan, dtype=input.dtype) if input.dtype.is_floating_point else \
+            value = _C.full((), _math.nan, dtype=input.dtype) if input.dtype.is_floating_point else \
                 _C.zeros((), dtype=input.dtype)
-        if input.dtype.is_floating_point and bool(_C.isnan(flat).any().item()):
-            return _C.full((), _math.nan, dtype=input.dtype)
-        return _C.sort(flat).values[(flat.numel() - 1) // 2]
+        elif input.dtype.is_floating_point and bool(_C.isnan(flat).any().item()):
+            value = _C.full((), _math.nan, dtype=input.dtype)
+        else:
+            value = _C.sort(flat.detach()).values[(flat.numel() - 1) // 2]
+        return _evenly_distributed(input, value)
     values, indices = _C.sort(input, dim, stable=True)
     size = input.shape[dim] if input.dim() else 1
     if size == 0:
@@ -590,8 +627,13 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     k = 1
     for d in da:
         k *= a.shape[d]
-    left = a.permute(ka + da).reshape(-1, k)
-    right = b.permute(db + kb).reshape(k, -1)
+    m = n = 1
+    for d in ka:
+        m *= a.shape[d]
+    for d in kb:
+        n *= b.shape[d]
+    left = a.permute(ka + da).reshape(m, k)  # sizes spelled out: -1 is ambiguous when k is 0
+    right = b.permute(db + kb).reshape(k, n)
     return _C.matmul(left, right).reshape([a.shape[d] for d in ka] + [b.shape[d] for d in kb])
 
 
@@ -670,13 +712,14 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         raise RuntimeError(f"{op}() input tensor must be non-empty")
     sorted_x = _C.sort(x, d).values.movedim(d, -1)  # NaN last
     lead = list(sorted_x.shape[:-1])
+    # torch's ranks: a row's NaN result is read from a NaN element (the first of a row with no other
+    # value, the last of a row holding a NaN), so the gradient reaches that element as in torch
     if ignore_nan:  # each row's quantiles among its values that are not NaN; NaN where it has none
         count = _C.logical_not(_C.isnan(sorted_x)).sum(-1, keepdim=True)
-        no_value = _C.eq(count, 0)
         rank = _C.mul(qt, _C.sub(_C.clamp(count, min=1), 1).to(input.dtype))  # (lead..., nq)
     else:
-        no_value = _C.isnan(sorted_x).any(-1, keepdim=True)
-        rank = _C.mul(qt, n - 1).expand(lead + [qt.numel()])
+        has_nan = _C.isnan(sorted_x).any(-1, keepdim=True)
+        rank = _C.where(has_nan, float(n - 1), _C.mul(qt, n - 1)).expand(lead + [qt.numel()])
     lo = _C.floor(rank)
     hi = _C.ceil(rank)
     if interpolation == "lower":
@@ -696,7 +739,6 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         out = _C.lerp(v_lo, v_hi, _C.full_like(v_lo, 0.5))
     else:
         out = v_lo
-    out = _C.where(no_value, _C.full_like(out, _math.nan), out)  # (..., nq)
     out = out.movedim(-1, 0)  # (nq, ...)
     if keepdim:
         out = out.unsqueeze(d + 1) if dim is not None else out.reshape([qt.numel()] + [1] * input.dim())
@@ -1105,10 +1147,10 @@ def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
         flat = input.reshape(-1)
         if not input.dtype.is_floating_point:
             return median(flat)
-        kept = flat[_C.logical_not(_C.isnan(flat))]
-        if kept.numel() == 0:
-            return _C.full((), _math.nan, dtype=input.dtype)
-        return _C.sort(kept).values[(kept.numel() - 1) // 2]
+        kept = flat.detach()[_C.logical_not(_C.isnan(flat))]
+        value = _C.full((), _math.nan, dtype=input.dtype) if kept.numel() == 0 else \
+            _C.sort(kept).values[(kept.numel() - 1) // 2]
+        return _evenly_distributed(input, value)
     d, size = _dim_size("nanmedian", input, dim)
     if input.dim() and size == 0:
         raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")

@@ -312,3 +312,150 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+# ---------------------------------------------------------------- composites stay in the graph
+# Each case runs a composite on a requires_grad input on one of its special branches (NaN, empty,
+# 0-d, a no-op argument) and compares the result's requires_grad, grad_fn presence, shape, dtype
+# and the gradient of its sum with torch's. A branch that builds its result from a factory
+# (full/zeros/tensor) or returns the input itself cuts the graph.
+
+NAN = float("nan")
+
+
+def _nnf(lib):
+    return torch.nn.functional if lib is torch else kael.nn.functional
+
+
+COMPOSITE_CASES = {
+    "median nan": (lambda lib, x: x.median(), [1.0, NAN, 3.0]),
+    "median two nan": (lambda lib, x: x.median(), [NAN, 1.0, NAN]),
+    "median ties": (lambda lib, x: x.median(), [2.0, 1.0, 2.0, 3.0, 2.0]),
+    "median empty": (lambda lib, x: x.median(), []),
+    "median 0-d": (lambda lib, x: x.sum().median(), [1.0, 2.0]),
+    "median dim nan": (lambda lib, x: x.reshape(2, 2).median(1).values, [1.0, NAN, 3.0, 4.0]),
+    "nanmedian all nan": (lambda lib, x: x.nanmedian(), [NAN, NAN]),
+    "nanmedian empty": (lambda lib, x: x.nanmedian(), []),
+    "nanmedian some nan": (lambda lib, x: x.nanmedian(), [NAN, 1.0, 1.0, 5.0]),
+    "nanmedian dim all nan": (lambda lib, x: x.reshape(2, 2).nanmedian(1).values, [NAN, NAN, 1.0, 2.0]),
+    "quantile nan": (lambda lib, x: lib.quantile(x, 0.5), [1.0, NAN, 3.0]),
+    "quantile nan rows": (lambda lib, x: lib.quantile(x.reshape(2, 2), lib.tensor([0.25, 0.75]), dim=1),
+                          [1.0, NAN, 3.0, 4.0]),
+    "quantile nan midpoint": (lambda lib, x: lib.quantile(x, 0.3, interpolation="midpoint"), [1.0, NAN, 3.0]),
+    "nanquantile all nan": (lambda lib, x: lib.nanquantile(x, 0.5), [NAN, NAN]),
+    "nanquantile all nan row": (lambda lib, x: lib.nanquantile(x.reshape(2, 2), 0.5, dim=1, keepdim=True),
+                                [NAN, NAN, 1.0, 2.0]),
+    "kthvalue 0-d": (lambda lib, x: x.sum().kthvalue(1).values, [2.0, 3.0]),
+    "cummax 0-d": (lambda lib, x: x.sum().cummax(0).values, [2.0, 3.0]),
+    "cummin 0-d": (lambda lib, x: x.sum().cummin(0).values, [2.0, 3.0]),
+    "logcumsumexp 0-d": (lambda lib, x: x.sum().logcumsumexp(0), [2.0, 3.0]),
+    "rot90 k=0": (lambda lib, x: lib.rot90(x.reshape(1, 2), 0), [2.0, 3.0]),
+    "rot90 k=4": (lambda lib, x: lib.rot90(x.reshape(1, 2), 4), [2.0, 3.0]),
+    "diff n=0": (lambda lib, x: lib.diff(x, n=0), [3.0, 1.0]),
+    "diff empty": (lambda lib, x: lib.diff(x), []),
+    "diff one": (lambda lib, x: lib.diff(x[:1]), [3.0, 1.0]),
+    "nansum all nan": (lambda lib, x: lib.nansum(x), [NAN, NAN]),
+    "nansum empty": (lambda lib, x: lib.nansum(x), []),
+    "nanmean empty": (lambda lib, x: lib.nanmean(x), []),
+    "dot empty": (lambda lib, x: lib.dot(x, x), []),
+    "trace empty": (lambda lib, x: lib.trace(x.reshape(0, 0)), []),
+    "mm empty k": (lambda lib, x: lib.mm(x.reshape(1, 0), x.reshape(0, 1)), []),
+    "mv empty": (lambda lib, x: lib.mv(x.reshape(1, 0), x), []),
+    "inner empty": (lambda lib, x: lib.inner(x, x), []),
+    "vdot empty": (lambda lib, x: lib.vdot(x, x), []),
+    "outer empty": (lambda lib, x: lib.outer(x, x), []),
+    "tensordot empty": (lambda lib, x: lib.tensordot(x, x, 1), []),
+    "tensordot empty rows": (lambda lib, x: lib.tensordot(x.reshape(0, 2), x.reshape(0, 2), ([0], [0])), []),
+    "tensordot 0": (lambda lib, x: lib.tensordot(x, x, 0), [1.0, 2.0]),
+    "block_diag one": (lambda lib, x: lib.block_diag(x), [1.0, 2.0]),
+    "block_diag 0-d": (lambda lib, x: lib.block_diag(x.sum()), [1.0, 2.0]),
+    "block_diag empty": (lambda lib, x: lib.block_diag(x.reshape(0, 1), x.reshape(1, 0)), []),
+    "cartesian_prod one": (lambda lib, x: lib.cartesian_prod(x), [1.0, 2.0]),
+    "cdist empty": (lambda lib, x: lib.cdist(x.reshape(0, 1), x.reshape(0, 1)), []),
+    "cov empty": (lambda lib, x: lib.cov(x), []),
+    "var_mean one": (lambda lib, x: lib.var_mean(x[:1])[0], [1.0, 3.0]),
+    "std_mean empty": (lambda lib, x: lib.std_mean(x)[1], []),
+    "trapezoid one": (lambda lib, x: lib.trapezoid(x[:1]), [3.0, 1.0]),
+    "take empty": (lambda lib, x: lib.take(x, lib.tensor([], dtype=lib.int64)), [1.0, 2.0]),
+    "masked_scatter nothing": (lambda lib, x: lib.masked_scatter(x, lib.tensor([False, False]), x), [1.0, 2.0]),
+    "repeat_interleave 0": (lambda lib, x: lib.repeat_interleave(x, 0), [1.0, 2.0]),
+    "atleast_1d": (lambda lib, x: lib.atleast_1d(x.sum()), [1.0, 2.0]),
+    "atleast_3d": (lambda lib, x: lib.atleast_3d(x.sum()), [1.0, 2.0]),
+    "ravel": (lambda lib, x: lib.ravel(x), [1.0, 2.0]),
+    "positive": (lambda lib, x: lib.positive(x), [1.0, 2.0]),
+    "addcmul value 0": (lambda lib, x: lib.addcmul(x, x, x, value=0), [1.0, 2.0]),
+    "einsum empty": (lambda lib, x: lib.einsum("i,i->", x, x), []),
+    "logit eps": (lambda lib, x: lib.logit(x, 0.1), [0.0, 0.5, 1.0]),
+    "pad nothing": (lambda lib, x: _nnf(lib).pad(x, (0, 0)), [1.0, 2.0]),
+    "pad negative": (lambda lib, x: _nnf(lib).pad(x, (-1, 0)), [1.0, 2.0]),
+    "pad empty": (lambda lib, x: _nnf(lib).pad(x, (1, 1)), []),
+    "threshold": (lambda lib, x: _nnf(lib).threshold(x, 1.5, 7.0), [1.0, 2.0]),
+    "dropout p=0": (lambda lib, x: _nnf(lib).dropout(x, 0.0), [1.0, 2.0]),
+    "dropout eval": (lambda lib, x: _nnf(lib).dropout(x, 0.5, training=False), [1.0, 2.0]),
+    "dropout p=1": (lambda lib, x: _nnf(lib).dropout(x, 1.0), [1.0, 2.0]),
+    "normalize zero": (lambda lib, x: _nnf(lib).normalize(x * 0, dim=0), [1.0, 2.0]),
+    "normalize empty": (lambda lib, x: _nnf(lib).normalize(x, dim=0), []),
+    "mse empty": (lambda lib, x: _nnf(lib).mse_loss(x, x.detach()), []),
+    "l1 empty": (lambda lib, x: _nnf(lib).l1_loss(x, x.detach()), []),
+    "huber empty": (lambda lib, x: _nnf(lib).huber_loss(x, x.detach()), []),
+    "smooth_l1 beta=0": (lambda lib, x: _nnf(lib).smooth_l1_loss(x, x.detach() * 2, beta=0.0), [1.0, 2.0]),
+    "bce with logits empty": (lambda lib, x: _nnf(lib).binary_cross_entropy_with_logits(x, x.detach()), []),
+    "nll all ignored": (lambda lib, x: _nnf(lib).nll_loss(x.reshape(1, 2), lib.tensor([-100])), [1.0, 2.0]),
+    "cross_entropy all ignored": (lambda lib, x: _nnf(lib).cross_entropy(x.reshape(1, 2), lib.tensor([-100])),
+                                  [1.0, 2.0]),
+    "cross_entropy empty": (lambda lib, x: _nnf(lib).cross_entropy(x.reshape(0, 2),
+                                                                    lib.tensor([], dtype=lib.int64)), []),
+    "linear empty": (lambda lib, x: _nnf(lib).linear(x.reshape(1, 0), x.reshape(1, 0)), []),
+    "softmax empty": (lambda lib, x: _nnf(lib).softmax(x, 0), []),
+}
+
+
+def _composite_outcome(lib, case):
+    fn, values = COMPOSITE_CASES[case]
+    x = lib.tensor(values, dtype=lib.float32).requires_grad_()
+    y = fn(lib, x)
+    out = [y.requires_grad, y.grad_fn is not None, list(y.shape), str(y.dtype).split(".")[-1]]
+    if y.requires_grad:
+        (g,) = lib.autograd.grad(y.sum(), x, allow_unused=True)
+        out.append(None if g is None else g.tolist())
+    return out, y.detach()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("case", list(COMPOSITE_CASES))
+def test_composite_special_branches_keep_the_graph(case):
+    (k_out, k_value), (t_out, t_value) = _composite_outcome(kael, case), _composite_outcome(torch, case)
+    assert k_out[:4] == t_out[:4]
+    check(k_value, t_value)
+    if len(t_out) > 4:
+        assert (k_out[4] is None) == (t_out[4] is None)
+        if t_out[4] is not None:
+            check(kael.tensor(k_out[4]), torch.tensor(t_out[4]))
+
+
+def test_median_nan_reported_case():
+    outs = []
+    for lib in LIBS:
+        x = lib.tensor([1.0, NAN, 3.0], requires_grad=True)
+        y = x.median()
+        y.backward()
+        outs.append((y.grad_fn is not None, x.grad.tolist()))
+    assert outs[0][0] is outs[1][0] is True
+    assert outs[0][1] == outs[1][1] == [0.0, 1.0, 0.0]
+
+
+def test_median_no_grad_stays_plain():
+    x = kael.tensor([1.0, NAN], requires_grad=True)
+    with kael.no_grad():
+        y = x.median()
+    assert y.grad_fn is None and not y.requires_grad
+    assert kael.tensor([3, 1, 2]).median().item() == 2
+
+
+def test_median_double_backward_matches_torch():
+    outs = []
+    for lib in LIBS:
+        x = lib.tensor([2.0, 1.0, 2.0], requires_grad=True)
+        (g,) = lib.autograd.grad(x.median() * 3, x, create_graph=True)
+        outs.append(g.tolist())
+    assert outs[0] == outs[1]
