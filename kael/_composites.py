@@ -418,15 +418,32 @@ def xlogy(input, other) -> Tensor:
     """input * log(other), 0 where input is 0 (NaN where other is NaN), as torch.xlogy."""
     input = input if isinstance(input, Tensor) else _C.tensor(input)  # a number: a 0-d tensor, as torch
     other = other if isinstance(other, Tensor) else _C.tensor(other)
-    product = _C.mul(input, _C.log(other))
+    # torch's gradients: log(other) for input (0 where input is 0 and other <= 0), input / other
+    # for other (0 / 0 = NaN at (0, 0)). Where input is 0 the product is read as a constant 0 and
+    # other as 1 when it is negative or inf, so that no gradient there is 0 * log(0) or 0 * inf.
     zero = _C.logical_and(_C.eq(input, 0), _C.logical_not(_C.isnan(other)))
-    return _C.where(zero, _C.zeros_like(product), product)
+    odd = _C.logical_and(_C.eq(input, 0), _C.logical_or(_C.lt(other, 0), _C.isinf(other)))
+    log_other = _C.log(_C.where(odd, 1, other))
+    product = _C.mul(_C.where(zero, 0, input), log_other)
+    value = _C.zeros_like(product)
+    if input.requires_grad:  # a term worth 0 that gives the input its gradient log(other) where it is 0
+        at_zero = _C.where(zero, input, 0)
+        finite_log = _C.where(_C.isfinite(log_other), log_other, 0)
+        value = _C.add(_C.mul(_C.sub(at_zero, at_zero.detach()), finite_log), 0.0)
+    return _C.where(zero, value, product)
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """sqrt(input**2 + other**2) (floating inputs), as torch.hypot."""
+    """sqrt(input**2 + other**2) (floating inputs), as torch.hypot: m * sqrt(1 + (n / m)**2) with m
+    the larger magnitude and n the smaller, so that it overflows only when the result does and
+    its gradient x / hypot holds down to the subnormals."""
     _floating("hypot", input, other)
-    return _C.sqrt(_C.add(_C.mul(input, input), _C.mul(other, other)))
+    infinite = _C.logical_or(_C.isinf(input), _C.isinf(other))  # inf, even beside NaN
+    a, b = _C.abs(_C.where(infinite, 0, input)), _C.abs(_C.where(infinite, 0, other))
+    m, n = _C.maximum(a, b), _C.minimum(a, b)
+    q = _C.div(n, _C.where(_C.eq(m, 0), 1, m))
+    r = _C.mul(m, _C.sqrt(_C.add(_C.mul(q, q), 1)))
+    return _C.where(infinite, _math.inf, r)
 
 
 def logit(input: Tensor, eps=None) -> Tensor:
@@ -434,14 +451,27 @@ def logit(input: Tensor, eps=None) -> Tensor:
     p = input if eps is None else _C.clamp(input, eps, 1.0 - eps)
     if not p.dtype.is_floating_point:
         p = p.to(_C.get_default_dtype())
-    return _C.log(_C.div(p, _C.sub(1.0, p)))
+    if eps is None:
+        # log(p) - log1p(-p): its gradient 1/p + 1/(1 - p) is inf at 0 and 1 (log(p / (1 - p))
+        # gives 0 * inf there); NaN (value and gradient) outside [0, 1]
+        outside = _C.logical_or(_C.lt(p, 0), _C.gt(p, 1))
+        q = _C.where(outside, 0.5, p)
+        return _C.where(outside, _C.mul(_C.where(outside, p, 0), _math.nan), _C.sub(_C.log(q), _C.log1p(_C.neg(q))))
+    # p clamped: gradient 0 outside [eps, 1 - eps] and at NaN, as torch's
+    inside = _C.logical_and(_C.ge(input, eps), _C.le(input, 1.0 - eps))
+    q = _C.where(inside, p, 0.5)
+    return _C.where(inside, _C.sub(_C.log(q), _C.log1p(_C.neg(q))), _C.log(_C.div(p, _C.sub(1.0, p))).detach())
 
 
 def sinc(input: Tensor) -> Tensor:
     """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give the default dtype)."""
     x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    px = _C.mul(x, _math.pi)
-    return _C.where(_C.eq(x, 0), _C.ones_like(x), _C.div(_C.sin(px), px))
+    # 1 - (pi x)^2 / 6 where |pi x| < 1e-4 (sin(y)/y to the last bit in float64): its gradient
+    # -pi^2 x / 3 is finite down to 0, where sin(px) / px's has (px)^2 underflowing to 0
+    small = _C.lt(_C.abs(x), 1e-4 / _math.pi)
+    px = _C.mul(_C.where(small, 1, x), _math.pi)
+    tiny_px = _C.mul(_C.where(small, x, 0), _math.pi)
+    return _C.where(small, _C.sub(1, _C.div(_C.mul(tiny_px, tiny_px), 6.0)), _C.div(_C.sin(px), px))
 
 
 def deg2rad(input: Tensor) -> Tensor:

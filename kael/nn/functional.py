@@ -370,6 +370,14 @@ def _maybe_in_place(input, result, inplace):
     return input.copy_(result) if inplace else result
 
 
+def _where_branch(cond, input, branch, other, fill=0.0):
+    """where(cond, branch(input), other), with branch evaluated on input only where cond holds
+    (on `fill` elsewhere). where(cond, f(x), other) alone sends 0 * f'(x) back from the elements it
+    drops, which is NaN where f'(x) is inf or NaN (exp of a large x): here the dropped elements
+    never see x."""
+    return kael.where(cond, branch(kael.where(cond, input, fill)), other)
+
+
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x where x > 0, else negative_slope * x."""
     return _maybe_in_place(input, kael.where(input > 0, input, input * negative_slope), inplace)
@@ -377,7 +385,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1)."""
-    return _maybe_in_place(input, kael.where(input > 0, input, kael.expm1(input) * alpha), inplace)
+    return _maybe_in_place(input, _where_branch(kael.logical_not(input > 0), input, lambda x: kael.expm1(x) * alpha, input), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -386,15 +394,16 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
-    return _maybe_in_place(input, kael.where(input > 0, input * _SELU_SCALE,
-                                             kael.expm1(input) * (_SELU_ALPHA * _SELU_SCALE)), inplace)
+    return _maybe_in_place(input, _where_branch(kael.logical_not(input > 0), input, lambda x: kael.expm1(x) * (_SELU_ALPHA * _SELU_SCALE),
+                                                input * _SELU_SCALE), inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _maybe_in_place(input, kael.where(input > 0, input, kael.expm1(input / alpha) * alpha), inplace)
+    return _maybe_in_place(input, _where_branch(kael.logical_not(input > 0), input, lambda x: kael.expm1(x / alpha) * alpha, input),
+                           inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
@@ -419,8 +428,10 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """x * min(max(x + 3, 0), 6) / 6."""
-    return _maybe_in_place(input, input * kael.clamp(input + 3, 0, 6) / 6, inplace)
+    """x * min(max(x + 3, 0), 6) / 6 (the gradient x / 3 + 0.5 strictly between -3 and 3, as torch's)."""
+    inside = kael.logical_not(kael.logical_or(input <= -3, input >= 3))  # NaN inside: a NaN gradient, as torch
+    outside = kael.where(input <= -3, kael.zeros_like(input), input)
+    return _maybe_in_place(input, _where_branch(inside, input, lambda x: x * (x + 3) / 6, outside), inplace)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -452,12 +463,12 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > lambd, else 0."""
-    return kael.where(kael.logical_and(input >= -lambd, input <= lambd), input * 0, input)
+    return kael.where(kael.logical_or(input < -lambd, input > lambd), input, input * 0)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, else value."""
-    return _maybe_in_place(input, kael.where(input > threshold, input, kael.full_like(input, value)), inplace)
+    return _maybe_in_place(input, kael.where(input <= threshold, kael.full_like(input, value), input), inplace)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -712,7 +723,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_same_size("huber_loss", input, target)
     input, target = kael.broadcast_tensors(input, target)
     d = (input - target).abs()
-    losses = kael.where(d < delta, d * d * 0.5, (d - delta * 0.5) * delta)
+    losses = _where_branch(kael.logical_not(d >= delta), d, lambda s: s * s * 0.5, (d - delta * 0.5) * delta)
     if weight is not None:
         return _weighted(losses, weight, reduction, mean_by_weight=False)
     _check_reduction(reduction)
@@ -730,7 +741,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     d = (input - target).abs()
     if beta == 0:
         return _reduce(d, reduction)
-    return _reduce(kael.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+    return _reduce(_where_branch(kael.logical_not(d >= beta), d, lambda s: s * s * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
@@ -761,9 +772,15 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
     if input.numel() and bool(kael.logical_or(input < 0, input > 1).any().item()):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    log_x = kael.clamp_min(kael.log(input), -100)
-    log_1mx = kael.clamp_min(kael.log(1 - input), -100)
+    # The gradient is torch's (x - t) / max(x (1 - x), 1e-12), finite at x = 0 and 1 (sigmoid(20.)
+    # is 1.0 in float32): the clamped logs are read at the detached input (they give the target's
+    # gradient), and a term worth 0 gives the input's.
+    x = input.detach()
+    log_x = kael.clamp_min(kael.log(x), -100)
+    log_1mx = kael.clamp_min(kael.log(1 - x), -100)
     losses = -(target * log_x + (1 - target) * log_1mx)
+    if input.requires_grad:
+        losses = losses + (input - x) * ((input - target) / kael.clamp_min((1 - input) * input, 1e-12))
     if weight is not None:
         losses = losses * weight
     return _reduce(losses, reduction)

@@ -1,6 +1,7 @@
 #include "kael/autograd/formula_helpers.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kael/core/error.h"
@@ -39,6 +40,14 @@
 #include "kael/ops/to.h"
 #include "kael/ops/unsqueeze.h"
 #include "kael/ops/zeros_like.h"
+#include "kael/ops/logical_not.h"
+#include "kael/ops/any.h"
+#include "kael/ops/ones_like.h"
+#include "kael/ops/ones.h"
+#include "kael/ops/narrow.h"
+#include "kael/ops/cat.h"
+#include "kael/ops/flip.h"
+#include "kael/ops/where.h"
 
 namespace kael::autograd::detail {
 
@@ -77,11 +86,35 @@ double reduced_count(IntArrayRef sizes, std::optional<IntArrayRef> dim) {
 // A bool tensor as 0/1 of dtype.
 Tensor as_mask(const Tensor& b, ScalarType dtype) { return kael::to(b, dtype); }
 
-// sum_{j >= i} v_j along dim.
+// sum_{j >= i} v_j along dim, summed from the end (a sum-minus-prefix form turns one infinity
+// into NaN everywhere).
 Tensor reverse_cumsum(const Tensor& v, std::int64_t dim) {
   const std::int64_t d[] = {dim};
-  return kael::sub(kael::add(kael::sum(v, IntArrayRef(d), true, std::nullopt), v), kael::cumsum(v, dim, std::nullopt));
+  return kael::flip(kael::cumsum(kael::flip(v, IntArrayRef(d)), dim, std::nullopt), IntArrayRef(d));
 }
+
+// `value` where `keep` holds, 0 elsewhere. Multiplying by a 0/1 mask instead gives NaN where the
+// dropped value is inf or NaN (0 * inf): every formula that drops a branch selects with this.
+Tensor keep_where(const Tensor& keep, const Tensor& value) { return kael::where(keep, value, Scalar(0)); }
+
+// The product of the other elements along dim, for each element (exclusive products from both
+// ends, no division): PyTorch's prod_safe_zeros_backward.
+Tensor products_of_others(const Tensor& x, std::int64_t dim) {
+  const std::int64_t n = x.size(dim);
+  if (n <= 1) return kael::ones_like(x, std::nullopt, std::nullopt);
+  DimVector ones_size(x.sizes().size(), 1);
+  for (std::size_t i = 0; i < ones_size.size(); ++i) ones_size[i] = x.sizes()[i];
+  ones_size[static_cast<std::size_t>(dim)] = 1;
+  const Tensor ones = kael::ones(ones_size, x.dtype(), x.device());
+  const std::int64_t d[] = {dim};
+  const std::array<Tensor, 2> head{ones, kael::narrow(x, dim, 0, n - 1)};
+  const std::array<Tensor, 2> tail{ones, kael::flip(kael::narrow(x, dim, 1, n - 1), IntArrayRef(d))};
+  const Tensor before = kael::cumprod(kael::cat(TensorList(head), dim), dim, std::nullopt);
+  const Tensor after_flipped = kael::cumprod(kael::cat(TensorList(tail), dim), dim, std::nullopt);
+  return kael::mul(before, kael::flip(after_flipped, IntArrayRef(d)));
+}
+
+bool any_true(const Tensor& b) { return kael::any(b, std::nullopt, false).item().to<bool>(); }
 
 }  // namespace
 
@@ -190,26 +223,25 @@ Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tens
 
 Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<std::int64_t> dim,
                      bool keepdim) {
-  const ScalarType t = grad.dtype();
+  // PyTorch's algorithm, so that zeros, infinities and NaN give its values: without a zero in
+  // the input, grad * result / self; with zeros, the product of the other elements (computed
+  // without division), and for a full reduction 0 everywhere when two or more elements are 0.
+  if (self.dim() == 0) return kael::mul(grad, kael::ones_like(self, grad.dtype(), std::nullopt));
   std::int64_t d[1] = {0};
   std::optional<IntArrayRef> dims;
   if (dim) {
-    d[0] = *dim;
+    d[0] = wrap_dim("prod_backward", *dim, self.dim());
     dims = IntArrayRef(d);
   }
   const Tensor g = unsqueeze_reduced(grad, self.sizes(), dims, keepdim);
-  (void)result;  // recomputed below without the zeros
-  const Tensor zero = as_mask(kael::eq(self, Scalar(0)), t);   // 1 where self is 0
-  const Tensor safe = kael::add(self, zero, Scalar(1));         // self with its zeros replaced by 1
-  const Tensor zeros = kael::sum(zero, dims, true, std::nullopt);
-  Tensor others = dim ? kael::prod(safe, *dim, true, std::nullopt)  // product of the non-zero elements
-                      : kael::reshape(kael::prod(safe, std::nullopt), DimVector(self.dim(), 1));
-  // No zero: product / self. One zero: that element gets the product of the others. More: 0.
-  const Tensor none = as_mask(kael::eq(zeros, Scalar(0)), t);
-  const Tensor one = as_mask(kael::eq(zeros, Scalar(1)), t);
-  const Tensor factor =
-      kael::add(kael::div(kael::mul(none, others), safe), kael::mul(kael::mul(one, zero), others), Scalar(1));
-  return kael::mul(g, factor);
+  const Tensor zero = kael::eq(self, Scalar(0));
+  if (!any_true(zero)) return kael::mul(g, kael::div(unsqueeze_reduced(result, self.sizes(), dims, keepdim), self));
+  if (dim) return kael::mul(g, products_of_others(self, d[0]));
+  if (kael::sum(as_mask(zero, ScalarType::Int64), std::nullopt).item().to<std::int64_t>() > 1) {
+    return kael::zeros(self.sizes(), grad.dtype(), grad.device());
+  }
+  const std::int64_t flat[] = {-1};
+  return kael::mul(g, kael::reshape(products_of_others(kael::reshape(self, flat), 0), self.sizes()));
 }
 
 Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
@@ -235,13 +267,11 @@ Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Ten
     return kael::mul(kael::mul(kael::sgn(self), kael::div(hit, count)), g);
   }
   // grad * sgn(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and, for p < 1, where x is 0).
-  const Tensor r_zero = as_mask(kael::eq(r, Scalar(0)), t);
-  const Tensor scale =
-      kael::mul(kael::div(g, kael::pow(kael::add(r, r_zero, Scalar(1)), Scalar(p - 1))), kael::sub(Scalar(1), r_zero, Scalar(1)));
+  const Tensor r_zero = kael::eq(r, Scalar(0));
+  const Tensor scale = kael::where(r_zero, Scalar(0), kael::div(g, kael::pow(kael::where(r_zero, Scalar(1), r), Scalar(p - 1))));
   if (p == 2) return kael::mul(self, scale);
-  const Tensor x_zero = as_mask(kael::eq(self, Scalar(0)), t);
-  const Tensor power = kael::mul(kael::pow(kael::add(kael::abs(self), x_zero, Scalar(1)), Scalar(p - 1)),
-                                 kael::sub(Scalar(1), x_zero, Scalar(1)));
+  const Tensor x_zero = kael::eq(self, Scalar(0));
+  const Tensor power = kael::where(x_zero, Scalar(0), kael::pow(kael::where(x_zero, Scalar(1), kael::abs(self)), Scalar(p - 1)));
   return kael::mul(kael::mul(kael::sgn(self), power), scale);
 }
 
@@ -260,10 +290,9 @@ Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArr
 
 Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
                     double correction, bool keepdim) {
-  const Tensor zero = as_mask(kael::eq(result, Scalar(0)), result.dtype());
-  const Tensor safe = kael::add(result, zero, Scalar(1));
+  const Tensor zero = kael::eq(result, Scalar(0));
   const Tensor grad_var =
-      kael::mul(kael::div(grad, kael::mul(safe, Scalar(2))), kael::sub(Scalar(1), zero, Scalar(1)));
+      kael::where(zero, Scalar(0), kael::div(grad, kael::mul(kael::where(zero, Scalar(1), result), Scalar(2))));
   return var_backward(grad_var, self, dim, correction, keepdim);
 }
 
@@ -273,26 +302,29 @@ Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim)
 }
 
 Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result) {
-  // Along dim, with z the first zero of a line: an element before z gets
-  // sum_{i <= j < z} grad_j result_j / x_i; z itself gets prod_{k < z} x_k * sum_{j >= z} grad_j
-  // prod_{z < k <= j} x_k; elements after z get 0.
-  const ScalarType t = grad.dtype();
+  // PyTorch's O(n) algorithm, branches selected (not multiplied by masks). Along dim, with z the
+  // first zero of a line: an element before z gets sum_{i <= j < z} grad_j result_j / x_i; z
+  // itself gets prod_{k < z} x_k * sum_{z <= j < z2} grad_j prod_{z < k <= j} x_k (z2 the second
+  // zero); elements after z get 0.
+  if (self.numel() <= 1) return grad;
+  dim = wrap_dim("cumprod_backward", dim, self.dim());
+  if (self.size(dim) == 1) return grad;
+  const Tensor w = kael::mul(grad, result);
+  const Tensor zero = kael::eq(self, Scalar(0));
+  if (!any_true(zero)) return kael::div(reverse_cumsum(w, dim), self);
+  const Tensor zeros_so_far = kael::cumsum(as_mask(zero, ScalarType::Int64), dim, std::nullopt);
+  const Tensor before = kael::eq(zeros_so_far, Scalar(0));                 // strictly before z
+  const Tensor from_z = kael::eq(zeros_so_far, Scalar(1));                 // z up to the second zero
+  const Tensor first = kael::logical_and(zero, from_z);                    // z
+  const Tensor head = keep_where(before, kael::div(reverse_cumsum(keep_where(before, w), dim),
+                                                   kael::where(before, self, Scalar(1))));
+  const Tensor prefix = kael::prod(kael::where(before, self, Scalar(1)), dim, true, std::nullopt);  // prod_{k < z} x_k
+  const Tensor between = kael::logical_and(from_z, kael::logical_not(first));
   const std::int64_t d[] = {dim};
-  const IntArrayRef dims(d);
-  const Tensor zero = as_mask(kael::eq(self, Scalar(0)), t);
-  const Tensor zeros_so_far = kael::cumsum(zero, dim, std::nullopt);
-  const Tensor before = as_mask(kael::eq(zeros_so_far, Scalar(0)), t);        // strictly before z
-  const Tensor first = kael::mul(zero, as_mask(kael::eq(zeros_so_far, Scalar(1)), t));  // z
-  const Tensor after = kael::sub(Scalar(1), before, Scalar(1));               // z and later
-  const Tensor safe = kael::add(kael::mul(self, before), after, Scalar(1));   // x before z, 1 from z on
-  const Tensor head =
-      kael::mul(kael::div(reverse_cumsum(kael::mul(kael::mul(grad, result), before), dim), safe), before);
-  const Tensor prefix = kael::prod(safe, dim, true, std::nullopt);  // (the dim_int overload)              // prod_{k < z} x_k
-  const Tensor tail_x = kael::add(kael::mul(kael::mul(self, after), kael::sub(Scalar(1), first, Scalar(1))),
-                                  kael::add(before, first, Scalar(1)), Scalar(1));  // 1 up to z, x after
-  const Tensor tail = kael::sum(kael::mul(kael::mul(after, grad), kael::cumprod(tail_x, dim, std::nullopt)), dims, true,
-                                std::nullopt);
-  return kael::add(head, kael::mul(first, kael::mul(prefix, tail)), Scalar(1));
+  const Tensor tail = kael::sum(kael::mul(kael::cumprod(kael::where(between, self, Scalar(1)), dim, std::nullopt),
+                                          keep_where(from_z, grad)),
+                                IntArrayRef(d), true, std::nullopt);
+  return kael::add(head, keep_where(first, kael::mul(prefix, tail)), Scalar(1));
 }
 
 }  // namespace kael::autograd::detail
