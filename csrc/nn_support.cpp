@@ -8,6 +8,7 @@
 
 #include "kael/data/idx.h"
 #include "kael/native/optim.h"
+#include "py_utf8.h"
 #include "tensor_object.h"
 
 namespace kael::python {
@@ -25,15 +26,14 @@ PyObject* py_parse_idx(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_Format(PyExc_TypeError, "_parse_idx(): name must be a str, got %s", Py_TYPE(args[1])->tp_name);
     return nullptr;
   }
-  Py_ssize_t name_size = 0;
-  const char* name = PyUnicode_AsUTF8AndSize(args[1], &name_size);
-  if (name == nullptr) return nullptr;
+  OwnedUtf8 name;  // held across the exporter's getbuffer, which may run code of its own
+  if (!utf8_of("_parse_idx()", args[1], Surrogates::Strict, name)) return nullptr;
   Py_buffer view;
   if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return nullptr;
   PyObject* result = nullptr;
   try {
     Tensor t = data::read_idx(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len),
-                              std::string_view(name, static_cast<std::size_t>(name_size)));
+                              name.view());
     result = wrap(std::move(t));
   } catch (...) {
     translate_exception();

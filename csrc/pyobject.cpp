@@ -14,6 +14,7 @@
 #include "kael/core/error.h"
 #include "kael/core/tensor_impl.h"
 #include "kael/ops/as_strided.h"
+#include "py_utf8.h"
 #include "pyobject.h"
 #include "python_owner.h"
 #include "tensor_object.h"
@@ -181,10 +182,9 @@ PyObject* py_parse_device(PyObject*, PyObject* arg) {
     PyErr_Format(PyExc_TypeError, "device(): expected a device string, got %s", Py_TYPE(arg)->tp_name);
     return nullptr;
   }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(arg, &size);
-  if (data == nullptr) return nullptr;
-  const std::string_view name(data, static_cast<std::size_t>(size));
+  OwnedUtf8 utf8;
+  if (!utf8_of("device()", arg, Surrogates::Strict, utf8)) return nullptr;
+  const std::string_view name = utf8.view();
   try {
     const Device d = parse_device(name);
     const char* type = d.is_cuda() ? "cuda" : "cpu";

@@ -326,3 +326,21 @@ def test_kael_function_label_of_a_name_with_lone_surrogates():
     assert results["plain"][:2] == ["raises", "TypeError"] and "'kael.add'" in results["plain"][2]
     assert results["surrogate"][:2] == ["raises", "TypeError"]
     assert results["surrogate"][2].startswith("no implementation found for 'function' on types")
+
+
+def test_device_and_idx_names_from_str_subclasses():
+    """kael.device and _parse_idx read a str's UTF-8 through OwnedUtf8 too (held across the idx
+    exporter's getbuffer)."""
+    import torch
+
+    import kael
+
+    class S(str):
+        pass
+
+    for spec in [S("cpu"), S("cuda:1"), "".join(["cu", "da:0"])]:
+        assert str(kael.device(spec)) == str(torch.device(spec))
+    with pytest.raises(ValueError, match=r"read_idx: f\.idx: truncated IDX file: 0 bytes"):
+        kael._C._parse_idx(bytearray(), S("f.idx"))
+    with pytest.raises(UnicodeEncodeError):
+        kael._C._parse_idx(b"", "\ud800")
