@@ -475,9 +475,17 @@ def test_a_plain_tiktoken_file_gets_gpt2s_end_of_text(trained, corpus, tmp_path)
     back = kael.BpeTokenizer.from_tiktoken(tmp_path / "plain.tiktoken")
     assert back.special_tokens == {EOT: 999} == trained.special_tokens
     assert_same_tokenizer(back, trained, corpus.splitlines(keepends=True)[:300])
+    def plain_file(name, ranks):
+        (tmp_path / name).write_bytes(b"".join(base64.b64encode(k) + b" %d\n" % v for k, v in ranks.items()))
+        return kael.BpeTokenizer.from_tiktoken(tmp_path / name)
+
     ranks = {bytes([b]): b for b in range(256)}
-    (tmp_path / "bytes.tiktoken").write_bytes(b"".join(base64.b64encode(k) + b" %d\n" % v for k, v in ranks.items()))
-    assert kael.BpeTokenizer.from_tiktoken(tmp_path / "bytes.tiktoken").special_tokens == {EOT: 256}
+    assert plain_file("bytes.tiktoken", ranks).special_tokens == {EOT: 256}
+    # p50k's layout, ranks on both sides of a free 50256: GPT-2's id; 50256 a rank: after the largest
+    ranks |= {b"t%d" % r: r for r in range(256, 50301) if r != 50256}
+    assert plain_file("p50k_like.tiktoken", ranks).special_tokens == {EOT: 50256}
+    ranks[b"t50256"] = 50256
+    assert plain_file("taken.tiktoken", ranks).special_tokens == {EOT: 50301}
 
 
 def test_saved_specials_errors(tmp_path):
