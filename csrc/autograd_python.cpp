@@ -630,15 +630,18 @@ PyObject* saved_tensors_of(PyObject* capsule, PyObject*) {
 PyMethodDef saved_tensors_def = {"saved_tensors", saved_tensors_of, METH_NOARGS,
                                  "The tensors the Function call saved for backward."};
 
-// _record_function(name, backward, inputs, outputs, non_differentiable, saved): makes the node of
-// a Function call (edges from the tensors among `inputs`, one per argument), sets it as the
-// history of each differentiable output and keeps the `saved` tensors in it. Returns the outputs
-// (an output that is an input comes back as a new tensor sharing its data) and a function
-// returning the saved tensors (which refers to the node weakly).
+// _record_function(name, backward, inputs, outputs, non_differentiable, saved, dirty=()): makes
+// the node of a Function call (edges from the tensors among `inputs`, one per argument), sets it
+// as the history of each differentiable output and keeps the `saved` tensors in it. Returns the
+// outputs (an output that is an input comes back as a new tensor sharing its data, unless it is
+// among `dirty`, the inputs ctx.mark_dirty named: those were modified in place and come back as
+// themselves, their history rebased onto the node as an in-place op's) and a function returning
+// the saved tensors (which refers to the node weakly).
 PyObject* py_record_function(PyObject*, PyObject* args) {
   const char* name;
-  PyObject *backward, *inputs, *outputs, *nondiff, *saved;
-  if (!PyArg_ParseTuple(args, "sOOOOO:_record_function", &name, &backward, &inputs, &outputs, &nondiff, &saved))
+  PyObject *backward, *inputs, *outputs, *nondiff, *saved, *dirty_arg = nullptr;
+  if (!PyArg_ParseTuple(args, "sOOOOO|O:_record_function", &name, &backward, &inputs, &outputs, &nondiff, &saved,
+                        &dirty_arg))
     return nullptr;
   PyObject* in = PySequence_Fast(inputs, "inputs");
   if (in == nullptr) return nullptr;
@@ -654,9 +657,10 @@ PyObject* py_record_function(PyObject*, PyObject* args) {
     }
   }
   Py_DECREF(in);
-  std::vector<Tensor> outs, skip, to_save;
+  std::vector<Tensor> outs, skip, to_save, dirty;
   if (!tensors_of(outputs, "Function outputs", true, outs) || !tensors_of(nondiff, "non-differentiable", false, skip) ||
-      !tensors_of(saved, "save_for_backward", true, to_save))
+      !tensors_of(saved, "save_for_backward", true, to_save) ||
+      (dirty_arg != nullptr && !tensors_of(dirty_arg, "mark_dirty", false, dirty)))
     return nullptr;
   return guard([&]() -> PyObject* {
     auto node = std::make_shared<PyFunctionNode>(name);
@@ -668,12 +672,26 @@ PyObject* py_record_function(PyObject*, PyObject* args) {
     for (std::size_t i = 0; i < outs.size(); ++i) {
       Tensor t = outs[i];
       if (t.defined()) {
-        bool is_input = false;
+        bool is_input = false, is_dirty = false;
         for (const Tensor& x : input_tensors) is_input = is_input || x.is_same(t);
-        if (is_input) t = kael::detach(t);
+        for (const Tensor& x : dirty) is_dirty = is_dirty || x.is_same(t);
         bool differentiable = is_floating(t.dtype());
         for (const Tensor& x : skip) differentiable = differentiable && !x.is_same(outs[i]);
-        if (differentiable) {
+        // torch's rules: an input returned as an output comes back as a new tensor sharing its data,
+        // except a dirty one that is differentiable or requires no grad (it comes back as itself)
+        if (is_input && !(is_dirty && (differentiable || !autograd::requires_grad(t)))) t = kael::detach(t);
+        if (differentiable && is_dirty) {
+          KAEL_CHECK(!(autograd::requires_grad(t) && autograd::is_leaf(t)),
+                     name << ": a leaf Variable that requires grad has been used in an in-place operation.");
+          KAEL_CHECK(!(t.impl()->is_view() && outs.size() > 1),
+                     name << ": If your Function modifies inplace an input that is a view of another Tensor, your "
+                             "Function cannot return more than one Tensor. This is not supported by the current "
+                             "autograd engine. You should either make sure the input is not a view (using .clone() "
+                             "for example) or make your Function only return one Tensor.");
+          autograd::check_inplace(name, t);
+          t.bump_version();  // as torch marks a dirty tensor: saved copies of it are stale now
+          autograd::rebase_history(t, node);
+        } else if (differentiable) {
           autograd::set_history(t, node);
         } else {
           node->add_input_metadata(t);  // keeps output numbering
@@ -755,7 +773,7 @@ void append_autograd_functions(std::vector<PyMethodDef>& out) {
   out.push_back({"_grad", py_grad, METH_VARARGS, "_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, /)\n--\n\nComputes gradients of outputs with respect to inputs."});
   out.push_back({"_explain", py_explain, METH_O, "_explain(tensor, /)\n--\n\nThe graph behind a tensor as text."});
   out.push_back({"_graphviz", py_graphviz, METH_O, "_graphviz(tensor, /)\n--\n\nThe graph behind a tensor in Graphviz DOT."});
-  out.push_back({"_record_function", py_record_function, METH_VARARGS, "_record_function(name, backward, inputs, outputs, non_differentiable, saved, /)\n--\n\nRecords the node of a Python Function; returns its outputs and a function returning its saved tensors."});
+  out.push_back({"_record_function", py_record_function, METH_VARARGS, "_record_function(name, backward, inputs, outputs, non_differentiable, saved, dirty=(), /)\n--\n\nRecords the node of a Python Function; returns its outputs and a function returning its saved tensors."});
 }
 
 int kael_init_autograd(PyObject* module) {

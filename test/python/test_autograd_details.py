@@ -459,3 +459,317 @@ def test_median_double_backward_matches_torch():
         (g,) = lib.autograd.grad(x.median() * 3, x, create_graph=True)
         outs.append(g.tolist())
     assert outs[0] == outs[1]
+
+
+# ---------------------------------------------------------------- custom Functions
+
+def _fn(lib, forward, backward):
+    return type("F", (lib.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def _both(scenario):
+    """scenario(lib) for torch and kael: results, or exception classes, compared."""
+    outs = []
+    for lib in LIBS:
+        try:
+            outs.append(scenario(lib))
+        except Exception as e:  # compared by class with torch's
+            outs.append(type(e).__name__)
+    return outs
+
+
+def _seen_types(seen):
+    return [tuple(None if g is None else type(g).__name__ for g in gs) for gs in seen]
+
+
+@pytest.mark.parametrize("outputs", ["tensor,int", "tensor,None", "int,tensor", "None,tensor,int,tensor",
+                                     "tensor,str"])
+def test_backward_gets_one_gradient_per_output(outputs):
+    kinds = outputs.split(",")
+
+    def scenario(lib):
+        seen = []
+
+        def forward(ctx, a):
+            out = []
+            for i, k in enumerate(kinds):
+                out.append({"tensor": a * (i + 2), "int": 7, "None": None, "str": "s"}[k])
+            return tuple(out)
+
+        def backward(ctx, *grads):
+            seen.append(grads)
+            total = None
+            for i, (g, k) in enumerate(zip(grads, kinds)):
+                if k == "tensor":
+                    total = g * (i + 2) if total is None else total + g * (i + 2)
+            return total
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        out = _fn(lib, forward, backward).apply(a)
+        tensors = [o for o in out if isinstance(o, lib.Tensor)]
+        sum(t.sum() for t in tensors).backward()
+        return ([None if isinstance(o, lib.Tensor) else o for o in out], _seen_types(seen), a.grad.tolist(),
+                [g.tolist() for g in seen[0] if g is not None])
+    k, t = _both(scenario)
+    assert k == t
+
+
+def test_unused_tensor_output_materialized_or_none():
+    def scenario(lib, materialize):
+        seen = []
+
+        def forward(ctx, a):
+            ctx.set_materialize_grads(materialize)
+            return a * 2, a * 3, 5
+
+        def backward(ctx, g, h, n):
+            seen.append((None if g is None else g.tolist(), None if h is None else h.tolist(), n))
+            return g * 2 if g is not None else h * 3
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        x, y, _ = _fn(lib, forward, backward).apply(a)
+        x.sum().backward(retain_graph=True)
+        y.sum().backward()
+        return seen, a.grad.tolist()
+    for materialize in (True, False):
+        assert scenario(kael, materialize) == scenario(torch, materialize)
+
+
+def test_mark_non_differentiable_matches_torch():
+    def scenario(lib):
+        seen = []
+
+        def forward(ctx, a):
+            b = a * 3
+            ctx.mark_non_differentiable(b)
+            return a * 2, b, (a > 1)
+
+        def backward(ctx, g, h, m):
+            seen.append((g.tolist(), h.tolist(), None if m is None else m.tolist()))
+            return g * 2
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        x, y, m = _fn(lib, forward, backward).apply(a)
+        flags = [(t.requires_grad, t.grad_fn is None) for t in (x, y, m)]
+        x.sum().backward()
+        return flags, seen, a.grad.tolist()
+    k, t = _both(scenario)
+    assert k == t
+    with pytest.raises(RuntimeError, match="mark_non_differentiable"):
+        _fn(kael, lambda ctx, a: (ctx.mark_non_differentiable(3), a)[1], lambda ctx, g: g).apply(
+            kael.ones(1, requires_grad=True))
+
+
+@pytest.mark.parametrize("saved", ["none-first", "none-only", "int", "str", "list", "output"])
+def test_save_for_backward_matches_torch(saved):
+    def scenario(lib):
+        seen = []
+
+        def forward(ctx, a):
+            out = a * 2
+            ctx.save_for_backward(*{"none-first": (None, a), "none-only": (None,), "int": (a, 3), "str": ("s",),
+                                    "list": ([a],), "output": (out, a)}[saved])
+            return out
+
+        def backward(ctx, g):
+            seen.append([None if s is None else s.tolist() for s in ctx.saved_tensors])
+            return g * 2
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        _fn(lib, forward, backward).apply(a).sum().backward()
+        return seen, a.grad.tolist()
+    k, t = _both(scenario)
+    assert k == t
+
+
+def test_needs_input_grad_matches_torch():
+    def scenario(lib):
+        seen = []
+
+        def forward(ctx, a, b, n, c):
+            seen.append(ctx.needs_input_grad)
+            return a * b
+
+        def backward(ctx, g):
+            seen.append(ctx.needs_input_grad)
+            return g, g, None, None
+        F = _fn(lib, forward, backward)
+        a = lib.ones(2, requires_grad=True)
+        F.apply(a, lib.ones(2), 3, None).sum().backward()
+        F.apply(lib.ones(2), a, "x", lib.ones(2, requires_grad=True)).sum().backward()
+        with lib.no_grad():
+            r = F.apply(a, lib.ones(2), 3, None)
+        return seen, r.requires_grad, a.grad.tolist()
+    k, t = _both(scenario)
+    assert k == t
+
+
+BAD_GRADIENTS = {
+    "gradient for an int input": (lambda lib, g: (g, lib.ones(1)), lambda lib, a: (a, 2)),
+    "number for an int input": (lambda lib, g: (g, 3), lambda lib, a: (a, 2)),
+    "gradient for a None input": (lambda lib, g: (g, g), lambda lib, a: (a, None)),
+    "gradient for a str input": (lambda lib, g: (g, g), lambda lib, a: (a, "x")),
+    "None for a non-tensor input": (lambda lib, g: (g * 3, None), lambda lib, a: (a, 2)),
+    "float instead of a tensor": (lambda lib, g: (3.0, None), lambda lib, a: (a, 2)),
+    "too many": (lambda lib, g: (g, None, g), lambda lib, a: (a, 2)),
+    "too many Nones": (lambda lib, g: (g * 2, None, None), lambda lib, a: (a, 2)),
+    "too few": (lambda lib, g: g, lambda lib, a: (a, 2)),
+    "wrong shape": (lambda lib, g: (lib.ones(3), None), lambda lib, a: (a, 2)),
+    "broadcastable shape": (lambda lib, g: (lib.ones(4, 2), None), lambda lib, a: (a, 2)),
+    "float64 gradient": (lambda lib, g: (g.double() * 3, None), lambda lib, a: (a, 2)),
+    "int gradient": (lambda lib, g: (lib.ones(2, dtype=lib.int64), None), lambda lib, a: (a, 2)),
+    "gradient for a tensor not requiring grad": (lambda lib, g: (g, g), lambda lib, a: (a, lib.ones(2))),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_GRADIENTS))
+def test_backward_results_checked_as_torch(case):
+    make_grads, make_args = BAD_GRADIENTS[case]
+
+    def scenario(lib):
+        F = _fn(lib, lambda ctx, a, b: a * 2, lambda ctx, g: make_grads(lib, g))
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        F.apply(*make_args(lib, a)).sum().backward()
+        return a.grad.tolist(), str(a.grad.dtype).split(".")[-1]
+    k, t = _both(scenario)
+    assert k == t
+
+
+def test_gradient_for_a_non_tensor_input_message():
+    F = _fn(kael, lambda ctx, a, n: a * n, lambda ctx, g: (g, kael.ones(1)))
+    with pytest.raises(RuntimeError, match=r"^function FBackward returned a gradient different than None at "
+                                           r"position 2, but the corresponding forward input was not a Variable$"):
+        F.apply(kael.ones(2, requires_grad=True), 2).sum().backward()
+
+
+# mark_dirty: in-place Functions
+
+def _add_one(lib, save=False, scale=2.0):
+    def forward(ctx, a):
+        a.add_(1)
+        ctx.mark_dirty(a)
+        if save:
+            ctx.save_for_backward(a)
+        return a
+
+    def backward(ctx, g):
+        if save:
+            (s,) = ctx.saved_tensors
+            return g * s
+        return g * scale
+    return _fn(lib, forward, backward)
+
+
+def _name(t):
+    return None if t.grad_fn is None else t.grad_fn.name()
+
+
+def test_mark_dirty_returns_the_input_rebased():
+    def scenario(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        a = x * 3
+        v0 = a._version
+        r = _add_one(lib).apply(a)
+        out = [r is a, _name(a), a._version - v0, a.tolist(), a.is_leaf]
+        r.sum().backward()
+        return out + [x.grad.tolist()]
+    k, t = _both(scenario)
+    assert k == t and k[0] is True and k[1] == "FBackward"
+
+
+@pytest.mark.parametrize("case", ["leaf", "view of leaf", "leaf no grad", "saved before", "save dirty output",
+                                  "saved dirty modified after", "not returned", "other input", "two outputs",
+                                  "view", "view two outputs", "int dirty", "no grad mode"])
+def test_mark_dirty_matches_torch(case):
+    def two_output_fn(lib):
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a, a * 3
+
+        def backward(ctx, g, h):
+            return g * 2 + h * 6
+        return _fn(lib, forward, backward)
+
+    def scenario(lib):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        if case == "leaf":
+            _add_one(lib).apply(x)
+        elif case == "view of leaf":
+            _add_one(lib).apply(x[:2])
+        elif case == "leaf no grad":
+            plain = lib.tensor([1.0, 2.0])
+            r = _add_one(lib).apply(plain)
+            return r is plain, plain.requires_grad, plain.tolist()
+        elif case == "no grad mode":
+            with lib.no_grad():
+                r = _add_one(lib).apply(x)
+            return r is x, r.requires_grad, x.tolist()
+        elif case == "saved before":
+            a = x * 3
+            y = a * a
+            _add_one(lib).apply(a)
+            y.sum().backward()
+        elif case == "save dirty output":
+            _add_one(lib, save=True).apply(x * 3).sum().backward()
+        elif case == "saved dirty modified after":
+            r = _add_one(lib, save=True).apply(x * 3)
+            r.mul_(2)
+            r.sum().backward()
+        elif case == "not returned":
+            def forward(ctx, a):
+                a.add_(1)
+                ctx.mark_dirty(a)
+                return a * 2
+            _fn(lib, forward, lambda ctx, g: g).apply(x * 1)
+        elif case == "other input":
+            def forward(ctx, a, b):
+                b.add_(a)
+                ctx.mark_dirty(b)
+                return b
+            b = lib.zeros(3)
+            r = _fn(lib, forward, lambda ctx, g: (g * 5, g)).apply(x, b)
+            flags = [r is b, b.requires_grad, _name(b), b.is_leaf]
+            r.sum().backward()
+            return flags, x.grad.tolist()
+        elif case == "two outputs":
+            a = x + 0
+            r, s = two_output_fn(lib).apply(a)
+            flags = [r is a, _name(s)]
+            (r.sum() + s.sum()).backward()
+            return flags, x.grad.tolist()
+        elif case == "view":
+            base = x * 1
+            v = base[:2]
+            r = _add_one(lib).apply(v)
+            flags = [r is v, base.tolist()]
+            base.sum().backward()
+            return flags, x.grad.tolist()
+        elif case == "view two outputs":
+            two_output_fn(lib).apply((x * 1)[:2])
+        elif case == "int dirty":
+            def forward(ctx, a, n):
+                n.add_(1)
+                ctx.mark_dirty(n)
+                return a * 2, n
+            n = lib.tensor([1, 2])
+            r, m = _fn(lib, forward, lambda ctx, g, h: (g * 2, None)).apply(x, n)
+            return m is n, m.requires_grad, n.tolist(), _name(r)
+        return x.grad.tolist() if x.grad is not None else None
+    k, t = _both(scenario)
+    assert k == t
+
+
+def test_mark_dirty_rejects_non_tensors():
+    F = _fn(kael, lambda ctx, a: (ctx.mark_dirty(3), a)[1], lambda ctx, g: g)
+    with pytest.raises(RuntimeError, match="^mark_dirty can only accept variables"):
+        F.apply(kael.ones(2, requires_grad=True))
+
+
+@pytest.mark.parametrize("grad_mode", [True, False])
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_input_returned_without_recording_matches_torch(grad_mode, requires_grad):
+    def scenario(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=requires_grad)
+        F = _fn(lib, lambda ctx, a, b: (a, b * 2), lambda ctx, g, h: (g, h))
+        with lib.set_grad_enabled(grad_mode):
+            r, s = F.apply(x, lib.ones(2))
+        return r is x, r.requires_grad, r.grad_fn is None, s.requires_grad, r.tolist()
+    k, t = _both(scenario)
+    assert k == t
