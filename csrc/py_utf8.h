@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace kael::python {
@@ -63,6 +64,14 @@ class OwnedUtf8 {
   PyObject* owner_ = nullptr;
   std::string_view view_;
 };
+
+// The safe form is the only one: no copies (two owners of one reference), moves that leave nothing
+// behind, and no view of a temporary.
+template <typename T>
+concept ViewsATemporary = requires { std::declval<T&&>().view(); };
+static_assert(!std::is_copy_constructible_v<OwnedUtf8> && !std::is_copy_assignable_v<OwnedUtf8>);
+static_assert(std::is_nothrow_move_constructible_v<OwnedUtf8> && std::is_nothrow_move_assignable_v<OwnedUtf8>);
+static_assert(!ViewsATemporary<OwnedUtf8>);
 
 // A str's UTF-8 (str subclasses included) into `out`; false with a Python exception set: TypeError
 // "<op>: expected a str, got <type>" for anything else, UnicodeEncodeError for lone surrogates
