@@ -195,6 +195,7 @@ SAMPLES = {
     ("_record_function", "outputs"): (),
     ("_record_function", "non_differentiable"): (),
     ("_record_function", "saved"): (),
+    ("_record_function", "dirty"): (),
     ("Tensor.requires_grad_", "requires_grad"): False,
     ("Tensor.backward", "gradient"): None,
     ("Tensor.backward", "retain_graph"): None,
