@@ -605,31 +605,16 @@ def _make_evenly_distribute():
 
 def median(input: Tensor, dim=None, keepdim: bool = False):
     """The lower median of all elements (NaN if any is NaN), or along dim with the index of the
-    value picked (values, indices), as torch.median. Along dim, ties pick the position a stable
-    sort gives, which torch does not promise."""
+    value picked (values, indices), as torch.median; among equal values (0.0 and -0.0 too) the
+    element torch's kernel picks (Note [Selection ties] in cpu/select.cpp)."""
     if dim is None:
-        flat = input.reshape(-1)
-        if flat.numel() == 0:
-            value = _C.full((), _math.nan, dtype=input.dtype) if input.dtype.is_floating_point else \
-                _C.zeros((), dtype=input.dtype)
-        elif input.dtype.is_floating_point and bool(_C.isnan(flat).any().item()):
-            value = _C.full((), _math.nan, dtype=input.dtype)
-        else:
-            value = _C.sort(flat.detach()).values[(flat.numel() - 1) // 2]
-        return _evenly_distributed(input, value)
-    values, indices = _C.sort(input, dim, stable=True)
-    size = input.shape[dim] if input.dim() else 1
+        return _evenly_distributed(input, _C._median_all(input.detach(), False))
+    d, size = _dim_size("median", input, dim)
     if size == 0:
         raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
-    pick = (size - 1) // 2
-    if input.dtype.is_floating_point:  # a row with NaN gives NaN and the index of its first NaN
-        nan_count = _C.isnan(input).sum(dim, keepdim=True)
-        pos = _C.where(_C.gt(nan_count, 0), size - nan_count, pick)
-    else:
-        pos = _C.full_like(values.narrow(dim, 0, 1), pick, dtype=_C.int64)
-    v, i = _C.gather(values, dim, pos), _C.gather(indices, dim, pos)
-    if not keepdim:
-        v, i = v.squeeze(dim), i.squeeze(dim)
+    v, i = _C._median_dim(input, d, False)
+    if not keepdim and input.dim():
+        v, i = v.squeeze(d), i.squeeze(d)
     return _median_result(v, i)
 
 
@@ -1156,40 +1141,32 @@ def _dim_size(op, input, dim):
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The k-th smallest element along dim (NaN counts as the largest) and its index, as
-    torch.kthvalue; among equal values the position a stable sort gives."""
+    torch.kthvalue; among equal values (0.0 and -0.0 too) the element torch's quickselect picks
+    (Note [Selection ties] in cpu/select.cpp)."""
     d, size = _dim_size("kthvalue", input, dim)
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
-    if input.dim() == 0:
-        return _kthvalue_result(input.clone(), _C.zeros((), dtype=_C.int64))
-    values, indices = _C.sort(input, d, stable=True)
-    v, i = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)
-    if not keepdim:
+    v, i = _C._kthvalue(input, k, d)
+    if not keepdim and input.dim():
         v, i = v.squeeze(d), i.squeeze(d)
-    return _kthvalue_result(v.contiguous(), i.contiguous())
+    return _kthvalue_result(v, i)
 
 
 def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
     """The lower median of the elements that are not NaN (NaN when all are), over all elements or
-    along dim with the index of the value picked, as torch.nanmedian; among equal values the
-    position a stable sort gives."""
+    along dim with the index of the value picked, as torch.nanmedian; among equal values (0.0 and
+    -0.0, NaN in a row of NaN) the element torch's kernel picks (Note [Selection ties] in
+    cpu/select.cpp)."""
     if dim is None:
-        flat = input.reshape(-1)
         if not input.dtype.is_floating_point:
-            return median(flat)
-        kept = flat.detach()[_C.logical_not(_C.isnan(flat))]
-        value = _C.full((), _math.nan, dtype=input.dtype) if kept.numel() == 0 else \
-            _C.sort(kept).values[(kept.numel() - 1) // 2]
-        return _evenly_distributed(input, value)
+            return median(input.reshape(-1))
+        return _evenly_distributed(input, _C._median_all(input.detach(), True))
     d, size = _dim_size("nanmedian", input, dim)
     if input.dim() and size == 0:
         raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
     if not input.dtype.is_floating_point or input.dim() == 0:
         return _nanmedian_result(*median(input, dim, keepdim))
-    values, indices = _C.sort(input, d, stable=True)  # NaN last
-    count = _C.logical_not(_C.isnan(input)).sum(d, keepdim=True)
-    pos = _C.div(_C.sub(_C.clamp(count, min=1), 1), 2, rounding_mode="floor")
-    v, i = _C.gather(values, d, pos), _C.gather(indices, d, pos)
+    v, i = _C._median_dim(input, d, True)
     if not keepdim:
         v, i = v.squeeze(d), i.squeeze(d)
     return _nanmedian_result(v, i)

@@ -3,11 +3,12 @@ searchsorted, bucketize, topk, max/min with indices, argmax/argmin, median, nanm
 against PyTorch, for every floating dtype, over all elements and along each dim.
 
 Values are compared bit for bit in meaning: NaN where torch has NaN, the sign of every zero and
-infinity as torch's. Indices are compared exactly where torch's result is defined (stable sorts,
-the first NaN of max/min/argmax/argmin, searchsorted, topk's selection, median's tie rule).
-Where torch's order is an accident of its sort (the inverse indices of distinct NaNs in unique,
-kthvalue's quickselect among equal keys, nanmedian of an all-NaN row), the test checks what the
-result must mean: each index points at a value equal to the one returned.
+infinity as torch's. Indices are compared exactly where torch's result is defined (stable sorts, the first NaN of
+max/min/argmax/argmin, searchsorted, topk's selection) and where torch's selection algorithm
+decides among equal keys (kthvalue's quickselect, median's and nanmedian's nth_element, mode's
+sort: kael runs the same algorithms, Note [Selection ties] in cpu/select.cpp). Only the inverse
+indices of distinct NaNs in unique are an accident of torch's unstable sort: there the test checks
+what the result must mean (the inverse rebuilds the input, each NaN its own value).
 """
 import math
 
@@ -123,13 +124,24 @@ EXACT = {
     "argmin_all": lambda L, x, t: L.argmin(x),
     "argmin_no_nan": lambda L, x, t: L.argmin(x[4]),
     "median": lambda L, x, t: L.median(x),
+    "median_no_nan": lambda L, x, t: L.median(x[4]),
+    "median_transposed": lambda L, x, t: L.median(x[[1, 4]].t()),
     "median_dim": lambda L, x, t: L.median(x, 1),
     "median_dim0": lambda L, x, t: L.median(x, 0),
     "nanmedian": lambda L, x, t: L.nanmedian(x),
     "nanmedian_all_nan": lambda L, x, t: L.nanmedian(x[2]),
+    "nanmedian_zeros": lambda L, x, t: L.nanmedian(x[[0, 4]]),
+    "nanmedian_dim": lambda L, x, t: L.nanmedian(x, 1),
     "nanmedian_dim_rows_with_numbers": lambda L, x, t: L.nanmedian(x[[0, 1, 3, 4]], 1),
     "nanmedian_dim0": lambda L, x, t: L.nanmedian(x, 0),
-    "kthvalue_values": lambda L, x, t: L.kthvalue(x, 5, 1).values,
+    "kthvalue": lambda L, x, t: L.kthvalue(x, 2, 1),
+    "kthvalue_dim0": lambda L, x, t: L.kthvalue(x, 3, 0, keepdim=True),
+    "kthvalue_last": lambda L, x, t: L.kthvalue(x, 6, 1),
+    "kthvalue_flat": lambda L, x, t: L.kthvalue(x.flatten(), 13),
+    "mode": lambda L, x, t: L.mode(x, 1),
+    "mode_dim0": lambda L, x, t: L.mode(x, 0, keepdim=True),
+    "mode_flat": lambda L, x, t: L.mode(x.flatten()),
+    "mode_method": lambda L, x, t: x.mode(),
 }
 
 
@@ -187,10 +199,21 @@ def _index_meaning(kres, kx, dim):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_nan_kthvalue(dtype, dim, k):
+    # NaN counts as the largest value; ties (0.0 and -0.0 too) pick torch's element
+    (tx, _), (kx, _) = _inputs(dtype)
+    tres, kres = torch.kthvalue(tx, k, dim), kael.kthvalue(kx, k, dim)
+    _same(kres, tres)
+    _index_meaning(kres, kx, dim)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
 def test_nan_nanmedian_all_nan_row(dtype):
     (tx, _), (kx, _) = _inputs(dtype)
     tres, kres = torch.nanmedian(tx, 1), kael.nanmedian(kx, 1)
-    _same(kres.values, tres.values)
+    _same(kres, tres)
     _index_meaning(kres, kx, 1)
     assert math.isnan(kres.values[2].item())
 
@@ -208,3 +231,36 @@ def test_nan_isin_matches_elementwise(dtype):
     tt = torch.tensor(TEST * 3, dtype=t.dtype)
     for invert in (False, True):
         _same(kael.isin(to_kael(big), to_kael(tt), invert=invert), torch.isin(big, tt, invert=invert), "big")
+
+
+SELECTIONS = {
+    "kthvalue": lambda L, x, d, k: L.kthvalue(x, k, d),
+    "median": lambda L, x, d, k: L.median(x, d),
+    "nanmedian": lambda L, x, d, k: L.nanmedian(x, d),
+    "mode": lambda L, x, d, k: L.mode(x, d),
+    "median_all": lambda L, x, d, k: L.median(x),
+    "nanmedian_all": lambda L, x, d, k: L.nanmedian(x),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_NAMES + ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("n", [2, 3, 7, 16, 65, 300])
+@pytest.mark.parametrize("name", list(SELECTIONS))
+def test_selection_ties(name, dtype, n):
+    # many ties (a few distinct values, both zeros, NaN) on lines short and long: the element
+    # picked among equal keys, and so every index and the sign of every zero, is torch's
+    g = torch.Generator().manual_seed(n)
+    if dtype in FLOAT_NAMES:
+        pool = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, NAN, INF, -INF], dtype=getattr(torch, dtype))
+    else:
+        pool = torch.tensor([0, 1, 2, 3], dtype=getattr(torch, dtype))
+    t = pool[torch.randint(0, len(pool), (4, n), generator=g)]
+    if dtype in FLOAT_NAMES:
+        t[1] = torch.where(t[1].isnan(), torch.zeros((), dtype=t.dtype), t[1])  # a row without NaN
+        t[2] = NAN
+    k = to_kael(t)
+    for dim in (0, 1):
+        kk = (n + 1) // 2 if dim == 1 else 3
+        _same(SELECTIONS[name](kael, k, dim, kk), SELECTIONS[name](torch, t, dim, kk), f"{name} dim {dim}")
+        _same(SELECTIONS[name](kael, k.t(), 1 - dim, kk), SELECTIONS[name](torch, t.t(), 1 - dim, kk),
+              f"{name} transposed dim {1 - dim}")
