@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arg_parsing.h"
@@ -306,29 +307,95 @@ PyObject* m_detach_(PyObject* self, PyObject*) {
   });
 }
 
-// A Python callable as a gradient hook: called with the GIL; None keeps the gradient.
-autograd::GradHook python_hook(PyObject* fn) {
-  auto ref = std::make_shared<PyRef>(fn);
-  return [ref](const Tensor& g) -> Tensor {
+// The name a hook's errors give it, as torch's: its __name__, else "<unknown>".
+std::string hook_name(PyObject* fn) {
+  std::string out = "<unknown>";
+  PyObject* name = PyObject_GetAttrString(fn, "__name__");
+  if (name != nullptr && PyUnicode_Check(name)) {
+    Py_ssize_t n = 0;
+    if (const char* s = PyUnicode_AsUTF8AndSize(name, &n)) out.assign(s, static_cast<std::size_t>(n));
+  }
+  Py_XDECREF(name);
+  PyErr_Clear();
+  return out;
+}
+
+// The type name torch's messages give a tensor (at::Tensor::toString): the legacy tensor type
+// ("kael.FloatTensor", "kael.cuda.DoubleTensor"), or "CPUBoolType" / "CPUBFloat16Type" for the
+// dtypes that have none there.
+std::string legacy_type_name(const Tensor& t) {
+  static constexpr std::pair<const char*, const char*> names[] = {
+      {"float32", "FloatTensor"}, {"float64", "DoubleTensor"}, {"float16", "HalfTensor"},
+      {"uint8", "ByteTensor"},    {"int8", "CharTensor"},      {"int16", "ShortTensor"},
+      {"int32", "IntTensor"},     {"int64", "LongTensor"}};
+  const bool cuda = t.device().is_cuda();
+  const std::string dtype = dtype_name(t.dtype());
+  for (const auto& [d, name] : names)
+    if (dtype == d) return (cuda ? "kael.cuda." : "kael.") + std::string(name);
+  if (t.dtype() == ScalarType::Bool) return cuda ? "CUDABoolType" : "CPUBoolType";
+  if (t.dtype() == ScalarType::BFloat16) return cuda ? "CUDABFloat16Type" : "CPUBFloat16Type";
+  return (cuda ? "kael.cuda." : "kael.") + dtype;
+}
+
+// A hook may replace a gradient only by one of the same dtype, device and size, as torch's
+// check_single_result: the engine never converts a hook's result. Raises RuntimeError naming the hook.
+void check_hook_result(PyObject* fn, const Tensor& original, const Tensor& result) {
+  if (original.dtype() != result.dtype() || original.device().type != result.device().type) {
+    PyErr_Format(PyExc_RuntimeError, "hook '%s' has changed the type of value (was %s got %s)", hook_name(fn).c_str(),
+                 legacy_type_name(original).c_str(), legacy_type_name(result).c_str());
+    throw PythonError{};
+  }
+  if (!autograd::same_sizes(original.sizes(), result.sizes())) {
+    PyErr_Format(PyExc_RuntimeError, "hook '%s' has changed the size of value", hook_name(fn).c_str());
+    throw PythonError{};
+  }
+}
+
+// A Python callable as a gradient hook (Tensor.register_hook on a leaf or a non-leaf): called
+// with the GIL; None keeps the gradient, a tensor replaces it (same dtype, device and size). A
+// named type, so that the garbage collector finds the callable in a GradHook (traverse_autograd).
+struct PythonHook {
+  std::shared_ptr<PyRef> ref;
+
+  Tensor operator()(const Tensor& g) const {
     Gil gil;
+    // null once the collector cleared it: the tensor it hooked was garbage
+    PyObject* fn = ref->obj;
+    if (fn == nullptr) return Tensor();
+    Py_INCREF(fn);  // the hook may remove itself while it runs
     PyObject* arg = wrap(g);
-    if (arg == nullptr) throw PythonError{};
-    PyObject* r = PyObject_CallOneArg(ref->obj, arg);
-    Py_DECREF(arg);
-    if (r == nullptr) throw PythonError{};
+    PyObject* r = arg == nullptr ? nullptr : PyObject_CallOneArg(fn, arg);
+    Py_XDECREF(arg);
+    if (r == nullptr) {
+      Py_DECREF(fn);
+      throw PythonError{};
+    }
     Tensor out;
     if (r != Py_None) {
       if (!is_tensor(r)) {
-        PyErr_Format(PyExc_TypeError, "a hook must return a Tensor or None, not %s", Py_TYPE(r)->tp_name);
+        PyErr_Format(PyExc_TypeError, "hook '%s' returned %s: expected a Tensor or None", hook_name(fn).c_str(),
+                     Py_TYPE(r)->tp_name);
         Py_DECREF(r);
+        Py_DECREF(fn);
         throw PythonError{};
       }
       out = tensor_of(r);
     }
     Py_DECREF(r);
+    if (out.defined()) {
+      try {
+        check_hook_result(fn, g, out);
+      } catch (...) {
+        Py_DECREF(fn);
+        throw;
+      }
+    }
+    Py_DECREF(fn);
     return out;
-  };
-}
+  }
+};
+
+autograd::GradHook python_hook(PyObject* fn) { return PythonHook{std::make_shared<PyRef>(fn)}; }
 
 PyObject* m_register_hook(PyObject* self, PyObject* fn) {
   if (!PyCallable_Check(fn)) {
@@ -578,6 +645,10 @@ class PyFunctionNode : public Node {
 
  public:
   void set_backward(PyObject* fn) { backward_ = std::make_shared<PyRef>(fn); }
+  // The reference to the Python backward (for the garbage collector), or null once released.
+  const std::shared_ptr<PyRef>* backward_ref() const {
+    return backward_ && backward_->obj != nullptr ? &backward_ : nullptr;
+  }
   // What ctx.save_for_backward saved, as SavedVariables (None entries undefined): an output of
   // the Function itself is kept without its grad_fn, which is this node, so saving it makes no
   // reference cycle (the ctx reaches the node only weakly, through saved_tensors_of).
@@ -757,7 +828,67 @@ std::string python_stack() {
   return out;
 }
 
+// Note [Tensor objects and the garbage collector], the autograd part. Calls f(ref, obj) for each
+// Python object that the autograd metadata `m` of a tensor keeps alive through C++ structures
+// that nothing but m reaches (the caller checked that its object is the only owner of the
+// impl): its leaf hooks; and, when m alone holds its grad_fn, that node and each node below it
+// held only by the edge it was reached through, with their tensor hooks, a Python Function's
+// backward (a closure over its ctx) and the object of a leaf that its AccumulateGrad alone owns.
+// `ref` holds the reference to clear (null for a tensor object, which clears itself). A hook or node
+// held elsewhere too (by a running backward pass, a grad_fn object, another tensor) is left out,
+// so its objects count as reachable. Nothing reached here can change meanwhile: every writer
+// of these structures either holds the GIL or holds the node. f returns nonzero to stop.
+template <typename F>
+int for_each_autograd_ref(const AutogradMeta& m, F&& f) {
+  auto hook = [&](const autograd::GradHook& fn) -> int {
+    const PythonHook* h = fn.target<PythonHook>();
+    if (h == nullptr || h->ref.use_count() != 1 || h->ref->obj == nullptr) return 0;
+    return f(&h->ref, h->ref->obj);
+  };
+  for (const auto& entry : m.leaf_hooks)
+    if (const int r = hook(entry.second)) return r;
+  if (!m.grad_fn || m.grad_fn.use_count() != 1) return 0;
+  std::vector<const Node*> stack{m.grad_fn.get()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    int r = 0;
+    n->for_each_pre_hook([&](const autograd::GradHook& fn) {
+      if (r == 0) r = hook(fn);
+    });
+    if (r != 0) return r;
+    if (const auto* fn = dynamic_cast<const PyFunctionNode*>(n)) {
+      if (const std::shared_ptr<PyRef>* ref = fn->backward_ref())
+        if (const int r2 = f(ref, (*ref)->obj)) return r2;
+    } else if (const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(n)) {
+      if (PyObject* leaf = exclusively_owned_pyobj(acc->variable().impl()))
+        if (const int r2 = f(nullptr, leaf)) return r2;
+    }
+    for (const autograd::Edge& e : n->next_edges())
+      if (e.function && e.function.use_count() == 1) stack.push_back(e.function.get());
+  }
+  return 0;
+}
+
 }  // namespace
+
+int traverse_autograd(const AutogradMeta& m, visitproc visit, void* arg) {
+  return for_each_autograd_ref(m, [&](const std::shared_ptr<PyRef>*, PyObject* obj) {
+    Py_VISIT(obj);
+    return 0;
+  });
+}
+
+void clear_autograd(const AutogradMeta& m) {
+  // Cleared after the walk, each kept alive meanwhile: a clear can run any Python code (__del__),
+  // which may remove hooks.
+  std::vector<std::shared_ptr<PyRef>> refs;
+  for_each_autograd_ref(m, [&](const std::shared_ptr<PyRef>* ref, PyObject*) {
+    if (ref != nullptr) refs.push_back(*ref);
+    return 0;
+  });
+  for (const std::shared_ptr<PyRef>& ref : refs) Py_CLEAR(ref->obj);
+}
 
 void append_autograd_functions(std::vector<PyMethodDef>& out) {
   out.push_back({"is_grad_enabled", py_is_grad_enabled, METH_NOARGS,

@@ -203,42 +203,46 @@ void finish_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-namespace {
-
-// An object this Python tensor owns through C++ alone: the Python object of `impl` when impl
-// owns it and has no other owner than the structure it was reached through.
-PyObject* exclusively_owned_pyobj(const TensorImpl* impl) {
-  if (impl == nullptr || impl->use_count() != 1 || !impl->owns_pyobj()) return nullptr;
-  return static_cast<PyObject*>(impl->pyobj());
-}
-
-}  // namespace
-
 // Note [Tensor objects and the garbage collector]
-// kael.Tensor is a GC type, as torch.Tensor is: a tensor's __dict__ can close a reference cycle
-// (t.me = t), which only the collector can break. It costs a tiny a + b about 65 of its 2240
-// instructions (allocation with a GC header, track, untrack; callgrind, docs/decisions.md);
-// wrap() allocates with PyObject_GC_New and tracks the object once every field is set.
-// Python subclasses add their __slots__ and their type (csrc/tensor_subclass.cpp) and end with
-// the functions below:
+// kael.Tensor is a GC type, as torch.Tensor is: a tensor's __dict__, its hooks and its graph
+// can close a reference cycle (t.me = t; a hook whose closure refers to the tensor; a custom
+// Function's ctx holding its output), which only the collector can break. It costs a tiny a + b
+// about 65 of its 2240 instructions (allocation with a GC header, track, untrack; callgrind,
+// docs/decisions.md); wrap() allocates with PyObject_GC_New and tracks the object once every
+// field is set. Python subclasses add their __slots__ and their type (csrc/tensor_subclass.cpp)
+// and end with the functions below. What an object reports must be references that only it
+// holds, or the collector would free what C++ still uses:
 // - An object that would be preserved if Python dropped it (Python owns its impl, C++ co-owns
 //   it) reports no references: what it refers to (its __dict__) counts as a root, so the
 //   collector never clears a __dict__ that the object may carry back to Python later.
-// - An object its impl owns is referenced from C++ only, so the collector sees it as reachable;
-//   it becomes collectable through the object whose C++ structures own that impl: an object
-//   that is the sole owner of its impl reports the Python objects its impl owns exclusively
-//   (its .grad and its view base, each when held only there and owning its object). A cycle
-//   through a .grad or a base and a __dict__ is collected that way. Other C++ edges (autograd
-//   graph nodes, hooks) are not reported; PyTorch does not report .grad either.
-// - tp_clear never touches the tensor field: clearing the Python references (__dict__, slots)
-//   breaks any cycle, and the tensor stays valid for whatever still reads the object.
+// - An object its impl owns is referenced from C++ only, so the collector sees it as reachable
+//   unless the object whose C++ structures own that impl reports it.
+// - An object whose impl has no other owner (the object's reference, or, for an object its
+//   impl owns, the one C++ holder the impl has) reports, besides its __dict__, what the impl
+//   alone reaches: the objects its impl owns exclusively (its .grad and its view base, each
+//   when held only there and owning its object); its hooks' callables; and, when the impl
+//   alone holds its grad_fn, the Python objects of that node and of the nodes below it held
+//   only by the edge they were reached through: their hooks, a Python Function's backward (and
+//   through it the ctx), the objects of leaves that their AccumulateGrad alone owns
+//   (traverse_autograd, csrc/autograd_python.cpp). So a cycle through a hook closure, a ctx,
+//   a .grad or a base and a __dict__ is collected. A node or hook that something else holds
+//   too (another tensor, a grad_fn object, a running backward pass) is not looked into. PyTorch
+//   reports the hooks and a grad_fn's ctx, but not .grad, a base or a non-leaf's hooks.
+// - The collector runs with the GIL; every writer of what is reported either holds the GIL or
+//   holds the structure (so it is not reported), and use counts only fall meanwhile.
+// - tp_clear never touches the tensor field: clearing the Python references (__dict__, slots,
+//   the hooks' callables and a Python backward it reported) breaks any cycle, and the tensor
+//   stays valid for whatever still reads the object (a cleared hook does nothing).
 int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   if (python_owns_shared_impl(self)) return 0;
   auto* pt = reinterpret_cast<PyTensor*>(self);
   Py_VISIT(pt->dict);
   const Tensor& t = pt->tensor;
-  if (t.defined() && !t.impl()->owns_pyobj() && t.impl()->use_count() == 1) {
-    if (const autograd::AutogradMeta* meta = autograd::meta_of(t)) Py_VISIT(exclusively_owned_pyobj(meta->grad.impl()));
+  if (t.defined() && t.impl()->use_count() == 1) {
+    if (const autograd::AutogradMeta* meta = autograd::meta_of(t)) {
+      Py_VISIT(exclusively_owned_pyobj(meta->grad.impl()));
+      if (const int r = traverse_autograd(*meta, visit, arg)) return r;
+    }
     Py_VISIT(exclusively_owned_pyobj(t.impl()->view_base().get()));
   }
   return 0;
@@ -246,7 +250,11 @@ int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
 
 int tensor_clear(PyObject* self) {
   if (python_owns_shared_impl(self)) return 0;
-  Py_CLEAR(reinterpret_cast<PyTensor*>(self)->dict);
+  auto* pt = reinterpret_cast<PyTensor*>(self);
+  Py_CLEAR(pt->dict);
+  const Tensor& t = pt->tensor;
+  if (t.defined() && t.impl()->use_count() == 1)
+    if (const autograd::AutogradMeta* meta = autograd::meta_of(t)) clear_autograd(*meta);
   return 0;
 }
 
@@ -758,7 +766,7 @@ PyObject* get_version(PyObject* self, void*) {
     PyErr_SetString(PyExc_RuntimeError, "Inference tensors do not track version counter.");
     return nullptr;
   }
-  return PyLong_FromUnsignedLong(tensor_of(self).impl()->storage()->version());
+  return PyLong_FromUnsignedLong(tensor_of(self).impl()->version());
 }
 
 // The tensor a view was made from (see Note [Views record their base]), or None.

@@ -6,6 +6,10 @@
 #include "kael/core/tensor.h"
 #include "kael/core/tensor_impl.h"
 
+namespace kael::autograd {
+struct AutogradMeta;
+}  // namespace kael::autograd
+
 namespace kael::python {
 
 // A Python tensor: the handle is stored inline, so a borrowed PyObject* gives a
@@ -49,6 +53,16 @@ void finish_dealloc(PyObject* self);
 // through C++ alone); csrc/tensor_subclass.cpp adds the slots and the type.
 int tensor_traverse(PyObject* self, visitproc visit, void* arg);
 int tensor_clear(PyObject* self);
+// An object owned through C++ alone: the Python object of `impl` when impl owns it and has no
+// other owner than the structure it was reached through.
+inline PyObject* exclusively_owned_pyobj(const TensorImpl* impl) {
+  if (impl == nullptr || impl->use_count() != 1 || !impl->owns_pyobj()) return nullptr;
+  return static_cast<PyObject*>(impl->pyobj());
+}
+// Their autograd part (csrc/autograd_python.cpp), for a tensor whose impl has no other owner:
+// the Python objects its hooks and its graph keep alive where nothing else reaches them.
+int traverse_autograd(const autograd::AutogradMeta& m, visitproc visit, void* arg);
+void clear_autograd(const autograd::AutogradMeta& m);
 // The metaclass of kael.Tensor, which gives Python subclasses a preserving dealloc and a
 // matching traverse/clear (csrc/tensor_subclass.cpp); set up before TensorType is readied.
 extern PyTypeObject TensorMetaType;

@@ -227,6 +227,13 @@ class Node : public std::enable_shared_from_this<Node> {
   // Runs the pre-hooks on `grads` (called by the engine before apply).
   void run_pre_hooks(variable_list& grads);
   bool has_pre_hooks() const { return !pre_hooks_.empty(); }
+  // Calls f(hook) for each pre-hook's function, without the lock: for the Python binding's
+  // garbage collector, which only looks at a node that nothing else can reach (Note [Tensor
+  // objects and the garbage collector]).
+  template <typename F>
+  void for_each_pre_hook(F&& f) const {
+    for (const PreHook& h : pre_hooks_) f(h.fn);
+  }
 
   // Anomaly mode: the forward call site.
   const std::string& forward_trace() const { return forward_trace_; }
