@@ -324,6 +324,11 @@ def test_preserved_tensor_in_cycle_keeps_dict_and_hooks():
     assert leaf.me is leaf
     out.sum().backward()
     assert calls == [True]
+    # once the graph is gone, the leaf is an ordinary cycle (its __dict__, its hook) and is collected
+    ref = weakref.ref(leaf)
+    del out, acc, leaf
+    gc.collect()
+    assert ref() is None
 
 
 def test_collection_during_backward_on_other_threads():
