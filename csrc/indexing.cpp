@@ -346,13 +346,18 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     if (is_tensor(value)) {
       value_tensor = &tensor_of(value);
     } else {
-      const Match m = conv_scalar(value, s);
+      const Match m = conv_scalar(value, s, "index");
       if (m == Match::Error) return -1;
       KAEL_CHECK_TYPE(m == Match::Yes, "index: can only assign a tensor or a number, got " << Py_TYPE(value)->tp_name);
     }
-    // PyTorch's shortcut for a key that is False itself (not in a tuple): nothing is written and
-    // nothing about the value but its type is checked.
-    if (key == Py_False) return 0;
+    // PyTorch's shortcut for a key that is False itself (not in a tuple): nothing is written, but
+    // a number is still range-checked against the dtype as every other key checks it
+    // (native::assign: float16/bfloat16 round without a check), so x[False] = 2**40 on int32 raises.
+    if (key == Py_False) {
+      const ScalarType dtype = tensor_of(self).dtype();
+      if (value_tensor == nullptr && !is_reduced_floating(dtype)) check_convertible("index", s, dtype);
+      return 0;
+    }
     // A key that is True itself is a copy into t.unsqueeze(0) in PyTorch (not index_put_): the
     // value is converted, and an expanded t is refused by the copy's overlap check.
     const Walk w = key == Py_True ? Walk{kael::unsqueeze(tensor_of(self), 0), {}, {}} : walk_key(tensor_of(self), key);

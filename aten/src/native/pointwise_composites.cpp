@@ -47,10 +47,12 @@ namespace kael::native {
 
 // ---------------------------------------------------------------- where, lerp
 
+// pointwise_checks.cpp
+void check_number_operands(const char* op, std::initializer_list<const Operand*> operands, bool half_unchecked);
+
 void where_check(const Operand& condition, const Operand& self, const Operand& other) {
-  (void)self;
-  (void)other;
   KAEL_CHECK_TYPE(condition.is_tensor(), "where: condition must be a tensor, got the number " << condition.scalar());
+  check_number_operands("where", {&self, &other}, true);  // where(c, int8_t, 128) raises, as in PyTorch
   const ScalarType t = condition.tensor().dtype();
   if (t == ScalarType::UInt8) {
     warn(WarningKind::User,
@@ -74,6 +76,8 @@ void lerp_check(const Operand& self, const Operand& end, const Operand& weight) 
                "lerp: expected dtype " << t << " for `weight` but got dtype " << weight.tensor().dtype());
   }
   KAEL_CHECK(is_floating(t), "lerp: not implemented for dtype " << t << " (input and end must be floating point)");
+  // a number weight is read in the compute type with PyTorch's overflow check (lerp(t, e, 1e39) raises)
+  if (!weight.is_tensor()) check_convertible("lerp", weight.scalar(), is_reduced_floating(t) ? ScalarType::Float32 : t);
 }
 
 // ---------------------------------------------------------------- masked_fill

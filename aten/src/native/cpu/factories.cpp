@@ -80,6 +80,10 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
              "arange: upper bound and lower bound inconsistent with step sign (start "
                  << start << ", end " << end << ", step " << step << ")");
   const bool int_values = !is_floating(out_dtype);
+  if (is_reduced_floating(out_dtype)) {  // counted in float from start and step, which PyTorch checks
+    check_convertible("arange", start, ScalarType::Float32);
+    check_convertible("arange", step, ScalarType::Float32);
+  }
   std::int64_t si = 0, di = 0;
   if (int_values) {
     check_convertible("arange", start, ScalarType::Int64);

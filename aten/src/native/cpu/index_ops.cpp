@@ -384,6 +384,7 @@ Tensor scatter_src_cpu(const Tensor& self, std::int64_t dim, const Tensor& index
 }
 
 Tensor scatter_value_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  check_convertible("scatter", value, self.dtype());  // as PyTorch: scatter(0, i, 128) into int8 raises
   Tensor out = clone_cpu(self);
   scatter_checked("scatter", out, dim, index, nullptr, value, ScatterMode::Set);
   return out;
@@ -394,6 +395,7 @@ const Tensor& scatter_src_cpu_(const Tensor& self, std::int64_t dim, const Tenso
 }
 
 const Tensor& scatter_value_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value) {
+  check_convertible("scatter_", value, self.dtype());
   return scatter_checked("scatter_", self, dim, index, nullptr, value, ScatterMode::Set);
 }
 

@@ -59,11 +59,24 @@ void divisor_check(const char* op, const Operand& self, const Operand& other) {
 
 }  // namespace
 
+// A number operand is converted to the result dtype with PyTorch's overflow check, as torch's
+// where and clamp kernels read it: where(c, int8_t, 128), clamp(int8_t, min=128) and
+// clamp(float16_t, max=1e6) raise where add(int8_t, 128) wraps. With `half_unchecked`, a
+// float16/bfloat16 result takes the number rounded without a check (torch's where makes it a 0-d
+// tensor of that dtype first: where(c, float16_t, 1e6) is inf, as an assignment rounds).
+void check_number_operands(const char* op, std::initializer_list<const Operand*> operands, bool half_unchecked) {
+  const ScalarType t = result_type(operands);
+  if (half_unchecked && is_reduced_floating(t)) return;
+  for (const Operand* o : operands)
+    if (!o->is_tensor()) check_convertible(op, o->scalar(), t);
+}
+
 // clamp_min/clamp_max of a bool tensor: bool tensor bounds compute (max/min of bools), a number
 // bound is refused, as PyTorch's clamp_min/clamp_max scalar kernels have no bool form.
 void clamp_bound_check(const char* op, const Operand& self, const Operand& bound) {
   KAEL_CHECK(bound.is_tensor() || result_type({&self, &bound}) != ScalarType::Bool,
              op << ": not implemented for dtype bool with a number bound");
+  check_number_operands(op, {&self, &bound}, false);
 }
 void clamp_min_check(const Operand& self, const Operand& min) { clamp_bound_check("clamp_min", self, min); }
 void clamp_max_check(const Operand& self, const Operand& max) { clamp_bound_check("clamp_max", self, max); }
