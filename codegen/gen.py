@@ -91,7 +91,7 @@ _TENSOR_PARAMS: set[tuple[str, str]] = set()
 def overload_order(f: NativeFunction) -> int:
     """Overloads are tried in this order: those taking a Tensor where a sibling takes a Scalar
     first, as PyTorch's parser does (a 0-d tensor then matches the Tensor overload)."""
-    return sum(1 for p in f.schema.params if p.type.base == "Scalar" and (f.name, p.name) in _TENSOR_PARAMS)
+    return sum(1 for p in f.schema.params if p.type.base in ("Scalar", "float") and (f.name, p.name) in _TENSOR_PARAMS)
 
 
 def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
@@ -101,6 +101,8 @@ def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
         return types.OPERAND
     if p.type.base == "Scalar" and (f.name, p.name) in _TENSOR_PARAMS:
         return types.SCALAR_OR_0D_TENSOR
+    if p.type.base == "float" and (f.name, p.name) in _TENSOR_PARAMS:
+        return types.FLOAT_OR_0D_TENSOR
     return p.type.arg_type
 
 
@@ -338,6 +340,12 @@ def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str,
     return {"args": args, "release": release, "body": body}
 
 
+def none_is_empty_list(p: Param) -> bool:
+    """Whether Python's None stands for this parameter's default: an int[] whose default is [], which
+    PyTorch's binding spells None (torch.amax(t, None), t.roll(1, dims=None))."""
+    return p.type.base == "int[]" and not p.type.optional and p.default is not None and p.default.replace(" ", "") == "[]"
+
+
 def pyi_signature(f: NativeFunction, method: bool) -> str:
     parts = ["self"] if method else []
     star = False
@@ -348,7 +356,7 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
             parts.append("*")
             star = True
         t = arg_type(f, p).stub
-        if p.type.optional:
+        if p.type.optional or none_is_empty_list(p):
             t += " | None"
         name = "input" if p.name == "self" else p.name
         if keyword.iskeyword(name):
@@ -657,7 +665,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         autograd_args=autograd_args, uses_result=uses_result, autograd_supported=autograd_supported,
         used_returns=used_returns, result_args=result_args,
         diff_inputs=diff_inputs, is_list_param=is_list_param, node_names=node_names(functions),
-        inplace_extra=inplace_extra, python_skip=python_skip,
+        inplace_extra=inplace_extra, python_skip=python_skip, none_is_empty_list=none_is_empty_list,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
     writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)

@@ -81,6 +81,12 @@ SCALAR_OR_0D_TENSOR = ArgType("Scalar", "Scalar", "const Scalar&", "Scalar", "co
                               TYPES["Scalar"].default_pattern, _scalar_default, "Number | Tensor",
                               "a Python `bool`, `int` or `float`, or a 0-d `kael.Tensor`")
 
+# So does a float parameter that another overload takes as a Tensor (normal's mean and std:
+# normal(0.0, kael.tensor(1.), (3,)) is normal.float_float, as PyTorch's parser reads it).
+FLOAT_OR_0D_TENSOR = ArgType("float", "double", "double", "Float", "conv_float_or_0d_tensor",
+                             TYPES["float"].default_pattern, _number_default, "float | Tensor",
+                             "a real number, or a 0-d `kael.Tensor`")
+
 # A Tensor input of a pointwise op of two tensor inputs also takes a number: kael::Operand.
 OPERAND = ArgType("Operand", "Operand", "const Operand&", "Operand", "conv_operand", None, str, "Tensor | Number",
                   "a `kael.Tensor` or a Python number")

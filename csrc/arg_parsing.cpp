@@ -108,7 +108,7 @@ Match conv_string(PyObject* o, std::string& out) {
   return Match::Yes;
 }
 
-Match conv_scalar(PyObject* o, Scalar& out) {
+Match conv_scalar(PyObject* o, Scalar& out, const char* op) {
   if (PyBool_Check(o)) {
     out = Scalar(o == Py_True);
     return Match::Yes;
@@ -126,6 +126,11 @@ Match conv_scalar(PyObject* o, Scalar& out) {
   if (PyFloat_Check(o)) {
     out = Scalar(PyFloat_AS_DOUBLE(o));
     return Match::Yes;
+  }
+  if (is_complex_number(o)) {
+    PyErr_Format(PyExc_TypeError, "%s%scomplex numbers are not supported (kael has no complex dtype), got %s",
+                 op ? op : "", op ? ": " : "", Py_TYPE(o)->tp_name);
+    return Match::Error;
   }
   if (is_tensor(o) || PySequence_Check(o)) return Match::No;  // arrays have __len__
   if (const Match m = conv_numpy_scalar(o, out); m != Match::No) return m;
@@ -150,8 +155,8 @@ Match conv_scalar(PyObject* o, Scalar& out) {
   return Match::No;
 }
 
-Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out) {
-  if (!is_tensor(o)) return conv_scalar(o, out);
+Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out, const char* op) {
+  if (!is_tensor(o)) return conv_scalar(o, out, op);
   const Tensor& t = tensor_of(o);
   if (t.dim() != 0) return Match::No;
   try {
@@ -163,13 +168,13 @@ Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out) {
   return Match::Yes;
 }
 
-Match conv_operand(PyObject* o, Operand& out) {
+Match conv_operand(PyObject* o, Operand& out, const char* op) {
   if (is_tensor(o)) {
     out.borrow(tensor_of(o));  // the caller's arguments keep the tensor alive for the call
     return Match::Yes;
   }
   Scalar s;
-  const Match m = conv_scalar(o, s);
+  const Match m = conv_scalar(o, s, op);
   if (m == Match::Yes) out = Operand(s);
   return m;
 }
@@ -198,6 +203,19 @@ Match conv_float(PyObject* o, double& out) {
   const Match m = conv_int(o, i);
   if (m == Match::Yes) out = static_cast<double>(i);
   return m;
+}
+
+Match conv_float_or_0d_tensor(PyObject* o, double& out) {
+  if (!is_tensor(o)) return conv_float(o, out);
+  const Tensor& t = tensor_of(o);
+  if (t.dim() != 0) return Match::No;
+  try {
+    out = t.item().to_double();
+  } catch (...) {
+    translate_exception();
+    return Match::Error;
+  }
+  return Match::Yes;
 }
 
 Match conv_bool(PyObject* o, bool& out) {

@@ -60,17 +60,28 @@ bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObjec
 // A NumPy scalar as a Scalar, as PyTorch reads one (an integer, or a double; numpy.bool_ too): No for other
 // objects and for NumPy scalars kael has no dtype for (complex), Error with a Python exception.
 Match conv_numpy_scalar(PyObject* o, Scalar& out);
+// Whether `o` is a complex number: a Python complex (numpy.complex128 is one) or a NumPy complex
+// scalar (numpy.complex64, numpy.clongdouble).
+bool is_complex_number(PyObject* o);
 
 Match conv_tensor(PyObject* o, const Tensor*& out);
-Match conv_operand(PyObject* o, Operand& out);
-Match conv_scalar(PyObject* o, Scalar& out);
+// A number where kael takes one (a Scalar, an Operand): a complex number is an Error, the TypeError
+// "<op>: complex numbers are not supported (kael has no complex dtype), got complex", not No, so
+// an operator (t == 1j) raises instead of returning NotImplemented (which would make == False).
+// `op` names the function in that message (nullptr: the message starts with "complex").
+Match conv_operand(PyObject* o, Operand& out, const char* op = nullptr);
+Match conv_scalar(PyObject* o, Scalar& out, const char* op = nullptr);
 // A Scalar parameter in whose place another overload of the op takes a Tensor (clamp's min and
 // max): also a 0-d tensor, read as the number it holds, as PyTorch's parser does. Codegen tries
 // the Tensor overload first, so this is reached only when the other bounds do not fit it
 // (clamp(t, 1, kael.tensor(2.))).
-Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out);
+Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out, const char* op = nullptr);
 Match conv_int(PyObject* o, std::int64_t& out);
 Match conv_float(PyObject* o, double& out);
+// A float parameter that another overload of the op takes as a Tensor (normal's mean and std): also
+// a 0-d tensor, read as the number it holds, as PyTorch's parser reads one; the Tensor overloads
+// are tried first.
+Match conv_float_or_0d_tensor(PyObject* o, double& out);
 Match conv_bool(PyObject* o, bool& out);
 Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
 Match conv_dtype(PyObject* o, ScalarType& out);

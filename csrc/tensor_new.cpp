@@ -559,6 +559,18 @@ Match conv_numpy_scalar(PyObject* o, Scalar& out) {
   }
 }
 
+bool is_complex_number(PyObject* o) {
+  if (PyComplex_Check(o)) return true;
+  if (!is_numpy_scalar(o)) return false;
+  BufferGuard g;
+  if (PyObject_GetBuffer(o, &g.view, PyBUF_RECORDS_RO) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  g.held = true;
+  return g.view.format != nullptr && std::string_view(g.view.format).find('Z') != std::string_view::npos;
+}
+
 NumpyKind numpy_kind(PyObject* o) {
   const NumpyTypes& np = numpy_types();
   if (np.ndarray == nullptr) return NumpyKind::None;

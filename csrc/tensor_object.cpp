@@ -372,8 +372,8 @@ PyObject* binary(PyObject* l, PyObject* r, F f, const char* function = nullptr) 
   }
   // A foreign operand (Match::No) means "return NotImplemented", so Python tries the other side.
   Operand a{Scalar()}, b{Scalar()};
-  Match m = conv_operand(l, a);
-  if (m == Match::Yes) m = conv_operand(r, b);
+  Match m = conv_operand(l, a, function);  // a complex number raises (t == 1j is not False)
+  if (m == Match::Yes) m = conv_operand(r, b, function);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
   return call_op(large(a) || large(b), [&]() -> Tensor { return f(a, b); });
@@ -386,7 +386,7 @@ PyObject* inplace(PyObject* self, PyObject* other, F f, const char* method = nul
       (has_kael_function(self) || has_kael_function(other))) [[unlikely]]
     return call_kael_function(method, true, self, &other, 1, nullptr);
   Operand b{Scalar()};
-  const Match m = conv_operand(other, b);
+  const Match m = conv_operand(other, b, method);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
   const Tensor& t = tensor_of(self);

@@ -1376,8 +1376,9 @@ Tensor any_cpu(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim)
   return logical("any", self, dim, keepdim, false);
 }
 
-Tensor norm_cpu(const Tensor& self, double p, std::optional<IntArrayRef> dim, bool keepdim,
+Tensor norm_cpu(const Tensor& self, std::optional<double> p_or_none, std::optional<IntArrayRef> dim, bool keepdim,
                 std::optional<ScalarType> dtype) {
+  const double p = p_or_none.value_or(2.0);  // p=None is the 2-norm, as torch.norm(t, None)
   KAEL_CHECK(is_floating(self.dtype()),
              "norm: Expected a floating point or complex tensor as input. Got " << self.dtype());
   if (dtype) {

@@ -97,7 +97,7 @@ void run_unlocked(LineSetup& s, F&& loop) {
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> sort_cpu(const Tensor& self, std::int64_t dim, bool descending, bool stable) {
+std::tuple<Tensor, Tensor> sort_cpu(const Tensor& self, std::int64_t dim, bool descending, std::optional<bool> stable) {
   (void)stable;  // sort is always stable (Note [Sort order of ties])
   LineSetup s = setup_lines("sort", self, dim, self.dtype(), self.dtype(), /*with_indices=*/true);
   run_unlocked(s, [&] { sort_lines(s.input, s.dim, s.out, s.indices, descending); });
