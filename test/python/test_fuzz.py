@@ -329,7 +329,11 @@ def build_tensor(recipe, lib):
     vals = np.array([pool[idx[i % len(idx)] % len(pool)] for i in range(n)], dtype=_wide_np(name))
     vals = vals.reshape(base_shape)
     if lib is torch:
-        base = torch.tensor(vals).to(getattr(torch, name))  # resizable storage, unlike from_numpy's
+        # resizable storage, unlike from_numpy's. bfloat16 is made from float32 values on both
+        # sides: torch's float -> bfloat16 conversion makes a NaN 0xFFFF (sign set), its double ->
+        # bfloat16 one 0x7FC0, and kael gives each the same bits (kael/core/half.h)
+        wide = vals.astype(np.float32) if name == "bfloat16" else vals
+        base = torch.tensor(wide).to(getattr(torch, name))
     else:
         if name == "bfloat16":
             base = kael.tensor(vals.astype(np.float32)).to(kael.bfloat16)

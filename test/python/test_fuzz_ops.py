@@ -722,12 +722,13 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # does; for ops torch has no out= for (isnan, relu) the oracle's emulation
             # (TorchOp.out) copies into out without torch's overlap check
             return "out= expanded: torch's overlap error"
-        if (f.name.rstrip("_") in ("pow", "logical_and", "logical_or", "logical_xor", "clamp", "clamp_min", "clamp_max")
+        if (f.name.rstrip("_") in ("pow", "logical_and", "logical_or", "logical_xor")
                 and kerr is None and terr is not None
                 and "without overflow" in str(terr)):
             # torch converts a number operand to the tensor's dtype with a range check in these
             # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
-            # as in every other op (docs/decisions.md, Argument parsing)
+            # as in every other op (docs/decisions.md, Argument parsing). clamp's number bounds
+            # and where's number are checked as in torch (test_number_writes.py).
             return "torch checks the number's range"
         if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
                 and "invalid combination of arguments" in str(terr) and "Number self" in str(terr)):
@@ -776,6 +777,12 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # while t.to(6) is device 6; kael's to takes a device, a dtype or a tensor
             # (docs/hardening.md, "Known differences")
             return "torch reads a number as to's tensor"
+        if (f.name == "chunk" and kerr is None and terr is not None
+                and re.search(r"split expects split_size be non-negative, but got split_size=-", str(terr))):
+            # torch's chunk computes the chunk size as (size + chunks - 1) / chunks in int64, which
+            # overflows for chunks near 2**63 (chunk(t, 2**63 - 1) raises split_size=-1): a torch
+            # bug; kael gives one chunk per element, as for any chunks >= the size
+            return "torch's chunk overflows for huge chunks"
         if (f.name == "sub" and kerr is None and terr is not None and "without overflow" in str(terr)
                 and alpha is not None and alpha[0] == "lit" and alpha[1] in INT_MINS):
             return "torch's sub negates alpha"
