@@ -14,6 +14,7 @@
 #include "kael/core/error.h"
 #include "kael/core/tensor_impl.h"
 #include "kael/ops/as_strided.h"
+#include "kael/ops/detach.h"
 #include "py_utf8.h"
 #include "pyobject.h"
 #include "python_owner.h"
@@ -343,6 +344,20 @@ PyObject* m_set_data(PyObject* self, PyObject* other) {
   Py_RETURN_NONE;
 }
 
+// t.data: a tensor outside autograd over t's elements with a version counter of its own (PyTorch's
+// variable_data), so that writing through it (w = x.data; w.add_(1)) leaves the versions of x,
+// and of what autograd saved of x, as they were. detach() shares x's counter.
+PyObject* m_data(PyObject* self, PyObject*) {
+  try {
+    Tensor out = kael::detach(tensor_of(self));
+    out.impl()->set_own_version_counter();
+    return wrap(std::move(out));
+  } catch (...) {
+    translate_exception();
+    return nullptr;
+  }
+}
+
 // t.as_subclass(cls): a cls object over an alias of t (a view of the same elements), as
 // PyTorch's Tensor.as_subclass.
 PyObject* m_as_subclass(PyObject* self, PyObject* cls) {
@@ -372,6 +387,8 @@ PyMethodDef pyobject_methods[] = {
     {"storage_offset", m_storage_offset, METH_NOARGS,
      "storage_offset($self, /)\n--\n\nThe offset of the first element in the storage, in elements."},
     {"_set_data", m_set_data, METH_O, "_set_data($self, other, /)\n--\n\nPoints the tensor at other's data."},
+    {"_data", m_data, METH_NOARGS,
+     "_data($self, /)\n--\n\nThe tensor's data outside autograd, with a version counter of its own."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

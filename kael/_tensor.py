@@ -506,7 +506,9 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
 
 
 def _get_data(self):
-    return self.detach()
+    # torch's .data: detached, with a version counter of its own (writing through it does not
+    # invalidate the tensors autograd saved); detach() shares the counter
+    return self._data()
 
 
 def _data_setter(self, value):

@@ -773,3 +773,78 @@ def test_input_returned_without_recording_matches_torch(grad_mode, requires_grad
         return r is x, r.requires_grad, r.grad_fn is None, s.requires_grad, r.tolist()
     k, t = _both(scenario)
     assert k == t
+
+
+# ---------------------------------------------------------------- .data has its own version counter
+
+def _data_scenario(lib, how):
+    x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x  # saves x
+    if how == "data":
+        w = x.data
+        w.add_(1)
+    elif how == "data view":
+        x.data[1:].mul_(2)
+    elif how == "data detach":
+        x.data.detach().add_(1)
+    elif how == "detach":
+        x.detach().add_(1)
+    elif how == "detach view":
+        x.detach()[:1].add_(1)
+    elif how == "no_grad":
+        with lib.no_grad():
+            x.add_(1)
+    elif how == "data set":
+        x.data = lib.tensor([5.0, 6.0, 7.0])
+    versions = (x._version, x.data._version)
+    try:
+        y.sum().backward()
+        outcome = x.grad.tolist()
+    except RuntimeError as e:
+        outcome = ("RuntimeError", "modified by an inplace operation" in str(e))
+    return versions, x.tolist(), outcome
+
+
+@pytest.mark.parametrize("how", ["data", "data view", "data detach", "detach", "detach view", "no_grad", "data set"])
+def test_data_has_its_own_version_counter(how):
+    assert _data_scenario(kael, how) == _data_scenario(torch, how)
+
+
+def test_data_versions_match_torch():
+    outs = []
+    for lib in LIBS:
+        x = lib.zeros(3, requires_grad=True)
+        d = x.data
+        seen = [x._version, d._version]
+        d.add_(1)
+        seen += [x._version, d._version, d[:2]._version]
+        d[:2].add_(1)
+        seen += [x._version, d._version]
+        with lib.no_grad():
+            x.add_(1)
+        seen += [x._version, d._version, x.detach()._version]
+        # x's versions counted from its first (torch's factory starts a tensor at 1, kael's at 0)
+        seen = [v - (seen[0] if i in (0, 2, 5, 7, 9) else 0) for i, v in enumerate(seen)]
+        outs.append((seen, type(d).__name__, d.requires_grad, d.grad_fn is None, x.tolist()))
+    assert outs[0] == outs[1]
+
+
+def test_data_of_a_parameter_updates_the_weights_by_hand():
+    outs = []
+    for lib in LIBS:
+        lib.manual_seed(0)
+        layer = lib.nn.Linear(2, 1)
+        with lib.no_grad():
+            layer.weight.copy_(lib.tensor([[0.5, -1.0]]))
+            layer.bias.zero_()
+        x = lib.tensor([[1.0, 2.0]])
+        loss = (layer(x) ** 2).sum()
+        for p in layer.parameters():
+            p.data.add_(0.1)  # between forward and backward, as hand-written updates do
+        loss.backward()
+        for p in layer.parameters():
+            p.data.sub_(0.01 * p.grad)
+        outs.append([p.tolist() for p in layer.parameters()] + [type(layer.weight.data).__name__])
+    assert outs[0][2] == outs[1][2]
+    for a, b in zip(outs[0][:2], outs[1][:2]):
+        check(kael.tensor(b), torch.tensor(a))

@@ -74,7 +74,7 @@ AutogradMeta& ensure_meta(const Tensor& t) {
 namespace {
 void refresh_view_history(const Tensor& t, AutogradMeta& m) {
   if (!m.view_base.defined() || !m.grad_fn) return;
-  const std::uint32_t now = t.impl()->storage()->version();
+  const std::uint32_t now = t.impl()->version();
   if (now == m.view_version) [[likely]] return;
   const Tensor& base = m.view_base;
   if (!requires_grad(base)) return;
@@ -151,7 +151,7 @@ void set_view_of(const Tensor& result, const Tensor& base) {
   const AutogradMeta* bm = meta_of(base);
   AutogradMeta& m = ensure_meta(result);
   m.view_base = (bm && bm->view_base.defined()) ? bm->view_base : base;
-  m.view_version = result.impl()->storage()->version();
+  m.view_version = result.impl()->version();
 }
 
 namespace {
@@ -192,7 +192,7 @@ void rebase_history(const Tensor& self, const std::shared_ptr<Node>& fn) {
   set_history(self, view_fn);
   AutogradMeta& m = ensure_meta(self);
   m.view_base = base;
-  m.view_version = self.impl()->storage()->version();
+  m.view_version = self.impl()->version();
 }
 
 void not_differentiable(const char* op, const char* input) {
@@ -216,13 +216,14 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
              "use it in autograd, or use `kael.no_grad()` instead of `kael.inference_mode()`.");
   was_defined_ = true;
   is_output_ = is_output;
-  version_ = t.impl()->storage()->version();
+  version_ = t.impl()->version();
   requires_grad_ = requires_grad(t);
   if (is_output) {
     // An alias without metadata: the node would otherwise own itself through the tensor.
     const TensorImpl& impl = *t.impl();
     data_ = Tensor(TensorImpl::make(impl.storage_ptr(), impl.dtype(), DimVector(impl.sizes()),
                                     DimVector(impl.strides()), impl.offset()));
+    data_.impl()->share_version_counter(impl);
     if (const AutogradMeta* m = meta_of(t)) {
       grad_fn_ = m->grad_fn;
       output_nr_ = m->output_nr;
@@ -241,7 +242,7 @@ Tensor SavedVariable::unpack(const Node* node) const {
              ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
              "a second time or if you need to access saved tensors after calling backward. (node: "
              << name << ")");
-  const std::uint32_t now = data_.impl()->storage()->version();
+  const std::uint32_t now = data_.impl()->version();
   KAEL_CHECK(now == version_, "one of the variables needed for gradient computation has been modified by an "
                               "inplace operation: "
                                   << describe(data_) << ", which is saved by " << name << ", is at version " << now

@@ -81,7 +81,7 @@ struct SdpaMemo {
   std::int64_t seed = 0, offset = 0;
   Tensor grads[4];  // query, key, value, attn_mask: reduced to their shapes and dtypes; undefined once taken
 
-  static std::uint32_t version_of(const Tensor& t) { return t.defined() ? t.impl()->storage()->version() : 0; }
+  static std::uint32_t version_of(const Tensor& t) { return t.defined() ? t.impl()->version() : 0; }
 
   bool matches(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m, bool causal,
                std::optional<double> sc, double p, std::int64_t sd, std::int64_t off) const {

@@ -23,6 +23,7 @@ IntrusivePtr<TensorImpl> TensorImpl::make_view(const TensorImpl& base, DimVector
                                                std::int64_t offset) {
   auto impl = make(base.storage_, base.dtype_, std::move(sizes), std::move(strides), offset);
   impl->keys_ = base.keys_.remove(DispatchKey::Autograd);
+  impl->version_ = base.version_;
   if (impl->storage_->is_inference()) {
     // no view tracking for inference tensors (Note [Inference tensors])
   } else if (base.view_base_) {

@@ -326,6 +326,7 @@ Tensor detach(const Tensor& self) {
   Tensor out(TensorImpl::make(self.impl()->storage_ptr(), self.dtype(), DimVector(self.sizes()),
                               DimVector(self.strides()), self.impl()->offset()));
   out.impl()->add_keys(self.key_set() - DispatchKeySet(DispatchKey::Autograd));
+  out.impl()->share_version_counter(*self.impl());  // as PyTorch: detach shares the version counter
   return out;
 }
 

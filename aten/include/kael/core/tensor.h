@@ -47,7 +47,7 @@ class Tensor {
   std::string to_string(const std::vector<std::string>& extra_suffixes) const;
 
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
-  void bump_version() const { impl_->storage()->bump_version(); }
+  void bump_version() const { impl_->bump_version(); }
 
  private:
   IntrusivePtr<TensorImpl> impl_;

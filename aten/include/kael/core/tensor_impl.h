@@ -1,6 +1,7 @@
 #pragma once
 // TensorImpl: shape, strides, offset, dtype and device of a view over a Storage.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -69,6 +70,24 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   // (kael._C._set_data_) so that a converted parameter stays the same object.
   void set_data(const TensorImpl& other);
 
+  // Note [Version counter] (kael/core/storage.h): a tensor reads and bumps its storage's
+  // counter, unless it has one of its own: Tensor.data gets a fresh counter over the same memory
+  // (PyTorch's), so that writing through it does not invalidate what autograd saved of the
+  // tensor. The views made from it, its detach() and autograd's saved aliases of it share it.
+  std::uint32_t version() const {
+    return version_ ? version_->load(std::memory_order_relaxed) : storage_->version();
+  }
+  void bump_version() const {
+    if (!version_) [[likely]] {
+      storage_->bump_version();
+      return;
+    }
+    storage_->check_write();
+    if (!storage_->is_inference()) version_->fetch_add(1, std::memory_order_relaxed);
+  }
+  void set_own_version_counter() { version_ = std::make_shared<std::atomic<std::uint32_t>>(0); }
+  void share_version_counter(const TensorImpl& other) { version_ = other.version_; }
+
   // Note [PyObject preservation]
   // The Python object that wraps this impl, or null. Handing the same impl to Python again
   // returns the same object (`t.add_(1) is t`, `x.grad is x.grad`, a Python subclass and its
@@ -106,6 +125,7 @@ class TensorImpl : public RefCounted, public FreeListAllocated<TensorImpl> {
   std::int64_t offset_ = 0;
   std::int64_t numel_ = 0;
   IntrusivePtr<Storage> storage_;
+  std::shared_ptr<std::atomic<std::uint32_t>> version_;  // null: the storage's counter
   ScalarType dtype_ = ScalarType::Float32;
   bool contiguous_ = true;
   bool owns_pyobj_ = false;  // see Note [PyObject preservation]
