@@ -15,7 +15,7 @@ import torch
 import kael
 from helpers import KAEL_ERRORS, check, to_kael
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8"]  # int16: the loop int32 takes
 
 # (n, k, m): a loop-sized product, a narrow one past the loop (float32 goes to oneDNN), a wide one
 # (float32's GEMM)
