@@ -7,7 +7,7 @@ import functools
 from kael import _C
 from kael._C import Tensor
 
-__all__ = ["allclose", "broadcast_tensors", "einsum", "equal", "unique"]
+__all__ = ["allclose", "broadcast_tensors", "einsum", "equal", "unique", "unique_consecutive"]
 
 
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -54,6 +54,21 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
         return output, counts
     return output
 
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None):
+    """The first element (slice along dim) of each run of equal consecutive ones, with the inverse
+    indices and the run lengths when asked for: a tensor, or a tuple as torch.unique_consecutive
+    returns. NaN equals nothing: each NaN is a run of its own."""
+    output, inverse, counts = _C._unique_consecutive(input, return_inverse, return_counts, dim)
+    if return_inverse and return_counts:
+        return output, inverse, counts
+    if return_inverse:
+        return output, inverse
+    if return_counts:
+        return output, counts
+    return output
 
 # ---- nonzero(as_tuple=), where(condition)
 

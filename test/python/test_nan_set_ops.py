@@ -1,5 +1,6 @@
-"""NaN, +-0 and +-inf through every set-like op (isin, unique, unique(dim=), sort, argsort, msort,
-searchsorted, bucketize, topk, max/min with indices, argmax/argmin, median, nanmedian, kthvalue)
+"""NaN, +-0 and +-inf through every set-like op (isin, unique, unique(dim=), unique_consecutive, sort,
+argsort, msort, searchsorted, bucketize, topk, max/min with indices, argmax/argmin, median,
+nanmedian, kthvalue, mode)
 against PyTorch, for every floating dtype, over all elements and along each dim.
 
 Values are compared bit for bit in meaning: NaN where torch has NaN, the sign of every zero and
@@ -77,6 +78,14 @@ EXACT = {
     "unique_dim1": lambda L, x, t: L.unique(x, dim=1, return_inverse=True, return_counts=True),
     "unique_dim0_rows": lambda L, x, t: L.unique(L.cat([x[3:], x[3:]]), dim=0, return_inverse=True,
                                                  return_counts=True),
+    "unique_consecutive": lambda L, x, t: L.unique_consecutive(x),
+    "unique_consecutive_all": lambda L, x, t: L.unique_consecutive(x.flatten(), return_inverse=True,
+                                                                   return_counts=True),
+    "unique_consecutive_2d_inverse": lambda L, x, t: L.unique_consecutive(x, return_inverse=True),
+    "unique_consecutive_zeros": lambda L, x, t: L.unique_consecutive(x[4], return_counts=True),
+    "unique_consecutive_dim0": lambda L, x, t: L.unique_consecutive(L.cat([x, x[[0]], x[[1]], x[[1]]]), dim=0,
+                                                                    return_inverse=True, return_counts=True),
+    "unique_consecutive_dim1": lambda L, x, t: L.unique_consecutive(x[[1, 4]], dim=1, return_counts=True),
     "sort": lambda L, x, t: L.sort(x, stable=True),
     "sort_descending": lambda L, x, t: L.sort(x, descending=True, stable=True),
     "sort_dim0": lambda L, x, t: L.sort(x, dim=0, stable=True),

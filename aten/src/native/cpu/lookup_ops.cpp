@@ -10,6 +10,7 @@
 #include "kael/native/declarations.h"
 #include "kael/native/index_ops.h"
 #include "kael/native/pointwise.h"
+#include "kael/ops/movedim.h"
 
 namespace kael::native {
 
@@ -406,6 +407,83 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim_cpu(const Tensor& self, std::int64
     const std::int64_t end = g + 1 < groups ? group_start[g + 1] : n;
     counts.data<std::int64_t>()[g] = end - group_start[g];
     for (std::int64_t i = group_start[g]; i < end; ++i) inverse.data<std::int64_t>()[order[i]] = g;
+  }
+  return {values, inverse, counts};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive_cpu(const Tensor& self, bool return_inverse, bool return_counts,
+                                                          std::optional<std::int64_t> dim) {
+  constexpr const char* op = "unique_consecutive";
+  // Runs of equal elements (slices along dim) collapse to their first; NaN equals nothing, so
+  // every NaN is a run of its own (PyTorch compares with !=).
+  if (dim) {
+    KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << *dim << " but tensor has no dimensions");
+    const std::int64_t d = wrap_dim(op, *dim, self.dim());
+    if (self.numel() == 0) {
+      for (std::int64_t k = 0; k < self.dim(); ++k)
+        KAEL_CHECK(k == d || self.sizes()[k] != 0,
+                   op << ": There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
+      const std::int64_t zero[] = {0};
+      return {alloc_cpu(self.sizes(), self.dtype()), alloc_cpu(zero, ScalarType::Int64),
+              alloc_cpu(zero, ScalarType::Int64)};
+    }
+    const std::int64_t dims_d[] = {d}, dims_0[] = {0};
+    const Tensor rows = contiguous_as(kael::movedim(self, dims_d, dims_0), self.dtype());
+    const std::int64_t n = rows.sizes()[0], m = rows.numel() / n;
+    std::vector<std::int64_t> group_start;
+    visit_dtype(self.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* v = rows.data<T>();
+      for (std::int64_t i = 0; i < n; ++i) {
+        bool same = i > 0;
+        for (std::int64_t k = 0; same && k < m; ++k) same = unique_equal(v[i * m + k], v[group_start.back() * m + k]);
+        if (!same) group_start.push_back(i);
+      }
+    });
+    const std::int64_t groups = static_cast<std::int64_t>(group_start.size());
+    DimVector out_sizes(rows.sizes());
+    out_sizes[0] = groups;
+    Tensor out_rows = alloc_cpu(out_sizes, self.dtype());
+    const std::int64_t isz = self.element_size();
+    for (std::int64_t g = 0; g < groups; ++g)
+      std::memcpy(static_cast<char*>(out_rows.data_ptr()) + g * m * isz,
+                  static_cast<const char*>(rows.data_ptr()) + group_start[g] * m * isz,
+                  static_cast<std::size_t>(m * isz));
+    const std::int64_t inv_n[] = {n}, cnt_n[] = {groups};
+    Tensor inverse = alloc_cpu(inv_n, ScalarType::Int64), counts = alloc_cpu(cnt_n, ScalarType::Int64);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t end = g + 1 < groups ? group_start[g + 1] : n;
+      counts.data<std::int64_t>()[g] = end - group_start[g];
+      for (std::int64_t i = group_start[g]; i < end; ++i) inverse.data<std::int64_t>()[i] = g;
+    }
+    return {contiguous_as(kael::movedim(out_rows, dims_0, dims_d), self.dtype()), inverse, counts};
+  }
+  const Tensor x = contiguous_as(self, self.dtype());
+  const std::int64_t n = x.numel();
+  std::vector<std::int64_t> group_start;
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = x.data<T>();
+    for (std::int64_t i = 0; i < n; ++i)
+      if (i == 0 || !unique_equal(v[i], v[group_start.back()])) group_start.push_back(i);
+  });
+  const std::int64_t groups = static_cast<std::int64_t>(group_start.size());
+  const std::int64_t value_sizes[] = {groups};
+  Tensor values = alloc_cpu(value_sizes, self.dtype());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* v = x.data<T>();
+    T* o = values.data<T>();
+    for (std::int64_t g = 0; g < groups; ++g) o[g] = v[group_start[g]];
+  });
+  const std::int64_t none[] = {0}, count_sizes[] = {return_counts ? groups : 0};
+  Tensor inverse = alloc_cpu(return_inverse ? self.sizes() : IntArrayRef(none), ScalarType::Int64);
+  Tensor counts = alloc_cpu(count_sizes, ScalarType::Int64);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t end = g + 1 < groups ? group_start[g + 1] : n;
+    if (return_counts) counts.data<std::int64_t>()[g] = end - group_start[g];
+    if (return_inverse)
+      for (std::int64_t i = group_start[g]; i < end; ++i) inverse.data<std::int64_t>()[i] = g;
   }
   return {values, inverse, counts};
 }

@@ -215,7 +215,7 @@ Tensor median_all_select_cpu(const Tensor& self, bool ignore_nan) {
 std::tuple<Tensor, Tensor> mode_cpu(const Tensor& self, std::int64_t dim, bool keepdim) {
   constexpr const char* op = "mode";
   const std::int64_t d = wrap_dim(op, dim, self.dim());
-  if (self.numel() > 0) line_length(op, self, dim);
+  line_length(op, self, dim);  // as PyTorch: an empty dim is an error even with no lines
   auto [values, indices] = select_lines(op, self, dim, [&](auto& line, auto* value, std::int64_t* index) {
     using T = typename std::decay_t<decltype(line)>::value_type;
     using K = opmath_t<T>;
