@@ -311,7 +311,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         _check_class_weight(weight, classes)
         counted = kael.where(ignored, kael.zeros_like(picked),
                              weight.gather(0, valid_targets.flatten()).reshape(picked.shape))
-        losses = -picked * counted
+        # selected, not multiplied by a zero weight: with every target ignored the mean's
+        # gradient is 1/0, and an ignored entry's gradient must stay 0 as torch's (not inf * 0)
+        losses = kael.where(ignored, kael.zeros_like(picked), -picked * counted)
     else:
         counted = ~ignored
         losses = kael.where(ignored, kael.zeros_like(picked), -picked)
