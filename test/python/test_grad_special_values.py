@@ -242,8 +242,6 @@ NOT_YET_CLEAN = {
                                                       "a composite: inf - inf)"
        for k in range(4) for dtype in ("float32", "float64")},
     ("prod-0", "float32"): "kael's float32 prod of [1, max, ...] is finite where torch's overflows (forward)",
-    ("copysign-0", "float32"): "NaN input: torch NaN, kael 0 (sgn(NaN) = 0 in kael's formula)",
-    ("copysign-0", "float64"): "as float32",
 }
 
 
