@@ -238,9 +238,6 @@ NOT_YET_CLEAN = {
     ("layer_norm-0", "float32"): "infinities and overflow in the input and weight",
     ("layer_norm-0", "float64"): "infinities in the weight",
     ("standardize-0", "float32"): "rounding of the float32 mean and variance at 89 and 710 (1e-5 relative)",
-    **{(f"cross_entropy_losses_backward-{k}", dtype): "inf/NaN incoming gradients (torch's double backward is "
-                                                      "a composite: inf - inf)"
-       for k in range(4) for dtype in ("float32", "float64")},
     ("prod-0", "float32"): "kael's float32 prod of [1, max, ...] is finite where torch's overflows (forward)",
 }
 

@@ -19,6 +19,7 @@
 #include "kael/ops/tanh.h"
 #include "kael/ops/to.h"
 #include "kael/ops/unsqueeze.h"
+#include "kael/ops/where.h"
 #include "kael/ops/zeros.h"
 
 namespace kael::autograd::detail {
@@ -81,16 +82,18 @@ Tensor cross_entropy_losses_double_backward_grad(const Tensor& grad, const Tenso
 
 Tensor cross_entropy_losses_double_backward_self(const Tensor& grad, const Tensor& grad_output, const Tensor& self,
                                                  const Tensor& target, std::int64_t ignore_index) {
-  // d/dx of w * (softmax(x) - smoothed target) applied to grad: w * s * (grad - sum(grad * s)),
-  // with w = grad_output, 0 on the ignored samples
+  // d/dx of w * (softmax(x) - smoothed target) applied to grad: t - s * sum(t) with t = w * s * grad,
+  // w = grad_output, 0 on the ignored samples (selected, not multiplied by a mask: an infinite w stays
+  // out of them). In PyTorch's order (its log_softmax double backward): an infinite w makes the row
+  // inf - inf = NaN, as there, not w times the finite bracket.
   const std::int64_t d = class_dim(self);
   const DimVector dims{d};
   const Tensor s = kael::softmax(self, d);
   Tensor w = grad_output;
-  if (!is_floating(target.dtype())) w = kael::mul(w, kael::to(kael::ne(target, Scalar(ignore_index)), w.dtype()));
+  if (!is_floating(target.dtype())) w = kael::where(kael::ne(target, Scalar(ignore_index)), w, Scalar(0));
   w = kael::unsqueeze(w, d);
-  const Tensor gs = kael::mul(grad, s);
-  return kael::mul(w, kael::sub(gs, kael::mul(s, kael::sum(gs, IntArrayRef(dims), true))));
+  const Tensor t = kael::mul(kael::mul(w, s), grad);
+  return kael::sub(t, kael::mul(s, kael::sum(t, IntArrayRef(dims), true)));
 }
 
 }  // namespace kael::autograd::detail
