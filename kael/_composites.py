@@ -100,25 +100,25 @@ def _check_same_dtype(op, a, b, words):
         raise RuntimeError(f"{op}: expected {words} to have the same dtype, but got: {a.dtype} != {b.dtype}")
 
 
-def mm(input: Tensor, mat2: Tensor) -> Tensor:
+def mm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
     """The matrix product of two matrices (no broadcasting), as torch.mm."""
     if input.dim() != 2:
         raise RuntimeError(f"mm: self must be a matrix, got a tensor of {input.dim()} dims")
     if mat2.dim() != 2:
         raise RuntimeError(f"mm: mat2 must be a matrix, got a tensor of {mat2.dim()} dims")
     _check_same_dtype("mm", input, mat2, "self and mat2")
-    return _C.matmul(input, mat2)
+    return _out("mm", _C.matmul(input, mat2), out, input, mat2)
 
 
-def mv(input: Tensor, vec: Tensor) -> Tensor:
+def mv(input: Tensor, vec: Tensor, *, out=None) -> Tensor:
     """The product of a matrix and a vector, as torch.mv."""
     if input.dim() != 2 or vec.dim() != 1:
         raise RuntimeError(f"mv: vector + matrix @ vector expected, got {input.dim()}, {vec.dim()}")
     _check_same_dtype("mv", input, vec, "self and vec")
-    return _C.matmul(input, vec)
+    return _out("mv", _C.matmul(input, vec), out, input, vec)
 
 
-def dot(input: Tensor, tensor: Tensor) -> Tensor:
+def dot(input: Tensor, tensor: Tensor, *, out=None) -> Tensor:
     """The inner product of two 1-d tensors of one dtype and length, as torch.dot."""
     if input.dim() != 1 or tensor.dim() != 1:
         raise RuntimeError(f"dot: 1D tensors expected, but got {input.dim()}D and {tensor.dim()}D tensors")
@@ -128,7 +128,43 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
         raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.numel()}] and src "
                            f"[{tensor.numel()}] to have the same number of elements, but got {input.numel()} "
                            f"and {tensor.numel()} elements respectively")
-    return _C.matmul(input, tensor)
+    return _out("dot", _C.matmul(input, tensor), out, input, tensor)
+
+
+def _out(op, result, out, *inputs):
+    """result, or result written into out (kael._tensor._write_out: PyTorch's out= rules)."""
+    if out is None:
+        return result
+    from kael._tensor import _write_out  # kael._tensor is imported before this module
+    return _write_out(op, result, out, *inputs, stacklevel=4)
+
+
+# Tensor.mm, Tensor.mv and Tensor.dot take no out= (as torch's methods)
+def _mm_method(input: Tensor, mat2: Tensor) -> Tensor:
+    return mm(input, mat2)
+
+
+def _mv_method(input: Tensor, vec: Tensor) -> Tensor:
+    return mv(input, vec)
+
+
+def _dot_method(input: Tensor, tensor: Tensor) -> Tensor:
+    return dot(input, tensor)
+
+
+def bmm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
+    """Batched matrix product (kael._C.bmm), written into out when given."""
+    return _out("bmm", _C.bmm(input, mat2), out, input, mat2)
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2) (kael._C.addmm), written into out when given."""
+    return _out("addmm", _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha), out, input, mat1, mat2)
+
+
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * bmm(batch1, batch2) (kael._C.baddbmm), written into out when given."""
+    return _out("baddbmm", _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha), out, input, batch1, batch2)
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
@@ -1410,7 +1446,7 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "outer", "trace", "addcmul",
+FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace", "addcmul",
              "addcdiv", "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
              "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
              "fliplr", "finfo", "iinfo", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
@@ -1446,6 +1482,7 @@ def install(namespace: dict, extend):
         functions[name] = globals()[name]
     namespace.update(functions)
     methods.update({name: globals()[name] for name in METHODS})
+    methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
     methods["ger"] = outer
     methods["addcmul_"] = _in_place("addcmul_", addcmul)
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)

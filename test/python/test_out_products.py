@@ -1,0 +1,95 @@
+"""out= of the matrix products (matmul, mm, mv, dot, bmm, addmm, baddbmm) as torch's: the result
+written into out and out returned, out of another shape resized (a UserWarning when it had
+elements), a wrong dtype or a non-tensor out refused with torch's exception class, out= refused
+when an argument requires grad, out aliasing an input, and inputs with a dim of size 0."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import kael
+
+
+def _args(lib, name, n=2, k=3, m=4, b=2):
+    rng = np.random.default_rng(7)
+
+    def t(*shape):
+        return lib.tensor(rng.standard_normal(shape).astype(np.float32))
+
+    return {
+        "matmul": lambda: (t(b, n, k), t(k, m)),
+        "mm": lambda: (t(n, k), t(k, m)),
+        "mv": lambda: (t(n, k), t(k)),
+        "dot": lambda: (t(k), t(k)),
+        "bmm": lambda: (t(b, n, k), t(b, k, m)),
+        "addmm": lambda: (t(n, m), t(n, k), t(k, m)),
+        "baddbmm": lambda: (t(b, n, m), t(b, n, k), t(b, k, m)),
+    }[name]()
+
+
+OPS = ["matmul", "mm", "mv", "dot", "bmm", "addmm", "baddbmm"]
+
+
+def _run(lib, name, out_shape, **sizes):
+    args = _args(lib, name, **sizes)
+    out = lib.full(out_shape, 5.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        returned = getattr(lib, name)(*args, out=out)
+    resized = [w for w in caught if "resized" in str(w.message)]
+    return returned is out, np.asarray(out.tolist(), dtype=np.float32), tuple(out.shape), len(resized)
+
+
+@pytest.mark.parametrize("out_shape", ["right", (0,), (5,), (1, 1, 1, 1)])
+@pytest.mark.parametrize("name", OPS)
+def test_out_written_resized_and_returned(name, out_shape):
+    expected = getattr(torch, name)(*_args(torch, name))
+    shape = tuple(expected.shape) if out_shape == "right" else out_shape
+    k = _run(kael, name, shape)
+    t = _run(torch, name, shape)
+    assert k[0] and t[0]
+    assert k[2] == t[2]
+    assert k[3] == t[3], "a resize warning exactly where torch warns"
+    np.testing.assert_allclose(k[1], t[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("sizes", [dict(n=0), dict(k=0), dict(m=0), dict(b=0)])
+def test_out_with_empty_dims(name, sizes):
+    expected = getattr(torch, name)(*_args(torch, name, **sizes))
+    k = _run(kael, name, (3,), **sizes)
+    t = _run(torch, name, (3,), **sizes)
+    assert k[2] == t[2] == tuple(expected.shape)
+    np.testing.assert_allclose(k[1], t[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_out_of_another_dtype_or_kind_is_refused(name):
+    for lib in (torch, kael):
+        with pytest.raises(RuntimeError):
+            getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.float64))
+        with pytest.raises(TypeError):
+            getattr(lib, name)(*_args(lib, name), out=[1.0])
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_out_refused_when_an_argument_requires_grad(name):
+    for lib in (torch, kael):
+        args = _args(lib, name)
+        args[0].requires_grad_(True)
+        with pytest.raises(RuntimeError, match="out="):
+            getattr(lib, name)(*args, out=lib.empty(0))
+        with lib.no_grad():
+            assert getattr(lib, name)(*args, out=lib.empty(0)) is not None
+
+
+@pytest.mark.parametrize("name", ["matmul", "mm", "addmm"])
+def test_out_aliasing_an_input_gets_the_product_of_the_old_values(name):
+    results = []
+    for lib in (torch, kael):
+        x = lib.tensor(np.arange(9, dtype=np.float32).reshape(3, 3))
+        args = (x, x, x) if name == "addmm" else (x, x)
+        getattr(lib, name)(*args, out=x)
+        results.append(np.asarray(x.tolist(), dtype=np.float32))
+    np.testing.assert_array_equal(results[0], results[1])
