@@ -181,17 +181,43 @@ def trace(input: Tensor) -> Tensor:
     return _C.diagonal(input).sum()
 
 
-def _value_in(value, *tensors):
+def _value_in(value, *tensors, op="addcmul"):
     """value as torch's kernel reads it: converted to the tensors' common dtype (a float value on
-    integer tensors is truncated)."""
+    integer tensors is truncated; NaN and infinities raise as torch's overflow check)."""
     if all(not t.dtype.is_floating_point for t in tensors) and isinstance(value, float):
+        if not _math.isfinite(value):
+            dtype = tensors[0].dtype
+            for t in tensors[1:]:
+                dtype = _C.promote_types(dtype, t.dtype)
+            raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {dtype} without overflow")
         return int(value)
     return value
 
 
+def _no_bool_kernel(op, *tensors):
+    if all(isinstance(t, Tensor) and t.dtype == _C.bool for t in tensors):
+        raise NotImplementedError(f'"{op}_cpu_out" not implemented for \'Bool\'')
+
+
+def _check_value(op, value, dtype):
+    """Raises as torch's addcmul/addcdiv kernels do where `value` does not fit the type they
+    compute in: the result's dtype, float32 for float16 and bfloat16 (their opmath type); bool
+    tensors have no kernel."""
+    compute = _C.float32 if dtype in (_C.float16, _C.bfloat16) else dtype
+    if compute.is_floating_point and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)  # an int past int64 is a float to a floating kernel
+    try:
+        _C.full((), value, dtype=compute)
+    except RuntimeError:
+        raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {compute} without overflow") from None
+
+
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
     """input + value * tensor1 * tensor2, multiplied in that order, as torch.addcmul."""
-    return _C.add(input, _C.mul(_C.mul(tensor1, _value_in(value, input, tensor1, tensor2)), tensor2))
+    _no_bool_kernel("addcmul", input, tensor1, tensor2)
+    result = _C.add(input, _C.mul(_C.mul(tensor1, _value_in(value, input, tensor1, tensor2)), tensor2))
+    _check_value("addcmul", value, result.dtype)
+    return result
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
@@ -200,7 +226,9 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
         raise RuntimeError("addcdiv: Integer division with addcdiv is no longer supported, and in a future "
                            "release addcdiv will perform a true division of tensor1 and tensor2. Use "
                            "input + value * tensor1 / tensor2 (or torch.floor_divide) instead.")
-    return _C.add(input, _C.div(_C.mul(tensor1, value), tensor2))
+    result = _C.add(input, _C.div(_C.mul(tensor1, value), tensor2))
+    _check_value("addcdiv", value, result.dtype)
+    return result
 
 
 def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
