@@ -1792,3 +1792,21 @@ def test_complex_number_as_a_comparison_raises_with_the_op_name(z):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's ComplexWarning for numpy.complex64
         assert torch.is_tensor(torch.ones(3) == z)  # torch computes (it has complex dtypes)
+
+
+# the long run of 2026-12-06, seed 1796525540: normal(1.8e308, float32 std) gave inf where torch
+# raises (a number mean is added to a float32 result with the overflow check; float16 and bfloat16
+# results round to inf, float64 holds it)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("mean", [1.0, -3.5e38, 3.4e38, 1e39, 1.7976931348623157e308, float("inf"), float("nan")])
+def test_normal_number_mean_range_checked_as_torch(dtype, mean):
+    outcome = []
+    for lib in (torch, kael):
+        try:
+            r = lib.normal(mean, lib.zeros(3, dtype=getattr(lib, dtype)))
+            outcome.append(("ok", [float(v) for v in r.float().tolist()]))
+        except Exception as e:  # noqa: BLE001
+            outcome.append((type(e), None))
+    assert outcome[1][0] == outcome[0][0]
+    if outcome[0][0] == "ok":
+        np.testing.assert_allclose(outcome[1][1], outcome[0][1], rtol=1e-2, equal_nan=True)

@@ -76,7 +76,12 @@ Tensor normal_from(const char* op, const Operand& mean, const Operand& std, std:
   const Tensor z = kael::normal(0.0, 1.0, shape, generator, t, like.device());
   const Tensor scaled = std.is_tensor() ? kael::mul(z, std.tensor().dtype() == t ? std.tensor() : kael::to(std.tensor(), t))
                                         : kael::mul(z, std.scalar());
-  if (!mean.is_tensor()) return kael::add(scaled, mean.scalar());
+  if (!mean.is_tensor()) {
+    // PyTorch adds a number mean to a float32 result with its overflow check (float16 and
+    // bfloat16 results compute in float and round to inf; float64 holds every double)
+    if (t == ScalarType::Float32) check_convertible(op, mean.scalar(), t);
+    return kael::add(scaled, mean.scalar());
+  }
   return kael::add(mean.tensor(), scaled);
 }
 }  // namespace
