@@ -46,6 +46,11 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
         output, inverse, counts = _C._unique2(input, sorted, return_inverse, return_counts)
     else:
         output, inverse, counts = _C._unique_dim(input, dim, sorted, return_inverse, return_counts)
+    return _unique_result(output, inverse, counts, return_inverse, return_counts)
+
+
+def _unique_result(output, inverse, counts, return_inverse, return_counts):
+    """output alone, or the tuple of output and the parts asked for, as torch's unique returns."""
     if return_inverse and return_counts:
         return output, inverse, counts
     if return_inverse:
@@ -62,13 +67,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     indices and the run lengths when asked for: a tensor, or a tuple as torch.unique_consecutive
     returns. NaN equals nothing: each NaN is a run of its own."""
     output, inverse, counts = _C._unique_consecutive(input, return_inverse, return_counts, dim)
-    if return_inverse and return_counts:
-        return output, inverse, counts
-    if return_inverse:
-        return output, inverse
-    if return_counts:
-        return output, counts
-    return output
+    return _unique_result(output, inverse, counts, return_inverse, return_counts)
 
 # ---- nonzero(as_tuple=), where(condition)
 

@@ -329,6 +329,18 @@ std::tuple<Tensor, Tensor, Tensor> unique_cpu(const Tensor& self, bool sorted, b
   return {values, inverse, counts};
 }
 
+namespace {
+// unique along dim d of a tensor without elements: the tensor as it is and empty inverse and
+// counts, where every other dim has elements (PyTorch's check)
+std::tuple<Tensor, Tensor, Tensor> empty_unique_along(const char* op, const Tensor& self, std::int64_t d) {
+  for (std::int64_t k = 0; k < self.dim(); ++k)
+    KAEL_CHECK(k == d || self.sizes()[k] != 0,
+               op << ": There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
+  const std::int64_t zero[] = {0};
+  return {alloc_cpu(self.sizes(), self.dtype()), alloc_cpu(zero, ScalarType::Int64), alloc_cpu(zero, ScalarType::Int64)};
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> unique_dim_cpu(const Tensor& self, std::int64_t dim, bool sorted,
                                                   bool return_inverse, bool return_counts) {
   constexpr const char* op = "unique_dim";
@@ -336,12 +348,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim_cpu(const Tensor& self, std::int64
   KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << dim << " but tensor has no dimensions");
   const std::int64_t d = wrap_dim(op, dim, self.dim());
   if (self.numel() == 0) {
-    for (std::int64_t k = 0; k < self.dim(); ++k)
-      KAEL_CHECK(k == d || self.sizes()[k] != 0,
-                 op << ": There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
-    const std::int64_t zero[] = {0};
-    return {alloc_cpu(self.sizes(), self.dtype()), alloc_cpu(zero, ScalarType::Int64),
-            alloc_cpu(zero, ScalarType::Int64)};
+    return empty_unique_along(op, self, d);
   }
   // rows: self with dim moved first, as a contiguous (n, m) block
   DimVector perm{d};
@@ -420,12 +427,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive_cpu(const Tensor& self, bo
     KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << *dim << " but tensor has no dimensions");
     const std::int64_t d = wrap_dim(op, *dim, self.dim());
     if (self.numel() == 0) {
-      for (std::int64_t k = 0; k < self.dim(); ++k)
-        KAEL_CHECK(k == d || self.sizes()[k] != 0,
-                   op << ": There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
-      const std::int64_t zero[] = {0};
-      return {alloc_cpu(self.sizes(), self.dtype()), alloc_cpu(zero, ScalarType::Int64),
-              alloc_cpu(zero, ScalarType::Int64)};
+      return empty_unique_along(op, self, d);
     }
     const std::int64_t dims_d[] = {d}, dims_0[] = {0};
     const Tensor rows = contiguous_as(kael::movedim(self, dims_d, dims_0), self.dtype());
