@@ -57,7 +57,7 @@ def test_no_formula_list_is_current():
     integer_results = {"logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite", "signbit",
                        "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "all", "any", "argsort", "nonzero",
                        "bincount", "searchsorted", "searchsorted.Scalar", "bucketize", "bucketize.Scalar",
-                       "one_hot", "_unique2", "_unique_dim", "detach"}
+                       "one_hot", "_unique2", "_unique_dim", "_unique_consecutive", "detach"}
     missing = set()
     for f in REGISTRY:
         if f.derivatives or f.composite_implicit or f.schema.full_name in integer_results:

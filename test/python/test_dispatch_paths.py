@@ -168,6 +168,7 @@ HANDWRITTEN_TENSOR = {
     "new_full": (lambda x: x.new_full((2,), 3), ["empty", "fill_"]),
     "type": (lambda x: x.type(kael.float64), ["to.device"]),
     "data": (lambda x: x.data, ["detach"]),
+    "_data": (lambda x: x._data(), ["detach"]),  # .data's getter: detach with a version counter of its own
     "H": (lambda x: x.H, ["transpose"]),
     "mH": (lambda x: x.mH, ["transpose"]),
     "adjoint": (lambda x: x.adjoint(), ["transpose"]),

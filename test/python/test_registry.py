@@ -209,7 +209,7 @@ def with_requires_grad(f, method):
 
 def try_order(group):
     """codegen/README.md, "Overloads in Python": registry order, except that an overload taking a
-    Tensor where another takes a Scalar of the same name comes first (PyTorch's order)."""
+    Tensor where another takes a Scalar or a float of the same name comes first (PyTorch's order)."""
     tensor_names = {p.name for f in group for p in f.schema.params if p.type.base == "Tensor"}
-    return sorted(group, key=lambda f: sum(p.type.base == "Scalar" and p.name in tensor_names
+    return sorted(group, key=lambda f: sum(p.type.base in ("Scalar", "float") and p.name in tensor_names
                                            for p in f.schema.params))
