@@ -4,7 +4,7 @@ registered ops (so autograd, a Python key and every device see those ops): the a
 error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, ``addcmul`` and
 ``addcdiv``, the NaN-ignoring reductions, stacking helpers, ``meshgrid``, ``diff``,
 ``repeat_interleave``, ``tril_indices``/``triu_indices``, ``finfo``/``iinfo``. Each is compared
-against torch in test/python/test_composites.py."""
+against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
 import builtins as _builtins

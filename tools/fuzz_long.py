@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The long fuzz run: the property-based fuzz suite (test/python/test_fuzz_*.py) with the
+"""The long fuzz run: the property-based fuzz suite (test/python/fuzz/test_fuzz_*.py) with the
 "kael-long" hypothesis profile, enough examples per property for at least --cases cases in
 all, and a random seed (printed, so a run can be repeated with --seed).
 
@@ -28,13 +28,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test" / "python"))
+sys.path.insert(0, str(ROOT / "test" / "python" / "fuzz"))
 
 
 def count_properties(python):
     """The number of property tests (parametrized ones counted per parameter) in the suite."""
     import subprocess
     env = dict(os.environ, KAEL_FUZZ_CHILD="1")
-    files = sorted(str(p) for p in (ROOT / "test" / "python").glob("test_fuzz_*.py") if p.name != "test_fuzz_regressions.py")
+    files = sorted(str(p) for p in (ROOT / "test" / "python" / "fuzz").glob("test_fuzz_*.py")
+                   if p.name != "test_fuzz_regressions.py")
     out = subprocess.run([python, "-m", "pytest", *files, "--collect-only", "-q", "-p", "no:cacheprovider",
                           "--rootdir", str(ROOT)], capture_output=True, text=True, env=env)
     ids = [line for line in out.stdout.splitlines() if "::" in line]

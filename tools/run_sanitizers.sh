@@ -3,7 +3,7 @@
 # build/asan, runs the GoogleTest suite, then the pytest suite against the instrumented
 # extension (the sanitizer runtimes preloaded into Python). Assumes tools/setup_env.sh has run.
 #   bash tools/run_sanitizers.sh                     # both suites (the pytest suite includes the
-#                                                    # short fuzz run, test/python/test_fuzz.py)
+#                                                    # short fuzz run, test/python/fuzz/test_fuzz.py)
 #   bash tools/run_sanitizers.sh --cpp               # GoogleTest only
 #   bash tools/run_sanitizers.sh --fuzz-long [CASES] # both suites, then the long fuzz run
 #                                                    # (tools/fuzz_long.py, CASES cases, default 100,000)
@@ -52,15 +52,16 @@ if [ "${1:-}" = "--tsan" ]; then
     "import kael._C, sys; assert kael._C.__file__.startswith('$PWD'), kael._C.__file__"
   # --capture=sys, as in the ASan steps below: a report written to file descriptor 2 reaches the
   # terminal instead of pytest's capture of it.
-  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "$root/test/python/test_concurrency.py" \
-    "$root/test/python/test_threads.py" -q --capture=sys -p no:cacheprovider --rootdir "$root"
+  setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "$root/test/python/runtime/test_concurrency.py" \
+    "$root/test/python/runtime/test_threads.py" -q --capture=sys -p no:cacheprovider --rootdir "$root"
   # The thread tests of the other files: backward on two threads and with the GIL released, the
   # tokenizer's encode_batch and encodes from several Python threads, safetensors loads without
   # the GIL, owners released from other threads, and the kernels checked on 1 and 2 threads.
   thread_files=()
-  for f in autograd bpe_tokenizer safetensors storage behaviour object_protocols attention attention_dropout \
-           nn_ops random reductions reductions_more sort_scan values_indices scatter_reduce interop; do
-    thread_files+=("$root/test/python/test_$f.py")
+  for f in autograd/autograd text/bpe_tokenizer interop/safetensors interop/storage tensor/behaviour \
+           tensor/object_protocols ops/attention ops/attention_dropout nn/nn_ops ops/random ops/reductions \
+           ops/reductions_more ops/sort_scan ops/values_indices ops/scatter_reduce interop/interop; do
+    thread_files+=("$root/test/python/${f%/*}/test_${f#*/}.py")
   done
   setarch "$(uname -m)" -R "$root/.venv/bin/python" -m pytest "${thread_files[@]}" -q --capture=sys -p no:cacheprovider \
     --rootdir "$root" -k "thread or gil or concurren"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long run of the concurrency stress test (test/python/test_concurrency.py): 8 threads mixing
+# Long run of the concurrency stress test (test/python/runtime/test_concurrency.py): 8 threads mixing
 # ops on shared and private tensors, resizes through out=, empty_cache(), weak references and
 # gc.collect(), for the given number of seconds (default 600), in a subprocess.
 #   bash tools/stress_threads.sh [seconds]
@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export KAEL_STRESS_SECONDS="${1:-600}"
-exec .venv/bin/python -m pytest test/python/test_concurrency.py -q -p no:cacheprovider -k stress
+exec .venv/bin/python -m pytest test/python/runtime/test_concurrency.py -q -p no:cacheprovider -k stress

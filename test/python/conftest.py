@@ -8,7 +8,14 @@ import torch
 
 import kael
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The tests are grouped by area (ops/, autograd/, nn/, ...). The shared modules here (helpers.py,
+# gpt2_assets.py, safetensors_fuzzing.py) import from every area, and so does a test module that
+# another area's tests build on (test_fuzz_ops takes test_pointwise_registry's TorchOp): each
+# test file's name is unique across the areas.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+sys.path.extend(os.path.join(_HERE, d) for d in sorted(os.listdir(_HERE))
+                if os.path.isdir(os.path.join(_HERE, d)) and not d.startswith(("_", ".")))
 
 
 @pytest.fixture(autouse=True)

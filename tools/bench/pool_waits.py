@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How kael's pool workers wait between regions (Note [Spinning before blocking] in
-aten/include/kael/runtime/threads.h): the measurements test/python/test_threads.py made until
+aten/include/kael/runtime/threads.h): the measurements test/python/runtime/test_threads.py made until
 they moved here (on a loaded machine they vary with the load, so the tests check only what does
 not: that an idle worker ends blocked and then uses no CPU).
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/bench/safetensors_fuzz.py [--cases N] [--start S]
 
-The cases are those of test/python/test_safetensors_fuzz.py (test/python/safetensors_fuzzing.py):
+The cases are those of test/python/interop/test_safetensors_fuzz.py (test/python/safetensors_fuzzing.py):
 valid files of the reference writer mutated by bit flips, truncation, JSON-aware header edits, raw
 splices, length-field edits and random headers, each read with read_safetensors_metadata and
 load_safetensors (read or mmap). Prints the outcomes per mutation; exits 1 if anything but

@@ -16,7 +16,7 @@
 // computed with tools/fit_math_poly.py, which also prints each fit's error.
 //
 // Accuracy: bounds on the error in units in the last place of the correctly rounded result,
-// checked by test/python/test_vec_math.py (float32: every 251st bit pattern and the overflow
+// checked by test/python/ops/test_vec_math.py (float32: every 251st bit pattern and the overflow
 // and underflow boundaries against float64; float64: random bit patterns and ranges against
 // long double or mpmath). The largest errors measured are in brackets (float32 log1p and erf:
 // every float32).

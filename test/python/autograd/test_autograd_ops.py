@@ -18,7 +18,7 @@ import torch
 import kael
 from helpers import check, to_kael
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 from codegen.model import parse_registry  # noqa: E402

@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("tiktoken", reason="tiktoken (requirements-dev.txt) is the oracle of these tests")
 
-HERE = Path(__file__).resolve().parent
+SHARED = Path(__file__).resolve().parents[1]  # test/python: gpt2_assets.py
 
 PRELUDE = r'''
 import json, sys
-sys.path.insert(0, HERE)
+sys.path.insert(0, SHARED)
 import regex
 import tiktoken
 import kael
@@ -52,7 +52,7 @@ results = {}
 
 def run_cases(body):
     """Runs PRELUDE + body in a fresh interpreter; body fills `results` with JSON-able outcomes."""
-    code = PRELUDE.replace("HERE", repr(str(HERE))) + textwrap.dedent(body) + "\nprint(json.dumps(results))\n"
+    code = PRELUDE.replace("SHARED", repr(str(SHARED))) + textwrap.dedent(body) + "\nprint(json.dumps(results))\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"the interpreter died (exit {done.returncode}):\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.splitlines()[-1])

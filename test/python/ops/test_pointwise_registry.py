@@ -62,7 +62,7 @@ import torch
 import kael
 from helpers import DEFAULT_TOL, POINTWISE_BY_HAND
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

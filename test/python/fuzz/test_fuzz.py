@@ -52,7 +52,7 @@ from hypothesis import strategies as st
 import kael
 from helpers import DEFAULT_TOL
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 IN_CHILD = os.environ.get("KAEL_FUZZ_CHILD") == "1"
 

@@ -17,7 +17,7 @@ import torch
 
 import kael
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FUNCS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
 
 
