@@ -178,8 +178,15 @@ def test_cpp_warnings_become_python_warnings():
     assert copy.tolist() == [1.0, 1.0]
     with pytest.warns(UserWarning, match="x.T"):
         kael.ones(2, 3, 4).T
-    with pytest.warns(UserWarning, match="x.T"):  # the same warning in torch
-        torch.ones(2, 3, 4).T
+    # the same warning in torch, which gives it once per process unless told to warn always (an
+    # earlier test may have had it)
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with pytest.warns(UserWarning, match="x.T"):
+            torch.ones(2, 3, 4).T
+    finally:
+        torch.set_warn_always(warn_always)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert kael.ones(2, 3).T.shape == (3, 2)  # no warning for 2-d
