@@ -1,5 +1,5 @@
 """The public names of `kael` and `kael.Tensor` that are not generated from the registry, and where
-each comes from. test_registry_surface.py lists the ones still written in Python (the list must
+each comes from. codegen/test_registry_surface.py lists the ones still written in Python (the list must
 shrink to the allow-list of conveniences that are not ops); run this file to print the whole
 measure:
 
