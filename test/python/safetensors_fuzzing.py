@@ -200,7 +200,7 @@ def run_case(path, data, mmap, split_refusals=False):
                               " (the reference loads it)")
         return outcome
     ref = reference_tensors(data)
-    # kael is the stricter reader (docs/decisions.md): what it loads, the reference loads too
+    # kael is the stricter reader (docs/decisions/safetensors.md): what it loads, the reference loads too
     assert ref is not None, "kael loads a file that safetensors refuses"
     for name, t in loaded.items():
         if t.numel() == 0:  # (a shape such as (2**40, 0) is valid; its tolist() would not fit in memory)

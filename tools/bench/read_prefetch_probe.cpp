@@ -8,7 +8,7 @@
 //   g++ -std=c++20 -O3 -march=x86-64-v4 -pthread tools/bench/read_prefetch_probe.cpp
 //       -o /tmp/read_prefetch_probe && /tmp/read_prefetch_probe 1 && /tmp/read_prefetch_probe 2
 //
-// (one line; needs AVX-512.) docs/decisions.md, "Prefetching the sums' reads: tried, not taken".
+// (one line; needs AVX-512.) docs/performance.md, "Prefetching the sums' reads: tried, not taken".
 
 #include <immintrin.h>
 #include <sys/mman.h>

@@ -1,7 +1,7 @@
 // Does one core read faster from several streams at once? kael's float32 sum reads one
 // sequential stream (a block of 32768 floats at a time, Note [Deterministic sums] in
 // aten/src/native/cpu/reduce.cpp), and one core's read rate is what bounds `a.sum()` and
-// logsumexp at 1 thread (docs/decisions.md, "Reading several streams at once: tried, not
+// logsumexp at 1 thread (docs/performance.md, "Reading several streams at once: tried, not
 // taken"). Here 16M float32 are summed as kael sums them (8 floats converted to double per
 // instruction) with each block of B floats read as k segments in turn, k = 1, 2, 4, 8 and B =
 // 128 KB (kael's block), 1 MB or the whole array, beside a copy with streaming stores (the

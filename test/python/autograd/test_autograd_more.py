@@ -573,7 +573,7 @@ def test_gradient_shared_by_two_leaves_is_copied_for_one():
 def test_gradient_view_of_a_held_tensor_is_copied():
     # the gradient a hook returns is a view of a tensor the test holds: its memory is shared.
     # kael copies it; PyTorch takes it (it counts references to the view, not to its memory), so
-    # there x.grad and base alias each other (docs/decisions.md, "Gradients taken, not copied")
+    # there x.grad and base alias each other (docs/decisions/autograd.md, "Gradients taken, not copied")
     x = kael.ones(2, 3, requires_grad=True)
     base = kael.full((2, 3), 7.0)
     x.register_hook(lambda g: base.view(2, 3))

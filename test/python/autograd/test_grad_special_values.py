@@ -276,7 +276,7 @@ def _is_nan(v):
 EXPECTED_DIFFERENCES = [
     ("prod", 0, lambda p, l, kv, tv: l is not None and "3.4028234663852886e+38" in l and math.isinf(tv)
      and math.isfinite(kv),
-     "kael's float32 prod accumulates in float64 (as its sums, docs/decisions.md \"float32 sums\" and "
+     "kael's float32 prod accumulates in float64 (as its sums, docs/decisions/sums.md \"float32 sums\" and "
      "\"Reductions\"): prod([max, 1, 0.5, ...]) is the finite float32 product where torch's float32 "
      "accumulator overflows to inf, and so does its gradient result / x"),
     ("standardize", 0, lambda p, l, kv, tv: l in ("input 0 = 89.0", "input 0 = -89.0") and math.isfinite(kv)

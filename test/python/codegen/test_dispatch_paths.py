@@ -427,7 +427,7 @@ def test_copy_fill_zero_match_torch_and_return_self():
         assert x.fill_(2.5) is x and x.tolist() == [[2.5] * 3] * 2
         assert x.zero_() is x and x.tolist() == [[0.0] * 3] * 2
         assert x._version >= before + 2
-        with pytest.raises((RuntimeError, ValueError)):  # kael: ValueError for shapes (docs/decisions.md)
+        with pytest.raises((RuntimeError, ValueError)):  # kael: ValueError for shapes (docs/decisions/errors.md)
             x.copy_(lib.ones(4))
         with pytest.raises(RuntimeError):
             lib.zeros(1, 3).expand(2, 3).copy_(lib.ones(2, 3))

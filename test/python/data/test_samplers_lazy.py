@@ -262,7 +262,7 @@ def test_weighted_random_sampler_chunks_keep_the_weights():
     p = draws.count(2) / len(draws)
     assert abs(p - 0.75) < 4 * (0.75 * 0.25 / len(draws)) ** 0.5
     # bad weights fail at the first item, as torch's (kael's multinomial raises ValueError where
-    # torch's raises RuntimeError, on purpose: docs/decisions.md, "Random numbers")
+    # torch's raises RuntimeError, on purpose: docs/decisions/random.md)
     sampler = data.WeightedRandomSampler([1.0, -1.0], N)
     it = iter(sampler)
     with pytest.raises(ValueError, match="multinomial: probability tensor contains"):

@@ -18,7 +18,7 @@ What every example asserts:
 - where torch computes, kael computes the same thing: shape, dtype and values (NaN equal to
   NaN, floats within helpers.DEFAULT_TOL), and leaves the same values in every tensor it was
   given; where torch raises, kael raises too (the class may differ: kael's shape errors are
-  ValueErrors, docs/decisions.md); where kael raises, the tensors it was given are unchanged
+  ValueErrors, docs/decisions/errors.md); where kael raises, the tensors it was given are unchanged
   (every check comes before the first write).
 The differences from torch that are deliberate are listed in KNOWN_DIFFERENCES (each with its
 entry in docs/decisions.md or docs/hardening.md).
@@ -174,7 +174,7 @@ MUTATIONS_OF_LIST = ["clear", "append", "append_list", "extend_many", "shrink", 
 class Mutator:
     """A list element whose __float__ or __index__ (`method`) mutates `target`, the list it is
     in (or a list above it), then returns a number: the parser must re-read lengths after
-    every call into Python and hold what it walks (docs/decisions.md, "Hostile Python input")."""
+    every call into Python and hold what it walks (docs/decisions/hostile-input.md)."""
 
     def __init__(self, target, how, method):
         self.target, self.how, self.method = target, how, method
@@ -512,7 +512,7 @@ def known_difference(kerr, terr, tres=None):
         # raises TypeError where torch computes a 0-d tensor.
         if isinstance(kerr, TypeError) and "got only numbers" in msg:
             return "numbers only"
-        # docs/decisions.md (Hostile Python input): a tensor has at most 64 dims in kael
+        # docs/decisions/hostile-input.md (Hostile Python input): a tensor has at most 64 dims in kael
         # (ValueError); torch has no such limit.
         if isinstance(kerr, ValueError) and "at most 64 dimensions" in msg:
             return "at most 64 dims"

@@ -31,7 +31,7 @@ CI = os.environ.get("KAEL_FUZZ_PROFILE", "kael-ci") == "kael-ci"
 few = settings(max_examples=8) if CI else (lambda test: test)
 
 # Exceptions these entry points may raise for bad input (OSError: the file system; KeyError:
-# load_state_dict's missing and unexpected keys, docs/decisions.md; LookupError: an unknown
+# load_state_dict's missing and unexpected keys, docs/decisions/nn-optim-data.md; LookupError: an unknown
 # codec error handler in decode; AssertionError: TensorDataset's size check, as torch's).
 API_ERRORS = (RuntimeError, TypeError, ValueError, IndexError, KeyError, OverflowError, MemoryError,
               NotImplementedError, OSError, LookupError, RecursionError, Boom)
@@ -689,7 +689,7 @@ def test_data_loader_over_hostile_datasets(ds, batch_size, drop_last, shuffle):
         return
     shuffled = shuffle[0] != "lit" or shuffle[1]
     if shuffled:
-        return  # kael's order is its own Philox stream (docs/decisions.md): only no crash
+        return  # kael's order is its own Philox stream (docs/decisions/random.md): only no crash
     assert tkind == "ok", f"kael gave {kres!r:.500}\nwhere torch raised {tres!r}"
     assert kres == tres, f"kael {kres!r:.1500}\ntorch {tres!r:.1500}"
 

@@ -25,7 +25,7 @@ from test_fuzz_ops import devices, dtypes, float32_exponent, ints, junk, norm_dt
 
 # Elements of nested lists: numbers at the limits, hostile objects, 0-d tensors and NumPy
 # scalars of every kind (unsigned ones, uint64 at and above 2**63, bool, complex; kael's rules
-# for them in docs/decisions.md, "Hostile Python input"). Elements that mutate the list they
+# for them in docs/decisions/hostile-input.md). Elements that mutate the list they
 # are in are `mutating_data` below.
 NP_SCALARS = ["int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
               "float64", "bool_", "complex64", "complex128"]
@@ -60,7 +60,7 @@ rect = st.sampled_from([(0,), (3,), (2, 2), (2, 0), (1, 2, 3), (2, 1, 1, 2)]).fl
         st.sampled_from(SMALL_INTS).map(lambda v: ("lit", v)),
         st.sampled_from(SPECIAL_FLOATS).map(lambda v: ("lit", v)),
         st.sampled_from([("lit", True), ("lit", False)]))))
-# Nesting up to and beyond kael's limit of 64 dims (docs/decisions.md, "Hostile Python input":
+# Nesting up to and beyond kael's limit of 64 dims (docs/decisions/hostile-input.md:
 # ValueError past 64, where torch takes any depth).
 deep = st.one_of(st.integers(1, 32), st.integers(60, 70)).map(lambda n: ("deep", n))
 # Nested lists with an element whose __float__ or __index__ mutates the row it is in or the
@@ -93,7 +93,7 @@ def build_data(recipe):
     return None
 
 
-# NumPy dtypes of every kind, including those kael has no dtype for (docs/decisions.md,
+# NumPy dtypes of every kind, including those kael has no dtype for (docs/decisions/hostile-input.md,
 # "Hostile Python input": uint16/uint32 become int64, uint64 int64 if every value fits and
 # otherwise ValueError, complex TypeError) and bool arrays holding bytes other than 0/1.
 NP_DTYPES = ["float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool",
@@ -220,7 +220,7 @@ def kael_well_formed(t):
 
 @fuzz
 # Every kind of buffer (ctypes arrays, array.array, memoryviews 1-d, strided, 2-d and read-only,
-# bytes, bytearray, NumPy arrays): docs/decisions.md, "Hostile Python input".
+# bytes, bytearray, NumPy arrays): docs/decisions/hostile-input.md.
 @given(data=st.one_of(nested(leaf), rect, rect, deep, selfref, np_recipe(), buffer_recipe(True), mutating_data),
        dtype=dtypes(), device=st.one_of(st.just(None), devices()))
 def test_tensor_from_data(data, dtype, device):
@@ -262,7 +262,7 @@ def test_tensor_from_data(data, dtype, device):
 
 
 def kael_unsigned_rule(r):
-    """What kael makes of torch's unsigned results (docs/decisions.md, "Hostile Python input"):
+    """What kael makes of torch's unsigned results (docs/decisions/hostile-input.md):
     kael has no uint16/uint32/uint64; they become int64, and uint64 values beyond int64 raise
     ValueError."""
     if r.dtype in (torch.uint16, torch.uint32, torch.uint64):
@@ -283,40 +283,40 @@ def has_np(recipe, dt):
 def tensor_differences(data):
     def allowed(kerr, terr, tres):
         if isinstance(kerr, TypeError) and "complex" in str(kerr).lower():
-            # docs/decisions.md (Hostile Python input): kael has no complex dtype; complex
+            # docs/decisions/hostile-input.md (Hostile Python input): kael has no complex dtype; complex
             # numbers and NumPy complex data raise TypeError where torch makes a complex tensor
             return "complex data"
         if isinstance(kerr, ValueError) and "uint64" in str(kerr) and "does not fit in int64" in str(kerr):
-            # docs/decisions.md (Hostile Python input): uint64 data beyond int64 raises, even with
+            # docs/decisions/hostile-input.md (Hostile Python input): uint64 data beyond int64 raises, even with
             # a dtype that could hold it (torch.tensor(np.uint64(2**63), dtype=float32) computes)
             return "uint64 beyond int64"
         if (isinstance(kerr, ValueError) and "Overflow when unpacking long long" in str(kerr)
                 and isinstance(tres, torch.Tensor) and tres.dtype.is_floating_point):
             # an integer beyond int64 (a Python int or np.uint64 >= 2**63) in a list is kael's
             # ValueError even with a float dtype, where torch converts it to the float
-            # (docs/decisions.md, Hostile Python input: the class torch raises without a dtype)
+            # (docs/decisions/hostile-input.md, Hostile Python input: the class torch raises without a dtype)
             return "integer beyond int64"
         if isinstance(terr, RuntimeError) and "Promotion for uint16, uint32, uint64" in str(terr):
             # torch cannot promote its unsigned dtypes with others; kael reads uint16/uint32 (and
-            # uint64 that fits) as int64 and promotes that (docs/decisions.md)
+            # uint64 that fits) as int64 and promotes that (docs/decisions/hostile-input.md)
             return "torch's unsigned promotion"
         if (kerr is None and isinstance(terr, TypeError) and "an integer is required" in str(terr)
                 and (has_np(data, "uint64") or data[:2] == ("np_array", "uint64"))):
             # torch cannot read a NumPy uint64 scalar at all; kael reads one that fits as int64
-            # (docs/decisions.md, Hostile Python input)
+            # (docs/decisions/hostile-input.md, Hostile Python input)
             return "torch rejects np.uint64"
         if kerr is None and isinstance(terr, RuntimeError) and "Could not infer dtype of Hostile" in str(terr):
             # kael reads an object with __index__ (or __float__) as the number it gives, as its
-            # parser does everywhere (docs/decisions.md, Argument parsing); torch cannot infer
+            # parser does everywhere (docs/decisions/argument-parsing.md, Argument parsing); torch cannot infer
             # a dtype for it.
             return "Python number protocols"
         if isinstance(kerr, TypeError) and "unsupported buffer format" in str(kerr):
-            # docs/decisions.md (Hostile Python input): a buffer format kael does not take is a
+            # docs/decisions/hostile-input.md (Hostile Python input): a buffer format kael does not take is a
             # TypeError naming it, even when empty (torch reads an empty ctypes structure array
             # as an empty sequence)
             return "unsupported buffer format"
         if kerr is None and data[0] == "buffer" and data[1] == "mv_2d":
-            # kael reads multi-dimensional memoryviews, which torch cannot (docs/decisions.md)
+            # kael reads multi-dimensional memoryviews, which torch cannot (docs/decisions/hostile-input.md)
             return "2-d memoryview"
         if (isinstance(kerr, ValueError) and "inconsistent sizes" in str(kerr) and isinstance(tres, torch.Tensor)
                 and tres.numel() == 0):
@@ -356,7 +356,7 @@ def test_frombuffer(buf, dtype, count, offset, which):
 def frombuffer_differences(kerr, terr, tres):
     if kerr is not None and terr is None:
         msg = str(kerr)
-        # docs/decisions.md (Devices): kael.frombuffer refuses misaligned data and bool bytes
+        # docs/decisions/devices.md (Devices): kael.frombuffer refuses misaligned data and bool bytes
         # other than 0/1, which its kernels would load with undefined behaviour.
         if "aligned" in msg or ("bool" in msg and "0" in msg):
             return "misaligned or non-0/1 bool"
@@ -492,7 +492,7 @@ def test_setitem(x, key, value, vdtype, seed):
 
     def call(lib, t, v):
         if lib is torch and not isinstance(v, torch.Tensor):
-            # a number value follows kael's rule for a Scalar, as fill_'s (docs/decisions.md,
+            # a number value follows kael's rule for a Scalar, as fill_'s (docs/decisions/argument-parsing.md,
             # "Argument parsing"): torch's __setitem__ takes only Python and NumPy numbers
             v = norm_number(v)
         t[build_key(key, lib)] = v
@@ -569,7 +569,7 @@ def test_tensor_method_one_arg(x, name, arg):
         if (name in ("__pow__", "__ipow__") and kerr is None and terr is not None
                 and "without overflow" in str(terr)):
             # torch converts pow's number exponent to the tensor's dtype with a range check
-            # (float16 ** 2**40 raises); kael computes, as in every other op (docs/decisions.md,
+            # (float16 ** 2**40 raises); kael computes, as in every other op (docs/decisions/argument-parsing.md,
             # "Argument parsing"; the same allowance as test_fuzz_ops.ALLOWED)
             return "torch checks the number's range"
         return None

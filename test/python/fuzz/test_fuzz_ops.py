@@ -89,7 +89,7 @@ def dtypes(optional=True):
                      *([st.just(("lit", None))] if optional else []))
 
 
-# Device strings: kael parses them as torch does (docs/decisions.md, "Hostile Python input":
+# Device strings: kael parses them as torch does (docs/decisions/hostile-input.md:
 # "cpu:N" accepted, case, spaces, signs, leading zeros, trailing text and NUL bytes rejected;
 # RuntimeError, where torch raises AssertionError for CUDA on a build without it).
 DEVICES = ["cpu", "cuda", "cuda:0", "gpu", "", "cpu:x", "CPU", "cpu:0", "cpu:1", "cpu:01", "cpu:-1", "cpu:+1",
@@ -185,7 +185,7 @@ TORCH_EQUIVALENT = {
     "nonzero_numpy": lambda input: torch.nonzero(input, as_tuple=True),
 }
 # Ops that compute float16/bfloat16 in float32 and round once, where torch's kernels round
-# intermediate results (docs/decisions.md, "Neural-network ops"): the oracle is torch's float32
+# intermediate results (docs/decisions/nn-ops.md): the oracle is torch's float32
 # result, rounded, when every floating tensor argument has the same half dtype.
 HALF_IN_FLOAT32 = {"softmax", "log_softmax", "standardize", "layer_norm", "cross_entropy_losses",
                    "cross_entropy_losses_backward", "scaled_dot_product_attention", "addmm", "baddbmm", "linear"}
@@ -206,7 +206,7 @@ def half_in_float32(pos, kw, state):
 # ---------------------------------------------------------------- kael's argument rules, for torch
 #
 # kael's parser (csrc/arg_parsing.cpp) follows Python's protocols where torch's is stricter,
-# and has no complex dtype (docs/decisions.md, "Argument parsing"): an int parameter takes any
+# and has no complex dtype (docs/decisions/argument-parsing.md): an int parameter takes any
 # object with __index__ but not a bool or a tensor; an int[] parameter also a single such
 # integer (by keyword too); a Scalar, or a number in a tensor input's place, anything with
 # __index__ or __float__ that is not a sequence, a tensor or complex, and an integer only in
@@ -512,7 +512,7 @@ def float32_exponent(base, exponent):
 
 def float32_sum_in_float64(pos, kw, state):
     """torch's side of a float32 sum, mean or prod (the input float32, or dtype=float32): kael
-    adds (multiplies) every value in float64 and rounds once (docs/decisions.md, "float32 sums"
+    adds (multiplies) every value in float64 and rounds once (docs/decisions/sums.md, "float32 sums"
     and "Reductions": prod's accumulator is sum's), so the oracle is torch computing on the
     float32 values in float64, rounded to float32 (state["f32"] tells the caller to round).
     Exact, not a tolerance: [3e38, 3e38, -3e38] sums to 3e38 and [1e8, 1, -1e8] to 1 in both,
@@ -544,7 +544,7 @@ for f in EXPOSED:
         CASES.append((f, "out"))
 
 UNINITIALISED = {"empty", "empty_strided", "empty_like"}
-# Ops whose values are random: kael's streams are not torch's (docs/decisions.md, "Random
+# Ops whose values are random: kael's streams are not torch's (docs/decisions/random.md, "Random
 # numbers"), so their results, and what the in-place ones write, are compared by shape, dtype
 # and outcome only (test_random.py checks their values).
 RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "bernoulli", "rand", "randn", "randint", "normal",
@@ -584,7 +584,7 @@ def _case_id(case):
 def out_strategy(f):
     """out=: a tensor of any dtype and shape, contiguous or a view (transposed, step-sliced,
     offset into its base, expanded) that must be resized, or an input itself (aliasing). A
-    resized view follows torch's resize_ (docs/decisions.md, "out= resizes as PyTorch's
+    resized view follows torch's resize_ (docs/decisions/out-resize.md, "out= resizes as PyTorch's
     resize_"): the base's values after the call are compared too."""
     fresh = st.tuples(st.just("t"), st.sampled_from(DTYPES),
                       st.sampled_from([(), (0,), (3,), (2, 3), (1, 3), (3, 1), (2, 1, 3), (4, 2)]),
@@ -712,7 +712,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
     """The deliberate differences from torch an op's outcome may show (known_difference), and
     one torch quirk: torch's sub negates alpha before it checks alpha's range, so it rejects the
     integer dtype's minimum as alpha ("value cannot be converted to type int without
-    overflow"), which kael takes (wrapping, docs/decisions.md)."""
+    overflow"), which kael takes (wrapping, docs/decisions/argument-parsing.md)."""
     def allowed(kerr, terr, tres):
         if numbers_only and kerr is not None:
             return "numbers only"  # codegen/README.md: a pointwise op needs a tensor input
@@ -727,7 +727,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
                 and "without overflow" in str(terr)):
             # torch converts a number operand to the tensor's dtype with a range check in these
             # ops (pow(float16 tensor, 3.4e38), int32.logical_or_(2**40) raise); kael computes
-            # as in every other op (docs/decisions.md, Argument parsing). clamp's number bounds
+            # as in every other op (docs/decisions/argument-parsing.md, Argument parsing). clamp's number bounds
             # and where's number are checked as in torch (test_number_writes.py).
             return "torch checks the number's range"
         if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
@@ -738,7 +738,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
         if (f.name == "take_along_dim" and kerr is None and terr is not None
                 and "view size is not compatible" in str(terr)):
             # without a dim, torch views input and indices as 1-d and raises for a layout that
-            # cannot be viewed so; kael reshapes them (docs/decisions.md)
+            # cannot be viewed so; kael reshapes them (docs/decisions/indexing.md)
             return "take_along_dim reshapes"
         if (f.name == "split" and kerr is None and isinstance(terr, TypeError)
                 and "unexpected keyword argument" in str(terr)):
@@ -748,7 +748,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
         if (f.name in ("tril_", "triu_") and kerr is not None and terr is None
                 and "more than one element of the written-to tensor" in str(kerr)):
             # torch's tril_/triu_ write into an expanded self without its overlap check, where
-            # every other in-place op of kael and torch raises (docs/decisions.md)
+            # every other in-place op of kael and torch raises (docs/decisions/indexing.md)
             return "tril_/triu_ into an expanded self"
         if (f.name in ("max", "min") and kerr is None and isinstance(terr, KaelRule)
                 and "a tensor is not an int" in str(terr)):
@@ -762,7 +762,7 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
         if (f.name == "logsumexp" and kerr is None and terr is not None
                 and "doesn't match the broadcast shape" in str(terr)):
             # torch's logsumexp(x, dim=()) reduces every dim with keepdim=True and raises this
-            # with keepdim=False (a torch bug); kael reduces every dim either way (docs/decisions.md)
+            # with keepdim=False (a torch bug); kael reduces every dim either way (docs/decisions/reductions.md)
             return "torch's logsumexp with dim=()"
         if (f.name == "pow" and kerr is not None and terr is None and "can't be cast" in str(kerr)
                 and base is not None and base[0] == "lit" and type(base[1]) in (int, float, bool) and base[1] == 1):

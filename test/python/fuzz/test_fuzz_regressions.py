@@ -355,7 +355,7 @@ def test_pow_number_base_into_an_integer_out_checks_the_cast_for_every_base(base
     # torch's pow(Scalar, Tensor) returns out.fill_(1) for a base equal to 1 before it checks
     # that the result type (float32 for a float base) casts to out's dtype, so 1.0 fills ones
     # where 2.0 raises "result type Float can't be cast to the desired output type Long". kael
-    # checks the cast whatever the base's value (docs/decisions.md, "pow with a base of 1").
+    # checks the cast whatever the base's value (docs/decisions/fuzz-findings.md, "pow with a base of 1").
     def make(lib):
         return lib.pow(base, lib.tensor([0.5, 2.0, -1.0]), out=lib.zeros(3, dtype=lib.int64))
     t, k = _outcome(make, torch), _outcome(make, kael)
@@ -928,7 +928,7 @@ def test_an_object_with_float_and_len_is_not_a_number():
     # kael read an object with __float__ and a __len__ (one that raises, here) as a number where
     # torch raises TypeError; kael's rule (NumPy float scalars: __float__ and no __len__) now
     # holds as its comment said. An object with __float__ alone stays a number in kael
-    # (docs/decisions.md, "Hostile Python input").
+    # (docs/decisions/hostile-input.md).
     class FloatLen:
         def __float__(self):
             return 2.5
@@ -1097,7 +1097,7 @@ def test_norm_over_single_elements_is_their_absolute_value_as_torch(shape, dim, 
         return lib.norm(x, p=p, **kw)
     if (shape == (1, 2) or dim == 0 and shape == ()) and dtype != "float64":
         # the formula: float32 and half norms accumulate in double and float in kael, in float
-        # in torch, so |x|^p overflows in torch alone (docs/decisions.md, "float32 sums")
+        # in torch, so |x|^p overflows in torch alone (docs/decisions/sums.md, "float32 sums")
         return
     same_as_torch(make)
     if dtype == "float32":  # dtype= converts first, then takes |x|
@@ -1399,7 +1399,7 @@ def test_linear_takes_torchs_path_for_every_input_rank_and_bias(case):
             x = t(xs[:-2] + (xs[-1], xs[-2]), dt).transpose(-1, -2)
         return lib.nn.functional.linear(x, t(ws, dt), t(bs, bdt) if bs is not None else None)
     t, k = _outcome(make, torch), _outcome(make, kael)
-    if k == ("raises", ValueError):  # kael's shape errors are ValueErrors (docs/decisions.md, "Errors")
+    if k == ("raises", ValueError):  # kael's shape errors are ValueErrors (docs/decisions/errors.md)
         k = ("raises", RuntimeError)
     assert k == t, f"kael {k}\ntorch {t}"
 
@@ -1477,7 +1477,7 @@ def test_half_input_with_dtype_float32_computes_in_float32_as_torch(op, dtype):
 
 @pytest.mark.parametrize("values", [[-2.5, 3.4028234663852886e38, 0.0], [3e38, 3e38, 1e-38], [1e30, 1e30, 1e-30, 1e-30]])
 def test_float32_prod_accumulates_in_double_as_sum(values):
-    # prod's accumulator is sum's (docs/decisions.md, "Reductions"): every factor multiplied in
+    # prod's accumulator is sum's (docs/decisions/reductions.md): every factor multiplied in
     # double and the product rounded once, so [-2.5, 3.4e38, 0] is -0.0 where torch's float32
     # product is NaN (-inf * 0); the oracle is torch's product of the same values in float64.
     k = kael.tensor(values).prod()
@@ -1490,7 +1490,7 @@ def test_float32_prod_accumulates_in_double_as_sum(values):
 
 @pytest.mark.parametrize("value,expected", [(_IndexOnly(), 3.0), (_FloatOnly(), 2.5)])
 def test_setitem_takes_a_number_value_as_fill_does(value, expected):
-    # x[i] = v reads v as every Scalar parameter does (docs/decisions.md, "Argument parsing"):
+    # x[i] = v reads v as every Scalar parameter does (docs/decisions/argument-parsing.md):
     # an object with __index__ or __float__ is a number, as for fill_; torch's __setitem__
     # takes only Python and NumPy numbers ("can't assign a _IndexOnly to a torch.FloatTensor").
     x = kael.zeros(3)
@@ -1507,7 +1507,7 @@ def test_setitem_takes_a_number_value_as_fill_does(value, expected):
 # that has a default passed explicitly as None, by position and by keyword, and an overload the
 # parser did not reach. The sweep calls every registry op that has a Python spelling with each
 # defaulted parameter given as None; wherever torch accepts the call, kael must accept it and give
-# the same result (kael taking None where torch raises is allowed: docs/decisions.md, "Argument
+# the same result (kael taking None where torch raises is allowed: docs/decisions/argument-parsing.md, "Argument
 # parsing").
 
 from pathlib import Path  # noqa: E402

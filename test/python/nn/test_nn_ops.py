@@ -28,7 +28,7 @@ def both(shape, dtype="float32", layout="contig", domain="any"):
 def torch_softmax(name, t, *args, **kw):
     """torch's result; for log_softmax of float16/bfloat16, computed in float32 and rounded once.
 
-    kael computes the half types in float32 and rounds once (docs/decisions.md). torch's
+    kael computes the half types in float32 and rounds once (docs/decisions/half-types.md). torch's
     log_softmax kernels for them lose precision (relative errors of 3% for float16 and 100% for
     bfloat16 near log-probabilities of 0 on random rows of 7), so the oracle there is torch's
     float32 result, rounded; softmax of the half types agrees with it as is.

@@ -12,7 +12,7 @@ import kael
 
 DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool"]
 # (ints outside int64 are refused by kael's Scalar rule on every op, a known difference:
-# docs/decisions.md, "Argument parsing")
+# docs/decisions/argument-parsing.md)
 VALUES = [1, -1, 127, 128, -129, 255, 256, 2**31, 2**62, 1.5, 70000.0, 1e39, -1e39, math.inf, math.nan]
 
 

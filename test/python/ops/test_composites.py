@@ -162,7 +162,7 @@ def test_nan_reductions(op, kw, dtype):
 def test_stacking(op, shapes):
     call = lambda lib: getattr(lib, op)([lib.arange(float(np.prod(s))).reshape(s) for s in shapes])  # noqa: E731
     want = outcome(torch, call)
-    if want[0] == "raise":  # sizes that do not fit: kael's shape errors are ValueError (docs/decisions.md)
+    if want[0] == "raise":  # sizes that do not fit: kael's shape errors are ValueError (docs/decisions/errors.md)
         assert outcome(kael, call) == ("raise", "ValueError")
     else:
         same(call)

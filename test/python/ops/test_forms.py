@@ -42,7 +42,7 @@ def test_in_place_comparisons(op, case):
 
 @pytest.mark.parametrize("op", ["eq_", "lt_"])
 def test_in_place_comparison_shape_and_overlap_errors(op):
-    # self must have the broadcast shape (kael: ValueError, docs/decisions.md "Errors")
+    # self must have the broadcast shape (kael: ValueError, docs/decisions/errors.md)
     with pytest.raises(RuntimeError):
         getattr(torch.tensor([1.0, 2.0]), op)(torch.ones(2, 2))
     with pytest.raises(ValueError, match=op):
@@ -282,7 +282,7 @@ IC_CASES = {
     "dims": lambda lib: (lib.zeros(3, 4), 1, lib.tensor(2), lib.ones(3)),
     "dim range": lambda lib: (lib.zeros(3, 4), 2, lib.tensor([1]), lib.ones(3, 1)),
 }
-IC_SHAPE_ERRORS = {"slice shape"}  # kael: ValueError for shapes (docs/decisions.md, "Errors")
+IC_SHAPE_ERRORS = {"slice shape"}  # kael: ValueError for shapes (docs/decisions/errors.md)
 
 
 @pytest.mark.parametrize("in_place", [False, True])

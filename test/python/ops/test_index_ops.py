@@ -2,7 +2,7 @@
 masked_select, nonzero, argwhere, take_along_dim.
 
 Indices out of range raise IndexError naming the index and the size (PyTorch raises
-RuntimeError for most of them), before anything is written (docs/decisions.md)."""
+RuntimeError for most of them), before anything is written (docs/decisions/indexing.md)."""
 import pytest
 import torch
 
@@ -460,7 +460,7 @@ def test_take_along_dim_bad_input():
     with pytest.raises(IndexError):
         kael.take_along_dim(x, kael.tensor([[0]]), dim=2)
     # torch 2.13 takes any index modulo the size here (-5 and 3 both give column 3): kael raises
-    # for an index outside [-size, size) (docs/decisions.md)
+    # for an index outside [-size, size) (docs/decisions/indexing.md)
     assert torch.take_along_dim(torch.arange(12.0).reshape(3, 4), torch.tensor([[-5]]), dim=1).flatten().tolist() == \
         [3.0, 7.0, 11.0]
 

@@ -58,7 +58,7 @@ def test_clamp_in_place_with_tensor_bounds(case):
         assert r is x
         return x
     if case in ("broadcast", "bad shape"):
-        # shape errors are ValueError in kael (docs/decisions.md, "Errors"), RuntimeError in torch
+        # shape errors are ValueError in kael (docs/decisions/errors.md), RuntimeError in torch
         with pytest.raises(RuntimeError):
             call(torch)
         with pytest.raises(ValueError):

@@ -14,7 +14,7 @@ def state(t):
 
 def failed_call_leaves_out_alone(call, make_out, shape_error=False):
     """Runs call(lib, out) on torch and kael: both raise the same class and leave out untouched.
-    Shape errors are ValueError in kael where PyTorch raises RuntimeError (docs/decisions.md)."""
+    Shape errors are ValueError in kael where PyTorch raises RuntimeError (docs/decisions/errors.md)."""
     outcomes = {}
     for lib in (torch, kael):
         out = make_out(lib)
@@ -63,7 +63,7 @@ def test_expanded_out_that_would_be_resized_is_untouched():
 
 def test_out_that_is_also_an_input_is_not_resized():
     # PyTorch does not resize an out that is one of the inputs; kael raises ValueError for shape
-    # errors (docs/decisions.md), PyTorch RuntimeError.
+    # errors (docs/decisions/errors.md), PyTorch RuntimeError.
     for lib, error in ((torch, RuntimeError), (kael, ValueError)):
         a = lib.tensor([1.0, 2.0, 3.0])
         before = state(a)

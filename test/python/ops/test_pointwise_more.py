@@ -218,7 +218,7 @@ def test_gelu_specials_and_errors():
     for approximate in ("none", "tanh"):
         check(KF.gelu(to_kael(x), approximate=approximate), TF.gelu(x, approximate=approximate))
         # gelu(+inf) is +inf, as torch's scalar loop gives (its vectorised exact form gives NaN,
-        # so torch's answer depends on the element's position: docs/decisions.md)
+        # so torch's answer depends on the element's position: docs/decisions/vectorised-math.md)
         assert KF.gelu(kael.full((17,), INF), approximate=approximate).tolist() == [INF] * 17
         check(KF.gelu(to_kael(torch.tensor([INF])), approximate=approximate),
               TF.gelu(torch.tensor([INF]), approximate=approximate))

@@ -31,7 +31,7 @@ Where torch has no such variant (`Tensor.maximum_`, `torch.relu(out=)`) or takes
 that position (`torch.maximum(t, 2)`), the reference is torch's function with torch's in-place
 and out= rules applied to it, and numbers are wrapped numbers, as in torch's operators (see
 TorchOp). Deliberate differences from torch, each where it is handled:
-- kael's shape errors are ValueErrors (docs/decisions.md), its dtype errors RuntimeErrors where
+- kael's shape errors are ValueErrors (docs/decisions/errors.md), its dtype errors RuntimeErrors where
   torch raises NotImplementedError (a subclass);
 - torch.abs and torch.neg take only an out= of the input's dtype; kael casts to any out dtype
   the result can be cast to, as torch's other ops do.
@@ -498,7 +498,7 @@ def _expected_class(terr):
     if isinstance(terr, NotImplementedError):
         return RuntimeError  # torch's "not implemented for 'Bool'"; kael's dtype errors are RuntimeErrors
     if type(terr) is RuntimeError and any(s in str(terr) for s in SHAPE_ERRORS):
-        # kael's class for shape errors is ValueError (docs/decisions.md); a RuntimeError of a
+        # kael's class for shape errors is ValueError (docs/decisions/errors.md); a RuntimeError of a
         # check that comes first (a dtype the op does not take) does too
         return (ValueError, RuntimeError)
     return type(terr)

@@ -1,7 +1,7 @@
 """Random ops: kael.Generator and seeding, rand/randn/randint/randperm/normal, the in-place
 uniform_/normal_/random_/bernoulli_, bernoulli, multinomial, dropout and the *_like factories.
 
-kael does not reproduce torch's random streams (docs/decisions.md, "Random numbers"), so
+kael does not reproduce torch's random streams (docs/decisions/random.md), so
 values are checked in three ways:
 - exactly against torch where nothing is random: shapes, dtypes, argument checks and their
   exception classes, dropout's scaling and its p=0 / p=1 / training=False cases;
@@ -323,7 +323,7 @@ def test_randperm_dtypes_and_limits_as_torch(dtype, n):
         return
     if dtype == "bfloat16" and n > 257:
         # bfloat16 holds every integer only up to 256: torch returns duplicates, not a
-        # permutation; kael raises as torch does for float16 beyond 2049 (docs/decisions.md)
+        # permutation; kael raises as torch does for float16 beyond 2049 (docs/decisions/random.md)
         assert len(set(t.tolist())) < n
         with pytest.raises(RuntimeError, match="randperm: n cannot be greater than 257 for bfloat16"):
             kael.randperm(n, **kw)
@@ -335,7 +335,7 @@ def test_randperm_dtypes_and_limits_as_torch(dtype, n):
 
 def test_randperm_negative_raises_as_kaels_factories():
     # torch: RuntimeError "Trying to create tensor with negative dimension"; kael's size checks
-    # raise ValueError (docs/decisions.md, "Errors"), as kael.empty(-1) does
+    # raise ValueError (docs/decisions/errors.md), as kael.empty(-1) does
     with pytest.raises(RuntimeError):
         torch.randperm(-1)
     with pytest.raises(ValueError, match="randperm: negative dimension -1"):

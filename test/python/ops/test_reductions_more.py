@@ -26,7 +26,7 @@ def run_both(fn, tx, kx, atol=None, rtol=None):
             terr = None
     if terr is not None:
         # torch's NotImplementedError for an unsupported dtype is a RuntimeError; kael raises
-        # RuntimeError for those (docs/decisions.md, Errors)
+        # RuntimeError for those (docs/decisions/errors.md, Errors)
         cls = RuntimeError if isinstance(terr, NotImplementedError) else type(terr)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -457,7 +457,7 @@ def test_single_long_row_is_split_and_merged(name):
     run_both(lambda lib, x: REDUCERS[name](lib, x, None), t, to_kael(t))
     t32 = (torch.rand(3, 100001) * 0.02 + 0.99)
     if name == "prod":
-        # kael multiplies float32 in float64 (as it sums, docs/decisions.md): the float64 oracle, rounded
+        # kael multiplies float32 in float64 (as it sums, docs/decisions/sums.md): the float64 oracle, rounded
         check(kael.prod(to_kael(t32), 1), torch.prod(t32.double(), 1).float())
     else:
         run_both(lambda lib, x: REDUCERS[name](lib, x, 1), t32, to_kael(t32))

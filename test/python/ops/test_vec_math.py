@@ -321,7 +321,8 @@ def test_float32_gelu_special_values():
     assert np.array_equal(np.isnan(got), np.isnan(x) | (x == -math.inf)), (x, got)
     assert got[13] == x[13] and got[14] == 0
     assert np.array_equal(got[x == 0], x[x == 0]) and np.array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
-    assert got[2] == math.inf and math.isnan(got[3])  # +inf (torch's scalar loop; docs/decisions.md), -inf: NaN
+    # +inf (torch's scalar loop; docs/decisions/vectorised-math.md), -inf: NaN
+    assert got[2] == math.inf and math.isnan(got[3])
     assert np.array_equal(got[[9, 11, 13]], x[[9, 11, 13]])  # x where Phi(x) rounds to 1
     assert np.all(got[[10, 12, 14]] == 0) and np.all(np.signbit(got[[10, 12, 14]]))  # -0.0, as torch
     np.testing.assert_allclose(got[5:9], want[5:9], rtol=0, atol=1e-44)

@@ -455,7 +455,7 @@ def test_foreach_and_fused_give_torchs_steps(name, options):
 def test_rmsprop_foreach_gives_torchs_steps_and_capturable_changes_nothing():
     run_steps("RMSprop", {"lr": 0.01, "momentum": 0.5, "foreach": True})
     # torch's capturable steps need CUDA tensors (an AssertionError on CPU ones); kael has no CUDA
-    # graphs to capture and takes the same step (docs/decisions.md)
+    # graphs to capture and takes the same step (docs/decisions/nn-optim-data.md)
     for name, kwargs in (("RMSprop", {"lr": 0.01, "momentum": 0.5}), ("Adam", {"lr": 0.01}), ("AdamW", {"lr": 0.01})):
         results = []
         for capturable in (False, True):

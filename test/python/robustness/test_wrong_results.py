@@ -47,7 +47,7 @@ SET_VALUES = [(), (1,), (4,), (1, 4), (3, 4), (9, 9), (2,), (0,), (1, 1), (1, 1,
 @pytest.mark.parametrize("index", SET_INDICES, ids=repr)
 def test_setitem_shape_rules_match_torch(index):
     """Leading 1s of the value are dropped, the rest must broadcast to the indexed shape;
-    PyTorch raises RuntimeError for a mismatch, kael ValueError (shape errors, docs/decisions.md)."""
+    PyTorch raises RuntimeError for a mismatch, kael ValueError (shape errors, docs/decisions/errors.md)."""
     for shape in SET_VALUES:
         t, k = torch.zeros(3, 4), kael.zeros(3, 4)
         try:
@@ -118,7 +118,7 @@ def test_issue_example_transposed_int64_sigmoid():
     assert kael.arange(4).reshape(2, 2).T.sigmoid().stride() == (1, 2)
 
 
-# -- float32 sums: the documented accumulation rule (docs/decisions.md) ------------------------
+# -- float32 sums: the documented accumulation rule (docs/decisions/sums.md) ------------------------
 # kael adds float32 values in float64 (long contiguous runs first in 64 float32 lanes of at most
 # 64 values each), so it is at least as accurate as PyTorch, whose float32 partial sums are
 # float32. The two examples below are where the rule shows.

@@ -13,7 +13,7 @@ starts with the op name and shows the value).
 
 A deliberate difference is left out: fill_/full of a one-element float16/bfloat16 tensor with a
 value beyond its range raises in kael and gives inf in torch, which checks only tensors of more
-than one element (docs/decisions.md, "fill_, full ... into float16/bfloat16"); the tensors here
+than one element (docs/decisions/numbers.md, "fill_, full ... into float16/bfloat16"); the tensors here
 have four elements.
 """
 import math

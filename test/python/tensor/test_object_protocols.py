@@ -320,7 +320,7 @@ def test_gil_is_released_during_large_pointwise_ops():
 
 def test_gil_release_threshold_is_documented():
     import pathlib
-    decisions = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "decisions.md").read_text()
+    decisions = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "decisions" / "tensor-object.md").read_text()
     assert "kGilReleaseElements" in decisions and "65536" in decisions
 
 

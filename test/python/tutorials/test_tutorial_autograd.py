@@ -2,7 +2,7 @@
 its statements spelled out here, run with kael in place of torch: it prints what torch prints
 (with the same weights, copied in), but for the name of the loss's node: kael's
 binary_cross_entropy_with_logits is composite (kael.nn.functional, written with maximum as the
-chapter says), so its last node is the mean's (docs/decisions.md, "Autograd")."""
+chapter says), so its last node is the mean's (docs/decisions/autograd.md)."""
 import contextlib
 import io
 import re
