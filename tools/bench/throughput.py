@@ -21,10 +21,10 @@ Method
   region (GOMP_SPINCOUNT, a few ms by default) before they sleep; in one process that alternates
   libraries, a run that starts right after torch's could share its cores with those spinning
   threads (kael's pool threads spin for at most 0.2 ms after a region, then block on a
-  condition variable and take no core). The pause lets every library start its run on a quiet machine; torch keeps its own
-  wait policy (nothing is set in its environment). Measured on 2026-12-01 on a machine loaded by
-  other work, kael's 2-thread attention timed right after a torch call and after a 100 ms pause
-  did not differ (3.9 and 4.1 ms, medians of 40), so the pause is a safeguard, not a correction.
+  condition variable and take no core). The pause lets every library start its run on a quiet
+  machine; torch keeps its own wait policy (nothing is set in its environment). A run right after
+  torch's and one after a pause did not differ when checked (docs/performance.md, "Measurements
+  moved out of decisions and comments"), so the pause is a safeguard, not a correction.
 * Threads: torch.set_num_threads(n) and kael.set_num_threads(n). NumPy's ufuncs are
   single-threaded and its OpenBLAS is pinned to 1 thread (OPENBLAS_NUM_THREADS=1 is set
   before NumPy is imported), so the NumPy column appears in the 1-thread table only.
@@ -40,7 +40,7 @@ Method
   each memory-bound case with that copy: kael's 16M copy runs in the case's own round-robin
   (one more runner, `copy alongside`), each round gives the ratio of kael's rate to the copy's
   in that round, and the cell is the median of those ratios. A host whose bandwidth drifts
-  (one core's copy 30.6 and 45.8 GB/s six minutes apart, docs/performance.md) then moves the
+  (docs/performance.md has a host whose one-core copy moved by half within minutes) then moves the
   case and its reference together, where a ratio to the copy row, measured minutes earlier,
   moved with the drift. The copy row itself still reports each library's copy.
 * A case runs for a library only when that library has the op: when kael lacks it (or it
