@@ -157,15 +157,10 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
 // On CPUs that gain from it (prefetch_streams()), a contiguous run of at least
 // kPrefetchMinElements is computed in blocks of kPrefetchBlockBytes of each input, and before each
 // block the block kPrefetchBytes ahead is prefetched. Whether it gains depends on the core's own
-// prefetchers, so it is decided per CPU family (1 thread, 16M float32, data from memory):
-// - AMD Zen 5 (family 0x1a): without it erf and gelu ran at about 90% of their rate on data in
-//   L2, logsumexp (which prefetches the same way, reduce_ops.cpp) at 87%; with it at their
-//   in-cache rate.
-// - AMD Zen 4 (family 0x19): it costs instead. tools/bench/throughput.py at 1 thread, without
-//   it against with it: a + b 0.91x torch against 0.79x, exp 88% of copy against 68%
-//   (2026-12-01); tools/bench/prefetch_probe.cpp, the bare loops: erf 2.33 against 2.20 and exp
-//   3.21 against 2.98 G elements/s. So it is off there, and on every CPU it has not been
-//   measured on.
+// prefetchers, so it is decided per CPU family: on for AMD Zen 5 (family 0x1a), where without it
+// the compute-heavy kernels ran below their in-cache rate on data from memory; off on AMD Zen 4
+// (family 0x19), where it costs, and on every CPU it has not been measured on
+// (docs/performance.md, "Measurements moved out of decisions and comments").
 // Addresses past the end are only prefetched, never read (a prefetch does not fault).
 inline constexpr std::int64_t kPrefetchBytes = 8192;
 inline constexpr std::int64_t kPrefetchBlockBytes = 1024;
@@ -183,14 +178,12 @@ inline bool prefetch_streams() noexcept {
 // The contiguous sums (Note [Sums in four streams] in reduce.cpp), which read a long run and write
 // almost nothing, prefetch their reads on CPUs where that gains (prefetch_reads()), decided apart
 // from the pointwise loops' prefetching (prefetch_streams()) because the two gain on different
-// CPUs. On for Intel cores with AVX512-FP16 (Sapphire Rapids and later): tools/bench/throughput.py
-// at 1 thread, 16M float32 (2026-12-03), the float32 sum 25.0-25.9 GB/s with it (four streams
-// side by side) against 14.5-14.7 without (one after another), where the pointwise loops' and
-// logsumexp's prefetching cost there
-// (KAEL_PREFETCH_STREAMS=1 against 0: add 15.0 against 15.9, exp 13.8 against 14.6, logsumexp
-// 8.5-8.7 against 11.9-13.1 GB/s), so prefetch_streams() stays off. Off on AMD Zen 4, where a
-// prefetched sum lost up to 20% (docs/decisions.md, "Prefetching the sums' reads"), and on every
-// CPU it has not been measured on (Zen 5 included). The prefetches change no value.
+// CPUs. On for Intel cores with AVX512-FP16 (Sapphire Rapids and later), where the float32 sum
+// read four prefetched streams much faster than one while the pointwise loops' and logsumexp's
+// prefetching cost, so prefetch_streams() stays off there. Off on AMD Zen 4, where a prefetched
+// sum lost, and on every CPU it has not been measured on (Zen 5 included): docs/performance.md,
+// "Four streams, prefetched, for the float32 sum on Intel" and "Prefetching the sums' reads".
+// The prefetches change no value.
 // KAEL_PREFETCH_STREAMS=1 or 0 decides both this and prefetch_streams() (measuring, tests).
 bool detect_prefetch_reads() noexcept;
 inline bool prefetch_reads() noexcept {
@@ -216,18 +209,11 @@ inline bool prefetch_reads() noexcept {
 // together), at most 64 MB; below it a result stays in cache for the op that reads it next. The
 // cap is for the large caches of server sockets, shared by dozens of cores and, on a shared
 // host, by other tenants: the Intel Xeon virtual machine of docs/performance.md reports a 480 MB
-// L3 (a 240 MB threshold), yet a sum reads 64 MB at the cache's rate and 128 MB at memory's.
-// tools/bench/streaming.py there (2026-12-03 20:01, plain -> streaming GB/s, 1 thread; 2 threads):
-// at 64 MB outputs a + b 16.6 -> 23.5; 33.6 -> 52.7, exp 16.0 -> 21.8; 32.8 -> 46.5, and with a
-// sum reading the output next 18.1 -> 22.0; 40.6 -> 43.5 (a + b) and 19.7 -> 20.0; 38.7 -> 34.7
-// (exp). At 32 MB the chains lose (a + b then sum 25.2 -> 23.2; 55.5 -> 47.1): the output would
-// have stayed in cache.
-// One line per buffer: with 1 KB buffers the compute-bound kernels lost 5-10% (exp, log at 1
-// thread, AMD Zen 4), with one line they keep their rate. Measured (AMD Zen 4, 1 thread, 16M
-// float32, tools/bench/throughput.py, KAEL_STREAMING_STORES=0 against 1, two runs each, with the
-// line loop still scalar: Note [The line loop stays a loop]): a + b 27.4 and
-// 24.9 against 38.2 and 37.7 GB/s, copy_ 31.2 and 30.9 against 41.4 and 48.9; exp 24.1 and 23.4
-// against 26.3 and 21.6, gelu 16.4 and 16.4 against 16.6 and 16.7 (bound by their arithmetic).
+// L3 (a 240 MB threshold), yet a sum reads 64 MB at the cache's rate and 128 MB at memory's:
+// at 64 MB streaming gains there, also when a sum reads the output next; at 32 MB such chains
+// lose, the output having stayed in cache. One line per buffer: with 1 KB buffers the
+// compute-bound kernels lost, with one line they keep their rate. (The figures, with their
+// commits: docs/performance.md, "Measurements moved out of decisions and comments".)
 // The stores are ordered (an sfence) before the loop returns, so the thread pool's hand-over
 // publishes them.
 // KAEL_STREAMING_STORES=1 makes every output of a line or more stream, =0 none (the tests run
@@ -241,9 +227,8 @@ inline bool prefetch_reads() noexcept {
 // The formula's loop runs once per 64-byte line on the streaming path (count = kLine after
 // inlining). Left to itself GCC unrolls those 16 iterations completely before it vectorises, and
 // its SLP pass then keeps the loads and the arithmetic one lane at a time and builds the line's
-// vector from 16 scalars: a + b streamed at 10 GB/s where its plain loop ran at 17 (Intel Xeon,
-// 1 thread, 16M float32). `#pragma GCC unroll 1` keeps it a loop, which the vectoriser turns into
-// one 64-byte load per input, one operation and one vmovntdq; a + b then streams at 24-25 GB/s.
+// vector from 16 scalars, slower than the plain loop. `#pragma GCC unroll 1` keeps it a loop,
+// which the vectoriser turns into one 64-byte load per input, one operation and one vmovntdq.
 // The plain path's loop is the same loop with a run-time count, vectorised either way (its
 // in-cache rates did not change).
 //
@@ -251,18 +236,13 @@ inline bool prefetch_reads() noexcept {
 // The streaming path prefetches its inputs (as in Note [Prefetching pointwise loops]) where either
 // prefetching choice is on: also on the Intel cores with AVX512-FP16 that prefetch the sums' reads
 // (prefetch_reads()), where the plain path does not. There, with streaming stores and without the
-// prefetches, a kernel that computes much per element ran at a third of its rate on data in cache
-// (1 thread, 16M float32, 2026-12-03: log 7.0, erf 7.4, log1p 5.1 GB/s; on 64K floats in cache
-// 24.5, 25.1, 19.6), and with them at 21.1, 22.4 and 19.1 (in the block form below). The
-// hardware's prefetchers do not keep ahead of a slow reader whose stores bypass the cache.
+// prefetches, a kernel that computes much per element ran at a third of its rate on data in
+// cache: the hardware's prefetchers do not keep ahead of a slow reader whose stores bypass the
+// cache.
 // The streaming path prefetches each line's inputs as it computes the line, kPrefetchBytes
 // ahead, not a block of 16 lines at a time as the plain path does (Note [Prefetching pointwise
 // loops]): a burst of 16 prefetches holds the core's line-fill buffers that the streaming stores
-// need too. tools/bench/stream_store_probe.cpp on the Intel host (1 thread, 16M float32, GB/s,
-// two runs at 20:37 UTC on 2026-12-03): exp 24.7-25.4 with the bursts, 27.4-28.4 a line at a time
-// (4, 8 or 16 KB ahead, into L1 or L2 alike), log 22.3-22.9 against 23.9-24.6, copy 28.2-28.3
-// against 28.4-29.7; without prefetching exp 18.9-19.7, log 11.9-12.5; plain stores exp 16.5-17.0,
-// log 14.2-14.6, copy 18.1-18.3.
+// need too (tools/bench/stream_store_probe.cpp measures both).
 std::int64_t detect_streaming_store_min_bytes() noexcept;
 inline std::int64_t streaming_store_min_bytes() noexcept {
   static const std::int64_t bytes = detect_streaming_store_min_bytes();

@@ -28,37 +28,30 @@
 // takes its own pieces in order from the front of its run; when its run is empty it steals
 // pieces from the back of the other threads' runs, until none is left. On an idle machine each
 // thread runs its own run, in order, as before; when one thread is slowed (a core shared with
-// other work, a worker woken late) the others finish its pieces instead of waiting for it:
-// 2 threads on 16M float32 with a busy loop on one of the two cores, medians of 4 alternating
-// runs (docs/performance.md, "Thread pool"), exp 4.50 -> 3.82 ms, sum 2.84 -> 2.43 ms. Which
-// thread runs a piece depends on timing, what the pieces are does not: a kernel whose result
-// must not depend on the thread count cuts its own work at fixed offsets (Note [Deterministic
-// sums]), which parallel_for's pieces then group. run_loop tells each piece the length of the
+// other work, a worker woken late) the others finish its pieces instead of waiting for it
+// (docs/performance.md, "Thread pool"). Which thread runs a piece depends on timing, what the
+// pieces are does not: a kernel whose result must not depend on the thread count cuts its own
+// work at fixed offsets (Note [Deterministic sums]), which parallel_for's pieces then group. run_loop tells each piece the length of the
 // row it belongs to, so that decisions made by size (streaming stores) are the row's.
 //
 // Note [Workers off the caller's CPU]
 // In a virtual machine whose idle virtual CPUs the host takes back (KVM, most cloud machines),
 // Linux counts an idle CPU whose host thread is not running as busy (vcpu_is_preempted), and a
 // worker woken after a pause (tens of ms of Python, I/O, a sleep) may be queued on the CPU of
-// the thread that woke it: the two halves of a region then run one after the other. Seen on the
-// 2-CPU KVM machine of docs/performance.md: after a 20 ms pause the worker ran on the caller's
-// CPU in 11 of 12, 21 of 25 and 21 of 25 regions of three runs, starting when the caller's half
-// ended. So before waking its workers a
-// region makes their CPU sets the calling thread's set less the CPU it runs on, when that set
-// has CPUs enough for one thread each (else the calling thread's set): the scheduler then wakes
+// the thread that woke it: the two halves of a region then run one after the other (seen on
+// the KVM machine of docs/performance.md, "Thread pool"). So before waking its workers a region
+// makes their CPU sets the calling thread's set less the CPU it runs on, when that set has CPUs
+// enough for one thread each (else the calling thread's set): the scheduler then wakes
 // each worker on another CPU, and the workers follow a caller bound to fewer CPUs. The sets
 // change only when the caller's CPU or set does (one pthread_setaffinity_np per worker; a
 // sched_getaffinity and a sched_getcpu per region otherwise); only kael's own workers are
-// touched, never the caller. Measured there, 2 threads, an op timed after each 20 ms pause,
-// medians of 5 alternating runs of 25 (docs/performance.md, "Thread pool"): copy_ of 16M
-// float32 4.73 -> 3.18 ms, exp 4.77 -> 3.33, sum 3.14 -> 2.31, logsumexp 3.37 -> 2.47 (the
-// pieces of Note [Pieces and stealing] alone changed nothing there).
+// touched, never the caller.
 //
 // Note [Spinning before blocking]
 // A thread blocked on a condition variable of a virtual machine whose idle CPU has halted takes
 // tens to hundreds of microseconds to run again once woken, more than an operator on a 1 MB
-// tensor takes: on the 2-CPU KVM machine of docs/performance.md such operators ran 3-5 times
-// slower on 2 threads than on 1, a worker and the caller blocking once or more in each region.
+// tensor takes, so such operators ran slower on 2 threads than on 1 there, a worker and the
+// caller blocking once or more in each region (docs/performance.md, "Thread pool").
 // So a worker done with a region waits for the next one by spinning (the pause instruction, the
 // clock read every 64 turns) for up to kSpinBudget (200 us) before it blocks, and the calling
 // thread done with its pieces waits for the workers the same way: regions issued back to back,
@@ -67,12 +60,9 @@
 // caller needs would hold that CPU for the whole budget, so a caller bound to fewer CPUs than
 // threads has its workers block at once, as before. A region is posted by an atomic store to
 // the worker's slot; the worker's mutex, taken and released after the store, makes a worker
-// that is about to block either see the region or be blocked when it is notified. Measured there,
-// tools/bench/midsize.py, (512, 512) float32 at 2 threads, medians of 3 alternating runs
-// (docs/performance.md, "Thread pool"): x + x 182 -> 40 us, x.sum(1) 166 -> 31, exp 177 -> 81,
-// softmax 358 -> 143; operators over 16M elements unchanged within noise. The cost: after its
-// last region a worker keeps a CPU busy for up to 200 us (GNU OpenMP's workers, by default,
-// spin far longer).
+// that is about to block either see the region or be blocked when it is notified. The cost:
+// after its last region a worker keeps a CPU busy for up to 200 us (GNU OpenMP's workers, by
+// default, spin far longer).
 //
 // Note [Process-wide thread count]
 // kael's count is one process-wide value: every thread, including threads created later, runs

@@ -289,10 +289,9 @@ void matmul_loop(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 // every product with a result of 16 columns or more where the build has the GEMM. Narrower
 // results (a matrix-vector product) would leave most of its 32 lanes idle and go to oneDNN. A
 // transposed b (linear's x @ w.t()) stays with the GEMM although oneDNN, which reads that layout
-// in place, multiplies it faster alone at 1 thread ((128, 1024) x (1024, 4096): 190 GFLOP/s
-// against 172): a training step that alternates the two runs oneDNN's OpenMP threads beside
-// kael's pool, and at 2 threads took 84 ms against 73 with the GEMM throughout
-// (docs/performance.md, "float32 GEMM").
+// in place, multiplies it faster alone at 1 thread: a training step that alternates the two runs
+// oneDNN's OpenMP threads beside kael's pool, which is slower at 2 threads than the GEMM
+// throughout (docs/performance.md, "float32 GEMM" and "Training step").
 bool use_gemm(std::int64_t columns) { return columns >= 16 && gemm_f32_available(); }
 
 // out (contiguous) <- a @ b (+ out when accumulate) for float32 a, b of out's dims (batch dims

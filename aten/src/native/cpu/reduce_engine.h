@@ -211,9 +211,8 @@ void reduce_tiles(const T* base, const RowPlan& p, const Op& op) {
   const std::int64_t run = p.kept_sizes.back();  // outputs whose rows lie side by side
   const std::int64_t chunk = std::min(K, kRowChunk), chunks = (K + kRowChunk - 1) / kRowChunk;
   // B: a tile within 1 MB (one core's L2 on AMD Zen 4), but at least a cache line of outputs (16
-  // floats), so that each position's line is read once; at most 64. (In a check on Zen 4, 1
-  // thread, x.amax(0) of a 4096 x 4096 float32 matrix repeated: tiles of 64 outputs about 30%
-  // faster than of 16, and of 256, past L2, no faster than of 64.)
+  // floats), so that each position's line is read once; at most 64 (larger tiles, past L2, were
+  // no faster: docs/performance.md, "Measurements moved out of decisions and comments").
   const std::int64_t group = std::clamp<std::int64_t>(
       (std::int64_t{1024} << 10) / (chunk * static_cast<std::int64_t>(sizeof(T))),
       std::min<std::int64_t>(run, 64 / static_cast<std::int64_t>(sizeof(T))), std::min<std::int64_t>(run, 64));
@@ -241,8 +240,7 @@ void reduce_tiles(const T* base, const RowPlan& p, const Op& op) {
     // Positions in blocks of 16: their addresses, then the copy (a 16 x 16 transpose in registers
     // where it applies). With one reduced dim (the common case) positions lie a stride apart, each
     // on lines of its own, and the lines kTileAhead positions ahead are fetched early, so that
-    // many are in flight (on every CPU, unlike the streaming loops' prefetch: in the same check
-    // it took that x.amax(0) from about 41 to 15 ms).
+    // many are in flight (on every CPU, unlike the streaming loops' prefetch).
     StridedWalk w(p.red_sizes, p.red_strides);
     const bool one_dim = p.red_sizes.size() == 1;
     const std::int64_t stride = one_dim ? p.red_strides[0] : 0;
