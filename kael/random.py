@@ -1,6 +1,6 @@
 """Seeding and state of kael's default random generator, as torch.random has them.
 
-Every random op draws from a kael.Generator (Philox4x32-10, counter-based: docs/decisions.md,
+Every random op draws from a kael.Generator (Philox4x32-10, counter-based: docs/decisions/random.md,
 "Random numbers"); these functions act on the default one, which ops use when their
 `generator=` is None.
 """

@@ -173,7 +173,7 @@ class ChainDataset(IterableDataset):
 # default generator between batches does not change its order; with replacement it draws 32
 # indices per kael.randint; without, one kael.randperm(n) per whole permutation and one for the
 # rest (empty when there is none, which takes the generator as far: one call, Note "Random
-# numbers" in docs/decisions.md). WeightedRandomSampler with replacement draws kael.multinomial
+# numbers" in docs/decisions/random.md). WeightedRandomSampler with replacement draws kael.multinomial
 # in chunks of max(65536, len(weights)) (one call, as torch's, up to that many samples). A
 # permutation of the data (RandomSampler without replacement, SubsetRandomSampler, a shuffled
 # DataLoader) holds len(data) indices, as torch's does. The values are kael's Philox stream,

@@ -32,7 +32,7 @@ def _update_under_no_grad(step):
 def _how_to_run(name, foreach=None, differentiable=False, **more):
     """torch's options of how a step runs, checked as torch checks them and kept in the groups
     as torch keeps them. kael runs one path whatever they say (its fused step where the
-    parameters allow, docs/decisions.md); only differentiable=True, a step that autograd
+    parameters allow, docs/decisions/nn-optim-data.md); only differentiable=True, a step that autograd
     records, is refused."""
     if more.get("fused") and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")

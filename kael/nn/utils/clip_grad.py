@@ -18,7 +18,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=True, foreach=None
     `clip_grads_with_norm_(params, max_norm, total)` scales them.
 
     A NaN or infinite total raises ValueError unless error_if_nonfinite=False (torch's default is
-    False and its error a RuntimeError; kael's clip_grad_norm_ raises by default, docs/decisions.md).
+    False and its error a RuntimeError; kael's clip_grad_norm_ raises by default, docs/decisions/nn-optim-data.md).
     """
     if isinstance(tensors, kael.Tensor):
         tensors = [tensors]
