@@ -5,8 +5,8 @@ The GPT-2 pattern needs three properties of every code point: \\p{L} (general ca
 `unicodedata.category` of the Python that runs the build; White_Space is not in `unicodedata`, and
 is `str.isspace()` without U+001C..U+001F (Python counts those four separators as spaces because of
 their bidirectional class; White_Space in PropList.txt does not have them). The Unicode version is
-the one of that Python's `unicodedata` and is written into the header (docs/decisions.md,
-"BPE tokenizer").
+the one of that Python's `unicodedata` and is written into the header
+(docs/decisions/bpe-tokenizer.md).
 
 Two-stage table: stage 1 maps each block of 256 code points to a deduplicated stage-2 block of
 one class byte per code point (0 other, 1 letter, 2 number, 3 white space).
