@@ -159,13 +159,10 @@ Match conv_scalar_or_0d_tensor(PyObject* o, Scalar& out, const char* op) {
   if (!is_tensor(o)) return conv_scalar(o, out, op);
   const Tensor& t = tensor_of(o);
   if (t.dim() != 0) return Match::No;
-  try {
+  return guarded([&] {
     out = t.item();
-  } catch (...) {
-    translate_exception();
-    return Match::Error;
-  }
-  return Match::Yes;
+    return Match::Yes;
+  });
 }
 
 Match conv_operand(PyObject* o, Operand& out, const char* op) {
@@ -209,13 +206,10 @@ Match conv_float_or_0d_tensor(PyObject* o, double& out) {
   if (!is_tensor(o)) return conv_float(o, out);
   const Tensor& t = tensor_of(o);
   if (t.dim() != 0) return Match::No;
-  try {
+  return guarded([&] {
     out = t.item().to_double();
-  } catch (...) {
-    translate_exception();
-    return Match::Error;
-  }
-  return Match::Yes;
+    return Match::Yes;
+  });
 }
 
 Match conv_bool(PyObject* o, bool& out) {
@@ -313,13 +307,10 @@ Match conv_device(PyObject* o, Device& out) {
   if (data == nullptr) return Match::Error;
   const std::string_view name(data, static_cast<std::size_t>(size));  // all of it, NUL bytes included
   if (parse_dtype(name)) return Match::No;  // t.to("float32") means a dtype
-  try {
+  return guarded([&] {
     out = parse_device(name);
-  } catch (...) {
-    translate_exception();
-    return Match::Error;
-  }
-  return Match::Yes;
+    return Match::Yes;
+  });
 }
 
 PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self, PyObject* const* args,

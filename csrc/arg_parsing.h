@@ -13,21 +13,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "kael/core/concurrency.h"
 #include "kael/core/tensor.h"
 #include "kael/python/param_kind.h"
 #include "kael/runtime/generator.h"
+#include "guard.h"
 #include "kael_function.h"
 #include "tensor_object.h"
 
 namespace kael::python {
-
-enum class Match : std::uint8_t { No, Yes, Error };
-
 
 struct ParamSpec {
   const char* name;
@@ -108,66 +104,5 @@ PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self
 inline constexpr std::int64_t kGilReleaseElements = 1 << 16;
 inline bool large(const Tensor& t) { return t.numel() >= kGilReleaseElements; }
 inline bool large(const Operand& o) { return o.is_tensor() && large(o.tensor()); }
-
-// Releases the GIL for its lifetime when `release` is true.
-class GilRelease {
- public:
-  explicit GilRelease(bool release) : state_(release ? PyEval_SaveThread() : nullptr) {}
-  ~GilRelease() {
-    if (state_) PyEval_RestoreThread(state_);
-  }
-  GilRelease(const GilRelease&) = delete;
-  GilRelease& operator=(const GilRelease&) = delete;
-
- private:
-  PyThreadState* state_;
-};
-
-// Runs a C++ op and converts its result, translating C++ exceptions (see errors.h). With
-// release_gil, the op's loops run without the GIL once its set-up is done (Note [Concurrency]
-// in kael/core/concurrency.h: set-up, resizes included, always holds it).
-// The Python object of an op's result: a Tensor, a tuple for Tensor[], a named tuple of
-// `tuple_type` (kael.return_types.<op>) for several results.
-inline PyObject* wrap_result(Tensor t, PyTypeObject*) { return wrap(std::move(t)); }
-PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*);
-template <typename... Ts>
-PyObject* wrap_result(std::tuple<Ts...> results, PyTypeObject* tuple_type) {
-  PyObject* out = PyStructSequence_New(tuple_type);
-  if (out == nullptr) return nullptr;
-  Py_ssize_t i = 0;
-  bool ok = true;
-  std::apply(
-      [&](auto&... e) {
-        ((ok = ok && [&] {
-           PyObject* item = wrap(std::move(e));
-           if (item == nullptr) return false;
-           PyStructSequence_SetItem(out, i++, item);
-           return true;
-         }()),
-         ...);
-      },
-      results);
-  if (!ok) {
-    Py_DECREF(out);
-    return nullptr;
-  }
-  return out;
-}
-
-template <typename F>
-PyObject* call_op(bool release_gil, F&& f, PyTypeObject* tuple_type = nullptr) {
-  try {
-    std::decay_t<decltype(f())> result;
-    {
-      AllowUnlock unlock(release_gil);
-      result = f();
-    }
-    if (has_pending_warnings() && !flush_warnings()) return nullptr;
-    return wrap_result(std::move(result), tuple_type);
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-}
 
 }  // namespace kael::python

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael_function.h"
 #include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
@@ -30,6 +31,15 @@ struct Gil {
   ~Gil() { PyGILState_Release(state); }
   Gil(const Gil&) = delete;
   Gil& operator=(const Gil&) = delete;
+};
+
+// A new reference dropped at the end of the scope (with the GIL held).
+struct OwnedRef {
+  PyObject* obj;
+  explicit OwnedRef(PyObject* o) : obj(o) {}
+  ~OwnedRef() { Py_XDECREF(obj); }
+  OwnedRef(const OwnedRef&) = delete;
+  OwnedRef& operator=(const OwnedRef&) = delete;
 };
 
 // A Python object owned from C++ code that may drop it without the GIL.
@@ -154,26 +164,6 @@ PyTypeObject NodeType = {
 
 // ------------------------------------------------------------------ Tensor attributes
 
-template <typename F>
-PyObject* guard(F&& f) {
-  try {
-    return f();
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-}
-
-template <typename F>
-int guard_int(F&& f) {
-  try {
-    return f();
-  } catch (...) {
-    translate_exception();
-    return -1;
-  }
-}
-
 PyObject* get_requires_grad(PyObject* self, void*) {
   if (self_overrides(self)) [[unlikely]]
     return call_kael_function_getter("requires_grad", self);
@@ -185,7 +175,7 @@ int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
     PyErr_SetString(PyExc_TypeError, "requires_grad must be a bool");
     return -1;
   }
-  return guard_int([&] {
+  return guarded([&] {
     autograd::set_requires_grad(tensor_of(self), value == Py_True);
     return 0;
   });
@@ -220,7 +210,7 @@ int set_grad(PyObject* self, PyObject* value, void*) {
     return -1;
   }
   const Tensor& g = tensor_of(value);
-  return guard_int([&] {
+  return guarded([&] {
     KAEL_CHECK(g.dtype() == t.dtype(), "assigned grad has data of a different type");
     KAEL_CHECK(autograd::same_sizes(g.sizes(), t.sizes()), "assigned grad has data of a different size");
     autograd::ensure_meta(t).grad = g;
@@ -267,7 +257,7 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   int value = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:requires_grad_", const_cast<char**>(keywords), &value))
     return nullptr;
-  return guard([&] {
+  return guarded([&] {
     autograd::set_requires_grad(tensor_of(self), value != 0);
     Py_INCREF(self);
     return self;
@@ -283,7 +273,7 @@ PyObject* m_is_inference(PyObject* self, PyObject*) {
 PyObject* m_retain_grad(PyObject* self, PyObject*) {
   if (self_overrides(self)) [[unlikely]]
     return call_kael_function("retain_grad", true, self, nullptr, 0, nullptr);
-  return guard([&] {
+  return guarded([&] {
     autograd::retain_grad(tensor_of(self));
     Py_RETURN_NONE;
   });
@@ -292,7 +282,7 @@ PyObject* m_retain_grad(PyObject* self, PyObject*) {
 PyObject* m_detach_(PyObject* self, PyObject*) {
   if (self_overrides(self)) [[unlikely]]
     return call_kael_function("detach_", true, self, nullptr, 0, nullptr);
-  return guard([&] {
+  return guarded([&] {
     const Tensor& t = tensor_of(self);
     if (AutogradMeta* m = autograd::meta_of(t)) {
       KAEL_CHECK(!m->view_base.defined() || !autograd::requires_grad(m->view_base),
@@ -362,35 +352,19 @@ struct PythonHook {
     // null once the collector cleared it: the tensor it hooked was garbage
     PyObject* fn = ref->obj;
     if (fn == nullptr) return Tensor();
-    Py_INCREF(fn);  // the hook may remove itself while it runs
+    const OwnedRef held(Py_NewRef(fn));  // the hook may remove itself while it runs
     PyObject* arg = wrap(g);
-    PyObject* r = arg == nullptr ? nullptr : PyObject_CallOneArg(fn, arg);
+    const OwnedRef r(arg == nullptr ? nullptr : PyObject_CallOneArg(fn, arg));
     Py_XDECREF(arg);
-    if (r == nullptr) {
-      Py_DECREF(fn);
+    if (r.obj == nullptr) throw PythonError{};
+    if (r.obj == Py_None) return Tensor();
+    if (!is_tensor(r.obj)) {
+      PyErr_Format(PyExc_TypeError, "hook '%s' returned %s: expected a Tensor or None", hook_name(fn).c_str(),
+                   Py_TYPE(r.obj)->tp_name);
       throw PythonError{};
     }
-    Tensor out;
-    if (r != Py_None) {
-      if (!is_tensor(r)) {
-        PyErr_Format(PyExc_TypeError, "hook '%s' returned %s: expected a Tensor or None", hook_name(fn).c_str(),
-                     Py_TYPE(r)->tp_name);
-        Py_DECREF(r);
-        Py_DECREF(fn);
-        throw PythonError{};
-      }
-      out = tensor_of(r);
-    }
-    Py_DECREF(r);
-    if (out.defined()) {
-      try {
-        check_hook_result(fn, g, out);
-      } catch (...) {
-        Py_DECREF(fn);
-        throw;
-      }
-    }
-    Py_DECREF(fn);
+    Tensor out = tensor_of(r.obj);
+    check_hook_result(fn, g, out);
     return out;
   }
 };
@@ -402,13 +376,13 @@ PyObject* m_register_hook(PyObject* self, PyObject* fn) {
     PyErr_Format(PyExc_TypeError, "register_hook expects a callable, got %s", Py_TYPE(fn)->tp_name);
     return nullptr;
   }
-  return guard([&] { return PyLong_FromLong(autograd::register_hook(tensor_of(self), python_hook(fn))); });
+  return guarded([&] { return PyLong_FromLong(autograd::register_hook(tensor_of(self), python_hook(fn))); });
 }
 
 PyObject* m_remove_hook(PyObject* self, PyObject* id) {
   const long v = PyLong_AsLong(id);
   if (v == -1 && PyErr_Occurred()) return nullptr;
-  return guard([&] {
+  return guarded([&] {
     autograd::remove_hook(tensor_of(self), static_cast<int>(v));
     Py_RETURN_NONE;
   });
@@ -524,19 +498,8 @@ PyObject* py_run_backward(PyObject*, PyObject* args) {
   if (!tensors_of(outs, "backward", false, outputs) || !tensors_of(grads, "backward", true, grad_outputs) ||
       !tensors_of(ins, "backward", false, inputs))
     return nullptr;
-  bool ok = true;
-  Py_BEGIN_ALLOW_THREADS
-  try {
-    autograd::backward(outputs, grad_outputs, keep_graph != 0, create_graph != 0, inputs);
-  } catch (...) {
-    ok = false;
-    Py_BLOCK_THREADS
-    translate_exception();
-    Py_UNBLOCK_THREADS
-  }
-  Py_END_ALLOW_THREADS
-  if (!ok) return nullptr;
-  Py_RETURN_NONE;
+  return guarded([&] { autograd::backward(outputs, grad_outputs, keep_graph != 0, create_graph != 0, inputs); },
+                 gil::Released{});
 }
 
 // _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused) -> tuple
@@ -549,30 +512,9 @@ PyObject* py_grad(PyObject*, PyObject* args) {
   if (!tensors_of(outs, "grad", false, outputs) || !tensors_of(ins, "grad", false, inputs) ||
       !tensors_of(grads, "grad", true, grad_outputs))
     return nullptr;
-  std::vector<Tensor> result;
-  bool ok = true;
-  Py_BEGIN_ALLOW_THREADS
-  try {
-    result = autograd::grad(outputs, inputs, grad_outputs, keep_graph != 0, create_graph != 0, allow_unused != 0);
-  } catch (...) {
-    ok = false;
-    Py_BLOCK_THREADS
-    translate_exception();
-    Py_UNBLOCK_THREADS
-  }
-  Py_END_ALLOW_THREADS
-  if (!ok) return nullptr;
-  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(result.size()));
-  if (out == nullptr) return nullptr;
-  for (std::size_t i = 0; i < result.size(); ++i) {
-    PyObject* t = wrap(result[i]);
-    if (t == nullptr) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), t);
-  }
-  return out;
+  return guarded([&] {
+    return autograd::grad(outputs, inputs, grad_outputs, keep_graph != 0, create_graph != 0, allow_unused != 0);
+  }, gil::Released{});
 }
 
 PyObject* py_explain(PyObject*, PyObject* t) {
@@ -580,7 +522,7 @@ PyObject* py_explain(PyObject*, PyObject* t) {
     PyErr_SetString(PyExc_TypeError, "explain: expected a Tensor");
     return nullptr;
   }
-  return guard([&] { return PyUnicode_FromString(autograd::explain(tensor_of(t)).c_str()); });
+  return guarded([&] { return PyUnicode_FromString(autograd::explain(tensor_of(t)).c_str()); });
 }
 
 PyObject* py_graphviz(PyObject*, PyObject* t) {
@@ -588,7 +530,7 @@ PyObject* py_graphviz(PyObject*, PyObject* t) {
     PyErr_SetString(PyExc_TypeError, "graphviz: expected a Tensor");
     return nullptr;
   }
-  return guard([&] { return PyUnicode_FromString(autograd::graphviz(tensor_of(t)).c_str()); });
+  return guarded([&] { return PyUnicode_FromString(autograd::graphviz(tensor_of(t)).c_str()); });
 }
 
 // ------------------------------------------------------------------ kael.autograd.Function
@@ -687,7 +629,7 @@ void node_capsule_destructor(PyObject* capsule) {
 PyObject* saved_tensors_of(PyObject* capsule, PyObject*) {
   auto* weak = static_cast<std::weak_ptr<Node>*>(PyCapsule_GetPointer(capsule, kNodeCapsule));
   if (weak == nullptr) return nullptr;
-  return guard([&]() -> PyObject* {
+  return guarded([&]() -> PyObject* {
     std::shared_ptr<Node> node = weak->lock();
     KAEL_CHECK(node != nullptr,
                "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -733,7 +675,7 @@ PyObject* py_record_function(PyObject*, PyObject* args) {
       !tensors_of(saved, "save_for_backward", true, to_save) ||
       (dirty_arg != nullptr && !tensors_of(dirty_arg, "mark_dirty", false, dirty)))
     return nullptr;
-  return guard([&]() -> PyObject* {
+  return guarded([&]() -> PyObject* {
     auto node = std::make_shared<PyFunctionNode>(name);
     node->set_backward(backward);
     node->set_next_edges(std::move(edges));

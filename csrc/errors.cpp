@@ -1,4 +1,4 @@
-// C++ exceptions -> Python exceptions, by class.
+// C++ exceptions -> Python exceptions, by class; kael warnings -> Python warnings (errors.h).
 #include <new>
 #include <stdexcept>
 
@@ -8,7 +8,7 @@
 #include "kael/core/error.h"
 #include "kael/core/intrusive_ptr.h"
 #include "kael/core/warning.h"
-#include "tensor_object.h"
+#include "errors.h"
 
 namespace kael::python {
 
@@ -86,7 +86,8 @@ void translate_current_exception() {
   }
 }
 
-// Issues the pending warnings while a Python exception is set, keeping that exception.
+}  // namespace
+
 void flush_warnings_of_failed_call() {
 #if PY_VERSION_HEX >= 0x030C0000
   PyObject* error = PyErr_GetRaisedException();
@@ -101,8 +102,6 @@ void flush_warnings_of_failed_call() {
   PyErr_Restore(type, value, traceback);
 #endif
 }
-
-}  // namespace
 
 void translate_exception() {
   translate_current_exception();

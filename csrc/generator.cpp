@@ -85,7 +85,7 @@ PyObject* m_initial_seed(PyObject* self, PyObject*) { return PyLong_FromUnsigned
 constexpr std::int64_t kStateBytes = 16;
 
 PyObject* m_get_state(PyObject* self, PyObject*) {
-  try {
+  return guarded([&]() -> PyObject* {
     const PhiloxStream s = gen_of(self).get_state();
     const std::int64_t size[] = {kStateBytes};
     Tensor t = kael::empty(size, ScalarType::UInt8, std::nullopt);
@@ -95,10 +95,7 @@ PyObject* m_get_state(PyObject* self, PyObject*) {
       p[8 + i] = static_cast<std::uint8_t>(s.offset >> (8 * i));
     }
     return wrap(std::move(t));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 PyObject* m_set_state(PyObject* self, PyObject* state) {

@@ -325,7 +325,7 @@ PyObject* tensor_getitem(PyObject* self, PyObject* key) {
     PyObject* args[] = {key};
     return call_kael_function("__getitem__", true, self, args, 1, nullptr);
   }
-  return call_op(false, [&]() -> Tensor { return apply_key(tensor_of(self), key); });
+  return guarded([&]() -> Tensor { return apply_key(tensor_of(self), key); }, gil::Op{false});
 }
 
 int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
@@ -340,7 +340,7 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
     Py_DECREF(r);
     return 0;
   }
-  try {
+  return guarded([&]() -> int {
     const Tensor* value_tensor = nullptr;
     Scalar s;
     if (is_tensor(value)) {
@@ -395,13 +395,8 @@ int tensor_setitem(PyObject* self, PyObject* key, PyObject* value) {
       for (std::size_t i = 0; i < a.result_perm.size(); ++i) inverse[static_cast<std::size_t>(a.result_perm[i])] = static_cast<std::int64_t>(i);
       kael::index_put_(a.front, w.indices, kael::permute(values, inverse));
     }
-    return has_pending_warnings() && !flush_warnings() ? -1 : 0;
-  } catch (const PythonError&) {
-    return -1;
-  } catch (...) {
-    translate_exception();
-    return -1;
-  }
+    return 0;
+  });
 }
 
 }  // namespace kael::python

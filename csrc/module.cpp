@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael/core/allocator.h"
 #include "kael/core/concurrency.h"
 #include "kael/core/device.h"
@@ -35,45 +36,43 @@ int kael_init_autograd(PyObject* module);                        // autograd_pyt
 
 namespace {
 
-// The allocator of the device named by the optional `device` argument (default "cpu").
-Allocator* allocator_arg(const char* fname, PyObject* args, PyObject* kwargs) {
+// The optional `device` argument of allocator_stats() and empty_cache() (null when not given).
+bool device_arg(const char* fname, PyObject* args, PyObject* kwargs, PyObject*& device) {
   static const char* keywords[] = {"device", nullptr};
-  PyObject* device = nullptr;
   const std::string format = std::string("|O:") + fname;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format.c_str(), const_cast<char**>(keywords), &device))
-    return nullptr;
-  try {
-    Device d = kCPU;
-    if (device != nullptr && device != Py_None) {
-      KAEL_CHECK_TYPE(PyUnicode_Check(device), fname << ": device must be a string such as 'cpu' or 'cuda', got "
-                                                     << Py_TYPE(device)->tp_name);
-      Py_ssize_t size = 0;
-      const char* name = PyUnicode_AsUTF8AndSize(device, &size);
-      if (name == nullptr) throw PythonError();
-      d = parse_device(std::string_view(name, static_cast<std::size_t>(size)));
-    }
-    return &allocator_for(fname, d);
-  } catch (...) {
-    translate_exception();
-    return nullptr;
+  return PyArg_ParseTupleAndKeywords(args, kwargs, format.c_str(), const_cast<char**>(keywords), &device) != 0;
+}
+
+// The allocator of the device named by `device` (null or None: the cpu).
+Allocator& allocator_of(const char* fname, PyObject* device) {
+  Device d = kCPU;
+  if (device != nullptr && device != Py_None) {
+    KAEL_CHECK_TYPE(PyUnicode_Check(device), fname << ": device must be a string such as 'cpu' or 'cuda', got "
+                                                   << Py_TYPE(device)->tp_name);
+    Py_ssize_t size = 0;
+    const char* name = PyUnicode_AsUTF8AndSize(device, &size);
+    if (name == nullptr) throw PythonError();
+    d = parse_device(std::string_view(name, static_cast<std::size_t>(size)));
   }
+  return allocator_for(fname, d);
 }
 
 PyObject* py_allocator_stats(PyObject*, PyObject* args, PyObject* kwargs) {
-  Allocator* a = allocator_arg("allocator_stats", args, kwargs);
-  if (a == nullptr) return nullptr;
-  const AllocatorStats s = a->stats();
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "reserved_bytes", static_cast<long long>(s.reserved_bytes),
-                       "in_use_bytes", static_cast<long long>(s.in_use_bytes), "cached_bytes",
-                       static_cast<long long>(s.cached_bytes), "hits", static_cast<long long>(s.hits), "misses",
-                       static_cast<long long>(s.misses));
+  PyObject* device = nullptr;
+  if (!device_arg("allocator_stats", args, kwargs, device)) return nullptr;
+  return guarded([&] {
+    const AllocatorStats s = allocator_of("allocator_stats", device).stats();
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "reserved_bytes", static_cast<long long>(s.reserved_bytes),
+                         "in_use_bytes", static_cast<long long>(s.in_use_bytes), "cached_bytes",
+                         static_cast<long long>(s.cached_bytes), "hits", static_cast<long long>(s.hits), "misses",
+                         static_cast<long long>(s.misses));
+  });
 }
 
 PyObject* py_empty_cache(PyObject*, PyObject* args, PyObject* kwargs) {
-  Allocator* a = allocator_arg("empty_cache", args, kwargs);
-  if (a == nullptr) return nullptr;
-  a->empty_cache();
-  Py_RETURN_NONE;
+  PyObject* device = nullptr;
+  if (!device_arg("empty_cache", args, kwargs, device)) return nullptr;
+  return guarded([&] { allocator_of("empty_cache", device).empty_cache(); });
 }
 
 PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
@@ -83,23 +82,14 @@ PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
   }
   const long long n = PyLong_AsLongLong(arg);
   if (n == -1 && PyErr_Occurred()) return nullptr;
-  try {
+  return guarded([&] {
     KAEL_CHECK_VALUE(n >= 1 && n <= 1024, "set_num_threads: expected 1..1024, got " << n);
     set_num_threads(static_cast<int>(n));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-  Py_RETURN_NONE;
+  });
 }
 
 PyObject* py_get_num_threads(PyObject*, PyObject*) {
-  try {
-    return PyLong_FromLong(get_num_threads());
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  return guarded([] { return PyLong_FromLong(get_num_threads()); });
 }
 
 // set_default_dtype(d) / get_default_dtype(): Note [The default dtype] in kael/core/scalar_type.h.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "guard.h"
 #include "kael/data/idx.h"
 #include "kael/native/optim.h"
 #include "py_utf8.h"
@@ -30,14 +31,9 @@ PyObject* py_parse_idx(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!utf8_of("_parse_idx()", args[1], Surrogates::Strict, name)) return nullptr;
   Py_buffer view;
   if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return nullptr;
-  PyObject* result = nullptr;
-  try {
-    Tensor t = data::read_idx(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len),
-                              name.view());
-    result = wrap(std::move(t));
-  } catch (...) {
-    translate_exception();
-  }
+  PyObject* result = guarded([&] {
+    return data::read_idx(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len), name.view());
+  });
   PyBuffer_Release(&view);
   return result;
 }
@@ -102,14 +98,11 @@ PyObject* py_adam_update(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   o.step = PyLong_AsLongLong(args[13]);
   if (o.step == -1 && PyErr_Occurred()) return nullptr;
-  try {
+  return guarded([&] {
     if (!native::adam_update_supported(lists[0], lists[1], lists[2], lists[3], lists[4], o.amsgrad)) Py_RETURN_FALSE;
     native::adam_update_cpu(lists[0], lists[1], lists[2], lists[3], lists[4], o);
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-  Py_RETURN_TRUE;
+    Py_RETURN_TRUE;
+  });
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael/core/error.h"
 #include "kael/native/gemm.h"
 #include "kael/runtime/threads.h"
@@ -68,8 +69,8 @@ PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
   }
   std::mutex mutex;
   std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
-  try {
-    GilRelease release(true);  // the pieces run on the pool: no Python object is touched there
+  // the pieces run on the pool: no Python object is touched there
+  PyObject* ran = guarded([&] {
     parallel_for(0, n, grain, [&](std::int64_t begin, std::int64_t end) {
       {
         std::lock_guard<std::mutex> lock(mutex);
@@ -79,10 +80,9 @@ PyObject* py_parallel_for_test(PyObject*, PyObject* args) {
         KAEL_CHECK_VALUE(f < begin || f >= end, "_parallel_for_test: element " << f << " failed in the piece ["
                                                                                << begin << ", " << end << ")");
     });
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  }, gil::Released{});
+  if (ran == nullptr) return nullptr;
+  Py_DECREF(ran);
   std::sort(pieces.begin(), pieces.end());
   PyObject* out = PyList_New(static_cast<Py_ssize_t>(pieces.size()));
   if (out == nullptr) return nullptr;
@@ -113,8 +113,8 @@ PyObject* py_parallel_for_stall_test(PyObject*, PyObject* args) {
   std::atomic<std::int64_t> covered{0};  // elements of the pieces that have run, the stalled one aside
   std::atomic<bool> stalled{false};
   const std::thread::id caller = std::this_thread::get_id();
-  {
-    GilRelease release(true);  // the pieces run on the pool: no Python object is touched there
+  // the pieces run on the pool: no Python object is touched there
+  PyObject* ran = guarded([&] {
     parallel_for(0, n, grain, [&](std::int64_t begin, std::int64_t end) {
       const bool here = std::this_thread::get_id() == caller;
       const bool stall = here == (on_caller != 0) && !stalled.exchange(true);
@@ -130,7 +130,9 @@ PyObject* py_parallel_for_stall_test(PyObject*, PyObject* args) {
       while (covered.load() < n - (end - begin) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
-  }
+  }, gil::Released{});
+  if (ran == nullptr) return nullptr;
+  Py_DECREF(ran);
   std::sort(pieces.begin(), pieces.end());
   PyObject* out = PyList_New(static_cast<Py_ssize_t>(pieces.size()));
   if (out == nullptr) return nullptr;

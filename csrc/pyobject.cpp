@@ -186,15 +186,12 @@ PyObject* py_parse_device(PyObject*, PyObject* arg) {
   OwnedUtf8 utf8;
   if (!utf8_of("device()", arg, Surrogates::Strict, utf8)) return nullptr;
   const std::string_view name = utf8.view();
-  try {
+  return guarded([&]() -> PyObject* {
     const Device d = parse_device(name);
     const char* type = d.is_cuda() ? "cuda" : "cpu";
     if (name.find(':') == std::string_view::npos) return Py_BuildValue("(sO)", type, Py_None);
     return Py_BuildValue("(si)", type, static_cast<int>(std::stoi(std::string(name.substr(name.find(':') + 1)))));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 }  // namespace
@@ -275,15 +272,12 @@ PyObject* py_from_pointer(PyObject*, PyObject* args) {
   if (!int_list(sizes_obj, "_from_pointer: sizes must be a sequence", sizes) ||
       !int_list(strides_obj, "_from_pointer: strides must be a sequence", strides))
     return nullptr;
-  try {
+  return guarded([&]() -> PyObject* {
     KAEL_CHECK_VALUE(sizes.size() == strides.size(), "_from_pointer: sizes and strides differ in length");
     IntrusivePtr<Storage> storage = storage_owned_by(owner, data, static_cast<std::size_t>(nbytes));
     return wrap(Tensor(TensorImpl::make(std::move(storage), dtype_of_object(dtype_obj), std::move(sizes),
                                         std::move(strides), offset)));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 constexpr const char* kStorageRefName = "kael.Storage";
@@ -331,31 +325,24 @@ PyObject* m_set_data(PyObject* self, PyObject* other) {
     PyErr_Format(PyExc_TypeError, "data: expected a Tensor, got %s", Py_TYPE(other)->tp_name);
     return nullptr;
   }
-  try {
+  return guarded([&] {
     TensorImpl* dst = tensor_of(self).impl();
     const TensorImpl* src = tensor_of(other).impl();
     KAEL_CHECK_TYPE(dst->dtype() == src->dtype(), "data: the new data must have the tensor's dtype "
                                                       << dst->dtype() << " (got " << src->dtype() << ")");
     dst->set_storage(src->storage_ptr(), DimVector(src->sizes()), DimVector(src->strides()), src->offset());
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-  Py_RETURN_NONE;
+  });
 }
 
 // t.data: a tensor outside autograd over t's elements with a version counter of its own (PyTorch's
 // variable_data), so that writing through it (w = x.data; w.add_(1)) leaves the versions of x,
 // and of what autograd saved of x, as they were. detach() shares x's counter.
 PyObject* m_data(PyObject* self, PyObject*) {
-  try {
+  return guarded([&] {
     Tensor out = kael::detach(tensor_of(self));
     out.impl()->set_own_version_counter();
-    return wrap(std::move(out));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+    return out;
+  });
 }
 
 // t.as_subclass(cls): a cls object over an alias of t (a view of the same elements), as
@@ -366,7 +353,7 @@ PyObject* m_as_subclass(PyObject* self, PyObject* cls) {
     return nullptr;
   }
   auto* type = reinterpret_cast<PyTypeObject*>(cls);
-  try {
+  return guarded([&]() -> PyObject* {
     const Tensor& t = tensor_of(self);
     Tensor alias = kael::as_strided(t, t.sizes(), t.strides(), t.impl()->offset());
     PyObject* obj = type->tp_alloc(type, 0);
@@ -375,10 +362,7 @@ PyObject* m_as_subclass(PyObject* self, PyObject* cls) {
     new (&pt->tensor) Tensor(std::move(alias));
     pt->tensor.impl()->set_pyobj(obj);
     return obj;
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 PyMethodDef pyobject_methods[] = {

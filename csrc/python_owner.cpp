@@ -3,10 +3,12 @@
 #include "python_owner.h"
 
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael/core/error.h"
 #include "tensor_object.h"
 
@@ -17,13 +19,9 @@ void release_pyobject(void* owner) noexcept {
 }
 
 IntrusivePtr<Storage> storage_owned_by(PyObject* owner, void* data, std::size_t nbytes) {
-  Py_INCREF(owner);
-  try {
-    return Storage::external(data, nbytes, kCPU, &release_pyobject, owner);
-  } catch (...) {
-    Py_DECREF(owner);
-    throw;
-  }
+  IntrusivePtr<Storage> s = Storage::external(data, nbytes, kCPU, &release_pyobject, owner);
+  Py_INCREF(owner);  // the storage's reference, once it exists
+  return s;
 }
 
 namespace {
@@ -46,15 +44,11 @@ struct BufferGuard {
 }  // namespace
 
 IntrusivePtr<Storage> storage_from_buffer(Py_buffer& view) {
-  auto* owned = new Py_buffer(view);
-  try {
-    auto s = Storage::external(view.buf, static_cast<std::size_t>(view.len), kCPU, &release_buffer, owned);
-    view = Py_buffer{};  // the storage owns the view now
-    return s;
-  } catch (...) {
-    delete owned;
-    throw;
-  }
+  auto owned = std::make_unique<Py_buffer>(view);
+  auto s = Storage::external(view.buf, static_cast<std::size_t>(view.len), kCPU, &release_buffer, owned.get());
+  owned.release();  // the storage owns the view now
+  view = Py_buffer{};
+  return s;
 }
 
 namespace {
@@ -80,7 +74,7 @@ PyObject* py_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_TypeError, "frombuffer: dtype must be a kael.dtype, got %s", Py_TYPE(dtype_obj)->tp_name);
     return nullptr;
   }
-  try {
+  return guarded([&]() -> PyObject* {
     KAEL_CHECK_VALUE(PyObject_CheckBuffer(obj), "frombuffer: object does not implement Python buffer protocol (got "
                                                     << Py_TYPE(obj)->tp_name << ")");
     BufferGuard g;
@@ -149,12 +143,7 @@ PyObject* py_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
     const std::int64_t sizes[] = {n};
     return wrap(Tensor(TensorImpl::make(std::move(storage), dtype, DimVector(IntArrayRef(sizes)),
                                         contiguous_strides(IntArrayRef(sizes)), 0)));
-  } catch (const PythonError&) {
-    return nullptr;
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 // Test hooks: a reference to a tensor held by C++ alone, dropped later with the GIL released,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
 #include "kael/core/warning.h"
@@ -529,7 +530,7 @@ const Signature kTensorSig = {
 }  // namespace
 
 Match conv_numpy_scalar(PyObject* o, Scalar& out) {
-  try {
+  return guarded([&]() -> Match {
     if (!is_numpy_scalar(o)) return Match::No;
     BufferGuard g;
     if (PyObject_GetBuffer(o, &g.view, PyBUF_RECORDS_RO) < 0) {
@@ -539,7 +540,12 @@ Match conv_numpy_scalar(PyObject* o, Scalar& out) {
     g.held = true;
     const std::string_view f(g.view.format ? g.view.format : "B");
     if (f.find('Z') != std::string_view::npos) return Match::No;  // complex: kael has no complex dtype
-    const ScalarType t = buffer_type(g.view).dtype;
+    ScalarType t = ScalarType::Bool;
+    try {
+      t = buffer_type(g.view).dtype;
+    } catch (const kael::TypeError&) {
+      return Match::No;  // a NumPy type kael cannot read (long double, strings, ...)
+    }
     if (t == ScalarType::Bool) {
       const int truth = PyObject_IsTrue(o);
       if (truth < 0) return Match::Error;
@@ -550,13 +556,7 @@ Match conv_numpy_scalar(PyObject* o, Scalar& out) {
       out = Scalar(leaf_int64(o));
     }
     return Match::Yes;
-  } catch (const kael::TypeError&) {
-    PyErr_Clear();
-    return Match::No;  // a NumPy type kael cannot read (long double, strings, ...)
-  } catch (...) {
-    translate_exception();
-    return Match::Error;
-  }
+  });
 }
 
 bool is_complex_number(PyObject* o) {
@@ -596,16 +596,12 @@ PyObject* py_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
     }
     return nullptr;
   }
-  try {
+  return guarded([&] {
     Tensor t = tensor_from(b.slot[0], dtype);
     if (device && !device->is_cpu()) t = kael::to(t, *device);
     if (requires_grad) kael::autograd::set_requires_grad(t, true);
-    if (has_pending_warnings() && !flush_warnings()) return nullptr;
-    return wrap(std::move(t));
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+    return t;
+  });
 }
 
 }  // namespace kael::python

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "guard.h"
 #include "kael_function.h"
 #include "pyobject.h"
 #include "python_owner.h"
@@ -292,7 +293,7 @@ PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"data", nullptr};
   PyObject* data = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Tensor", const_cast<char**>(keywords), &data)) return nullptr;
-  try {
+  return guarded([&]() -> PyObject* {
     Tensor t;
     if (data == Py_None) {
       const std::int64_t size[] = {0};
@@ -310,30 +311,12 @@ PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     new (&pt->tensor) Tensor(std::move(t));
     pt->tensor.impl()->set_pyobj(obj);
     return obj;
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
+  });
 }
 
 int tensor_init(PyObject*, PyObject*, PyObject*) { return 0; }
 
 // ------------------------------------------------------------------ helpers
-
-template <typename F>
-PyObject* guarded(F&& f) {
-  try {
-    PyObject* result = f();
-    if (result != nullptr && has_pending_warnings() && !flush_warnings()) {
-      Py_DECREF(result);
-      return nullptr;
-    }
-    return result;
-  } catch (...) {
-    translate_exception();
-    return nullptr;
-  }
-}
 
 PyObject* scalar_to_python(const Scalar& s) {
   switch (s.kind()) {
@@ -376,7 +359,7 @@ PyObject* binary(PyObject* l, PyObject* r, F f, const char* function = nullptr) 
   if (m == Match::Yes) m = conv_operand(r, b, function);
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
-  return call_op(large(a) || large(b), [&]() -> Tensor { return f(a, b); });
+  return guarded([&]() -> Tensor { return f(a, b); }, gil::Op{large(a) || large(b)});
 }
 
 template <typename F>
@@ -390,7 +373,7 @@ PyObject* inplace(PyObject* self, PyObject* other, F f, const char* method = nul
   if (m == Match::No) Py_RETURN_NOTIMPLEMENTED;
   if (m == Match::Error) return nullptr;
   const Tensor& t = tensor_of(self);
-  return call_op(large(t), [&]() -> Tensor { return f(t, b); });
+  return guarded([&]() -> Tensor { return f(t, b); }, gil::Op{large(t)});
 }
 
 // ------------------------------------------------------------------ number protocol
@@ -459,12 +442,12 @@ PyObject* nb_xor(PyObject* l, PyObject* r) {
 PyObject* nb_invert(PyObject* s) {
   if (self_overrides(s)) [[unlikely]]
     return call_kael_function("__invert__", true, s, nullptr, 0, nullptr);
-  return call_op(false, [&]() -> Tensor {
+  return guarded([&]() -> Tensor {
     const Tensor& t = tensor_of(s);
     KAEL_CHECK(t.dtype() == ScalarType::Bool, "__invert__: bitwise operations are not implemented; kael computes "
                                               "~ on bool tensors only (got " << dtype_name(t.dtype()) << ")");
     return kael::logical_not(t);
-  });
+  }, gil::Op{false});
 }
 PyObject* nb_iand(PyObject* s, PyObject* o) {
   return inplace(s, o, [](const Tensor& a, const Operand& b) {
@@ -515,17 +498,17 @@ PyObject* nb_matmul(PyObject* l, PyObject* r) {
   if (!is_tensor(l) || !is_tensor(r)) Py_RETURN_NOTIMPLEMENTED;
   const Tensor& a = tensor_of(l);
   const Tensor& b = tensor_of(r);
-  return call_op(large(a) || large(b), [&]() -> Tensor { return kael::matmul(a, b); });
+  return guarded([&]() -> Tensor { return kael::matmul(a, b); }, gil::Op{large(a) || large(b)});
 }
 PyObject* nb_neg(PyObject* s) {
   if (self_overrides(s)) [[unlikely]]
     return call_kael_function("__neg__", true, s, nullptr, 0, nullptr);
-  return call_op(false, [&]() -> Tensor { return kael::neg(tensor_of(s)); });
+  return guarded([&]() -> Tensor { return kael::neg(tensor_of(s)); }, gil::Op{false});
 }
 PyObject* nb_abs(PyObject* s) {
   if (self_overrides(s)) [[unlikely]]
     return call_kael_function("__abs__", true, s, nullptr, 0, nullptr);
-  return call_op(false, [&]() -> Tensor { return kael::abs(tensor_of(s)); });
+  return guarded([&]() -> Tensor { return kael::abs(tensor_of(s)); }, gil::Op{false});
 }
 PyObject* nb_pos(PyObject* s) {
   if (self_overrides(s)) [[unlikely]]
@@ -541,15 +524,12 @@ int nb_bool(PyObject* s) {
     Py_XDECREF(r);
     return truth;
   }
-  try {
+  return guarded([&] {
     const Tensor& t = tensor_of(s);
     KAEL_CHECK(t.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
     const Scalar v = t.item();
     return v.to<double>() != 0 ? 1 : 0;
-  } catch (...) {
-    translate_exception();
-    return -1;
-  }
+  });
 }
 
 PyObject* nb_int(PyObject* s) {
@@ -678,7 +658,7 @@ Py_ssize_t sq_length(PyObject* self) {
 }
 
 PyObject* sq_item(PyObject* self, Py_ssize_t i) {
-  return call_op(false, [&]() -> Tensor { return kael::select(tensor_of(self), 0, i); });
+  return guarded([&]() -> Tensor { return kael::select(tensor_of(self), 0, i); }, gil::Op{false});
 }
 
 PyObject* tensor_iter(PyObject* self) {
@@ -721,7 +701,7 @@ PyObject* get_ndim(PyObject* self, void*) {
 }
 PyObject* get_T(PyObject* self, void*) {
   KAEL_OVERRIDE_GETTER("T");
-  return call_op(false, [&]() -> Tensor {
+  return guarded([&]() -> Tensor {
     const Tensor& t = tensor_of(self);
     if (t.dim() > 2)
       warn(WarningKind::User,
@@ -731,7 +711,7 @@ PyObject* get_T(PyObject* self, void*) {
     DimVector dims(t.dim());
     for (std::int64_t i = 0; i < t.dim(); ++i) dims[i] = t.dim() - 1 - i;
     return kael::permute(t, dims);
-  });
+  }, gil::Op{false});
 }
 PyObject* get_mT(PyObject* self, void*) {
   KAEL_OVERRIDE_GETTER("mT");
@@ -744,12 +724,12 @@ PyObject* get_mT(PyObject* self, void*) {
     Py_INCREF(self);
     return self;
   }
-  return call_op(false, [&]() -> Tensor {
+  return guarded([&]() -> Tensor {
     const Tensor& t = tensor_of(self);
     KAEL_CHECK(t.dim() >= 2, "mT: tensor.mT is only supported on matrices or batches of matrices. Got "
                                  << t.dim() << "-D tensor.");
     return kael::transpose(t, -2, -1);
-  });
+  }, gil::Op{false});
 }
 PyObject* get_is_cuda(PyObject* self, void*) {
   KAEL_OVERRIDE_GETTER("is_cuda");
@@ -904,7 +884,7 @@ PyObject* m_tolist(PyObject* self, PyObject*) {
 
 PyObject* m_cpu(PyObject* self, PyObject*) {
   KAEL_OVERRIDE_NOARGS("cpu");
-  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), kCPU); });
+  return guarded([&]() -> Tensor { return kael::to(tensor_of(self), kCPU); }, gil::Op{false});
 }
 
 PyObject* m_is_floating_point(PyObject* self, PyObject*) {
@@ -916,7 +896,7 @@ PyObject* m_is_floating_point(PyObject* self, PyObject*) {
 template <int I>
 PyObject* m_as(PyObject* self, PyObject*) {
   KAEL_OVERRIDE_NOARGS(detail::kScalarTypeMethod[I]);
-  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), static_cast<ScalarType>(I)); });
+  return guarded([&]() -> Tensor { return kael::to(tensor_of(self), static_cast<ScalarType>(I)); }, gil::Op{false});
 }
 
 template <int... I>
@@ -930,7 +910,7 @@ void append_dtype_methods(std::vector<PyMethodDef>& out, std::integer_sequence<i
 
 PyObject* m_cuda(PyObject* self, PyObject*) {
   KAEL_OVERRIDE_NOARGS("cuda");
-  return call_op(false, [&]() -> Tensor { return kael::to(tensor_of(self), Device{DeviceType::CUDA, 0}); });
+  return guarded([&]() -> Tensor { return kael::to(tensor_of(self), Device{DeviceType::CUDA, 0}); }, gil::Op{false});
 }
 
 PyObject* m_is_view(PyObject* self, PyObject*) {

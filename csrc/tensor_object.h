@@ -5,6 +5,7 @@
 
 #include "kael/core/tensor.h"
 #include "kael/core/tensor_impl.h"
+#include "errors.h"
 
 namespace kael::autograd {
 struct AutogradMeta;
@@ -79,18 +80,5 @@ PyObject* call_module_function(const char* module_name, const char* name, PyObje
 // The kael.dtype singleton of a ScalarType (borrowed).
 PyObject* dtype_object(ScalarType t);
 ScalarType dtype_of_object(PyObject* o);
-
-// Translates the C++ exception being handled into a Python exception (see errors.cpp), then
-// issues the warnings the failed call raised (see Note [Warnings]).
-void translate_exception();
-
-// Raises the warnings kael::warn() buffered on this thread (see Note [Warnings]); false when
-// one of them became an exception.
-bool has_pending_warnings();
-bool flush_warnings();
-void install_warning_handler();
-
-// Thrown from code that already set a Python exception.
-struct PythonError {};
 
 }  // namespace kael::python
