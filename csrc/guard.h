@@ -150,6 +150,7 @@ bool issue_warnings(R r) {
 template <typename F, typename Gil = gil::Hold>
 auto guarded(F&& body, Gil gil = {}, PyTypeObject* tuple_type = nullptr) {
   using R = std::invoke_result_t<F&>;
+  static_assert(!std::is_same_v<R, bool>, "guarded(): a body returns a PyObject*, an int, a Match, void or a C++ value");
   using Out = std::conditional_t<guard_detail::kReturnedAsIs<R>, R, PyObject*>;
   try {
     if constexpr (std::is_void_v<R>) {

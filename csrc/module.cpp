@@ -31,8 +31,8 @@ int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
 void append_pyobject_functions(std::vector<PyMethodDef>& out);  // pyobject.cpp
 void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_function.cpp
 int kael_init_pyobject(PyObject* module);
-void append_autograd_functions(std::vector<PyMethodDef>& out);  // autograd_python.cpp
-int kael_init_autograd(PyObject* module);                        // autograd_python.cpp
+void append_autograd_functions(std::vector<PyMethodDef>& out);  // autograd_engine.cpp
+int kael_init_autograd(PyObject* module);                        // autograd_engine.cpp
 
 namespace {
 

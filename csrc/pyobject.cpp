@@ -18,6 +18,7 @@
 #include "py_utf8.h"
 #include "pyobject.h"
 #include "python_owner.h"
+#include "tensor_members.h"
 #include "tensor_object.h"
 
 namespace kael::python {
@@ -310,7 +311,10 @@ PyObject* py_storage_ref(PyObject*, PyObject* arg) {
                        static_cast<unsigned long long>(storage->nbytes()), device);
 }
 
+}  // namespace
+
 // ------------------------------------------------------------------ Tensor methods
+// (listed in the method table of tensor_methods.cpp)
 
 PyObject* m_storage_offset(PyObject* self, PyObject*) {
   if (self_overrides(self)) [[unlikely]]
@@ -363,22 +367,6 @@ PyObject* m_as_subclass(PyObject* self, PyObject* cls) {
     pt->tensor.impl()->set_pyobj(obj);
     return obj;
   });
-}
-
-PyMethodDef pyobject_methods[] = {
-    {"as_subclass", m_as_subclass, METH_O,
-     "as_subclass($self, cls, /)\n--\n\nA tensor of the subclass cls sharing this tensor's data."},
-    {"storage_offset", m_storage_offset, METH_NOARGS,
-     "storage_offset($self, /)\n--\n\nThe offset of the first element in the storage, in elements."},
-    {"_set_data", m_set_data, METH_O, "_set_data($self, other, /)\n--\n\nPoints the tensor at other's data."},
-    {"_data", m_data, METH_NOARGS,
-     "_data($self, /)\n--\n\nThe tensor's data outside autograd, with a version counter of its own."},
-    {nullptr, nullptr, 0, nullptr}};
-
-}  // namespace
-
-void append_pyobject_methods(std::vector<PyMethodDef>& out) {
-  for (PyMethodDef* m = pyobject_methods; m->ml_name != nullptr; ++m) out.push_back(*m);
 }
 
 void append_pyobject_functions(std::vector<PyMethodDef>& out) {

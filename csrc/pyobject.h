@@ -20,7 +20,6 @@ PyObject* device_object(Device d);
 // Whether o is a kael.device object.
 bool is_device_object(PyObject* o);
 
-void append_pyobject_methods(std::vector<PyMethodDef>& out);
 void append_pyobject_functions(std::vector<PyMethodDef>& out);
 int kael_init_pyobject(PyObject* module);
 

@@ -60,7 +60,7 @@ inline PyObject* exclusively_owned_pyobj(const TensorImpl* impl) {
   if (impl == nullptr || impl->use_count() != 1 || !impl->owns_pyobj()) return nullptr;
   return static_cast<PyObject*>(impl->pyobj());
 }
-// Their autograd part (csrc/autograd_python.cpp), for a tensor whose impl has no other owner:
+// Their autograd part (csrc/autograd_tensor.cpp), for a tensor whose impl has no other owner:
 // the Python objects its hooks and its graph keep alive where nothing else reaches them.
 int traverse_autograd(const autograd::AutogradMeta& m, visitproc visit, void* arg);
 void clear_autograd(const autograd::AutogradMeta& m);

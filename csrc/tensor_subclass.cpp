@@ -14,7 +14,7 @@
 // type and would call back into the replaced slot.
 //
 // The garbage collector: see Note [Tensor objects and the garbage collector]
-// (csrc/tensor_object.cpp); the __dict__ is kael.Tensor's own (tp_dictoffset), so subclasses add
+// (csrc/tensor_type.cpp); the __dict__ is kael.Tensor's own (tp_dictoffset), so subclasses add
 // no dict of their own and only their __slots__ and their type are handled here.
 #include <Python.h>
 #include <structmember.h>

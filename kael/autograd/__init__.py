@@ -6,7 +6,6 @@ detection, and text/DOT views of a graph.
 """
 from __future__ import annotations
 
-import operator
 from typing import Any, Callable, Sequence
 
 from kael import _C
@@ -21,67 +20,18 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad"
            "detect_anomaly", "is_anomaly_enabled", "explain", "autograd_graph", "graphviz"]
 
 
-def _tensors(x: Tensor | Sequence[Tensor] | None, what: str, none_ok: bool = True) -> tuple:
-    if x is None:
-        if not none_ok:  # torch: tuple(None)
-            raise TypeError(f"{what}: expected a Tensor or a sequence of Tensors, got None")
-        return ()
-    if isinstance(x, Tensor):
-        return (x,)
-    out = tuple(x)
-    for t in out:
-        if t is not None and not isinstance(t, Tensor):
-            raise TypeError(f"{what}: expected Tensors, got {type(t).__name__}")
-    return out
-
-
-def _gradients(grads: Any, outs: tuple, what: str) -> tuple:
-    """The gradients for `outs`, as torch reads them: a Tensor is one gradient, None one None
-    per output, anything else is iterated whole; then zipped with the outputs, so gradients
-    beyond the last output are never looked at, and fewer gradients than outputs raise."""
-    if grads is None:
-        return (None,) * len(outs)
-    grads = (grads,) if isinstance(grads, Tensor) else tuple(grads)
-    grads = grads[:len(outs)]
-    for g in grads:
-        if g is not None and not isinstance(g, Tensor):
-            raise TypeError(f"{what}: gradients can be either Tensors or None, but got {type(g).__name__}")
-    if len(grads) != len(outs):
-        raise RuntimeError(f"{what}: got {len(outs)} tensors and {len(grads)} gradients")
-    return grads
-
-
-def _flag(value: Any, name: str) -> bool:
-    """A flag as torch's engine reads it (an unsigned byte through __index__): a bool, or an
-    integer 0..255 (0 is False); None, str and float are TypeErrors, other ints OverflowError."""
-    if isinstance(value, bool):
-        return value
-    if value is None or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    v = operator.index(value)
-    if not 0 <= v <= 255:
-        raise OverflowError(f"{name} must be a bool, got {v}")
-    return bool(v)
-
-
 def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
              retain_graph: bool | None = None, create_graph: bool = False, grad_variables: Any = None,
              inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulates the gradients of `tensors` (weighted by `grad_tensors`) into the leaves' .grad,
-    or with `inputs` only into those tensors' .grad (non-leaves included)."""
+    or with `inputs` only into those tensors' .grad (non-leaves included). The arguments are read
+    as torch reads them in C++ (csrc/autograd_engine.cpp), which Tensor.backward calls directly."""
     if grad_variables is not None:
         if grad_tensors is not None:
             raise RuntimeError("'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
                                "backward(). Please only use 'grad_tensors'.")
         grad_tensors = grad_variables
-    ins = _tensors(inputs, "backward")
-    if inputs is not None and not ins:
-        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    outs = _tensors(tensors, "backward", none_ok=False)
-    grads = _gradients(grad_tensors, outs, "backward")
-    if retain_graph is None:
-        retain_graph = create_graph
-    _C._run_backward(outs, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"), ins)
+    _C._run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -90,15 +40,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     """The gradients of `outputs` with respect to `inputs` (nothing accumulates into .grad)."""
     if is_grads_batched:
         raise NotImplementedError("grad: is_grads_batched is not supported")
-    outs = _tensors(outputs, "grad", none_ok=False)
-    ins = _tensors(inputs, "grad", none_ok=False)
-    if not ins:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    grads = _gradients(grad_outputs, outs, "grad")
-    if retain_graph is None:
-        retain_graph = create_graph
-    return _C._grad(outs, ins, grads, _flag(retain_graph, "retain_graph"), _flag(create_graph, "create_graph"),
-                    False if allow_unused is None else _flag(allow_unused, "allow_unused"))
+    return _C._grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused)
 
 
 class set_detect_anomaly:
@@ -179,13 +121,6 @@ class RemovableHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
-
-
-def _tensor_backward(self: Tensor, gradient: Tensor | None = None, retain_graph: bool | None = None,
-                     create_graph: bool = False, inputs: Any = None) -> None:
-    """Computes the gradient of this tensor with respect to the leaves (or only `inputs`) and
-    accumulates it in their .grad (the GIL is released while the graph runs)."""
-    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def _tensor_register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:

@@ -413,7 +413,8 @@ def test_backward_releases_the_gil():
     loss = y.sum()
     where = where_the_gil_was_released(lambda: loss.backward(retain_graph=True))
     assert where is not None, "another Python thread made no progress during backward"
-    assert where.name == "backward" and "_C._run_backward(" in where.line, where
+    # the innermost Python frame is the caller's: Tensor.backward runs the engine from C++
+    assert "loss.backward(retain_graph=True)" in where.line, where
     assert x.grad is not None
     floats = [float(i % 1000) for i in range(100_000)]
     assert where_the_gil_was_released(lambda: sorted(floats), attempts=20) is None

@@ -1,5 +1,5 @@
 """Reference cycles through tensors are collected (Note [Tensor objects and the garbage
-collector], csrc/tensor_object.cpp).
+collector], csrc/tensor_type.cpp).
 
 Each pattern makes an object that refers to itself through a tensor (its __dict__, a subclass's
 slot, a hook's closure, a custom Function's ctx, its .grad, a Module) and drops it, 10,000 times
