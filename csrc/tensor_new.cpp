@@ -254,7 +254,8 @@ Tensor from_buffer(PyObject* data, bool numpy) {
           } else {
             std::memcpy(&u, p, sizeof u);
           }
-          // kael has no uint64: values int64 cannot hold raise instead of wrapping (docs/decisions.md)
+          // kael has no uint64: values int64 cannot hold raise instead of wrapping
+          // (docs/decisions/hostile-input.md)
           KAEL_CHECK_VALUE(u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
                            "tensor: uint64 value " << u << " at element " << i
                                                    << " does not fit in int64 (kael has no uint64 dtype)");

@@ -76,7 +76,7 @@ PyObject* nb_sub(PyObject* l, PyObject* r) {
 }
 // A number on the left is computed as torch's reflected operators compute it: `s * t` as
 // mul(t, s) (so the number is read as mul's `other`, in float32 for a float16/bfloat16 t: Note
-// [Numbers as PyTorch reads them] in docs/decisions.md), and `s / t` as reciprocal(t) * s
+// [Numbers as PyTorch reads them] in docs/decisions/numbers.md), and `s / t` as reciprocal(t) * s
 // (torch's __rtruediv__; 1e6 / float16(65504) is 15.26, not the inf of a number rounded to
 // float16 first).
 PyObject* nb_mul(PyObject* l, PyObject* r) {
@@ -101,7 +101,7 @@ PyObject* nb_mod(PyObject* l, PyObject* r) {
 }
 
 // &, |, ^ and ~ are the logical ops on bool operands (a Python bool counts as one). kael has no
-// bitwise kernels (docs/decisions.md), so other dtypes raise instead of computing something else.
+// bitwise kernels (docs/decisions/logical-operators.md), so other dtypes raise instead of computing something else.
 bool is_bool_operand(const Operand& o) {
   return o.is_tensor() ? o.tensor().dtype() == ScalarType::Bool : o.scalar().is_bool();
 }

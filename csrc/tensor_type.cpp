@@ -99,11 +99,12 @@ void finish_dealloc(PyObject* self) {
 // kael.Tensor is a GC type, as torch.Tensor is: a tensor's __dict__, its hooks and its graph
 // can close a reference cycle (t.me = t; a hook whose closure refers to the tensor; a custom
 // Function's ctx holding its output), which only the collector can break. It costs a tiny a + b
-// about 65 of its 2240 instructions (allocation with a GC header, track, untrack; callgrind,
-// docs/decisions.md); wrap() allocates with PyObject_GC_New and tracks the object once every
-// field is set. Python subclasses add their __slots__ and their type (csrc/tensor_subclass.cpp)
-// and end with the functions below. What an object reports must be references that only it
-// holds, or the collector would free what C++ still uses:
+// the allocation with a GC header, a track and an untrack (docs/performance.md, "Instructions
+// per tiny `a + b`"; docs/decisions/pyobject-preservation.md); wrap() allocates with
+// PyObject_GC_New and tracks the object once every field is set. Python subclasses add their
+// __slots__ and their type (csrc/tensor_subclass.cpp) and end with the functions below. What an
+// object reports must be references that only it holds, or the collector would free what C++
+// still uses:
 // - An object that would be preserved if Python dropped it (Python owns its impl, C++ co-owns
 //   it) reports no references: what it refers to (its __dict__) counts as a root, so the
 //   collector never clears a __dict__ that the object may carry back to Python later.
