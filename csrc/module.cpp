@@ -22,12 +22,13 @@ void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
-void append_safetensors_functions(std::vector<PyMethodDef>& out);  // safetensors.cpp
-void append_data_functions(std::vector<PyMethodDef>& out);  // nn_support.cpp
+void append_safetensors_functions(std::vector<PyMethodDef>& out);  // libs/safetensors.cpp
+void append_nn_functions(std::vector<PyMethodDef>& out);    // nn_support.cpp
+void append_idx_functions(std::vector<PyMethodDef>& out);   // libs/idx.cpp
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
-int kael_init_bpe(PyObject* module);        // bpe_tokenizer.cpp
+int kael_init_bpe(PyObject* module);        // libs/bpe_tokenizer.cpp
 void append_pyobject_functions(std::vector<PyMethodDef>& out);  // pyobject.cpp
 void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_function.cpp
 int kael_init_pyobject(PyObject* module);
@@ -281,7 +282,8 @@ PyMODINIT_FUNC PyInit__C() {
     append_kael_function_functions(functions);
     append_parallel_functions(functions);
     append_safetensors_functions(functions);
-    append_data_functions(functions);
+    append_nn_functions(functions);
+    append_idx_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     append_autograd_functions(functions);

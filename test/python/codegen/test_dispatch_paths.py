@@ -216,7 +216,7 @@ MODULE_OTHER |= {n for d in enums.DTYPES for n in (d.name, *d.aliases)}  # the d
 MODULE_OTHER |= {"Generator", "default_generator"}
 # ---- text: the BPE tokenizer works on str and lists of ids, no tensors
 MODULE_OTHER |= {"BpeTokenizer"}
-# safetensors files (csrc/safetensors.cpp): tensors are made over file bytes or a mapping, as frombuffer
+# safetensors files (csrc/libs/safetensors.cpp): tensors are made over file bytes or a mapping, as frombuffer
 # makes them over a buffer (no op runs), or read to be written
 MODULE_OTHER |= {"save_safetensors", "load_safetensors", "read_safetensors_metadata"}
 # autograd: grad mode, anomaly mode, the engine, graph text, graph nodes (kael/autograd)
