@@ -76,7 +76,7 @@ TEST(Concurrency, SectionsAreInactiveUnlessTheCallAllowsThem) {
   EXPECT_EQ(mine.data_ptr(), t.data_ptr());
   EXPECT_EQ(std::vector<std::int64_t>(mine.sizes().begin(), mine.sizes().end()), std::vector<std::int64_t>{4});
   // the private geometry does not follow a resize of the original
-  native::resize_cpu(t, std::vector<std::int64_t>{2});
+  native::resize_tensor(t, std::vector<std::int64_t>{2});
   EXPECT_EQ(mine.numel(), 4);
   section.unlock();  // no caller lock installed: nothing to drop
   UnlockedSection nested;
@@ -130,14 +130,14 @@ TEST(Concurrency, LoopsWithoutTheCallersLockSurviveResizesAndEmptyCache) {
     std::int64_t n = kN;
     while (!stop.load()) {
       std::lock_guard<std::mutex> lock(caller_mutex);
-      native::resize_cpu(t, std::vector<std::int64_t>{1});
+      native::resize_tensor(t, std::vector<std::int64_t>{1});
       alloc::empty_cache();
       if (n < 4 * kN) {
         n += 4096;
-        native::resize_cpu(t, std::vector<std::int64_t>{n});  // grows the storage in place: new memory
+        native::resize_tensor(t, std::vector<std::int64_t>{n});  // grows the storage in place: new memory
         native::fill_cpu(t, Scalar(1.0));
       } else {
-        native::resize_cpu(t, std::vector<std::int64_t>{n});  // fits: nothing is written
+        native::resize_tensor(t, std::vector<std::int64_t>{n});  // fits: nothing is written
       }
       alloc::empty_cache();
     }

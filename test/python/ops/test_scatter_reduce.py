@@ -19,7 +19,7 @@ NAN = math.nan
 
 def oracle(dtype, fn):
     """fn(lib, x, s) on both sides; torch computes float16/bfloat16 in float32 and rounds once, as
-    kael does (Note [Scatter reductions] in index_ops.cpp)."""
+    kael does (Note [Scatter reductions] in scatter_reduce.cpp)."""
     if dtype not in HALF_NAMES:
         return fn
 

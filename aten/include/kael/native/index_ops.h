@@ -1,6 +1,6 @@
 #pragma once
-// Helpers shared by the indexing kernels (aten/src/native/cpu/index_ops.cpp) and the shape and
-// lookup ops built on them.
+// Helpers shared by the indexing kernels (aten/src/native/cpu/index_ops.cpp and its siblings)
+// and the shape and lookup ops built on them.
 //
 // Note [Index checks come first]
 // Every op that reads indices from a tensor (index_select, gather, scatter, index_add_, ...)

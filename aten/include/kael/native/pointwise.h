@@ -148,7 +148,7 @@ Tensor in_place_source(const Tensor& self, std::initializer_list<const Tensor*> 
 Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
 // Resizes t as PyTorch's resize_ does: contiguous strides from its storage offset, its storage
 // grown in place when too small (contents of new elements undefined).
-void resize_cpu(const Tensor& t, IntArrayRef sizes);
+void resize_tensor(const Tensor& t, IntArrayRef sizes);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
 // Broadcast shape of a and b; ValueError naming `op` when they are not broadcastable.

@@ -1,5 +1,6 @@
 // CPU kernels of the indexing ops: index_select, gather, scatter(_), scatter_add(_), index_add(_),
-// masked_select, nonzero, flip, roll, tril/triu(_).
+// index_copy(_), index_fill(_), masked_select, nonzero. Scatter with a reduction is
+// scatter_reduce.cpp; the loop helpers they share are index_kernels.h.
 //
 // Note [Indexed loops]
 // index_select, gather, scatter and index_add are one loop, as in PyTorch's TensorIterator-based
@@ -30,103 +31,73 @@
 #include "kael/native/declarations.h"
 #include "kael/native/index_ops.h"
 #include "kael/native/pointwise.h"
+#include "index_kernels.h"
 
 namespace kael::native {
 
-namespace {
+namespace index_kernels {
 
-// Calls f(int64 value, position) for every element of an int32/int64 tensor, in row-major order,
-// until f returns false.
-template <typename F>
-void for_each_index(const Tensor& index, F f) {
-  auto walk = [&](auto tag) {
-    using I = typename decltype(tag)::type;
-    const std::int64_t n = index.numel();
-    if (n == 0) return;
-    if (index.is_contiguous()) {
-      const I* p = index.data<I>();
-      for (std::int64_t i = 0; i < n; ++i)
-        if (!f(static_cast<std::int64_t>(p[i]))) return;
-      return;
-    }
-    const LoopGeometry<1> g = make_geometry<1>(index.sizes(), {view_of(index)}, /*reorder=*/false);
-    bool go = true;
-    run_loop<1>(
-        g,
-        [&](char* const* ptrs, const std::int64_t* strides, std::int64_t m) {
-          for (std::int64_t i = 0; i < m && go; ++i)
-            go = f(static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[0] + i * strides[0])));
-        },
-        /*parallel=*/false);
-  };
-  if (index.dtype() == ScalarType::Int32) {
-    walk(TypeTag<std::int32_t>{});
-  } else {
-    walk(TypeTag<std::int64_t>{});
-  }
-}
-
-// The view of t with the given sizes and strides (an operand of an indexed loop).
-OperandView restrided(const Tensor& t, IntArrayRef sizes, IntArrayRef strides) {
-  return {static_cast<char*>(t.data_ptr()), sizes, strides, static_cast<int>(t.element_size())};
-}
-
-// No row function: every row goes element by element.
-struct NoRow {
-  bool operator()(char*, char*, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const { return false; }
-};
-
-// Runs f(char* a, char* b, int64 index) over `shape` for three operands (Note [Indexed loops]).
-// A row whose elements share one index (index_select / index_add of rows) is first offered to
-// row(a, b, index, n, stride_a, stride_b), which returns whether it handled it (a memcpy or a
-// vectorised loop for contiguous rows).
-template <typename I, typename F, typename Row = NoRow>
-void indexed_loop(IntArrayRef shape, const OperandView& a, const OperandView& b, const OperandView& index,
-                  bool parallel, F f, Row row = {}) {
-  const LoopGeometry<3> g = make_geometry<3>(shape, {a, b, index});
-  run_loop<3>(
-      g,
-      [&f, &row](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
-        if (strides[2] == 0) {  // one index for the whole row
-          const auto idx = static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2]));
-          char* a = ptrs[0];
-          char* b = ptrs[1];
-          const std::int64_t sa = strides[0], sb = strides[1];
-          if (row(a, b, idx, n, sa, sb)) return;
-          for (std::int64_t i = 0; i < n; ++i) f(a + i * sa, b + i * sb, idx);
-          return;
-        }
-        for (std::int64_t i = 0; i < n; ++i)
-          f(ptrs[0] + i * strides[0], ptrs[1] + i * strides[1],
-            static_cast<std::int64_t>(*reinterpret_cast<const I*>(ptrs[2] + i * strides[2])));
-      },
-      parallel);
-}
-
-template <typename F>
-void visit_index_dtype(ScalarType t, F&& f) {
-  if (t == ScalarType::Int32) {
-    f(TypeTag<std::int32_t>{});
-  } else {
-    f(TypeTag<std::int64_t>{});
-  }
-}
-
-void check_cpu(const char* op, const Tensor& a, const Tensor& b) { check_same_device(op, a.device(), b.device()); }
-
-// Sizes and strides of t as a tensor of at least one dim.
-DimVector sizes_as_vector(const Tensor& t) { return t.dim() == 0 ? DimVector{1} : DimVector(t.sizes()); }
-DimVector strides_as_vector(const Tensor& t) { return t.dim() == 0 ? DimVector{1} : DimVector(t.strides()); }
-
-// Whether a value written in place into self would clobber an input still to be read: PyTorch's
-// overlap checks for self, with a snapshot of an input whose overlap is too hard to tell
-// (Note [Memory overlap]).
 Tensor readable_input(const char* op, const Tensor& self, const Tensor& input) {
   assert_no_overlap(op, self, input);
   if (get_overlap_status(self, input) == MemOverlapStatus::TooHard && may_share_memory(self, input))
     return snapshot_cpu(input);
   return input;
 }
+
+void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                          const Tensor* src) {
+  // PyTorch checks an empty index's dtype and dims no more than its values
+  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32 || index.numel() == 0,
+             op << ": Expected dtype int32/int64 for index (got " << index.dtype() << ")");
+  const std::int64_t nd = dims_as_vector(self);
+  KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
+                   op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
+                      << " tensor (" << shape_str(index.sizes()) << " and " << shape_str(self.sizes()) << ")");
+  if (src)
+    KAEL_CHECK_VALUE(dims_as_vector(*src) == nd || index.numel() == 0,
+                     op << ": Index tensor must have the same number of dimensions as src tensor ("
+                        << shape_str(index.sizes()) << " and " << shape_str(src->sizes()) << ")");
+  if (index.numel() == 0) return;
+  for (std::int64_t i = 0; i < nd; ++i) {
+    const std::int64_t n = size_as_vector(index, i);
+    if (i != dim)
+      KAEL_CHECK_VALUE(n <= size_as_vector(self, i),
+                       op << ": Size does not match at dimension " << i << " expected index "
+                          << shape_str(index.sizes()) << " to be no larger than self " << shape_str(self.sizes())
+                          << " apart from dimension " << dim);
+    if (src)
+      KAEL_CHECK_VALUE(n <= size_as_vector(*src, i),
+                       op << ": Expected index " << shape_str(index.sizes()) << " to be no larger than self "
+                          << shape_str(self.sizes()) << " apart from dimension " << dim
+                          << " and to be no larger size than src " << shape_str(src->sizes()));
+  }
+}
+
+Tensor long_index(const Tensor& index) {
+  if (index.dtype() != ScalarType::Int32) return index;
+  Tensor out = alloc_cpu(index.sizes(), ScalarType::Int64);
+  copy_cpu(out, index);
+  return out;
+}
+
+Restrided along_dim(const Tensor& t, std::int64_t dim) {
+  Restrided r{strides_as_vector(t), 0};
+  r.step = r.strides[dim] * t.element_size();
+  r.strides[dim] = 0;
+  return r;
+}
+
+Tensor clone_cpu(const Tensor& self) {
+  Tensor out = alloc_like_cpu(self);
+  copy_cpu(out, self);
+  return out;
+}
+
+}  // namespace index_kernels
+
+using namespace index_kernels;  // the helpers of this folder's indexing kernels
+
+namespace {
 
 // ------------------------------------------------------------------ index_select
 
@@ -199,59 +170,6 @@ Tensor index_select_cpu(const Tensor& self, std::int64_t dim, const Tensor& inde
 // ------------------------------------------------------------------ gather and scatter
 
 namespace {
-
-// PyTorch's gather_shape_check / scatter_shape_check: index has self's dims, and no dim of the
-// index is larger than self's (apart from dim) or than src's.
-void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
-                          const Tensor* src) {
-  // PyTorch checks an empty index's dtype and dims no more than its values
-  KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32 || index.numel() == 0,
-             op << ": Expected dtype int32/int64 for index (got " << index.dtype() << ")");
-  const std::int64_t nd = dims_as_vector(self);
-  KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
-                   op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
-                      << " tensor (" << shape_str(index.sizes()) << " and " << shape_str(self.sizes()) << ")");
-  if (src)
-    KAEL_CHECK_VALUE(dims_as_vector(*src) == nd || index.numel() == 0,
-                     op << ": Index tensor must have the same number of dimensions as src tensor ("
-                        << shape_str(index.sizes()) << " and " << shape_str(src->sizes()) << ")");
-  if (index.numel() == 0) return;
-  for (std::int64_t i = 0; i < nd; ++i) {
-    const std::int64_t n = size_as_vector(index, i);
-    if (i != dim)
-      KAEL_CHECK_VALUE(n <= size_as_vector(self, i),
-                       op << ": Size does not match at dimension " << i << " expected index "
-                          << shape_str(index.sizes()) << " to be no larger than self " << shape_str(self.sizes())
-                          << " apart from dimension " << dim);
-    if (src)
-      KAEL_CHECK_VALUE(n <= size_as_vector(*src, i),
-                       op << ": Expected index " << shape_str(index.sizes()) << " to be no larger than self "
-                          << shape_str(self.sizes()) << " apart from dimension " << dim
-                          << " and to be no larger size than src " << shape_str(src->sizes()));
-  }
-}
-
-// An int32 index (which gather and the scatters take, as PyTorch does) as the int64 one their
-// loops read; an int64 index as it is.
-Tensor long_index(const Tensor& index) {
-  if (index.dtype() != ScalarType::Int32) return index;
-  Tensor out = alloc_cpu(index.sizes(), ScalarType::Int64);
-  copy_cpu(out, index);
-  return out;
-}
-
-// The operands of a scatter/gather loop over the index's shape: `t` viewed with the index's
-// sizes and stride 0 along dim (step: its stride along dim, in bytes).
-struct Restrided {
-  DimVector strides;
-  std::int64_t step;
-};
-Restrided along_dim(const Tensor& t, std::int64_t dim) {
-  Restrided r{strides_as_vector(t), 0};
-  r.step = r.strides[dim] * t.element_size();
-  r.strides[dim] = 0;
-  return r;
-}
 
 enum class ScatterMode : std::uint8_t { Set, Add };
 
@@ -343,14 +261,6 @@ Tensor alloc_like_cpu(const Tensor& self) {
   const OperandView v = view_of(self);
   return alloc_strided_cpu(self.sizes(), output_strides_like(self.sizes(), &v, 1), self.dtype());
 }
-
-namespace {
-Tensor clone_cpu(const Tensor& self) {
-  Tensor out = alloc_like_cpu(self);
-  copy_cpu(out, self);
-  return out;
-}
-}  // namespace
 
 Tensor gather_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, bool sparse_grad) {
   constexpr const char* op = "gather";
@@ -743,491 +653,6 @@ Tensor nonzero_cpu(const Tensor& self) {
     });
   });
   return out;
-}
-
-// ------------------------------------------------------------------ flip and roll
-
-Tensor flip_cpu(const Tensor& self, IntArrayRef dims) {
-  constexpr const char* op = "flip";
-  const std::int64_t nd = self.dim();
-  std::vector<bool> flipped(static_cast<std::size_t>(std::max<std::int64_t>(nd, 1)), false);
-  for (const std::int64_t dim : dims) {
-    const std::int64_t d = wrap_dim(op, dim, std::max<std::int64_t>(nd, 1));
-    KAEL_CHECK(!flipped[d], op << ": dim " << d << " appears multiple times in the list of dims");
-    flipped[d] = true;
-  }
-  Tensor out = alloc_like_cpu(self);
-  if (out.numel() == 0) return out;
-  // The input read backwards along the flipped dims: from its last element there, with negated
-  // strides (only inside this loop; tensors keep non-negative strides).
-  DimVector strides(self.strides());
-  char* data = static_cast<char*>(self.data_ptr());
-  for (std::int64_t d = 0; d < nd; ++d) {
-    if (!flipped[d]) continue;
-    data += (self.sizes()[d] - 1) * strides[d] * self.element_size();
-    strides[d] = -strides[d];
-  }
-  const OperandView src{data, self.sizes(), strides, static_cast<int>(self.element_size())};
-  const LoopGeometry<2> g = make_geometry<2>(self.sizes(), {view_of(out), src});
-  auto copy = [&](auto tag) {  // elements moved as unsigned integers of their size
-    using U = typename decltype(tag)::type;
-    run_loop<2>(g, [](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
-      if (s[0] == sizeof(U) && s[1] == -static_cast<std::int64_t>(sizeof(U))) {
-        U* __restrict o = reinterpret_cast<U*>(ptrs[0]);
-        const U* __restrict x = reinterpret_cast<const U*>(ptrs[1]);
-        for (std::int64_t i = 0; i < n; ++i) o[i] = x[-i];
-        return;
-      }
-      if (s[0] == sizeof(U) && s[1] == sizeof(U)) {  // a row that is not flipped
-        std::memcpy(ptrs[0], ptrs[1], static_cast<std::size_t>(n) * sizeof(U));
-        return;
-      }
-      for (std::int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<U*>(ptrs[0] + i * s[0]) = *reinterpret_cast<const U*>(ptrs[1] + i * s[1]);
-    });
-  };
-  switch (self.element_size()) {
-    case 1:
-      copy(TypeTag<std::uint8_t>{});
-      break;
-    case 2:
-      copy(TypeTag<std::uint16_t>{});
-      break;
-    case 4:
-      copy(TypeTag<std::uint32_t>{});
-      break;
-    default:
-      copy(TypeTag<std::uint64_t>{});
-      break;
-  }
-  return out;
-}
-
-namespace {
-
-Tensor make_slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length) {
-  DimVector sizes(t.sizes()), strides(t.strides());
-  sizes[dim] = length;
-  return Tensor(TensorImpl::make_view(*t.impl(), std::move(sizes), std::move(strides),
-                                      t.impl()->offset() + start * t.strides()[dim]));
-}
-
-// out <- self rolled by shift along dim (both of one shape; out new).
-void roll_into(const Tensor& out, const Tensor& self, std::int64_t dim, std::int64_t shift) {
-  const std::int64_t n = self.sizes()[dim];
-  if (n == 0) return;
-  std::int64_t s = shift % n;
-  if (s < 0) s += n;
-  copy_cpu(make_slice(out, dim, s, n - s), make_slice(self, dim, 0, n - s));
-  if (s > 0) copy_cpu(make_slice(out, dim, 0, s), make_slice(self, dim, n - s, s));
-}
-
-}  // namespace
-
-Tensor roll_cpu(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
-  constexpr const char* op = "roll";
-  KAEL_CHECK(!shifts.empty(), op << ": `shifts` required");
-  if (dims.empty()) {
-    KAEL_CHECK(shifts.size() == 1, op << ": shifts and dimensions must align. shifts: " << shifts.size()
-                                      << ", dims:" << dims.size());
-    // Rolled as the flattened tensor (a contiguous copy), then given back its shape.
-    const std::int64_t n[] = {self.numel()};
-    Tensor src = alloc_cpu(self.sizes(), self.dtype());
-    copy_cpu(src, self);
-    Tensor flat = alloc_cpu(n, self.dtype());
-    roll_into(flat, Tensor(TensorImpl::make(src.impl()->storage_ptr(), self.dtype(), DimVector(n), DimVector{1}, 0)),
-              0, shifts[0]);
-    return Tensor(TensorImpl::make(flat.impl()->storage_ptr(), self.dtype(), DimVector(self.sizes()),
-                                   contiguous_strides(self.sizes()), 0));
-  }
-  KAEL_CHECK(shifts.size() == dims.size(), op << ": shifts and dimensions must align. shifts: " << shifts.size()
-                                              << ", dims:" << dims.size());
-  if (self.numel() == 0) return clone_cpu(self);  // PyTorch checks no dim of an empty tensor
-  KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << dims[0] << " but tensor has no dimensions");
-  DimVector wrapped;
-  for (const std::int64_t d : dims) wrapped.push_back(wrap_dim(op, d, self.dim()));
-  Tensor cur = self;
-  for (std::size_t i = 0; i < wrapped.size(); ++i) {
-    Tensor out = alloc_like_cpu(self);
-    roll_into(out, cur, wrapped[i], shifts[i]);
-    cur = out;
-  }
-  return cur;
-}
-
-// ------------------------------------------------------------------ tril / triu
-
-namespace {
-
-// Zeroes the elements of t (at least 2 dims) that tril (lower) or triu keeps out: column j of
-// row i is kept when j - i <= diagonal (tril) or j - i >= diagonal (triu).
-void zero_triangle(const Tensor& t, std::int64_t diagonal, bool lower) {
-  const std::int64_t nd = t.dim();
-  const std::int64_t rows = t.sizes()[nd - 2], cols = t.sizes()[nd - 1];
-  if (t.numel() == 0) return;
-  const std::int64_t rs = t.strides()[nd - 2], cs = t.strides()[nd - 1];
-  diagonal = std::clamp<std::int64_t>(diagonal, -rows - 1, cols + 1);  // no overflow below
-  const DimVector batch_shape(t.sizes().subspan(0, nd - 2));
-  const DimVector batch_strides(t.strides().subspan(0, nd - 2));
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto matrix = [&](char* base) {
-      T* m = reinterpret_cast<T*>(base);
-      for (std::int64_t i = 0; i < rows; ++i) {
-        // tril zeroes columns (i + diagonal, cols); triu zeroes [0, i + diagonal)
-        std::int64_t lo, hi;
-        if (lower) {
-          lo = std::clamp<std::int64_t>(i + diagonal + 1, 0, cols);
-          hi = cols;
-        } else {
-          lo = 0;
-          hi = std::clamp<std::int64_t>(i + diagonal, 0, cols);
-        }
-        for (std::int64_t j = lo; j < hi; ++j) m[i * rs + j * cs] = T(0);
-      }
-    };
-    if (batch_shape.empty()) {
-      matrix(static_cast<char*>(t.data_ptr()));
-      return;
-    }
-    const OperandView v{static_cast<char*>(t.data_ptr()), batch_shape, batch_strides,
-                        static_cast<int>(t.element_size())};
-    const LoopGeometry<1> g = make_geometry<1>(batch_shape, {v});
-    run_loop<1>(g, [&](char* const* ptrs, const std::int64_t* s, std::int64_t n) {
-      for (std::int64_t b = 0; b < n; ++b) matrix(ptrs[0] + b * s[0]);
-    });
-  });
-}
-
-void check_triangle(const char* op, const Tensor& self) {
-  KAEL_CHECK(self.dim() >= 2, op << ": input tensor must have at least 2 dimensions");
-}
-
-}  // namespace
-
-Tensor tril_cpu(const Tensor& self, std::int64_t diagonal) {
-  check_triangle("tril", self);
-  Tensor out = clone_cpu(self);
-  zero_triangle(out, diagonal, /*lower=*/true);
-  return out;
-}
-
-Tensor triu_cpu(const Tensor& self, std::int64_t diagonal) {
-  check_triangle("triu", self);
-  Tensor out = clone_cpu(self);
-  zero_triangle(out, diagonal, /*lower=*/false);
-  return out;
-}
-
-const Tensor& tril_cpu_(const Tensor& self, std::int64_t diagonal) {
-  check_triangle("tril_", self);
-  assert_no_internal_overlap("tril_", self);
-  self.bump_version();
-  zero_triangle(self, diagonal, /*lower=*/true);
-  return self;
-}
-
-const Tensor& triu_cpu_(const Tensor& self, std::int64_t diagonal) {
-  check_triangle("triu_", self);
-  assert_no_internal_overlap("triu_", self);
-  self.bump_version();
-  zero_triangle(self, diagonal, /*lower=*/false);
-  return self;
-}
-
-namespace {
-// The view of `length` elements of t along dim from start.
-Tensor slice_of(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t length) {
-  DimVector sizes(t.sizes()), strides(t.strides());
-  sizes[dim] = length;
-  return Tensor(TensorImpl::make_view(*t.impl(), std::move(sizes), std::move(strides),
-                                      t.impl()->offset() + start * t.strides()[dim]));
-}
-}  // namespace
-
-// ------------------------------------------------------------------ cat
-
-Tensor cat_impl(std::span<const Tensor> tensors, std::int64_t dim) {
-  constexpr const char* op = "cat";
-  KAEL_CHECK_VALUE(!tensors.empty(), op << ": expected a non-empty list of Tensors");
-  // PyTorch's legacy rule: 1-d empty tensors take no part in the shape checks
-  auto skipped = [](const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; };
-  const Tensor* ref = nullptr;
-  ResultTypeState types;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    KAEL_CHECK(t.dim() > 0, op << ": zero-dimensional tensor (at position " << i << ") cannot be concatenated");
-    check_same_device(op, tensors[0].device(), t.device());
-    types.add_tensor(t.dtype(), false);
-    if (!ref && !skipped(t)) ref = &t;
-  }
-  const ScalarType dtype = types.result();
-  if (!ref) {
-    wrap_dim(op, dim, 1);
-    return alloc_cpu(tensors[0].sizes(), dtype);
-  }
-  const std::int64_t nd = ref->dim();
-  const std::int64_t d = wrap_dim(op, dim, nd);
-  DimVector shape(ref->sizes());
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    if (skipped(t)) continue;
-    KAEL_CHECK_VALUE(t.dim() == nd, op << ": Tensors must have same number of dimensions: got " << nd << " and "
-                                       << t.dim());
-    for (std::int64_t k = 0; k < nd; ++k)
-      KAEL_CHECK_VALUE(k == d || t.sizes()[k] == shape[k],
-                       op << ": Sizes of tensors must match except in dimension " << d << ". Expected size "
-                          << shape[k] << " but got size " << t.sizes()[k] << " for tensor number " << i
-                          << " in the list (dimension " << k << ")");
-    KAEL_CHECK_VALUE(!__builtin_add_overflow(total, t.sizes()[d], &total), op << ": the result is too large");
-  }
-  shape[d] = total;
-  Tensor out = alloc_cpu(shape, dtype);
-  std::int64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    if (skipped(t)) continue;
-    const std::int64_t n = t.sizes()[d];
-    if (n > 0) copy_cpu(slice_of(out, d, offset, n), t);
-    offset += n;
-  }
-  return out;
-}
-
-Tensor cat_cpu(TensorList tensors, std::int64_t dim) { return cat_impl(tensors, dim); }
-
-// ------------------------------------------------------------------ scatter with a reduction
-//
-// Note [Scatter reductions]
-// scatter(..., reduce='add'|'multiply') and scatter_reduce(..., 'sum'|'prod'|'mean'|'amax'|'amin',
-// include_self) combine src into self at the positions index gives along dim, in index order
-// (serially, so the result is deterministic). The work runs on a contiguous copy of self in the
-// compute type (float32 for float16/bfloat16, rounded once when copied back, as in Note [Half
-// accumulation]); without include_self the positions that receive a value start from the
-// reduction's identity, as in PyTorch. mean divides each sum by its count (the positions no value
-// reaches keep self), with floor division for integers; amax/amin propagate NaN from either side;
-// on bool tensors sum/amax are `or` and prod/amin `and`.
-
-namespace {
-
-enum class ScatterReduce : std::uint8_t { Sum, Prod, Mean, Amax, Amin };
-
-template <typename A>
-A scatter_identity(ScatterReduce r) {
-  switch (r) {
-    case ScatterReduce::Prod:
-      return A(1);
-    case ScatterReduce::Amax:
-      if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-      return std::numeric_limits<A>::lowest();
-    case ScatterReduce::Amin:
-      if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
-      return std::numeric_limits<A>::max();
-    default:
-      return A(0);
-  }
-}
-
-// self[index[i]] = f(self[index[i]], src[i]) along dim over index's shape; self is contiguous.
-template <typename A, typename F>
-void scatter_combine(const Tensor& self, std::int64_t d, const Tensor& index, const Tensor& src, F f) {
-  const DimVector shape = sizes_as_vector(index);
-  const Restrided s = along_dim(self, d);
-  const std::int64_t step = s.step;
-  indexed_loop<std::int64_t>(shape, restrided(self, shape, s.strides), restrided(src, shape, strides_as_vector(src)),
-                             restrided(index, shape, strides_as_vector(index)), /*parallel=*/false,
-                             [step, &f](char* a, char* b, std::int64_t i) {
-                               A* p = reinterpret_cast<A*>(a + i * step);
-                               *p = f(*p, *reinterpret_cast<const A*>(b));
-                             });
-}
-
-template <typename A>
-void scatter_reduce_into(const Tensor& work, std::int64_t d, const Tensor& index, const Tensor& src, ScatterReduce r,
-                         bool include_self) {
-  if (!include_self) {
-    const A id = scatter_identity<A>(r);
-    const DimVector shape = sizes_as_vector(index);
-    const Restrided s = along_dim(work, d);
-    const std::int64_t step = s.step;
-    indexed_loop<std::int64_t>(shape, restrided(work, shape, s.strides),
-                               restrided(work, shape, DimVector(shape.size(), 0)),
-                               restrided(index, shape, strides_as_vector(index)), /*parallel=*/false,
-                               [step, id](char* a, char*, std::int64_t i) {
-                                 *reinterpret_cast<A*>(a + i * step) = id;
-                               });
-  }
-  if constexpr (std::is_same_v<A, bool>) {
-    if (r == ScatterReduce::Sum || r == ScatterReduce::Amax) {
-      scatter_combine<A>(work, d, index, src, [](bool a, bool b) { return a || b; });
-    } else {
-      scatter_combine<A>(work, d, index, src, [](bool a, bool b) { return a && b; });
-    }
-  } else if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;  // wraps as in PyTorch, never undefined
-    switch (r) {
-      case ScatterReduce::Sum:
-      case ScatterReduce::Mean:
-        scatter_combine<A>(work, d, index, src,
-                           [](A a, A b) { return static_cast<A>(static_cast<U>(a) + static_cast<U>(b)); });
-        break;
-      case ScatterReduce::Prod:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) {
-          using W = std::uint64_t;
-          return static_cast<A>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b)));
-        });
-        break;
-      case ScatterReduce::Amax:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return std::max(a, b); });
-        break;
-      case ScatterReduce::Amin:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return std::min(a, b); });
-        break;
-    }
-  } else {
-    switch (r) {
-      case ScatterReduce::Sum:
-      case ScatterReduce::Mean:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return a + b; });
-        break;
-      case ScatterReduce::Prod:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return a * b; });
-        break;
-      case ScatterReduce::Amax:  // PyTorch: isnan(src) ? src : std::max(self, src)
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return b != b ? b : (a < b ? b : a); });
-        break;
-      case ScatterReduce::Amin:
-        scatter_combine<A>(work, d, index, src, [](A a, A b) { return b != b ? b : (b < a ? b : a); });
-        break;
-    }
-  }
-  if (r != ScatterReduce::Mean) return;
-  if constexpr (!std::is_same_v<A, bool>) {
-    // counts of the values each position averaged (self included), at least 1
-    Tensor counts = alloc_cpu(work.sizes(), ScalarType::Int64);
-    fill_cpu(counts, Scalar(std::int64_t{include_self ? 1 : 0}));
-    const DimVector shape = sizes_as_vector(index);
-    const Restrided c = along_dim(counts, d);
-    const std::int64_t step = c.step;
-    indexed_loop<std::int64_t>(shape, restrided(counts, shape, c.strides),
-                               restrided(counts, shape, DimVector(shape.size(), 0)),
-                               restrided(index, shape, strides_as_vector(index)), /*parallel=*/false,
-                               [step](char* a, char*, std::int64_t i) {
-                                 ++*reinterpret_cast<std::int64_t*>(a + i * step);
-                               });
-    A* w = work.data<A>();
-    const std::int64_t* n = counts.data<std::int64_t>();
-    for (std::int64_t i = 0, e = work.numel(); i < e; ++i) {
-      const std::int64_t k = std::max<std::int64_t>(n[i], 1);
-      if constexpr (std::is_integral_v<A>) {
-        const auto v = static_cast<std::int64_t>(w[i]);
-        const std::int64_t q = v / k;  // floor division, as PyTorch's
-        w[i] = static_cast<A>(q - ((v % k != 0 && v < 0) ? 1 : 0));
-      } else {
-        w[i] = w[i] / static_cast<A>(k);
-      }
-    }
-  }
-}
-
-// Checks a scatter reduction into self (before any write) and runs it; src is a tensor of self's
-// dtype.
-const Tensor& scatter_reduce_checked(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
-                                     const Tensor& src, ScatterReduce r, bool include_self) {
-  check_cpu(op, self, index);
-  check_cpu(op, self, src);
-  const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
-  KAEL_CHECK(src.dtype() == self.dtype(), op << ": Expected self.dtype to be equal to src.dtype (got " << self.dtype()
-                                             << " and " << src.dtype() << ")");
-  KAEL_CHECK(r != ScatterReduce::Mean || self.dtype() != ScalarType::Bool,
-             op << ": reduce='mean' is not implemented for dtype " << self.dtype());
-  check_gather_scatter(op, self, d, index, &src);
-  check_index_range(op, index, size_as_vector(self, d), d);
-  assert_no_internal_overlap(op, self);
-  if (index.numel() == 0) return self;
-  const Tensor idx = long_index(readable_input(op, self, index));
-  const Tensor s = readable_input(op, self, src);
-  const ScalarType acc = is_reduced_floating(self.dtype()) ? ScalarType::Float32 : self.dtype();
-  Tensor work = alloc_cpu(self.sizes(), acc);
-  copy_cpu(work, self);
-  Tensor s_acc = s;
-  if (acc != s.dtype()) {
-    s_acc = alloc_cpu(s.sizes(), acc);
-    copy_cpu(s_acc, s);
-  }
-  visit_dtype(acc, [&](auto tag) {
-    using A = typename decltype(tag)::type;
-    if constexpr (!is_reduced_floating_v<A>) scatter_reduce_into<A>(work, d, idx, s_acc, r, include_self);
-  });
-  self.bump_version();
-  copy_cpu(self, work);
-  return self;
-}
-
-ScatterReduce scatter_reduce_kind(std::string_view reduce) {
-  if (reduce == "sum") return ScatterReduce::Sum;
-  if (reduce == "prod") return ScatterReduce::Prod;
-  if (reduce == "mean") return ScatterReduce::Mean;
-  if (reduce == "amax") return ScatterReduce::Amax;
-  KAEL_CHECK(reduce == "amin", "scatter_reduce: reduce argument must be either sum, prod, mean, amax or amin, got "
-                                   << reduce);
-  return ScatterReduce::Amin;
-}
-
-ScatterReduce scatter_add_or_multiply(const char* op, std::string_view reduce) {
-  if (reduce == "add") return ScatterReduce::Sum;
-  KAEL_CHECK(reduce == "multiply",
-             op << ": reduce argument must be either add or multiply, got '" << reduce << "'");
-  return ScatterReduce::Prod;
-}
-
-// The number as a tensor of index's shape and self's dtype (src of scatter(value, reduce=)).
-Tensor value_like_index(const Tensor& self, const Tensor& index, const Scalar& value) {
-  Tensor v = alloc_cpu(index.sizes(), self.dtype());
-  fill_cpu(v, value);
-  return v;
-}
-
-}  // namespace
-
-Tensor scatter_src_reduce_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
-                              std::string_view reduce) {
-  const ScatterReduce r = scatter_add_or_multiply("scatter", reduce);
-  Tensor out = clone_cpu(self);
-  scatter_reduce_checked("scatter", out, dim, index, src, r, true);
-  return out;
-}
-
-Tensor scatter_value_reduce_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value,
-                                std::string_view reduce) {
-  const ScatterReduce r = scatter_add_or_multiply("scatter", reduce);
-  Tensor out = clone_cpu(self);
-  scatter_reduce_checked("scatter", out, dim, index, value_like_index(self, index, value), r, true);
-  return out;
-}
-
-const Tensor& scatter_src_reduce_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
-                                      std::string_view reduce) {
-  return scatter_reduce_checked("scatter_", self, dim, index, src, scatter_add_or_multiply("scatter_", reduce), true);
-}
-
-const Tensor& scatter_value_reduce_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Scalar& value,
-                                        std::string_view reduce) {
-  const ScatterReduce r = scatter_add_or_multiply("scatter_", reduce);
-  return scatter_reduce_checked("scatter_", self, dim, index, value_like_index(self, index, value), r, true);
-}
-
-Tensor scatter_reduce_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
-                          std::string_view reduce, bool include_self) {
-  const ScatterReduce r = scatter_reduce_kind(reduce);
-  Tensor out = clone_cpu(self);
-  scatter_reduce_checked("scatter_reduce", out, dim, index, src, r, include_self);
-  return out;
-}
-
-const Tensor& scatter_reduce_cpu_(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src,
-                                  std::string_view reduce, bool include_self) {
-  return scatter_reduce_checked("scatter_reduce_", self, dim, index, src, scatter_reduce_kind(reduce), include_self);
 }
 
 }  // namespace kael::native

@@ -1,4 +1,5 @@
-// Set-up of pointwise calls; see kael/native/pointwise.h and Note [Loop geometry].
+// Set-up of pointwise calls, the same for every device (it allocates and converts through the
+// device-neutral helpers of setup.cpp); see kael/native/pointwise.h and Note [Loop geometry].
 #include "kael/native/pointwise.h"
 
 #include <algorithm>
@@ -139,7 +140,7 @@ void PointwiseCall::begin_write() {
       warn(WarningKind::User, std::string(spec_.name) + ": an output with one or more elements was resized since it "
                                   "had shape " + shape_str(dst.sizes()) + ", which does not match the required "
                                   "output shape " + shape_str(shape_));
-    resize_cpu(dst, shape_);
+    resize_tensor(dst, shape_);
     // PyTorch lays a resized output out as it would a new one: in the inputs' order. The
     // permuted strides span the same elements as the row-major ones resize_ made room for.
     const DimVector strides = result_strides();
@@ -176,7 +177,7 @@ void PointwiseCall::check_overlap(const char* suffix) {
 // PyTorch's resize_: contiguous strides from the tensor's storage offset, in its storage when
 // (offset + numel) elements fit, otherwise the storage grows in place (Note [Growing a storage
 // in place] in kael/core/storage.h), so views sharing it see the result.
-void resize_cpu(const Tensor& t, IntArrayRef sizes) {
+void resize_tensor(const Tensor& t, IntArrayRef sizes) {
   TensorImpl* impl = t.impl();
   const std::int64_t n = checked_numel("resize_", sizes);
   if (n > 0) {
