@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kael/core/allocator.h"
 #include "kael/core/error.h"
+#include "kael/dispatch/dispatcher.h"
 #include "kael/native/pointwise.h"
 #include "kael/native/declarations.h"
 #include "kael/native/reduce.h"
@@ -127,6 +130,82 @@ TEST_F(FakeDevice, CopySetUpIsDeviceIndependentAndItsLoopIsTheDevices) {
       << msg;
   msg = error_of([&] { kael::native::copy_on_device(dst, on_fake(kShape)); });
   EXPECT_NE(msg.find("copy_ is not implemented for CUDA"), std::string::npos) << msg;
+}
+
+// Kernels installed for one test (restored afterwards).
+struct KernelScope {
+  KernelScope(const char* op, kael::DispatchKey key, kael::dispatch::KernelFn fn) : op_(op), key_(key) {
+    old_ = kael::dispatch::set_kernel(op, key, fn);
+  }
+  ~KernelScope() { kael::dispatch::set_kernel(op_, key_, old_); }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+  const char* op_;
+  kael::DispatchKey key_;
+  kael::dispatch::KernelFn old_;
+};
+
+std::vector<kael::DispatchKeySet> g_to_calls, g_copy_calls;
+kael::dispatch::KernelFn g_cpu_copy = nullptr;
+
+// The device's `to` and copy_: record the keys they are called with; no loop runs.
+kael::Tensor fake_to(kael::DispatchKeySet ks, const kael::Tensor& self, kael::Device device,
+                     std::optional<kael::ScalarType> dtype, bool, bool) {
+  g_to_calls.push_back(ks);
+  return kael::native::empty_on(self.sizes(), dtype.value_or(self.dtype()), device);
+}
+const kael::Tensor& fake_copy(kael::DispatchKeySet ks, const kael::Tensor& self, const kael::Tensor&, bool) {
+  g_copy_calls.push_back(ks);
+  return self;
+}
+// The CPU's copy_, watched: records the keys, then runs the kernel it replaced.
+const kael::Tensor& watched_cpu_copy(kael::DispatchKeySet ks, const kael::Tensor& self, const kael::Tensor& src,
+                                     bool non_blocking) {
+  g_copy_calls.push_back(ks);
+  using Fn = const kael::Tensor& (*)(kael::DispatchKeySet, const kael::Tensor&, const kael::Tensor&, bool);
+  return reinterpret_cast<Fn>(g_cpu_copy)(ks, self, src, non_blocking);
+}
+
+TEST_F(FakeDevice, SetUpConvertsAndCopiesThroughTheDispatcherWithTheBackendsKeys) {
+  g_to_calls.clear();
+  g_copy_calls.clear();
+  const KernelScope to("to.device", kael::DispatchKey::CUDA, reinterpret_cast<kael::dispatch::KernelFn>(&fake_to));
+  const KernelScope copy("copy_", kael::DispatchKey::CUDA, reinterpret_cast<kael::dispatch::KernelFn>(&fake_copy));
+  const kael::Tensor a = on_fake(kShape, kael::ScalarType::Int64), b = on_fake(kShape);
+  // Autograd and the Python key see the op whose set-up this is, not its conversions.
+  a.impl()->add_keys(kael::DispatchKeySet(kael::DispatchKey::Autograd) |
+                     kael::DispatchKeySet(kael::DispatchKey::Python));
+  const kael::Operand oa(a), ob(b);
+  PointwiseCall call(kSpec, {&oa, &ob});
+  ASSERT_EQ(g_to_calls.size(), 1u);
+  EXPECT_EQ(g_to_calls[0], kael::DispatchKeySet(kael::DispatchKey::CUDA));
+  EXPECT_EQ(call.output().device(), kCuda0);
+  kael::native::copy_on_device(on_fake(kShape), b);
+  ASSERT_EQ(g_copy_calls.size(), 1u);
+  EXPECT_EQ(g_copy_calls[0], kael::DispatchKeySet(kael::DispatchKey::CUDA));
+}
+
+TEST(Device, SetUpOnCpuTensorsRunsTheCpuKernelsThroughTheDispatcher) {
+  g_copy_calls.clear();
+  g_cpu_copy = kael::dispatch::find_op("copy_")->kernels[static_cast<int>(kael::DispatchKey::CPU)];
+  const KernelScope copy("copy_", kael::DispatchKey::CPU,
+                         reinterpret_cast<kael::dispatch::KernelFn>(&watched_cpu_copy));
+  const kael::Tensor i = kael::view(kael::arange(6), kShape);  // int64
+  const kael::Tensor f = kael::ones(kShape);
+  const kael::Tensor r = kael::add(i, f);  // i is converted to float32 by the set-up
+  ASSERT_EQ(g_copy_calls.size(), 1u);
+  EXPECT_EQ(g_copy_calls[0], kael::DispatchKeySet(kael::DispatchKey::CPU));
+  EXPECT_EQ(r.dtype(), kael::ScalarType::Float32);
+  EXPECT_EQ(r.data<float>()[5], 6.0f);
+  // In place with a result of another dtype: f is converted to float64 (a copy_), the result is
+  // computed aside, then copied into f by copy_ (a second), which bumps f's version once, as
+  // PyTorch's in-place ops do.
+  const kael::Tensor d = kael::ones(kShape, kael::ScalarType::Float64);
+  const std::uint32_t before = f.impl()->version();
+  kael::add_(f, d);
+  EXPECT_EQ(f.impl()->version(), before + 1);
+  EXPECT_EQ(g_copy_calls.size(), 3u);
+  EXPECT_EQ(f.data<float>()[0], 2.0f);
 }
 
 TEST_F(FakeDevice, ReductionSetUpAllocatesTheOutputOnTheInputsDevice) {

@@ -131,7 +131,7 @@ void PointwiseCall::check_destination() {
 
 // The first write: resizes out when the shape differs (with a warning if it had elements, as in
 // PyTorch), bumps the version and writes into the destination directly when the dtypes agree
-// (otherwise into a temporary that finish() copies over).
+// (otherwise into a temporary that finish() copies over with copy_, which bumps it then).
 void PointwiseCall::begin_write() {
   if (self_ == nullptr) return;  // a fresh output
   const Tensor& dst = *self_;
@@ -146,11 +146,11 @@ void PointwiseCall::begin_write() {
     const DimVector strides = result_strides();
     if (!strides.empty()) dst.impl()->set_geometry(DimVector(shape_), strides, dst.impl()->offset());
   }
-  dst.bump_version();
   if (dst.dtype() == out_dtype_) {
+    dst.bump_version();
     out_ = dst;
   } else {
-    allocate_output();
+    allocate_output();  // finish() writes dst with copy_, which bumps its version
   }
 }
 

@@ -1,7 +1,10 @@
 // Device-independent pieces of kernel set-up: new tensors on a device (through the device's
-// allocator, Note [Allocators and storage]) and the same-device check. See
+// allocator, Note [Allocators and storage]), the same-device check, and conversions and copies
+// through the dispatcher (Note [Set-up calls the backend's ops]). See
 // Note [Pointwise backends] in kael/native/cuda/pointwise.cuh.
+#include "kael/core/concurrency.h"
 #include "kael/core/error.h"
+#include "kael/dispatch/dispatcher.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/copy_.h"
 #include "kael/ops/to.h"
@@ -63,15 +66,35 @@ void check_copy_shapes(const Tensor& dst, const Tensor& src) {
   }
 }
 
+namespace {
+// Note [Set-up calls the backend's ops]
+// Set-up converts and copies through the dispatcher, with the key set of the tensors' backend:
+// the CPU's kernels for CPU tensors, a device's own for its tensors (a device without them raises
+// "<op> is not implemented for <device>"), never a CPU loop over device memory. Autograd and the
+// Python key see the op whose set-up this is, not its conversions (excluded below it), and the
+// kernels run with the caller's lock held: set-up never drops it (Note [Concurrency]).
+class BackendCall {
+ public:
+  explicit BackendCall(Device device) : keys_(device.backend_key()) {}
+  DispatchKeySet keys() const { return keys_; }
+
+ private:
+  DispatchKeySet keys_;
+  dispatch::ExcludeGuard below_{DispatchKeySet(DispatchKey::Autograd) | DispatchKeySet(DispatchKey::Python)};
+  AllowUnlock locked_{false};
+};
+}  // namespace
+
 Tensor to_dtype_on_device(const Tensor& src, ScalarType dtype) {
-  if (src.device().is_cpu()) return to_dtype_cpu(src, dtype);
-  return kael::to(src, dtype);  // the kernel of the tensor's device
+  if (src.dtype() == dtype) return src;
+  const BackendCall call(src.device());
+  return kael::redispatch::to(call.keys(), src, src.device(), dtype, /*non_blocking=*/false, /*copy=*/false);
 }
 
 void copy_on_device(const Tensor& dst, const Tensor& src) {
   check_same_device("copy_", dst.device(), src.device());
-  if (dst.device().is_cpu()) return copy_cpu(dst, src);
-  kael::copy_(dst, src);  // the kernel of the tensors' device
+  const BackendCall call(dst.device());
+  kael::redispatch::copy_(call.keys(), dst, src, /*non_blocking=*/false);
 }
 
 }  // namespace kael::native
