@@ -20,7 +20,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (dropout_p > 0.0) {
     KAEL_CHECK(dropout_p <= 1.0, "scaled_dot_product_attention: dropout probability has to be between 0 and 1, but "
                                  "got " << dropout_p);
-    stream = default_generator().next_stream();
+    stream = default_generator(query.device()).next_stream();  // Note [A generator per device]
   }
   return kael::_scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                              std::bit_cast<std::int64_t>(stream.seed),

@@ -1,6 +1,10 @@
 #include "kael/runtime/generator.h"
 
+#include <atomic>
+#include <limits>
 #include <random>
+
+#include "kael/core/error.h"
 
 namespace kael {
 
@@ -36,9 +40,34 @@ PhiloxStream Generator::next_stream() const {
   return {seed, impl_->offset.fetch_add(1, std::memory_order_relaxed)};
 }
 
-const Generator& default_generator() {
-  static const Generator g;
-  return g;
+Generator::Generator(Device device) : impl_(std::make_shared<Impl>()), device_(device) {}
+
+namespace {
+// Default generators of devices other than the CPU, made on first use (a CUDA build has up to
+// 128 devices); never freed, so references to them stay valid for the process.
+constexpr int kMaxDevices = std::numeric_limits<std::int8_t>::max() + 1;
+std::atomic<const Generator*> device_generators[kMaxDevices];
+}  // namespace
+
+const Generator& default_generator(Device device) {
+  static const Generator cpu;
+  if (device.is_cpu()) [[likely]] return cpu;
+  KAEL_CHECK(device.index >= 0, "default_generator: device index " << int{device.index} << " is negative");
+  std::atomic<const Generator*>& slot = device_generators[device.index];
+  if (const Generator* g = slot.load(std::memory_order_acquire)) return *g;
+  const Generator* made = new Generator(device);
+  const Generator* expected = nullptr;
+  if (!slot.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    delete made;  // another thread made it first
+    return *expected;
+  }
+  return *made;
+}
+
+void check_generator_device(const char* op, const Generator& g, Device device) {
+  const auto type = [](Device d) { return d.is_cpu() ? "cpu" : "cuda"; };
+  KAEL_CHECK(g.device() == device, op << ": Expected a '" << type(device) << "' device type for generator but found '"
+                                      << type(g.device()) << "'");
 }
 
 }  // namespace kael

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "kael/core/device.h"
+#include "kael/core/stream.h"
 
 namespace kael {
 
@@ -43,6 +44,14 @@ class Allocator {
   virtual void* allocate(std::size_t nbytes) = 0;
   // Returns a block obtained from allocate(nbytes).
   virtual void free(void* ptr, std::size_t nbytes) noexcept = 0;
+  // Note [Frees that wait for streams]
+  // Tells the allocator that work queued on `stream` uses the block at ptr (from allocate),
+  // PyTorch's record_stream: its free() must not hand the block out again before that work
+  // has run (a device allocator records an event on the stream and reuses the block once the
+  // event has completed). Memory is allocated on the current stream of its device; a block
+  // used on that stream alone needs no call. The CPU allocator ignores it: the CPU's one
+  // stream runs in call order (Note [Streams]).
+  virtual void record_stream(void* /*ptr*/, Stream /*stream*/) noexcept {}
   virtual AllocatorStats stats() const = 0;
   // Returns cached blocks to the system (or the driver).
   virtual void empty_cache() = 0;

@@ -39,6 +39,11 @@ class Storage : public RefCounted, public FreeListAllocated<Storage> {
   Device device() const { return device_; }
   // The allocator the bytes came from; nullptr for external memory.
   Allocator* allocator() const { return allocator_; }
+  // Work queued on `stream` uses these bytes: their free waits for it (Note [Frees that wait
+  // for streams]). Nothing to do for external memory, whose owner decides when it goes.
+  void record_stream(Stream stream) const noexcept {
+    if (allocator_ != nullptr && data_ != nullptr) allocator_->record_stream(data_, stream);
+  }
 
   // Note [Version counter]
   // Every in-place write bumps the version of the storage it writes; views share the

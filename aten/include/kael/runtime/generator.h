@@ -20,6 +20,8 @@
 #include <memory>
 #include <optional>
 
+#include "kael/core/device.h"
+
 namespace kael {
 
 // PyTorch's default seed of its CPU generator, so kael.initial_seed() starts from the same number.
@@ -30,11 +32,20 @@ struct PhiloxStream {
   std::uint64_t offset = 0;
 };
 
+// Note [A generator per device]
+// A Generator belongs to a device: the ops of that device draw from it (a generator given to an
+// op on another device raises, as in PyTorch). Each device has its own default generator,
+// default_generator(device), made on first use and seeded with kDefaultSeed, so CPU and device
+// streams advance independently; kael.manual_seed seeds the CPU's (PyTorch's also seeds every
+// CUDA device's: a CUDA backend adds that). The state is the same two integers on every device.
 class Generator {
  public:
   // A new generator seeded with kDefaultSeed.
   Generator();
   explicit Generator(std::uint64_t seed);
+  // A new generator of `device`, seeded with kDefaultSeed. Only state: it needs no backend of
+  // the device until an op draws from it there.
+  explicit Generator(Device device);
 
   // Seeds the generator and rewinds its stream.
   void manual_seed(std::uint64_t seed) const;
@@ -49,6 +60,8 @@ class Generator {
   PhiloxStream next_stream() const;
 
   bool is_same(const Generator& o) const { return impl_ == o.impl_; }
+  // The device whose ops draw from it.
+  Device device() const { return device_; }
 
  private:
   struct Impl {
@@ -56,14 +69,22 @@ class Generator {
     std::atomic<std::uint64_t> offset{0};
   };
   std::shared_ptr<Impl> impl_;
+  Device device_ = kCPU;
 };
 
-// The process-wide generator that random ops use when none is given (kael.manual_seed seeds it).
-const Generator& default_generator();
+// The process-wide generator of `device` that its random ops use when none is given
+// (kael.manual_seed seeds the CPU's); the same object on every call for one device.
+const Generator& default_generator(Device device = kCPU);
 
-// The stream of one op call from `g`, or from the default generator when `g` is empty.
-inline PhiloxStream next_stream(const std::optional<Generator>& g) {
-  return (g ? *g : default_generator()).next_stream();
+// Raises a RuntimeError naming `op` unless g draws for `device` (PyTorch's message).
+void check_generator_device(const char* op, const Generator& g, Device device);
+
+// The stream of one call of `op` on `device` from `g`, or from the device's default generator
+// when `g` is empty.
+inline PhiloxStream next_stream(const std::optional<Generator>& g, Device device = kCPU, const char* op = "random") {
+  if (!g) return default_generator(device).next_stream();
+  if (g->device() != device) [[unlikely]] check_generator_device(op, *g, device);
+  return g->next_stream();
 }
 
 }  // namespace kael
