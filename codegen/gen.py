@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from codegen import enums, types
-from codegen.model import CodegenError, NativeFunction, Param, Type, parse_registry
+from codegen.model import CodegenError, NativeFunction, Param, parse_registry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NUM_SHARDS = 6
@@ -91,17 +91,18 @@ _TENSOR_PARAMS: set[tuple[str, str]] = set()
 def overload_order(f: NativeFunction) -> int:
     """Overloads are tried in this order: those taking a Tensor where a sibling takes a Scalar
     first, as PyTorch's parser does (a 0-d tensor then matches the Tensor overload)."""
-    return sum(1 for p in f.schema.params if p.type.base in ("Scalar", "float") and (f.name, p.name) in _TENSOR_PARAMS)
+    return sum(1 for p in f.schema.params
+               if (p.type.is_scalar() or p.type.is_float()) and (f.name, p.name) in _TENSOR_PARAMS)
 
 
 def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
     """The type model entry of a parameter (Tensor inputs of two-input pointwise ops are Operands;
     a Scalar that another overload takes as a Tensor also takes a 0-d tensor)."""
-    if p.type.base == "Tensor" and f.operand_inputs:
+    if p.type.is_tensor() and f.operand_inputs:
         return types.OPERAND
-    if p.type.base == "Scalar" and (f.name, p.name) in _TENSOR_PARAMS:
+    if p.type.is_scalar() and (f.name, p.name) in _TENSOR_PARAMS:
         return types.SCALAR_OR_0D_TENSOR
-    if p.type.base == "float" and (f.name, p.name) in _TENSOR_PARAMS:
+    if p.type.is_float() and (f.name, p.name) in _TENSOR_PARAMS:
         return types.FLOAT_OR_0D_TENSOR
     return p.type.arg_type
 
@@ -109,8 +110,8 @@ def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
 def cpp_type(f: NativeFunction, p: Param) -> str:
     t = arg_type(f, p)
     if p.type.optional:
-        by_ref = p.type.base in ("Tensor", "Scalar")  # no optional of a reference
-        return f"const std::optional<{t.cpp_value}>&" if by_ref else f"std::optional<{t.cpp_param}>"
+        # no optional of a reference
+        return f"const std::optional<{t.cpp_value}>&" if t.optional_by_ref else f"std::optional<{t.cpp_param}>"
     return t.cpp_param
 
 
@@ -129,7 +130,7 @@ def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, name
         if inplace and p.name == "self":
             t = "const Tensor&"
         text = f"{t} {p.name}" if names else t
-        if defaults and p.has_default and not (p.type.base == "int[]" and p.default.replace(" ", "") != "[]"):
+        if defaults and p.has_default and p.type.has_cpp_default(p.default):
             text += f" = {cpp_default(p)}"
         out.append(text)
     # a default may only be given if all later params have one too
@@ -154,14 +155,12 @@ def unbox_type(f: NativeFunction, p: Param) -> str:
 
 
 def cpp_return(f: NativeFunction) -> str:
-    """The C++ result type of the functional op."""
+    """The C++ result type of the functional op: each result's value type (a std::tuple of several);
+    an op that writes its argument returns it by reference."""
     if f.schema.mutating:
         return "const Tensor&"
-    if f.schema.returns_tuple:
-        return "std::tuple<" + ", ".join("Tensor" for _ in f.schema.return_names) + ">"
-    if f.schema.returns_list:
-        return "std::vector<Tensor>"
-    return "Tensor"
+    values = [r.type.arg_type.cpp_value for r in f.schema.returns]
+    return values[0] if len(values) == 1 else "std::tuple<" + ", ".join(values) + ">"
 
 
 def cpp_args(f: NativeFunction) -> str:
@@ -185,6 +184,16 @@ class CppVariant:
     kernels: dict[str, str]  # dispatch key -> kernel in kael::native (only keys that have one)
     generated_cpu: bool  # the CPU kernel is generated from a pointwise formula
     autograd: str | None = None  # the generated Autograd kernel: functional, inplace, out (or none)
+
+    @property
+    def value_ret(self) -> str:
+        """The result held by value (an op returning its argument by reference returns a Tensor)."""
+        return types.TENSOR.arg_type.cpp_value if self.returns_arg else self.ret
+
+    @property
+    def var_ret(self) -> str:
+        """The result type of the kael::Var method: Var for one tensor, the C++ type otherwise."""
+        return "Var" if self.value_ret == types.TENSOR.arg_type.cpp_value else self.ret
 
     @property
     def num_args(self) -> int:
@@ -239,13 +248,13 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
 
 def key_expr(f: NativeFunction) -> str:
     """C++ expression of the call's dispatch key set."""
-    tensors = [p for p in f.schema.params if p.type.base in ("Tensor", "Tensor[]")]
-    devices = [p for p in f.schema.params if p.type.base == "Device"]
+    tensors = [p for p in f.schema.params if p.type.is_tensor_like()]
+    devices = [p for p in f.schema.params if p.type.is_device()]
     tensor_keys = " | ".join(f"dispatch::key_set_of({p.name})" for p in tensors)
     if tensors and devices:
         # A device argument, when given, picks the backend (to(device), zeros_like(x, device=)).
         return f"dispatch::on_device({tensor_keys}, {devices[0].name})"
-    if tensors and all(p.type.base == "Tensor[]" for p in tensors):
+    if tensors and all(p.type.is_tensor_list() for p in tensors):
         # a call with only empty lists still runs somewhere: the CPU kernel
         return f"dispatch::or_cpu({tensor_keys})"
     if tensors:
@@ -265,7 +274,6 @@ class PyParam:
     optional: bool
     kwonly: bool
     default: str | None
-    base: str
     param: Param
     type: types.ArgType
 
@@ -278,7 +286,7 @@ def has_out(f: NativeFunction, method: bool) -> bool:
 def has_requires_grad(f: NativeFunction, method: bool) -> bool:
     """Python factories (functions with a device argument) take requires_grad=, as PyTorch's do."""
     return not method and not f.schema.returns_tuple and not f.schema.returns_list and \
-        any(p.type.base == "Device" for p in f.schema.params)
+        any(p.type.is_device() for p in f.schema.params)
 
 
 def py_signature(f: NativeFunction, method: bool, pyname: str) -> str:
@@ -300,14 +308,15 @@ def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
             continue
         t = arg_type(f, p)
         out.append(PyParam("input" if p.name == "self" else p.name, p.name, t.parser_kind, p.type.optional,
-                           p.kwonly, p.default, p.type.base, p, t))
+                           p.kwonly, p.default, p, t))
     if has_out(f, method):
-        param = Param("out", Type("Tensor", optional=True), "None", kwonly=True)
-        out.append(PyParam("out", "out", "Tensor", True, True, "None", "Tensor", param, types.TYPES["Tensor"]))
+        param = Param("out", types.OptionalType(types.TENSOR), "None", kwonly=True)
+        out.append(PyParam("out", "out", param.type.arg_type.parser_kind, True, True, "None", param,
+                           param.type.arg_type))
     if has_requires_grad(f, method):
-        param = Param("requires_grad", Type("bool"), "False", kwonly=True)
-        out.append(PyParam("requires_grad", "requires_grad", "Bool", False, True, "False", "bool", param,
-                           types.TYPES["bool"]))
+        param = Param("requires_grad", types.BOOL, "False", kwonly=True)
+        out.append(PyParam("requires_grad", "requires_grad", param.type.arg_type.parser_kind, False, True, "False",
+                           param, param.type.arg_type))
     return out
 
 
@@ -320,12 +329,11 @@ def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str,
         if method and p.name == "self":
             expr = "self_tensor"
         else:
-            optional_tensor = p.type.base == "Tensor" and p.type.optional
-            deref = p.type.base == "Tensor" and not optional_tensor and not f.operand_inputs
+            deref = p.type.is_tensor() and not p.type.optional and not f.operand_inputs
             expr = f"*a{i}" if deref else f"a{i}"
             i += 1
         args.append(expr)
-        if p.type.base == "Tensor" and not p.type.optional:
+        if p.type.is_tensor() and not p.type.optional:
             large.append(f"large({expr})")
     release = {"release": "true", "hold": "false"}[f.gil] if f.gil != "auto" else (" || ".join(large) or "false")
     name = f.name + ("_" if inplace else "")
@@ -343,7 +351,7 @@ def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str,
 def none_is_empty_list(p: Param) -> bool:
     """Whether Python's None stands for this parameter's default: an int[] whose default is [], which
     PyTorch's binding spells None (torch.amax(t, None), t.roll(1, dims=None))."""
-    return p.type.base == "int[]" and not p.type.optional and p.default is not None and p.default.replace(" ", "") == "[]"
+    return p.type.is_int_list() and not p.type.optional and p.has_empty_list_default
 
 
 def pyi_signature(f: NativeFunction, method: bool) -> str:
@@ -379,7 +387,7 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
 
 def varargs_intlist(f: NativeFunction, method: bool) -> bool:
     positional = [p for p in py_params(f, method) if not p.kwonly]
-    return len(positional) == 1 and positional[0].base == "int[]"
+    return len(positional) == 1 and positional[0].param.type.is_int_list()
 
 
 def shard_of(name: str) -> int:
@@ -461,9 +469,9 @@ def formula_params(f: NativeFunction) -> str:
     and result."""
     parts = ["const Var& grad"]
     for p in f.schema.params:
-        if p.type.base == "Tensor":
+        if p.type.is_tensor():
             parts.append(f"{'const std::optional<Var>&' if p.type.optional else 'const Var&'} {p.name}")
-        elif p.type.base == "Tensor[]":
+        elif p.type.is_tensor_list():
             parts.append(f"TensorList {p.name}")
         else:
             parts.append(f"{cpp_type(f, p)} {p.name}")
@@ -503,16 +511,15 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
 
 def py_return(f: NativeFunction) -> str:
     """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied)."""
-    ret = cpp_return(f)
-    return "Tensor" if ret == "const Tensor&" else ret
+    return types.TENSOR.arg_type.cpp_value if f.schema.mutating else cpp_return(f)
 
 
 def pyi_return(f: NativeFunction) -> str:
-    if f.schema.returns_tuple:
-        return "tuple[" + ", ".join("Tensor" for _ in f.schema.return_names) + "]"
+    stubs = [r.type.unwrap().elem.arg_type.stub if r.type.is_tensor_list() else r.type.arg_type.stub
+             for r in f.schema.returns]
     if f.schema.returns_list:
-        return "tuple[Tensor, ...]"
-    return "Tensor"
+        return f"tuple[{stubs[0]}, ...]"  # a tuple in Python, as torch.split returns
+    return stubs[0] if len(stubs) == 1 else "tuple[" + ", ".join(stubs) + "]"
 
 
 def c_string(text: str) -> str:
@@ -568,9 +575,8 @@ def autograd_args(f: NativeFunction) -> list[SavedArg]:
     formulas = [fm for _, fm in f.derivatives]
     out = []
     for p in f.schema.params:
-        base = p.type.base
         use = _usage(formulas, p.name)
-        if base == "Tensor":
+        if p.type.is_tensor():
             if use == "none":
                 kind = "none"
             elif p.type.optional:
@@ -578,7 +584,7 @@ def autograd_args(f: NativeFunction) -> list[SavedArg]:
             else:
                 kind = "meta" if use == "meta" else "tensor"
             out.append(SavedArg(p.name, kind, p, ""))
-        elif base == "Tensor[]":
+        elif p.type.is_tensor_list():
             out.append(SavedArg(p.name, "list" if use != "none" else "none_list", p, ""))
         else:
             t = arg_type(f, p)
@@ -588,7 +594,7 @@ def autograd_args(f: NativeFunction) -> list[SavedArg]:
 
 
 def is_list_param(f: NativeFunction, name: str) -> bool:
-    return any(p.name == name and p.type.base == "Tensor[]" for p in f.schema.params)
+    return any(p.name == name and p.type.is_tensor_list() for p in f.schema.params)
 
 
 def uses_result(f: NativeFunction) -> bool:
@@ -628,7 +634,7 @@ def check_return_names(functions: list[NativeFunction], path: str) -> None:
 
 def diff_inputs(f: NativeFunction) -> list[Param]:
     """Tensor inputs in order (each gets edges); those without a formula must not require grad."""
-    return [p for p in f.schema.params if p.type.base in ("Tensor", "Tensor[]")]
+    return [p for p in f.schema.params if p.type.is_tensor_like()]
 
 
 # ---------------------------------------------------------------------------- main
@@ -643,7 +649,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         by_name.setdefault(f.name, []).append(f)
     _TENSOR_PARAMS.clear()
     _TENSOR_PARAMS.update((f.name, p.name) for group in by_name.values() if len(group) > 1
-                          for f in group for p in f.schema.params if p.type.base == "Tensor")
+                          for f in group for p in f.schema.params if p.type.is_tensor())
     for group in by_name.values():
         group.sort(key=overload_order)
     names = sorted(by_name)

@@ -20,44 +20,64 @@ class CodegenError(Exception):
 
 # ---------------------------------------------------------------------------- types
 
-@dataclass(frozen=True)
-class Type:
-    base: str          # a key of codegen.types.TYPES: Tensor, Scalar, int, float, bool, int[], ...
-    optional: bool = False
-    mutable: bool = False  # Tensor(a!): the argument an in-place op writes
+# The type objects live in codegen/types.py (BaseType, ListType, OptionalType, Annotation);
+# `Type.parse("int[2]?")` is OptionalType(ListType(BaseType("int"), 2)).
+Type = types.SchemaType
 
-    @staticmethod
-    def parse(text: str) -> "Type":
-        if text == "Tensor(a!)":
-            return Type("Tensor", False, True)
-        optional = text.endswith("?")
-        base = text[:-1] if optional else text
-        # int[N] is accepted as a size hint and means int[]
-        base = re.sub(r"^int\[\d*\]$", "int[]", base)
-        if base not in types.TYPES:
-            raise CodegenError(f"unknown type '{text}'")
-        return Type(base, optional)
 
-    @property
-    def arg_type(self) -> types.ArgType:
-        return types.TYPES[self.base]
-
-    def __str__(self) -> str:
-        if self.mutable:
-            return "Tensor(a!)"
-        return self.base + ("?" if self.optional else "")
+def _parse_type(text: str) -> tuple[types.SchemaType, types.Annotation | None]:
+    try:
+        return types.parse_annotated(text)
+    except ValueError as e:
+        raise CodegenError(str(e)) from None
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
-    type: Type
+    type: types.SchemaType
     default: str | None      # YAML default text, normalised; None when required
     kwonly: bool
+    annotation: types.Annotation | None = None  # Tensor(a!): the argument is written in place
 
     @property
     def has_default(self) -> bool:
         return self.default is not None
+
+    @property
+    def is_write(self) -> bool:
+        """Tensor(a!) or Tensor(a!)[]: the op writes this argument."""
+        return self.annotation is not None and self.annotation.is_write
+
+    @property
+    def has_empty_list_default(self) -> bool:
+        return types.is_empty_list_default(self.default)
+
+    @property
+    def type_text(self) -> str:
+        """The type as signatures show it: `Tensor(a!)` with its annotation, no list size."""
+        return types.annotated_str(self.type, self.annotation)
+
+
+@dataclass(frozen=True)
+class Return:
+    """One result: `Tensor`, `Tensor(a)` (a view of an input), `Tensor(a!)` (the input written in
+    place), `Tensor[]`, or one named member of a tuple return (`Tensor values`)."""
+    name: str | None
+    type: types.SchemaType
+    annotation: types.Annotation | None = None
+
+    @property
+    def is_write(self) -> bool:
+        return self.annotation is not None and self.annotation.is_write
+
+    @property
+    def is_view(self) -> bool:
+        return self.annotation is not None and not self.annotation.is_write
+
+    def __str__(self) -> str:
+        text = types.annotated_str(self.type, self.annotation)
+        return f"{text} {self.name}" if self.name else text
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -73,14 +93,19 @@ def _check_default(t: Type, text: str) -> str:
 
 
 def _split_args(args: str) -> list[str]:
-    """Splits an argument list at top-level commas (not inside an int[] default)."""
+    """Splits an argument list at top-level commas: not inside brackets (an int[] default
+    `[0, 1]`), parentheses (`Tensor(a!)`) or a quoted string default."""
     parts: list[str] = []
     depth = 0
+    quote = False
     current = ""
     for ch in args:
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
+        if ch == "'":
+            quote = not quote
+        elif not quote:
+            depth += ch in "[("
+            depth -= ch in "])"
+        if ch == "," and depth == 0 and not quote:
             parts.append(current.strip())
             current = ""
         else:
@@ -90,28 +115,115 @@ def _split_args(args: str) -> list[str]:
     return parts
 
 
+def _parse_params(args: str) -> list[Param]:
+    """The argument list, split at top-level commas (brackets and quotes respected, so an int[]
+    default `[0, 1]` and a string default with a comma are one argument each)."""
+    params: list[Param] = []
+    kwonly = False
+    seen: set[str] = set()
+    args_list = _split_args(args)
+    for index, raw in enumerate(args_list):
+        if raw == "*":
+            if kwonly:
+                raise CodegenError("'*' appears twice")
+            if index == len(args_list) - 1:
+                raise CodegenError("'*' must be followed by keyword-only arguments")
+            kwonly = True
+            continue
+        pm = re.fullmatch(r"(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s*=\s*(.+))?", raw)
+        if not pm:
+            raise CodegenError(f"cannot parse argument '{raw}'")
+        ptype, annotation = _parse_type(pm.group(1))
+        pname = pm.group(2)
+        writes = annotation is not None and annotation.is_write
+        if writes and not ptype.is_tensor_list() and (params or pname != "self"):
+            raise CodegenError("only the first argument, 'self', can be Tensor(a!)")
+        if pname == "input":
+            raise CodegenError("argument name 'input' is reserved (Python shows 'self' as 'input')")
+        if pname in seen:
+            raise CodegenError(f"duplicate argument name '{pname}'")
+        seen.add(pname)
+        default = _check_default(ptype, pm.group(3).strip()) if pm.group(3) else None
+        if params and params[-1].has_default and default is None and not kwonly:
+            raise CodegenError(f"argument '{pname}' without default follows one with a default")
+        params.append(Param(pname, ptype, default, kwonly, annotation))
+    return params
+
+
+_RETURN_FORMS = "Tensor, Tensor(a), Tensor(a!), Tensor[] or (Tensor name, Tensor name, ...)"
+
+
+def _parse_returns(returns: str) -> tuple[Return, ...]:
+    """`Tensor`, `Tensor(a)`, `Tensor(a!)`, `Tensor[]` or `(Tensor values, Tensor indices)`."""
+    if returns.startswith("("):
+        out = []
+        for part in returns[1:-1].split(","):
+            rm = re.fullmatch(r"\s*(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)\s*", part)
+            t = None
+            if rm:
+                try:
+                    t, annotation = types.parse_annotated(rm.group(1))
+                except ValueError:
+                    t = None
+            if t is None or not t.is_tensor() or t.optional or annotation is not None:
+                raise CodegenError(f"cannot parse return '{part.strip()}' of '{returns}' "
+                                   "(expected 'Tensor name')")
+            out.append(Return(rm.group(2), t))
+        names = [r.name for r in out]
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise CodegenError(f"a tuple return names two or more distinct results, got '{returns}'")
+        return tuple(out)
+    try:
+        t, annotation = types.parse_annotated(returns)
+    except ValueError:
+        t, annotation = None, None
+    if t is None or t.optional or not (t.is_tensor() or (t.is_tensor_list() and annotation is None)):
+        raise CodegenError(f"unknown return type '{returns}' (expected {_RETURN_FORMS})")
+    return (Return(None, t, annotation),)
+
+
 @dataclass(frozen=True)
 class Schema:
     name: str                 # base name: add
     overload: str             # overload name: Tensor ('' if none)
     params: tuple[Param, ...]
-    returns: str              # Tensor | Tensor(a) | Tensor(a!) | Tensor[] | (Tensor name, ...)
-    return_names: tuple[str, ...] = ()  # the names of a tuple return: ('values', 'indices')
+    returns: tuple[Return, ...]  # one Return, or two or more named ones (a tuple return)
 
     @property
     def mutating(self) -> bool:
         """An in-place op declared as such (copy_, fill_): it writes its first argument."""
-        return self.returns == "Tensor(a!)"
+        return len(self.returns) == 1 and self.returns[0].is_write
+
+    @property
+    def returns_view(self) -> bool:
+        """The result aliases an input (`Tensor(a)`: views, contiguous, detach)."""
+        return len(self.returns) == 1 and self.returns[0].is_view
 
     @property
     def returns_tuple(self) -> bool:
         """Several named results: a C++ std::tuple, a named tuple in Python."""
-        return bool(self.return_names)
+        return len(self.returns) > 1
 
     @property
     def returns_list(self) -> bool:
         """A list of tensors: a C++ std::vector<Tensor>, a tuple in Python."""
-        return self.returns == "Tensor[]"
+        return len(self.returns) == 1 and self.returns[0].type.is_tensor_list()
+
+    @property
+    def returns_tensor(self) -> bool:
+        """One new Tensor (no annotation): what a pointwise op returns."""
+        return len(self.returns) == 1 and self.returns[0].type.is_tensor() and self.returns[0].annotation is None
+
+    @property
+    def return_names(self) -> tuple[str, ...]:
+        """The names of a tuple return: ('values', 'indices'); () otherwise."""
+        return tuple(r.name for r in self.returns if r.name) if self.returns_tuple else ()
+
+    @property
+    def returns_text(self) -> str:
+        if self.returns_tuple:
+            return "(" + ", ".join(str(r) for r in self.returns) + ")"
+        return str(self.returns[0])
 
     @property
     def full_name(self) -> str:
@@ -119,7 +231,12 @@ class Schema:
 
     @property
     def tensor_params(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if p.type.base == "Tensor")
+        return tuple(p for p in self.params if p.type.is_tensor())
+
+    @property
+    def scalar_params(self) -> tuple[Param, ...]:
+        """The parameters that are not tensors (a pointwise op's Scalars)."""
+        return tuple(p for p in self.params if not p.type.is_tensor())
 
     @staticmethod
     def parse(func: str) -> "Schema":
@@ -127,64 +244,25 @@ class Schema:
                          func)
         if not m:
             raise CodegenError(f"cannot parse func '{func}': expected 'name[.overload](args) -> Return'")
-        name, overload, args, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4)
-        return_names: tuple[str, ...] = ()
-        if returns.startswith("("):
-            names_list = []
-            for part in returns[1:-1].split(","):
-                rm = re.fullmatch(r"\s*Tensor\s+([A-Za-z_][A-Za-z0-9_]*)\s*", part)
-                if not rm:
-                    raise CodegenError(f"cannot parse return '{part.strip()}' of '{returns}' "
-                                       "(expected 'Tensor name')")
-                names_list.append(rm.group(1))
-            if len(names_list) < 2 or len(set(names_list)) != len(names_list):
-                raise CodegenError(f"a tuple return names two or more distinct results, got '{returns}'")
-            return_names = tuple(names_list)
-        elif returns not in ("Tensor", "Tensor(a)", "Tensor(a!)", "Tensor[]"):
-            raise CodegenError(f"unknown return type '{returns}' (expected Tensor, Tensor(a), Tensor(a!), "
-                               "Tensor[] or (Tensor name, Tensor name, ...))")
-        if name.endswith("_") and returns != "Tensor(a!)":
+        name, overload, args = m.group(1), m.group(2) or "", m.group(3)
+        returns = _parse_returns(m.group(4))
+        mutating = len(returns) == 1 and returns[0].is_write
+        if name.endswith("_") and not mutating:
             raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op "
                                "(an op that exists only in place returns Tensor(a!))")
-        if returns == "Tensor(a!)" and not name.endswith("_"):
+        if mutating and not name.endswith("_"):
             raise CodegenError(f"'{name}' returns Tensor(a!), so it writes in place: its name ends in '_'")
-        params: list[Param] = []
-        kwonly = False
-        seen: set[str] = set()
-        args_list = _split_args(args)
-        for raw in args_list:
-            if raw == "*":
-                if kwonly:
-                    raise CodegenError("'*' appears twice")
-                if raw is args_list[-1]:
-                    raise CodegenError("'*' must be followed by keyword-only arguments")
-                kwonly = True
-                continue
-            pm = re.fullmatch(r"(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s*=\s*(.+))?", raw)
-            if not pm:
-                raise CodegenError(f"cannot parse argument '{raw}'")
-            ptype = Type.parse(pm.group(1))
-            pname = pm.group(2)
-            if ptype.mutable and (params or pname != "self"):
-                raise CodegenError("only the first argument, 'self', can be Tensor(a!)")
-            if pname == "input":
-                raise CodegenError("argument name 'input' is reserved (Python shows 'self' as 'input')")
-            if pname in seen:
-                raise CodegenError(f"duplicate argument name '{pname}'")
-            seen.add(pname)
-            default = _check_default(ptype, pm.group(3).strip()) if pm.group(3) else None
-            if params and params[-1].has_default and default is None and not kwonly:
-                raise CodegenError(f"argument '{pname}' without default follows one with a default")
-            params.append(Param(pname, ptype, default, kwonly))
-        if returns == "Tensor(a!)" and not (params and params[0].type.mutable):
+        params = _parse_params(args)
+        if mutating and not (params and params[0].is_write and params[0].type.is_tensor()):
             raise CodegenError("an op returning Tensor(a!) takes 'Tensor(a!) self' first")
         if len(params) > types.MAX_PARAMS - 1:  # one slot stays free for out=
             raise CodegenError(f"{len(params)} arguments; the generated parsers take at most "
                                f"{types.MAX_PARAMS - 1}")
-        for rn in return_names:
-            if rn in seen:
-                raise CodegenError(f"result name '{rn}' is also an argument name")
-        return Schema(name, overload, tuple(params), returns, return_names)
+        names = {p.name for p in params}
+        for r in returns:
+            if r.name in names:
+                raise CodegenError(f"result name '{r.name}' is also an argument name")
+        return Schema(name, overload, tuple(params), returns)
 
     def signature_text(self, *, skip_self: bool = False, python: bool = True) -> str:
         """The signature as users see it: add(Tensor input, Tensor other, *, Scalar alpha=1)."""
@@ -197,7 +275,7 @@ class Schema:
                 parts.append("*")
                 star = True
             name = "input" if (python and p.name == "self") else p.name
-            text = f"{p.type} {name}"
+            text = f"{p.type_text} {name}"
             if p.has_default:
                 text += f"={p.default}"
             parts.append(text)
@@ -296,7 +374,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         if v not in VARIANTS:
             raise CodegenError(f"unknown variant '{v}' (expected one of {', '.join(VARIANTS)})")
     self_params = [p for p in schema.params if p.name == "self"]
-    if "method" in variants and (not self_params or self_params[0].type.base != "Tensor"
+    if "method" in variants and (not self_params or not self_params[0].type.is_tensor()
                                  or self_params[0].type.optional or self_params[0].kwonly):
         raise CodegenError("a method variant needs a positional 'Tensor self' argument")
 
@@ -340,15 +418,15 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
             raise CodegenError("'pointwise' must be a C++ expression")
         if dispatch_raw is not None:
             raise CodegenError("an entry has either 'pointwise' or 'dispatch', not both")
-        if schema.returns != "Tensor":
+        if not schema.returns_tensor:
             raise CodegenError("pointwise ops return a new Tensor (their in-place variant is derived)")
         n = len(schema.tensor_params)
         if not 1 <= n <= 3:
             raise CodegenError(f"pointwise ops take one to three Tensor inputs, got {n}")
         for p in schema.params:
-            if p.type.base not in ("Tensor", "Scalar") or p.type.optional:
+            if not (p.type.is_tensor() or p.type.is_scalar()) or p.type.optional:
                 raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
-        if not any(p.name == "self" and p.type.base == "Tensor" for p in schema.params):
+        if not any(p.name == "self" and p.type.is_tensor() for p in schema.params):
             raise CodegenError("a pointwise op takes a 'Tensor self' argument")
         if inplace is None:
             inplace = promotion != "always_bool" and schema.params[0].name == "self"
@@ -403,7 +481,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'simd' must be true or false")
     if not isinstance(opmath_scalars, bool):
         raise CodegenError("'opmath_scalars' must be true or false")
-    if opmath_scalars and (pointwise is None or not any(p.type.base == "Scalar" for p in schema.params)):
+    if opmath_scalars and (pointwise is None or not any(p.type.is_scalar() for p in schema.params)):
         raise CodegenError("'opmath_scalars' applies to pointwise ops with Scalar parameters only")
     if not isinstance(bool_out, bool):
         raise CodegenError("'bool_out' must be true or false")

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from codegen import enums, gen  # noqa: E402
-from codegen.model import CodegenError, Type, parse_registry  # noqa: E402
+from codegen import enums, gen, types  # noqa: E402
+from codegen.model import CodegenError, Return, Type, parse_registry  # noqa: E402
 
 # Every snippet starts with these two lines, so its first entry is on line 3.
 HEADER = "# a test registry\n\n"
@@ -64,7 +64,9 @@ def test_func_signature_grammar():
         "f.over(Tensor self, Tensor? w, Scalar s, int i=-1, float x=0.5, bool b=True, int[2] dims=[], "
         "int[]? o=None, *, ScalarType? dtype=None, Device device=cpu, ScalarType t=float64) -> Tensor(a)"))
     s = f.schema
-    assert (s.name, s.overload, s.full_name, s.returns) == ("f", "over", "f.over", "Tensor(a)")
+    assert (s.name, s.overload, s.full_name, s.returns_text) == ("f", "over", "f.over", "Tensor(a)")
+    assert s.returns == (Return(None, types.TENSOR, types.Annotation("a", False)),) and s.returns_view
+    assert s.params[6].type == types.ListType(types.BaseType("int"), 2)  # the size is kept in the model
     assert f.ident == "f_over"
     got = [(p.name, str(p.type), p.default, p.kwonly) for p in s.params]
     assert got == [
@@ -110,7 +112,8 @@ def test_pointwise_three_inputs_and_self_not_first():
 
 def test_func_no_arguments_and_plain_tensor_return():
     f = parse_one(hand_written("g() -> Tensor"))
-    assert f.schema.params == () and f.schema.returns == "Tensor" and f.schema.overload == ""
+    assert f.schema.params == () and f.schema.returns == (Return(None, types.TENSOR),) and f.schema.overload == ""
+    assert f.schema.returns_tensor and not (f.schema.returns_view or f.schema.mutating)
 
 
 @pytest.mark.parametrize("text", ["Tensr", "Tensor[][]", "int[x]", "Tensor??", "long", "string"])
@@ -225,8 +228,50 @@ def test_func_missing():
 
 
 def test_type_parse():
-    assert Type.parse("int[3]?") == Type("int[]", True)
+    assert Type.parse("int[3]?") == types.OptionalType(types.ListType(types.BaseType("int"), 3))
+    assert str(Type.parse("int[3]?")) == "int[]?" and Type.parse("int[3]?").spelling() == "int[3]?"
     assert str(Type.parse("ScalarType?")) == "ScalarType?"
+    t = Type.parse("Tensor[]")
+    assert t.is_tensor_list() and t.is_tensor_like() and not t.is_tensor() and t.base == "Tensor[]"
+    assert Type.parse("Tensor?").is_tensor() and Type.parse("Tensor?").optional
+    assert Type.parse("int[]?").is_int_list() and Type.parse("int[]?").unwrap() == types.ListType(types.BaseType("int"))
+    assert types.parse_annotated("Tensor(a!)") == (types.TENSOR, types.Annotation("a", True))
+    assert types.parse_annotated("Tensor(a!)[]") == (types.ListType(types.TENSOR), types.Annotation("a", True))
+    assert types.parse_annotated("Tensor(b)") == (types.TENSOR, types.Annotation("b", False))
+    for bad in ("Tensor(a!)?", "Tensor(!)", "int(a)", "Tensor[2]", "Scalar[]"):
+        with pytest.raises(ValueError):
+            types.parse_annotated(bad)
+
+
+def test_returns_are_parsed_objects():
+    s = parse_one(hand_written("f(Tensor self) -> (Tensor values, Tensor indices)")).schema
+    assert s.returns == (Return("values", types.TENSOR), Return("indices", types.TENSOR))
+    assert s.returns_tuple and s.return_names == ("values", "indices")
+    assert s.returns_text == "(Tensor values, Tensor indices)"
+    g = parse_one(hand_written("g_(Tensor(a!) self) -> Tensor(a!)")).schema
+    assert g.mutating and g.params[0].is_write and g.returns_text == "Tensor(a!)"
+    assert g.signature_text() == "g_(Tensor(a!) input)"
+    h = parse_one(hand_written("h(Tensor self) -> Tensor[]")).schema
+    assert h.returns_list and h.returns == (Return(None, types.ListType(types.TENSOR)),)
+
+
+def test_func_written_tensor_lists():
+    """Tensor(a!)[]: a list of tensors the op writes (fused optimizer steps); any argument may be one."""
+    f = parse_one(hand_written("f(Tensor(a!)[] params, Tensor(b!)[] grads, float lr) -> Tensor"))
+    params, grads, _ = f.schema.params
+    assert params.is_write and params.type.is_tensor_list() and params.type_text == "Tensor(a!)[]"
+    assert grads.annotation == types.Annotation("b", True)
+    assert gen.cpp_params(f, defaults=False) == "TensorList params, TensorList grads, double lr"
+
+
+def test_func_arguments_split_at_top_level_commas():
+    f = parse_one(hand_written("f(Tensor self, int[2] dims=[0, 1], str sep=', ', int k=1) -> Tensor"))
+    assert [(p.name, p.default) for p in f.schema.params] == [
+        ("self", None), ("dims", "[0, 1]"), ("sep", "', '"), ("k", "1")]
+    # the C++ declaration leaves a non-empty list default out (an IntArrayRef over a temporary would
+    # dangle); the generated parser applies it
+    assert gen.cpp_params(f, defaults=True) == \
+        'const Tensor& self, IntArrayRef dims, std::string_view sep = ", ", std::int64_t k = 1'
 
 
 # ============================================================================ variants
