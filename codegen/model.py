@@ -304,19 +304,15 @@ class NativeFunction:
     derivatives: tuple[tuple[str, str], ...]
     doc: str
     check: str | None = None  # hand-written argument check run before a pointwise kernel
-    # a one-element second input is read in float32 for float16/bfloat16 (see codegen/README.md)
-    opmath_other_scalar: bool = False
-    # a number first input gives a contiguous result (see codegen/README.md)
-    number_self_contiguous: bool = False
-    # the first input is a condition that takes no part in type promotion (see codegen/README.md)
-    condition_first: bool = False
+    # the arguments PyTorch's kernel reads in the compute type: Scalar parameters, or the second of
+    # two tensor inputs when it is a number or a one-element tensor (see codegen/README.md)
+    opmath: tuple[str, ...] = ()
+    # the result's layout: "inputs" (follows the tensor inputs) or "number_self_contiguous"
+    layout: str = "inputs"
     # the formula is one call f(a) of a function with a SIMD form (see codegen/README.md)
     simd: bool = False
-    # the Scalar parameters are read in the compute type, not checked against the storage type
-    # (see codegen/README.md)
-    opmath_scalars: bool = False
-    # out= must be a bool tensor (an always_bool op whose PyTorch form refuses other outputs)
-    bool_out: bool = False
+    # the dtype out= may have: "castable" (any the result casts to) or "result" (exactly the result's)
+    out_dtype: str = "castable"
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -341,6 +337,41 @@ class NativeFunction:
         return self.pointwise is not None
 
     @property
+    def conditions(self) -> tuple[Param, ...]:
+        """The tensor inputs declared before `self` (where's condition): read through truth(), they
+        take no part in type promotion (see codegen/README.md, "Argument order")."""
+        out = []
+        for p in self.schema.params:
+            if p.name == "self":
+                return tuple(out)
+            if p.type.is_tensor():
+                out.append(p)
+        return ()
+
+    @property
+    def condition_first(self) -> bool:
+        return bool(self.conditions)
+
+    @property
+    def opmath_other_scalar(self) -> bool:
+        """The second tensor input, when a number or one-element tensor, is read in the compute type."""
+        tensors = self.schema.tensor_params
+        return len(tensors) == 2 and tensors[1].name in self.opmath
+
+    def scalar_in_opmath(self, p: Param) -> bool:
+        """A Scalar parameter read in the compute type (not checked against the storage type)."""
+        return p.name in self.opmath
+
+    @property
+    def number_self_contiguous(self) -> bool:
+        return self.layout == "number_self_contiguous"
+
+    @property
+    def bool_out(self) -> bool:
+        """out= must be a bool tensor (an always_bool op whose out= must have the result's dtype)."""
+        return self.out_dtype == "result" and self.promotion == "always_bool"
+
+    @property
     def operand_inputs(self) -> bool:
         """Pointwise ops of two or more inputs take numbers for tensors (see codegen/README.md)."""
         return self.is_pointwise and len(self.schema.tensor_params) >= 2
@@ -360,6 +391,41 @@ def _str_list(value: Any, what: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise CodegenError(f"'{what}' must be a list of names")
     return tuple(value)
+
+
+LAYOUTS = ("inputs", "number_self_contiguous")
+OUT_DTYPES = ("castable", "result")
+
+
+def _check_pointwise_properties(schema: Schema, pointwise: str | None, promotion: str, opmath: Any,
+                                layout: Any, out_dtype: Any) -> tuple[str, ...]:
+    """Validates the general properties of a pointwise kernel (see codegen/README.md): the
+    arguments read in the compute type, the result's layout, out='s dtype rule and the argument
+    order (a condition before self)."""
+    opmath = _str_list(opmath, "opmath")
+    tensors = schema.tensor_params
+    for name in opmath:
+        p = next((q for q in schema.params if q.name == name), None)
+        second = len(tensors) == 2 and p is tensors[1]
+        if pointwise is None or p is None or not (p.type.is_scalar() or second):
+            raise CodegenError(f"'opmath' names Scalar parameters or the second of two tensor inputs of a "
+                               f"pointwise op, not '{name}'")
+    if len(set(opmath)) != len(opmath):
+        raise CodegenError("'opmath' names each argument once")
+    if layout not in LAYOUTS:
+        raise CodegenError(f"unknown layout '{layout}' (expected one of {', '.join(LAYOUTS)})")
+    if layout != "inputs" and (pointwise is None or len(tensors) != 2):
+        raise CodegenError(f"layout '{layout}' applies to pointwise ops of two tensor inputs only")
+    if out_dtype not in OUT_DTYPES:
+        raise CodegenError(f"unknown out_dtype '{out_dtype}' (expected one of {', '.join(OUT_DTYPES)})")
+    if out_dtype != "castable" and (pointwise is None or promotion != "always_bool"):
+        raise CodegenError("out_dtype 'result' applies to always_bool pointwise ops only (whose result dtype "
+                           "is known before the call)")
+    if pointwise is not None:
+        before_self = [p for p in schema.params[:[q.name for q in schema.params].index("self")] if p.type.is_tensor()]
+        if len(before_self) > 1 or (before_self and before_self[0] is not tensors[0]):
+            raise CodegenError("a pointwise op takes at most one tensor input before 'self', first (a condition)")
+    return opmath
 
 
 def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | None = None) -> NativeFunction:
@@ -387,12 +453,10 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     derivatives_raw = _pop(entry, "derivatives", {})
     doc = _pop(entry, "doc")
     check = _pop(entry, "check")
-    opmath_other_scalar = _pop(entry, "opmath_other_scalar", False)
-    number_self_contiguous = _pop(entry, "number_self_contiguous", False)
-    condition_first = _pop(entry, "condition_first", False)
+    opmath = _pop(entry, "opmath", [])
+    layout = _pop(entry, "layout", "inputs")
     simd = _pop(entry, "simd", False)
-    opmath_scalars = _pop(entry, "opmath_scalars", False)
-    bool_out = _pop(entry, "bool_out", False)
+    out_dtype = _pop(entry, "out_dtype", "castable")
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -467,30 +531,11 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         if not isinstance(check, str) or not _IDENT.match(check):
             raise CodegenError("'check' must be a C++ function name")
 
-    if not isinstance(opmath_other_scalar, bool):
-        raise CodegenError("'opmath_other_scalar' must be true or false")
-    if opmath_other_scalar and (pointwise is None or len(schema.tensor_params) != 2):
-        raise CodegenError("'opmath_other_scalar' applies to pointwise ops of two tensor inputs only")
-    if not isinstance(number_self_contiguous, bool):
-        raise CodegenError("'number_self_contiguous' must be true or false")
-    if number_self_contiguous and (pointwise is None or len(schema.tensor_params) != 2):
-        raise CodegenError("'number_self_contiguous' applies to pointwise ops of two tensor inputs only")
-    if not isinstance(condition_first, bool):
-        raise CodegenError("'condition_first' must be true or false")
+    opmath = _check_pointwise_properties(schema, pointwise, promotion, opmath, layout, out_dtype)
     if not isinstance(simd, bool):
         raise CodegenError("'simd' must be true or false")
-    if not isinstance(opmath_scalars, bool):
-        raise CodegenError("'opmath_scalars' must be true or false")
-    if opmath_scalars and (pointwise is None or not any(p.type.is_scalar() for p in schema.params)):
-        raise CodegenError("'opmath_scalars' applies to pointwise ops with Scalar parameters only")
-    if not isinstance(bool_out, bool):
-        raise CodegenError("'bool_out' must be true or false")
-    if bool_out and (pointwise is None or promotion != "always_bool"):
-        raise CodegenError("'bool_out' applies to always_bool pointwise ops only")
     if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
         raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
-    if condition_first and (pointwise is None or len(schema.tensor_params) < 2):
-        raise CodegenError("'condition_first' applies to pointwise ops of two or more tensor inputs only")
 
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
@@ -507,8 +552,8 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath_other_scalar=opmath_other_scalar, number_self_contiguous=number_self_contiguous,
-        condition_first=condition_first, simd=simd, opmath_scalars=opmath_scalars, bool_out=bool_out, key_lines=tuple(sorted((key_lines or {}).items())),
+        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype,
+        key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 

@@ -466,14 +466,16 @@ def test_check():
     assert parse_one(pointwise("f(Tensor self) -> Tensor")).check is None
 
 
-def test_bool_out():
-    f = parse_one(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  bool_out: true\n"))
-    assert f.bool_out is True
-    assert parse_one(pointwise("f(Tensor self) -> Tensor")).bool_out is False
-    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  bool_out: true\n")) == \
-        "t.yaml:3: f: 'bool_out' applies to always_bool pointwise ops only"
-    assert error(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  bool_out: 1\n")) == \
-        "t.yaml:3: f: 'bool_out' must be true or false"
+def test_out_dtype():
+    f = parse_one(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  out_dtype: result\n"))
+    assert f.out_dtype == "result" and f.bool_out
+    g = parse_one(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n"))
+    assert g.out_dtype == "castable" and not g.bool_out
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  out_dtype: result\n")) == \
+        "t.yaml:3: f: out_dtype 'result' applies to always_bool pointwise ops only (whose result dtype is known " \
+        "before the call)"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  out_dtype: bool\n")) == \
+        "t.yaml:3: f: unknown out_dtype 'bool' (expected one of castable, result)"
 
 
 def test_check_on_a_hand_written_op():
@@ -487,37 +489,56 @@ def test_check_must_be_a_function_name(name):
     assert error(text) == "t.yaml:3: add: 'check' must be a C++ function name"
 
 
-# ============================================================================ opmath_other_scalar, number_self_contiguous
+# ============================================================================ opmath, layout, argument order
 
-@pytest.mark.parametrize("key", ["opmath_other_scalar", "number_self_contiguous"])
-def test_two_input_pointwise_flags(key, tmp_path):
-    f = parse_one(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b", f"  {key}: true\n"))
-    assert getattr(f, key) is True
-    assert getattr(parse_one(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b")), key) is False
-    assert error(pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b", f"  {key}: 1\n")) == \
-        f"t.yaml:3: pow: '{key}' must be true or false"
-    assert error(pointwise("f(Tensor self) -> Tensor", "a", f"  {key}: true\n")) == \
-        f"t.yaml:3: f: '{key}' applies to pointwise ops of two tensor inputs only"
-    # the kernel's PointwiseSpec gets the flag in its field (the other one false)
+def test_opmath_names_scalars_and_the_second_input(tmp_path):
+    f = parse_one(pointwise("mul(Tensor self, Tensor other) -> Tensor", "a * b", "  opmath: [other]\n"))
+    assert f.opmath == ("other",) and f.opmath_other_scalar
+    assert not parse_one(pointwise("mul(Tensor self, Tensor other) -> Tensor", "a * b")).opmath_other_scalar
+    g = parse_one(pointwise("f(Tensor self, Scalar beta=1, Scalar t=2) -> Tensor", "a * beta + t", "  opmath: [beta]\n"))
+    assert [g.scalar_in_opmath(p) for p in g.schema.scalar_params] == [True, False] and not g.opmath_other_scalar
+    for bad, func in (("self", "mul(Tensor self, Tensor other) -> Tensor"), ("x", "mul(Tensor self, Tensor other) -> Tensor"),
+                      ("other", "f(Tensor self, Tensor other, Tensor c) -> Tensor")):
+        assert error(pointwise(func, "a", f"  opmath: [{bad}]\n")).endswith(
+            f"'opmath' names Scalar parameters or the second of two tensor inputs of a pointwise op, not '{bad}'")
+    assert error(pointwise("mul(Tensor self, Tensor other) -> Tensor", "a", "  opmath: other\n")) == \
+        "t.yaml:3: mul: 'opmath' must be a list of names"
     yaml_path = tmp_path / "reg.yaml"
-    yaml_path.write_text(HEADER + pointwise("pow(Tensor self, Tensor exponent) -> Tensor", "a * b",
-                                            f"  {key}: true\n"))
+    yaml_path.write_text(HEADER + pointwise("f(Tensor self, Tensor other, Scalar beta=1, Scalar t=2) -> Tensor",
+                                            "a * b * beta * t", "  opmath: [other, t]\n"))
+    gen.generate(yaml_path, tmp_path / "out")
+    kernel = (tmp_path / "out/src/pointwise/f.cpp").read_text()
+    assert "/*opmath_other_scalar=*/true" in kernel and "/*number_self_contiguous=*/false" in kernel
+    assert "const C t = t_scalar.template to<T>();" in kernel  # read in the compute type
+    assert "const C beta = static_cast<T>(beta_scalar.template checked_to<S>(kSpec.name));" in kernel
+
+
+def test_layout(tmp_path):
+    func = "pow(Tensor self, Tensor exponent) -> Tensor"
+    assert parse_one(pointwise(func, "a * b", "  layout: number_self_contiguous\n")).number_self_contiguous
+    assert parse_one(pointwise(func, "a * b")).layout == "inputs"
+    assert error(pointwise(func, "a * b", "  layout: rows\n")) == \
+        "t.yaml:3: pow: unknown layout 'rows' (expected one of inputs, number_self_contiguous)"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  layout: number_self_contiguous\n")) == \
+        "t.yaml:3: f: layout 'number_self_contiguous' applies to pointwise ops of two tensor inputs only"
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + pointwise(func, "a * b", "  layout: number_self_contiguous\n"))
     gen.generate(yaml_path, tmp_path / "out")
     kernel = (tmp_path / "out/src/pointwise/pow.cpp").read_text()
-    other = "number_self_contiguous" if key == "opmath_other_scalar" else "opmath_other_scalar"
-    assert f"/*{key}=*/true" in kernel and f"/*{other}=*/true" not in kernel
+    assert "/*number_self_contiguous=*/true" in kernel and "/*opmath_other_scalar=*/false" in kernel
 
 
-def test_condition_first_flag(tmp_path):
+def test_a_tensor_input_before_self_is_a_condition(tmp_path):
     sig = "where(Tensor condition, Tensor self, Tensor other) -> Tensor"
-    assert parse_one(pointwise(sig, "'truth(a) ? b : c'", "  condition_first: true\n")).condition_first is True
-    assert parse_one(pointwise(sig, "'truth(a) ? b : c'")).condition_first is False
-    assert error(pointwise(sig, "'truth(a) ? b : c'", "  condition_first: yes please\n")) == \
-        "t.yaml:3: where: 'condition_first' must be true or false"
-    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  condition_first: true\n")) == \
-        "t.yaml:3: f: 'condition_first' applies to pointwise ops of two or more tensor inputs only"
+    f = parse_one(pointwise(sig, "'truth(a) ? b : c'"))
+    assert f.condition_first and [p.name for p in f.conditions] == ["condition"]
+    assert not parse_one(pointwise("f(Tensor self, Tensor other) -> Tensor", "a")).condition_first
+    assert error(pointwise("f(Tensor c, Tensor d, Tensor self) -> Tensor", "a")) == \
+        "t.yaml:3: f: a pointwise op takes at most one tensor input before 'self', first (a condition)"
+    assert error(pointwise(sig, "'truth(a) ? b : c'", "  condition_first: true\n")) == \
+        "t.yaml:3: where: unknown key(s): condition_first"
     yaml_path = tmp_path / "reg.yaml"
-    yaml_path.write_text(HEADER + pointwise(sig, "'truth(a) ? b : c'", "  condition_first: true\n"))
+    yaml_path.write_text(HEADER + pointwise(sig, "'truth(a) ? b : c'"))
     gen.generate(yaml_path, tmp_path / "out")
     kernel = (tmp_path / "out/src/pointwise/where.cpp").read_text()
     assert "/*condition_first=*/true" in kernel and "/*opmath_other_scalar=*/false" in kernel
