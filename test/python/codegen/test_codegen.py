@@ -544,6 +544,78 @@ def test_a_tensor_input_before_self_is_a_condition(tmp_path):
     assert "/*condition_first=*/true" in kernel and "/*opmath_other_scalar=*/false" in kernel
 
 
+# ============================================================================ python_module, aliases, device_guard
+
+def test_python_module(tmp_path):
+    f = parse_one(hand_written("f(Tensor self) -> Tensor", "  python_module: nn\n"))
+    assert f.python_module == "nn" and parse_one(hand_written("f(Tensor self) -> Tensor")).python_module is None
+    assert error(hand_written("f(Tensor self) -> Tensor", "  python_module: fft\n")) == \
+        "t.yaml:3: f: unknown python_module 'fft' (expected one of nn, linalg, special)"
+    assert error("- func: f(Tensor self) -> Tensor\n  variants: [method]\n  python_module: nn\n"
+                 "  dispatch: {CPU: k}\n  doc: D.\n") == \
+        "t.yaml:3: f: 'python_module' places the function variant; the entry has none"
+    assert error(hand_written("f(Tensor self) -> Tensor", "  python_module: nn\n")
+                 + hand_written("f.x(Tensor self, int a) -> Tensor")) == \
+        "t.yaml:7: f.x: overloads of 'f' must declare the same python_module"
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + hand_written("f(Tensor self) -> Tensor", "  python_module: nn\n")
+                         + hand_written("g(Tensor self) -> Tensor"))
+    gen.generate(yaml_path, tmp_path / "out")
+    shards = "".join((tmp_path / f"out/python/functions_{i}.cpp").read_text() for i in range(gen.NUM_SHARDS))
+    nn_tables = re.findall(r"PyMethodDef kFunctions_nn_\d\[\] = \{(.*?)\n    \{nullptr", shards, re.S)
+    kael_tables = re.findall(r"PyMethodDef kFunctions_\d\[\] = \{(.*?)\n    \{nullptr", shards, re.S)
+    assert '{"f", ' in "".join(nn_tables) and '{"f", ' not in "".join(kael_tables)
+    assert '{"g", ' in "".join(kael_tables)
+    # an override receives kael.nn.functional.f
+    assert 'call_kael_function("nn.functional.f", false' in shards
+    tables = (tmp_path / "out/python/tables.cpp").read_text()
+    assert '"kael._C._nn"' in tables and 'PyModule_AddObjectRef(module, "_nn", sub)' in tables
+    pyi = (tmp_path / "out/kael/_C.pyi").read_text()
+    assert "\nclass _nn:\n" in pyi and "    @staticmethod\n    def f(input: Tensor) -> Tensor:" in pyi
+    assert "\ndef g(input: Tensor) -> Tensor:" in pyi and "\ndef f(" not in pyi
+    assert "| `kael.nn.functional.f` |" in (tmp_path / "out/docs/ops.md").read_text()
+
+
+def test_aliases(tmp_path):
+    entry = pointwise("mul(Tensor self, Tensor other) -> Tensor", "a * b", "  aliases: [multiply]\n")
+    assert parse_one(entry).aliases == ("multiply",)
+    assert parse_one(pointwise("f(Tensor self) -> Tensor")).aliases == ()
+    for bad, reason in (("[mul]", "alias 'mul' must be an identifier other than the op's name"),
+                        ("[2x]", "alias '2x' must be an identifier other than the op's name"),
+                        ("[m, m]", "'aliases' names each alias once"), ("m", "'aliases' must be a list of names")):
+        assert error(pointwise("mul(Tensor self, Tensor other) -> Tensor", "a * b", f"  aliases: {bad}\n")) == \
+            f"t.yaml:3: mul: {reason}"
+    assert error(entry + pointwise("f(Tensor self) -> Tensor", "a", "  aliases: [multiply]\n")) == \
+        "t.yaml:8: f: alias 'multiply' is already the name of an alias of 'mul'"
+    assert error(entry + pointwise("f(Tensor self) -> Tensor", "a", "  aliases: [mul_]\n")) == \
+        "t.yaml:8: f: alias 'mul_' is already the name of an op"
+    assert error(hand_written("f(Tensor self) -> Tensor", "  aliases: [g]\n")
+                 + hand_written("f.x(Tensor self, int a) -> Tensor", "  aliases: [g]\n")) == \
+        "t.yaml:7: f.x: the aliases of 'f' are given on one of its overloads (they name every overload)"
+    assert error("- func: f(Tensor self) -> Tensor\n  variants: []\n  aliases: [g]\n  dispatch: {CPU: k}\n"
+                 "  doc: D.\n") == "t.yaml:3: f: 'aliases' are Python names; the entry has no Python variant"
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + entry)
+    gen.generate(yaml_path, tmp_path / "out")
+    shard = (tmp_path / f"out/python/functions_{gen.shard_of('mul')}.cpp").read_text()
+    for pyname in ("mul", "multiply"):  # a function, a method and an in-place method each
+        assert f'{{"{pyname}", ' in shard and f'{{"{pyname}_", ' in shard
+        assert f"PyObject* py_f_{pyname}(" in shard and f"PyObject* py_m_{pyname}_(" in shard
+    assert '"multiply(Tensor input, Tensor other, *, Tensor? out=None)\\n\\nDoes it.' in shard
+    assert 'call_kael_function("multiply", false' in shard
+    pyi = (tmp_path / "out/kael/_C.pyi").read_text()
+    assert "\ndef multiply(input: Tensor | Number, other: Tensor | Number, *, out: Tensor | None = None)" in pyi
+    assert "    def multiply_(self, other: Tensor | Number) -> Tensor:" in pyi
+    assert "(also `multiply`)" in (tmp_path / "out/docs/ops.md").read_text()
+
+
+def test_device_guard():
+    assert parse_one(hand_written("f(Tensor self) -> Tensor")).device_guard is True
+    assert parse_one(hand_written("f(Tensor self) -> Tensor", "  device_guard: false\n")).device_guard is False
+    assert error(hand_written("f(Tensor self) -> Tensor", "  device_guard: no guard\n")) == \
+        "t.yaml:3: f: 'device_guard' must be true or false"
+
+
 def test_simd_flag(tmp_path):
     assert parse_one(pointwise("exp(Tensor self) -> Tensor", "exp(a)", "  simd: true\n")).simd is True
     assert parse_one(pointwise("exp(Tensor self) -> Tensor", "exp(a)")).simd is False
