@@ -96,4 +96,4 @@ from kael.functional import __all__ as _functional_all  # noqa: E402
 
 __all__ += [name for name in _functional_all if name not in __all__]
 __all__ = list(dict.fromkeys(__all__ + ["nn", "random", "return_types", "data", "optim", "save", "load"]))
-del annotations, _functional_all, _utils_data  # `from __future__` and loop names are not API
+del annotations, _name, _functional_all, _utils_data  # `from __future__` and loop names are not API

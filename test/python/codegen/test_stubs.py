@@ -42,8 +42,6 @@ GENERATED_FUNCTIONS = {n for f in REGISTRY if "function" in f.variants for n in 
 GENERATED_METHODS = ({n for f in REGISTRY if "method" in f.variants for n in (f.name, *f.aliases)}
                      | {n + "_" for f in REGISTRY if f.is_pointwise and f.inplace and "method" in f.variants
                         for n in (f.name, *f.aliases)})
-# torch's other names of hand-written methods (Tensor.ndimension is Tensor.dim: kael/_composites.py)
-GENERATED_METHODS |= {n for n in kael._composites.ALIAS_MEMBERS if n in vars(kael.Tensor)}
 
 # Members every object has, whose signatures kael does not change: they need no stub.
 OBJECT_PROTOCOL = {"__new__", "__repr__", "__str__", "__hash__", "__doc__", "__reduce__"}
