@@ -231,8 +231,7 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             returns_arg="self",
             params=cpp_params(f, defaults=False, inplace=True), params_decl=cpp_params(f, defaults=True, inplace=True),
             param_types=cpp_params(f, defaults=False, inplace=True, names=False), args=cpp_args(f),
-            unbox=[types.TENSOR.arg_type.cpp_value] + unbox[1:], keys=key_expr(f),
-            kernels={"CPU": f"{f.name}__cpu_generated"},
+            unbox=["Tensor"] + unbox[1:], keys=key_expr(f), kernels={"CPU": f"{f.name}__cpu_generated"},
             generated_cpu=True, autograd="inplace" if autograd_supported(f) else None))
     if f.is_pointwise:
         out.append(CppVariant(
@@ -241,8 +240,7 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             params="const Tensor& out, " + cpp_params(f, defaults=False),
             params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
             param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
-            args="out, " + cpp_args(f), unbox=[types.TENSOR.arg_type.cpp_value] + unbox,
-            keys="dispatch::key_set_of(out) | " + key_expr(f),
+            args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
             kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True,
             autograd="out" if autograd_supported(f) else None))
     return out

@@ -27,13 +27,13 @@ struct PointwiseSpec {
   Promotion promotion;
   std::uint32_t dtypes;  // bit (1 << ScalarType) set for each supported compute dtype
   // A number or one-element tensor as second input is read in float32 for float16/bfloat16,
-  // not rounded to them first (the registry's `opmath: [other]`, codegen/README.md).
+  // not rounded to them first (the registry's opmath_other_scalar, codegen/README.md).
   bool opmath_other_scalar = false;
   // A number as first input gives a contiguous result, whatever the second input's layout
-  // (PyTorch's pow(Scalar, Tensor) overload; the registry's `layout: number_self_contiguous`).
+  // (PyTorch's pow(Scalar, Tensor) overload; the registry's number_self_contiguous).
   bool number_self_contiguous = false;
   // The first input is a condition (where's): it takes no part in type promotion, so a uint8
-  // condition does not raise the result's dtype (a tensor input declared before self in the registry).
+  // condition does not raise the result's dtype (the registry's condition_first).
   bool condition_first = false;
 };
 
