@@ -385,24 +385,6 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
     return ", ".join(parts)
 
 
-# The Python module path of a `python_module` under kael (the functions of kael._C._nn are
-# kael.nn.functional's).
-PYTHON_MODULE_PATHS = {"nn": "nn.functional", "linalg": "linalg", "special": "special"}
-
-
-def override_name(f: NativeFunction, method: bool, pyname: str) -> str:
-    """The name under kael that a __kael_function__ override receives as `func`:
-    `mul`, `nn.functional.softplus` (a method's is its name on Tensor)."""
-    if method or f.python_module is None:
-        return pyname
-    return f"{PYTHON_MODULE_PATHS[f.python_module]}.{pyname}"
-
-
-def python_name(f: NativeFunction) -> str:
-    """Where users find the function: kael.mul, kael.nn.functional.softplus."""
-    return "kael." + override_name(f, False, f.name)
-
-
 def varargs_intlist(f: NativeFunction, method: bool) -> bool:
     positional = [p for p in py_params(f, method) if not p.kwonly]
     return len(positional) == 1 and positional[0].param.type.is_int_list()
@@ -674,9 +656,6 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     # A pointwise op's derived in-place method (Tensor.div_) also takes the overloads of the
     # hand-written in-place entries of the same name (div_.Tensor_mode): one Python method with
     # all of them, the derived ones tried first; those entries get no Python spelling of their own.
-    # Each op's Python names: its own, then its aliases (given on one of its overloads).
-    python_names = {n: [n] + [a for f in by_name[n] for a in f.aliases] for n in names}
-    python_modules = [None] + [m for m in PYTHON_MODULE_PATHS if any(f.python_module == m for f in functions)]
     inplace_extra = {n: by_name[n + "_"] for n in names
                      if any(f.inplace for f in by_name[n]) and n + "_" in by_name}
     python_skip = {n + "_" for n in inplace_extra}
@@ -693,8 +672,6 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         used_returns=used_returns, result_args=result_args,
         diff_inputs=diff_inputs, is_list_param=is_list_param, node_names=node_names(functions),
         inplace_extra=inplace_extra, python_skip=python_skip, none_is_empty_list=none_is_empty_list,
-        python_names=python_names, python_modules=python_modules, override_name=override_name,
-        python_name=python_name, python_module_paths=PYTHON_MODULE_PATHS,
     )
     writer.render("enums.h.j2", "include/kael/enums.h", **common)
     writer.render("param_kind.h.j2", "include/kael/python/param_kind.h", **common)

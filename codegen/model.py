@@ -313,13 +313,6 @@ class NativeFunction:
     simd: bool = False
     # the dtype out= may have: "castable" (any the result casts to) or "result" (exactly the result's)
     out_dtype: str = "castable"
-    # where the Python function lives: None (kael), "nn" (kael.nn.functional), "linalg", "special"
-    python_module: str | None = None
-    # other Python names of the function and method (multiply for mul; see codegen/README.md)
-    aliases: tuple[str, ...] = ()
-    # whether a kernel on a device backend runs under a guard that makes its device current
-    # (recorded for the CUDA backend; the CPU kernels need none)
-    device_guard: bool = True
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -400,7 +393,6 @@ def _str_list(value: Any, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-PYTHON_MODULES = ("nn", "linalg", "special")
 LAYOUTS = ("inputs", "number_self_contiguous")
 OUT_DTYPES = ("castable", "result")
 
@@ -465,9 +457,6 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     layout = _pop(entry, "layout", "inputs")
     simd = _pop(entry, "simd", False)
     out_dtype = _pop(entry, "out_dtype", "castable")
-    python_module = _pop(entry, "python_module")
-    aliases = _str_list(_pop(entry, "aliases", []), "aliases")
-    device_guard = _pop(entry, "device_guard", True)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -548,20 +537,6 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
         raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
 
-    if python_module is not None and python_module not in PYTHON_MODULES:
-        raise CodegenError(f"unknown python_module '{python_module}' (expected one of {', '.join(PYTHON_MODULES)})")
-    if python_module is not None and "function" not in variants:
-        raise CodegenError("'python_module' places the function variant; the entry has none")
-    for a in aliases:
-        if not _IDENT.match(a) or a == schema.name:
-            raise CodegenError(f"alias '{a}' must be an identifier other than the op's name")
-    if len(set(aliases)) != len(aliases):
-        raise CodegenError("'aliases' names each alias once")
-    if aliases and not variants:
-        raise CodegenError("'aliases' are Python names; the entry has no Python variant")
-    if not isinstance(device_guard, bool):
-        raise CodegenError("'device_guard' must be true or false")
-
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
     names = {p.name for p in schema.params}
@@ -577,8 +552,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, python_module=python_module,
-        aliases=aliases, device_guard=device_guard,
+        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
@@ -644,21 +618,7 @@ def parse_registry(text: str, path: str = "native_functions.yaml") -> list[Nativ
         seen[f.schema.full_name] = line
         functions.append(f)
     _check_overloads(functions, path)
-    _check_aliases(functions, path)
     return functions
-
-
-def _check_aliases(functions: list[NativeFunction], path: str) -> None:
-    """An alias names no op and no other alias (nor its derived in-place method's name)."""
-    names = {f.name for f in functions} | {f.name + "_" for f in functions if f.inplace}
-    seen: dict[str, str] = {}
-    for f in functions:
-        for a in f.aliases:
-            if a in names or a in seen:
-                what = "an op" if a in names else f"an alias of '{seen[a]}'"
-                raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: alias '{a}' is already "
-                                   f"the name of {what}")
-            seen[a] = f.name
 
 
 def _check_overloads(functions: list[NativeFunction], path: str) -> None:
@@ -671,14 +631,6 @@ def _check_overloads(functions: list[NativeFunction], path: str) -> None:
             f = group[-1]
             raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
                                "must declare the same variants")
-        if len({f.python_module for f in group}) > 1:
-            f = group[-1]
-            raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
-                               "must declare the same python_module")
-        if sum(1 for f in group if f.aliases) > 1:
-            f = [g for g in group if g.aliases][-1]
-            raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: the aliases of '{name}' are given on one "
-                               "of its overloads (they name every overload)")
         pointwise = [f for f in group if f.is_pointwise]
         if len(pointwise) > 1 or (pointwise and pointwise[0].schema.full_name != name):
             f = group[-1]

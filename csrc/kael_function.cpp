@@ -1,7 +1,6 @@
 // __kael_function__ overrides (see Note [__kael_function__] in kael_function.h).
 #include "kael_function.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,16 +43,10 @@ PyObject* func_object(const char* name, bool method, const char* accessor = null
       func = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&TensorType), name);
     }
   } else {
-    // kael.<name>, or a dotted path under kael for a function of another Python module
-    // (nn.functional.softplus: registry key python_module)
     PyObject* module = PyImport_ImportModule("kael");
-    func = module;
-    for (const char *part = name, *dot = nullptr; func != nullptr && *part != '\0'; part = dot ? dot + 1 : "") {
-      dot = std::strchr(part, '.');
-      const std::string attr = dot ? std::string(part, dot) : std::string(part);
-      PyObject* next = PyObject_GetAttrString(func, attr.c_str());
-      Py_DECREF(func);
-      func = next;
+    if (module != nullptr) {
+      func = PyObject_GetAttrString(module, name);
+      Py_DECREF(module);
     }
     if (func == nullptr) {
       PyErr_Clear();

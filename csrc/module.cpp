@@ -19,7 +19,6 @@
 namespace kael::python {
 
 void append_generated_functions(std::vector<PyMethodDef>& out);
-int add_generated_modules(PyObject* module);  // kael._C._nn, ... (registry key python_module)
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
@@ -299,7 +298,7 @@ PyMODINIT_FUNC PyInit__C() {
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
       kael_init_pyobject(module) < 0 ||
-      kael_init_autograd(module) < 0 || add_generated_modules(module) < 0 ||
+      kael_init_autograd(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
     Py_DECREF(module);
     return nullptr;

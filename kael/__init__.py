@@ -55,9 +55,10 @@ def is_tensor(obj: object) -> _builtins.bool:
     """Whether obj is a kael tensor (or an instance of a Tensor subclass)."""
     return isinstance(obj, Tensor)
 
-# Ops that torch offers only in torch.nn.functional are bound in _C._nn (registry key
-# python_module: nn), not in _C: kael.nn.functional takes them from there.
-_FUNCTIONAL_ONLY = tuple(sorted(n for n in vars(_C._nn) if not n.startswith("_")))
+# Ops that torch offers only in torch.nn.functional are bound in _C but not exported here.
+_FUNCTIONAL_ONLY = ("gelu", "silu", "softplus", "one_hot")
+for _name in _FUNCTIONAL_ONLY:
+    globals().pop(_name, None)
 
 from kael import random  # noqa: E402
 from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: E402
@@ -72,7 +73,7 @@ from kael import cuda  # noqa: E402
 from kael import accelerator  # noqa: E402
 from kael._tensor_str import set_printoptions  # noqa: E402
 
-__all__ = ([name for name in dir(_C) if not name.startswith("_")]
+__all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY]
            + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda", "accelerator",
               "set_printoptions"]
            + random.__all__ + _composite_names)

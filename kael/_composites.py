@@ -1,9 +1,9 @@
-"""Small torch functions written in Python from registered ops (so autograd, a Python key and
-every device see those ops): the matrix-vector products with out=, ``addcmul`` and ``addcdiv``,
-stacking helpers, ``meshgrid``, ``finfo``/``iinfo``, and the method aliases of hand-written
-methods (``ndimension``, ``nelement``; the aliases of registered ops, ``multiply`` for ``mul``,
-are the registry's ``aliases:``). Each is compared against torch in
-test/python/ops/test_composites.py. Composites move into the registry as CompositeImplicit entries
+"""torch's other spellings of kael's ops, and small torch functions written in Python from
+registered ops (so autograd, a Python key and every device see those ops): the aliases
+(``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
+error names the op, ``mul()``), the matrix-vector products with out=, ``addcmul`` and
+``addcdiv``, stacking helpers, ``meshgrid``, ``finfo``/``iinfo``. Each is compared against torch
+in test/python/ops/test_composites.py. Composites move into the registry as CompositeImplicit entries
 (aten/src/native/composite_*.cpp); codegen/test_registry_surface.py lists the ones still here."""
 from __future__ import annotations
 
@@ -17,12 +17,30 @@ from kael._C import Tensor
 
 # ---------------------------------------------------------------------------------- aliases
 
-# torch's other names of hand-written Tensor methods (those of registered ops are generated).
-_METHOD_ALIASES = {"ndimension": "dim", "nelement": "numel"}
+# torch name -> kael name, for both kael.<name> (where the original is a function) and
+# Tensor.<name> (where it is a method); in-place forms follow their originals.
+_ALIASES = {
+    "multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div", "negative": "neg",
+    "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+    "not_equal": "ne", "clip": "clamp", "arctan2": "atan2", "fix": "trunc", "arccos": "acos",
+    "arcsin": "asin", "arctan": "atan", "concat": "cat", "concatenate": "cat", "swapdims": "swapdims",
+}
 
 
 def _aliases():
-    return {alias: Tensor.__dict__[name] for alias, name in _METHOD_ALIASES.items()}
+    functions, methods = {}, {}
+    for alias, name in _ALIASES.items():
+        if alias == name:
+            continue
+        if hasattr(_C, name):
+            functions[alias] = getattr(_C, name)
+        for suffix in ("", "_"):
+            original = Tensor.__dict__.get(name + suffix)
+            if original is not None:
+                methods[alias + suffix] = original
+    methods["ndimension"] = Tensor.__dict__["dim"]
+    methods["nelement"] = Tensor.__dict__["numel"]
+    return functions, methods
 
 
 # ---------------------------------------------------------------------------------- views
@@ -1172,13 +1190,13 @@ METHODS = ["mm", "mv", "dot", "addcmul", "addcdiv", "xlogy", "float_power", "tak
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
 # aliases excepted: they are the generated methods under another name).
 TENSOR_MEMBERS: dict = {}
-ALIAS_MEMBERS = set(_METHOD_ALIASES)
+ALIAS_MEMBERS = {alias + suffix for alias in _ALIASES for suffix in ("", "_")} | {"ndimension", "nelement"}
 
 
 def install(namespace: dict, extend):
     """Adds the functions to the kael namespace and the methods to kael.Tensor (through `extend`,
     which wraps them for __kael_function__ overrides); returns the function names added."""
-    functions, methods = {}, _aliases()
+    functions, methods = _aliases()
     for name in FUNCTIONS:
         functions[name] = globals()[name]
     namespace.update(functions)

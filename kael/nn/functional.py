@@ -1,8 +1,7 @@
 """kael.nn.functional: the stateless neural-network ops, as torch.nn.functional.
 
-Ops that torch keeps out of its top-level namespace (gelu, silu, softplus, one_hot) live only
-here: their registry entries say `python_module: nn`, so codegen binds them in kael._C._nn
-(as torch._C._nn), and gelu and softplus are those bindings themselves.
+Ops that torch keeps out of its top-level namespace (gelu, silu, softplus) live only here; the
+registry binds them in kael._C.
 """
 import warnings as _warnings
 
@@ -13,15 +12,21 @@ from kael._C import Tensor
 # ---------------------------------------------------------------- activations
 
 
-gelu = _C._nn.gelu
-softplus = _C._nn.softplus
+def gelu(input: Tensor, *, approximate: str = "none") -> Tensor:
+    """x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses the tanh approximation."""
+    return _C.gelu(input, approximate=approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
     if inplace:
-        return input.copy_(_C._nn.silu(input))
-    return _C._nn.silu(input)
+        return input.copy_(_C.silu(input))
+    return _C.silu(input)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold."""
+    return _C.softplus(input, beta, threshold)
 
 
 # ---- random
@@ -202,7 +207,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """The int64 one-hot encoding of an int64 index tensor, in a new last dim of num_classes
     entries (max + 1 when -1)."""
-    return _C._nn.one_hot(tensor, num_classes)
+    return _C.one_hot(tensor, num_classes)
 
 
 # ---- losses and activations of kael.nn's layers

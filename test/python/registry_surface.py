@@ -22,17 +22,16 @@ from codegen.model import parse_registry  # noqa: E402
 
 
 def registry_names():
-    """(function names, method names) the registry generates; in-place methods and aliases included."""
+    """(function names, method names) the registry generates; in-place methods included."""
     registry = parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
     functions, methods = set(), set()
     for f in registry:
-        for name in (f.name, *f.aliases):
-            if "function" in f.variants:
-                functions.add(name)
-            if "method" in f.variants:
-                methods.add(name)
-                if f.inplace:
-                    methods.add(name + "_")
+        if "function" in f.variants:
+            functions.add(f.name)
+        if "method" in f.variants:
+            methods.add(f.name)
+            if f.inplace:
+                methods.add(f.name + "_")
     return functions, methods
 
 

@@ -230,17 +230,12 @@ MODULE_OTHER |= {"_adam_update"}
 
 
 def generated_names(kind):
-    """The names codegen binds: each op's own and its aliases (registry key aliases), and for
-    functions the submodules of python_module (kael._C._nn)."""
     names = set()
     for f in REGISTRY:
         if kind in f.variants:
-            for name in (f.name, *f.aliases):
-                names.add(name)
-                if kind == "method" and f.inplace:
-                    names.add(name + "_")
-        if kind == "function" and f.python_module:
-            names.add("_" + f.python_module)
+            names.add(f.name)
+            if kind == "method" and f.inplace:
+                names.add(f.name + "_")
     return names
 
 

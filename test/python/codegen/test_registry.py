@@ -46,9 +46,8 @@ def test_registry_has_pointwise_ops():
 
 @pytest.mark.parametrize("f", POINTWISE, ids=IDS)
 def test_python_spellings(f):
-    # private entries (_gelu_grad) stay in kael._C, torch.nn.functional-only ops (python_module: nn) are in
-    # kael._C._nn
-    module = kael._C._nn if f.python_module == "nn" else kael._C if f.name.startswith("_") else kael
+    # private entries (_gelu_grad) and torch.nn.functional-only ops stay in kael._C
+    module = kael._C if f.name.startswith("_") or f.name in kael._FUNCTIONAL_ONLY else kael
     assert callable(getattr(module, f.name, None)) == ("function" in f.variants), f"kael.{f.name}"
     assert callable(getattr(kael.Tensor, f.name, None)) == ("method" in f.variants), f"Tensor.{f.name}"
     has_inplace_method = f.inplace and "method" in f.variants  # Tensor.<name>_ is a method only
@@ -64,8 +63,7 @@ def test_stub(f, pyi):
     assert pyi.startswith("# @generated from codegen/templates/_C.pyi.j2")
     n = re.escape(f.name)
     if "function" in f.variants:
-        indent = "    " if f.python_module else ""  # in the stub's class _nn (kael._C._nn)
-        assert re.search(rf"^{indent}def {n}\(input: Tensor", pyi, re.M), f"def {f.name}( missing from _C.pyi"
+        assert re.search(rf"^def {n}\(input: Tensor", pyi, re.M), f"def {f.name}( missing from _C.pyi"
     if "method" in f.variants:
         assert re.search(rf"^    def {n}\(self[,)]", pyi, re.M), f"Tensor.{f.name} missing from _C.pyi"
     if f.inplace and "method" in f.variants:
@@ -215,73 +213,3 @@ def try_order(group):
     tensor_names = {p.name for f in group for p in f.schema.params if p.type.base == "Tensor"}
     return sorted(group, key=lambda f: sum(p.type.base in ("Scalar", "float") and p.name in tensor_names
                                            for p in f.schema.params))
-
-
-# ---------------------------------------------------------------- aliases and python_module
-
-ALIASED = [f for f in REGISTRY if f.aliases]
-
-
-@pytest.mark.parametrize("f", ALIASED, ids=[f.schema.full_name for f in ALIASED])
-def test_aliases_are_generated_bindings_of_their_op(f, pyi):
-    """Each alias is a binding of its own (named in errors and docstrings) that runs the same op."""
-    for alias in f.aliases:
-        for variant, owner, prefix in (("function", kael, ""), ("method", kael.Tensor, "    ")):
-            if variant not in f.variants:
-                assert not hasattr(owner, alias), alias
-                continue
-            fn, original = getattr(owner, alias), getattr(owner, f.name)
-            assert fn.__name__ == alias and fn is not original
-            # the original's docstring, every signature line under the alias's name
-            assert fn.__doc__ == re.sub(rf"^{re.escape(f.name)}\(", alias + "(", original.__doc__, flags=re.M)
-            assert re.search(rf"^{prefix}def {alias}\(", pyi, re.M), f"{alias} missing from _C.pyi"
-            if variant == "function":
-                assert alias in kael.__all__
-        assert hasattr(kael.Tensor, alias + "_") == hasattr(kael.Tensor, f.name + "_"), alias
-
-
-def test_an_alias_runs_its_op_and_names_itself_in_errors():
-    x, y = kael.tensor([[-0.75, 0.5], [0.25, -0.125]]), kael.tensor([0.5, -0.25])
-    assert kael.multiply(x, y).tolist() == kael.mul(x, y).tolist() == x.multiply(y).tolist()
-    z = x.clone()
-    assert z.divide_(y, rounding_mode="floor") is z and z.tolist() == kael.div(x, y, rounding_mode="floor").tolist()
-    assert kael.concat([x, y[None]]).shape == kael.concatenate([x, y[None]], 0).shape == (3, 2)
-    with pytest.raises(TypeError, match=r"^multiply\(\) received an invalid combination of arguments"):
-        kael.multiply(object())
-    dispatched = []
-
-    class Probe:
-        @classmethod
-        def __kael_function__(cls, func, types, args=(), kwargs=None):
-            dispatched.append(func)
-            return "handled"
-
-    assert kael.multiply(Probe(), 1) == "handled" and dispatched == [kael.multiply]
-
-
-def test_python_module_nn_binds_into_kael_nn_functional():
-    F = kael.nn.functional
-    nn = {f.name for f in REGISTRY if f.python_module == "nn"}
-    assert nn == {"gelu", "silu", "softplus", "one_hot"}
-    assert set(kael._FUNCTIONAL_ONLY) == nn
-    for name in nn:
-        assert not hasattr(kael._C, name) and not hasattr(kael, name) and name not in kael.__all__
-        assert callable(getattr(kael._C._nn, name)) and callable(getattr(F, name))
-    # gelu and softplus are the generated bindings themselves; silu and one_hot keep a wrapper
-    # for their torch.nn.functional signatures (silu's inplace=, one_hot's `tensor`)
-    assert F.gelu is kael._C._nn.gelu and F.softplus is kael._C._nn.softplus
-    assert F.softplus.__doc__.startswith("softplus(Tensor input, Scalar beta=1, Scalar threshold=20)")
-    x = kael.tensor([-1.0, 0.5, 30.0])
-    assert F.softplus(x, beta=2).tolist() == pytest.approx([0.0635, 0.6566, 30.0], abs=1e-4)
-    with pytest.raises(TypeError, match=r"^softplus\(\) received an invalid combination of arguments"):
-        F.softplus("x")
-    seen = []
-
-    class Probe:
-        @classmethod
-        def __kael_function__(cls, func, types, args=(), kwargs=None):
-            seen.append(func)
-            return "handled"
-
-    assert F.gelu(Probe()) == "handled" and seen == [F.gelu]
-

@@ -31,7 +31,7 @@ def test_aliases(name):
             assert r is a[0]
             return r
         same(in_place)
-    # a binding of its own (registry key aliases): a mistake raises as the original op does, naming the alias
+    # the same function object as the original, so a mistake names the original op
     with pytest.raises(TypeError):
         getattr(kael, name)(object())
 
