@@ -79,8 +79,8 @@ __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in
            + random.__all__ + _composite_names)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
-from kael.functional import (allclose, atleast_1d, atleast_2d, broadcast_tensors, einsum, equal,  # noqa: E402,F401
-                              meshgrid, nonzero, unique, unique_consecutive, where)
+from kael.functional import (allclose, broadcast_tensors, einsum, equal, nonzero, unique,  # noqa: E402,F401
+                              unique_consecutive, where)
 
 # ---- autograd
 from kael import autograd  # noqa: E402

@@ -1,10 +1,10 @@
 """torch's other spellings of kael's ops, and small torch functions written in Python from
 registered ops (so autograd, a Python key and every device see those ops): the aliases
 (``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
-error names the op, ``mul()``), the matrix-vector products with out=, ``addcmul`` and
-``addcdiv``, stacking helpers, ``meshgrid``, ``finfo``/``iinfo``. Each is compared against torch
-in test/python/ops/test_composites.py. Composites move into the registry as CompositeImplicit entries
-(aten/src/native/composite_*.cpp); codegen/test_registry_surface.py lists the ones still here."""
+error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, ``addcmul`` and
+``addcdiv``, the NaN-ignoring reductions, stacking helpers, ``meshgrid``, ``diff``,
+``repeat_interleave``, ``tril_indices``/``triu_indices``, ``finfo``/``iinfo``. Each is compared
+against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
 import builtins as _builtins
@@ -44,6 +44,26 @@ def _aliases():
 
 
 # ---------------------------------------------------------------------------------- views
+
+
+def type_as(self: Tensor, other: Tensor) -> Tensor:
+    """self converted to other's dtype (self itself when it already has it)."""
+    return self.to(other.dtype)
+
+
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    """self.view(other.shape)."""
+    return self.view(other.shape)
+
+
+def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    """self.reshape(other.shape)."""
+    return self.reshape(other.shape)
+
+
+def broadcast_to(input: Tensor, size) -> Tensor:
+    """input expanded to size (a view; -1 keeps a dim), as torch.broadcast_to."""
+    return input.expand(size)
 
 
 def broadcast_shapes(*shapes):
@@ -147,6 +167,20 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, o
     return _out("baddbmm", _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha), out, input, batch1, batch2)
 
 
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two 1-d tensors (with type promotion), as torch.outer."""
+    if input.dim() != 1 or vec2.dim() != 1:
+        raise RuntimeError(f"outer: expected 1-d tensors, got {input.dim()}D and {vec2.dim()}D")
+    return _C.mul(input.reshape(-1, 1), vec2)
+
+
+def trace(input: Tensor) -> Tensor:
+    """The sum of a matrix's diagonal (integers sum to int64), as torch.trace."""
+    if input.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    return _C.diagonal(input).sum()
+
+
 def _value_in(value, *tensors, op="addcmul"):
     """value as torch's kernel reads it: converted to the tensors' common dtype (a float value on
     integer tensors is truncated; NaN and infinities raise as torch's overflow check)."""
@@ -197,6 +231,14 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
     return result
 
 
+def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    return _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def _baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    return _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha)
+
+
 def _in_place(name, fn):
     """fn's in-place method: the result computed out of place, checked against self (shape, then
     dtype), then written by copy_ (so a failing check leaves self alone)."""
@@ -217,6 +259,23 @@ def _in_place(name, fn):
     return method
 
 
+# ---------------------------------------------------------------------------------- reductions
+
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """sum treating NaN as zero, as torch.nansum."""
+    x = _C.where(_C.isnan(input), 0, input) if input.dtype.is_floating_point else input
+    return _C.sum(x, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """mean over the elements that are not NaN, as torch.nanmean (floating inputs only)."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got {input.dtype}")
+    keep = _C.logical_not(_C.isnan(input))
+    return _C.div(nansum(input, dim, keepdim, dtype=dtype), _C.sum(keep, dim, keepdim))
+
+
 # ---------------------------------------------------------------------------------- stacking
 
 
@@ -226,6 +285,173 @@ def _tensors(op, tensors):
     return list(tensors)
 
 
+def atleast_1d(*tensors):
+    """Each tensor with at least one dim (0-d become (1,)), as torch.atleast_1d."""
+    one = len(tensors) == 1
+    ts = _tensors("atleast_1d", tensors[0]) if one and isinstance(tensors[0], (list, tuple)) else list(tensors)
+    out = [t.reshape(1) if t.dim() == 0 else t for t in ts]
+    return out[0] if one and isinstance(tensors[0], Tensor) else tuple(out)
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least two dims (new dims in front), as torch.atleast_2d."""
+    one = len(tensors) == 1
+    ts = _tensors("atleast_2d", tensors[0]) if one and isinstance(tensors[0], (list, tuple)) else list(tensors)
+    out = [t.reshape(1, 1) if t.dim() == 0 else t.unsqueeze(0) if t.dim() == 1 else t for t in ts]
+    return out[0] if one and isinstance(tensors[0], Tensor) else tuple(out)
+
+
+def hstack(tensors, *, out=None) -> Tensor:
+    """Concatenates along dim 1 (dim 0 for 1-d tensors), as torch.hstack."""
+    ts = atleast_1d(_tensors("hstack", tensors))
+    if not ts:
+        raise RuntimeError("hstack expects a non-empty TensorList")
+    return _C.cat(ts, 0 if ts[0].dim() == 1 else 1)
+
+
+def vstack(tensors, *, out=None) -> Tensor:
+    """Concatenates along dim 0 after making every tensor at least 2-d, as torch.vstack."""
+    ts = atleast_2d(_tensors("vstack", tensors))
+    if not ts:
+        raise RuntimeError("vstack expects a non-empty TensorList")
+    return _C.cat(ts, 0)
+
+
+def meshgrid(*tensors, indexing: str | None = None):
+    """Coordinate grids of 0-d or 1-d tensors (expanded views), as torch.meshgrid; indexing='ij'
+    (the default, with torch's warning when it is not given) or 'xy'."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        _warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                       UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    for t in tensors:
+        if t.dim() > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {t.dim()}D")
+        if t.dtype != tensors[0].dtype:
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    ts = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = [t.numel() for t in ts]
+    grids = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = -1
+        grids.append(t.view(view).expand(shape))
+    if swap:  # 'xy': the grids of (y, x, ...) in 'ij' order, the first two handed back swapped
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+# ---------------------------------------------------------------------------------- sequences
+
+
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+    """The n-th forward difference along dim (bool: logical xor), with optional prepend/append
+    tensors, as torch.diff."""
+    if input.dim() == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    if prepend is not None or append is not None:
+        parts = [p for p in (prepend, input, append) if p is not None]
+        input = _C.cat([p if isinstance(p, Tensor) else _C.full_like(input.narrow(dim, 0, 1), p) for p in parts], dim)
+    for _ in range(n):
+        size = input.shape[dim]
+        if size == 0:
+            break
+        a, b = input.narrow(dim, 1, size - 1), input.narrow(dim, 0, size - 1)
+        input = _C.logical_xor(a, b) if input.dtype == _C.bool else _C.sub(a, b)
+    return input.clone() if n == 0 else input  # n == 0: a new tensor in the graph, as torch, never input itself
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
+    """Each element (each slice along dim) repeated, as torch.repeat_interleave: repeats is an int
+    or a 1-d tensor of counts; dim=None works on the flattened input."""
+    if repeats is None:  # torch.repeat_interleave(counts): the indices repeated
+        counts = input
+        return repeat_interleave(_C.arange(counts.numel(), device=counts.device), counts, 0)
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    dim = dim + input.dim() if dim < 0 else dim
+    if not 0 <= dim < _builtins.max(input.dim(), 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.dim()}, {input.dim() - 1}], "
+                         f"but got {dim})")
+    if isinstance(repeats, Tensor) and repeats.dim() == 0:
+        repeats = int(repeats.item())
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise RuntimeError("repeats can not be negative")
+        shape = list(input.shape)
+        expanded = input.unsqueeze(dim + 1).expand(shape[:dim + 1] + [repeats] + shape[dim + 1:])
+        shape[dim] *= repeats
+        return expanded.reshape(shape)
+    if repeats.dim() != 1:
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    if repeats.dtype not in (_C.int64, _C.int32):
+        raise RuntimeError("repeats has to be Long or Int tensor")
+    if repeats.numel() != input.shape[dim]:
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                           f"{repeats.numel()} and input.size({dim}) = {input.shape[dim]}")
+    if repeats.numel() and bool(_C.lt(repeats, 0).any().item()):
+        raise RuntimeError("repeats can not be negative")
+    ends = _C.cumsum(repeats, 0)
+    total = int(ends[-1].item()) if repeats.numel() else 0
+    index = _C.searchsorted(ends, _C.arange(total, dtype=ends.dtype, device=ends.device), right=True)
+    return _C.index_select(input, dim, index)
+
+
+def _triangle_indices(op, lower, row, col, offset, dtype, device):
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{op}: row and col must be non-negative, got {row} and {col}")
+    if dtype is not None and dtype not in (_C.int64, _C.int32):
+        raise RuntimeError(f"\"{op}\" not implemented for '{dtype}'")
+    ones = _C.ones(row, col, dtype=_C.bool, device=device)
+    mask = _C.tril(ones, offset) if lower else _C.triu(ones, offset)
+    return _C.nonzero(mask).t().contiguous().to(dtype or _C.int64)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The (2, N) row and column indices of the lower triangle of a row x col matrix, row by row."""
+    return _triangle_indices("tril_indices", True, row, col, offset, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The (2, N) row and column indices of the upper triangle of a row x col matrix, row by row."""
+    return _triangle_indices("triu_indices", False, row, col, offset, dtype, device)
+
+
+def isposinf(input: Tensor) -> Tensor:
+    """True where input is +inf."""
+    return _C.eq(input, _math.inf) if input.dtype.is_floating_point else _C.zeros_like(input, dtype=_C.bool)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    """True where input is -inf."""
+    return _C.eq(input, -_math.inf) if input.dtype.is_floating_point else _C.zeros_like(input, dtype=_C.bool)
+
+
+def flipud(input: Tensor) -> Tensor:
+    """input flipped along dim 0."""
+    if input.dim() < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return _C.flip(input, [0])
+
+
+def fliplr(input: Tensor) -> Tensor:
+    """input flipped along dim 1."""
+    if input.dim() < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return _C.flip(input, [1])
+
+
 # ---------------------------------------------------------------------------------- pointwise
 
 
@@ -233,6 +459,23 @@ def _floating(op, *tensors):
     for t in tensors:
         if isinstance(t, Tensor) and not t.dtype.is_floating_point:
             raise RuntimeError(f"{op}: not implemented for dtype {t.dtype} (floating inputs only, as torch's kernel)")
+
+
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """log(exp(input) + exp(other)) without overflow (floating inputs), as torch.logaddexp."""
+    _floating("logaddexp", input, other)
+    m = _C.maximum(input, other)
+    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
+    return _C.where(same_inf, input, _C.add(m, _C.log1p(_C.exp(_C.neg(_C.abs(_C.sub(input, other)))))))
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """log2(2**input + 2**other) without overflow (floating inputs), as torch.logaddexp2."""
+    _floating("logaddexp2", input, other)
+    m = _C.maximum(input, other)
+    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
+    tail = _C.div(_C.log1p(_C.exp2(_C.neg(_C.abs(_C.sub(input, other))))), _math.log(2.0))
+    return _C.where(same_inf, input, _C.add(m, tail))
 
 
 def xlogy(input, other) -> Tensor:
@@ -252,6 +495,66 @@ def xlogy(input, other) -> Tensor:
         finite_log = _C.where(_C.isfinite(log_other), log_other, 0)
         value = _C.add(_C.mul(_C.sub(at_zero, at_zero.detach()), finite_log), 0.0)
     return _C.where(zero, value, product)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """sqrt(input**2 + other**2) (floating inputs), as torch.hypot: m * sqrt(1 + (n / m)**2) with m
+    the larger magnitude and n the smaller, so that it overflows only when the result does and
+    its gradient x / hypot holds down to the subnormals."""
+    _floating("hypot", input, other)
+    infinite = _C.logical_or(_C.isinf(input), _C.isinf(other))  # inf, even beside NaN
+    a, b = _C.abs(_C.where(infinite, 0, input)), _C.abs(_C.where(infinite, 0, other))
+    m, n = _C.maximum(a, b), _C.minimum(a, b)
+    q = _C.div(n, _C.where(_C.eq(m, 0), 1, m))
+    r = _C.mul(m, _C.sqrt(_C.add(_C.mul(q, q), 1)))
+    return _C.where(infinite, _math.inf, r)
+
+
+def logit(input: Tensor, eps=None) -> Tensor:
+    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given, as torch.logit."""
+    p = input if eps is None else _C.clamp(input, eps, 1.0 - eps)
+    if not p.dtype.is_floating_point:
+        p = p.to(_C.get_default_dtype())
+    if eps is None:
+        # log(p) - log1p(-p): its gradient 1/p + 1/(1 - p) is inf at 0 and 1 (log(p / (1 - p))
+        # gives 0 * inf there); NaN (value and gradient) outside [0, 1]
+        outside = _C.logical_or(_C.lt(p, 0), _C.gt(p, 1))
+        q = _C.where(outside, 0.5, p)
+        return _C.where(outside, _C.mul(_C.where(outside, p, 0), _math.nan), _C.sub(_C.log(q), _C.log1p(_C.neg(q))))
+    # p clamped: gradient 0 outside [eps, 1 - eps] and at NaN, as torch's
+    inside = _C.logical_and(_C.ge(input, eps), _C.le(input, 1.0 - eps))
+    q = _C.where(inside, p, 0.5)
+    return _C.where(inside, _C.sub(_C.log(q), _C.log1p(_C.neg(q))), _C.log(_C.div(p, _C.sub(1.0, p))).detach())
+
+
+def sinc(input: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
+    # 1 - (pi x)^2 / 6 where |pi x| < 1e-4 (sin(y)/y to the last bit in float64): its gradient
+    # -pi^2 x / 3 is finite down to 0, where sin(px) / px's has (px)^2 underflowing to 0
+    small = _C.lt(_C.abs(x), 1e-4 / _math.pi)
+    px = _C.mul(_C.where(small, 1, x), _math.pi)
+    tiny_px = _C.mul(_C.where(small, x, 0), _math.pi)
+    return _C.where(small, _C.sub(1, _C.div(_C.mul(tiny_px, tiny_px), 6.0)), _C.div(_C.sin(px), px))
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
+    return _C.mul(x, _math.pi / 180.0)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees (integers give the default dtype)."""
+    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
+    return _C.mul(x, 180.0 / _math.pi)
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """0 where input < 0, values where input == 0, 1 where input > 0 (one dtype), as torch.heaviside."""
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return _C.where(_C.eq(input, 0), values, _C.gt(input, 0).to(input.dtype))
 
 
 def float_power(input, exponent) -> Tensor:
@@ -560,7 +863,7 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     if x is None:
         return _C.div(_C.mul(_C.sum(pair_sum, [dim]), 1.0 if dx is None else dx), 2)
     if isinstance(x, Tensor):
-        dxs = _C.diff(x, dim=dim if x.dim() == y.dim() else -1)
+        dxs = diff(x, dim=dim if x.dim() == y.dim() else -1)
         return _C.div(_C.sum(_C.mul(dxs, pair_sum), [dim]), 2)
     return _C.div(_C.mul(_C.sum(pair_sum, [dim]), x), 2)
 
@@ -584,7 +887,7 @@ def column_stack(tensors) -> Tensor:
 
 def row_stack(tensors) -> Tensor:
     """vstack."""
-    return _C.vstack(tensors)
+    return vstack(tensors)
 
 
 def dstack(tensors) -> Tensor:
@@ -653,7 +956,7 @@ def cartesian_prod(*tensors) -> Tensor:
             raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
     if len(tensors) == 1:
         return tensors[0]
-    grids = _C.meshgrid(list(tensors), indexing="ij")
+    grids = meshgrid(*tensors, indexing="ij")
     return _C.stack([g.reshape(-1) for g in grids], 1)
 
 
@@ -777,7 +1080,7 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     if x.dim() == 0:
         return x.clone()
-    return _scan((x,), dim, lambda left, right: [_C.logaddexp(left[0], right[0])])[0]
+    return _scan((x,), dim, lambda left, right: [logaddexp(left[0], right[0])])[0]
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
@@ -1171,20 +1474,26 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "addcmul", "addcdiv",
-             "finfo", "iinfo", "xlogy", "float_power", "take", "tensor_split", "rot90", "median", "tensordot",
-             "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef", "trapezoid",
-             "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot", "block_diag",
-             "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax", "cummin",
-             "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc", "positive", "dist",
-             "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm", "is_signed",
-             "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["mm", "mv", "dot", "addcmul", "addcdiv", "xlogy", "float_power", "take", "tensor_split", "rot90",
-           "median", "aminmax", "msort", "quantile", "cov", "corrcoef", "ravel", "kron", "inner", "vdot", "cross",
-           "is_nonzero", "is_same_size", "ldexp", "cummax", "cummin", "logcumsumexp", "masked_scatter",
-           "exponential_", "log_normal_", "cauchy_", "geometric_", "kthvalue", "nanmedian", "nanquantile", "histc",
-           "positive", "dist", "hsplit", "vsplit", "dsplit", "unfold", "sum_to_size", "fill_diagonal_", "renorm",
-           "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
+FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace", "addcmul",
+             "addcdiv", "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
+             "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
+             "fliplr", "finfo", "iinfo", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
+             "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
+             "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
+             "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
+             "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax",
+             "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
+             "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm",
+             "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
+METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
+           "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
+           "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
+           "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
+           "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
+           "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_",
+           "kthvalue", "nanmedian", "nanquantile", "histc", "positive", "dist", "hsplit", "vsplit", "dsplit",
+           "unfold", "sum_to_size", "fill_diagonal_", "renorm", "is_signed", "is_complex", "is_conj", "is_neg",
+           "resolve_conj", "resolve_neg", "get_device"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
@@ -1202,9 +1511,12 @@ def install(namespace: dict, extend):
     namespace.update(functions)
     methods.update({name: globals()[name] for name in METHODS})
     methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
+    methods["ger"] = outer
     methods["addcmul_"] = _in_place("addcmul_", addcmul)
     methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
     methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
+    methods["addmm_"] = _in_place("addmm_", _addmm)
+    methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)
     extend(methods)
     TENSOR_MEMBERS.update(methods)
     _C.return_types.median = _median_result

@@ -7,33 +7,12 @@ import functools
 from kael import _C
 from kael._C import Tensor
 
-__all__ = ["allclose", "atleast_1d", "atleast_2d", "broadcast_tensors", "einsum", "equal", "meshgrid", "unique",
-           "unique_consecutive"]
+__all__ = ["allclose", "broadcast_tensors", "einsum", "equal", "unique", "unique_consecutive"]
 
 
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Expands the tensors to their common broadcast shape (views, no copies)."""
     return _C.broadcast_tensors(tensors)
-
-
-def atleast_1d(*tensors):
-    """Each tensor with at least one dim (0-d become (1,)), as torch.atleast_1d: one tensor gives a
-    tensor, several (or one list) a tuple (kael._C.atleast_1d)."""
-    return _C.atleast_1d(tensors[0] if len(tensors) == 1 else tensors)
-
-
-def atleast_2d(*tensors):
-    """Each tensor with at least two dims (new dims in front), as torch.atleast_2d: one tensor gives
-    a tensor, several (or one list) a tuple (kael._C.atleast_2d)."""
-    return _C.atleast_2d(tensors[0] if len(tensors) == 1 else tensors)
-
-
-def meshgrid(*tensors, indexing: str | None = None) -> tuple[Tensor, ...]:
-    """Coordinate grids of 0-d or 1-d tensors (given one by one or as one list), as torch.meshgrid
-    (kael._C.meshgrid)."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
-    return _C.meshgrid(tensors, indexing=indexing)
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,

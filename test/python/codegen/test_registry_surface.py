@@ -8,18 +8,26 @@ from registry_surface import non_registry_names, python_composites
 
 # Conveniences that are not ops and stay in Python.
 ALLOWED = {
-    # shapes in, a shape out: no tensor; Tensor.numel's Python int as a function
-    "kael": {"broadcast_shapes", "numel"},
+    "kael": {"broadcast_shapes"},  # shapes in, a shape out: no tensor
     "Tensor": set(),
 }
 
 # Still written in Python, one group per section of kael/_composites.py (then kael/functional.py).
 REMAINING = {
     "kael": {
+        # views
+        "broadcast_to", "numel",
         # products
-        "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "addcmul", "addcdiv",
+        "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace", "addcmul", "addcdiv",
+        # reductions
+        "nansum", "nanmean",
+        # stacking
+        "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
+        # sequences
+        "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud", "fliplr",
         # pointwise
-        "xlogy", "float_power",
+        "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
+        "float_power",
         # indexing and shapes, and the sections after it
         "take", "tensor_split", "rot90", "median", "tensordot", "cdist", "var_mean", "std_mean", "aminmax",
         "msort", "quantile", "cov", "corrcoef", "trapezoid", "trapz", "ravel", "column_stack", "row_stack",
@@ -28,16 +36,22 @@ REMAINING = {
         "nanquantile", "histc", "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit",
         "is_floating_point", "vander", "renorm", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj",
         "resolve_neg", "get_device",
-        # kael/functional.py: Python spellings over registry ops, as torch.functional (variadic tensors,
-        # results whose number depends on flags, Python bools)
-        "allclose", "atleast_1d", "atleast_2d", "broadcast_tensors", "einsum", "equal", "meshgrid", "nonzero",
-        "unique", "unique_consecutive", "where",
+        # kael/functional.py
+        "allclose", "broadcast_tensors", "einsum", "equal", "nonzero", "unique", "unique_consecutive", "where",
     },
     "Tensor": {
+        # views
+        "type_as", "view_as", "reshape_as", "broadcast_to",
         # products
-        "mm", "mv", "dot", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
+        "mm", "mv", "dot", "outer", "ger", "trace", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "addmm_",
+        "baddbmm_",
+        # reductions
+        "nansum", "nanmean",
+        # sequences
+        "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
         # pointwise
-        "xlogy", "float_power",
+        "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
+        "float_power",
         # indexing and shapes, and the sections after it
         "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov", "corrcoef", "ravel",
         "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax", "cummin",
