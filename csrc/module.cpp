@@ -25,6 +25,8 @@ void append_parallel_functions(std::vector<PyMethodDef>& out);
 void append_safetensors_functions(std::vector<PyMethodDef>& out);  // libs/safetensors.cpp
 void append_nn_functions(std::vector<PyMethodDef>& out);    // nn_support.cpp
 void append_idx_functions(std::vector<PyMethodDef>& out);   // libs/idx.cpp
+void append_gpt_forward_functions(std::vector<PyMethodDef>& out);   // libs/gpt_forward.cpp
+void append_gpt_generate_functions(std::vector<PyMethodDef>& out);  // libs/gpt_generate.cpp
 int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
@@ -284,6 +286,8 @@ PyMODINIT_FUNC PyInit__C() {
     append_safetensors_functions(functions);
     append_nn_functions(functions);
     append_idx_functions(functions);
+    append_gpt_forward_functions(functions);
+    append_gpt_generate_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
     append_autograd_functions(functions);
