@@ -93,6 +93,12 @@ from kael import data, optim  # noqa: E402,F401
 from kael.utils import data as _utils_data  # noqa: E402  (torch.utils.data's path: kael.data's objects)
 from kael.serialization import load, save  # noqa: E402,F401
 
+# ---- models (kael.nn modules whose compute is C++)
+from kael import models  # noqa: E402,F401
+from kael.models import GPT, GPTConfig  # noqa: E402,F401
+
+__all__ += ["GPT", "GPTConfig"]
+
 from kael.functional import __all__ as _functional_all  # noqa: E402
 
 __all__ += [name for name in _functional_all if name not in __all__]
