@@ -25,6 +25,7 @@ void append_parallel_functions(std::vector<PyMethodDef>& out);
 void append_safetensors_functions(std::vector<PyMethodDef>& out);  // libs/safetensors.cpp
 void append_nn_functions(std::vector<PyMethodDef>& out);    // nn_support.cpp
 void append_idx_functions(std::vector<PyMethodDef>& out);   // libs/idx.cpp
+void append_distributed_functions(std::vector<PyMethodDef>& out);  // libs/distributed.cpp
 void append_gpt_forward_functions(std::vector<PyMethodDef>& out);   // libs/gpt_forward.cpp
 void append_gpt_generate_functions(std::vector<PyMethodDef>& out);  // libs/gpt_generate.cpp
 int kael_init_tensor(PyObject* module);
@@ -286,6 +287,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_safetensors_functions(functions);
     append_nn_functions(functions);
     append_idx_functions(functions);
+    append_distributed_functions(functions);
     append_gpt_forward_functions(functions);
     append_gpt_generate_functions(functions);
     append_generated_functions(functions);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a development environment from a fresh clone: Debian packages (GoogleTest),
+# Sets up a development environment from a fresh clone: Debian packages (GoogleTest, Open MPI
+# for kael.distributed),
 # the virtual environment .venv with every Python dependency, and a developer build of kael
 # (pip install -e . --no-build-isolation), which rebuilds incrementally in build/<python-tag>.
 set -euo pipefail
@@ -7,6 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 need_apt=()
 dpkg -s libgtest-dev >/dev/null 2>&1 || need_apt+=(libgtest-dev)
+dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${need_apt[*]}"
