@@ -548,3 +548,54 @@ def test_bad_targets_and_arguments():
         model(idx, kael.full((2, 4), V, dtype=kael.int64))
     with pytest.raises(TypeError, match="idx must be a Tensor, got list"):
         model([[1, 2]])
+
+
+# ---------------------------------------------------------------- more module behaviour
+
+
+def test_conv1d_matches_transformers():
+    from transformers.pytorch_utils import Conv1D as HFConv1D
+    from kael.models.gpt import Conv1D
+    torch.manual_seed(2)
+    theirs = HFConv1D(24, 10)
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+    ours = Conv1D(24, 10)
+    assert ours.weight.shape == (10, 24) and ours.bias.shape == (24,)
+    ours.load_state_dict({k: to_kael(v) for k, v in theirs.state_dict().items()})
+    x = torch.randn(3, 5, 10)
+    assert_close(ours(to_kael(x)), theirs(x))
+    assert Conv1D(24, 10, bias=False).bias is None
+
+
+def test_sharded_checkpoint(tmp_path):
+    hf = hf_model()
+    hf.save_pretrained(tmp_path, safe_serialization=True, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").exists() and not (tmp_path / "model.safetensors").exists()
+    model = kael.GPT.from_pretrained(tmp_path)
+    idx = tokens(2, 6, seed=17)
+    with torch.no_grad():
+        expected = hf(idx).logits
+    assert_close(model(to_kael(idx)), expected)
+
+
+def test_deepcopy_pickle_and_module_save_keep_the_model(tmp_path):
+    import copy
+    model = kael.GPT(kael.GPTConfig(**SIZES)).eval()
+    idx = to_kael(tokens(2, 5, seed=18))
+    expected = model(idx)
+    twin = copy.deepcopy(model)
+    assert twin.lm_head.weight is twin.transformer.wte.weight
+    assert twin.transformer.wte.weight is not model.transformer.wte.weight
+    assert kael.equal(twin(idx), expected)
+    with kael.no_grad():
+        twin.transformer.wpe.weight.add_(1)  # the copy computes with its own parameters
+    assert not kael.allclose(twin(idx), expected) and kael.equal(model(idx), expected)
+    kael.save(model, tmp_path / "model.pt")
+    assert kael.equal(kael.load(tmp_path / "model.pt", weights_only=False)(idx), expected)
+    model.save(tmp_path / "state.safetensors")  # Module.save: state_dict() with the tied head twice
+    other = kael.GPT(kael.GPTConfig(**SIZES)).eval()
+    other.load(tmp_path / "state.safetensors")
+    assert other.lm_head.weight is other.transformer.wte.weight
+    assert kael.equal(other(idx), expected)
