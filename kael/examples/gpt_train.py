@@ -61,7 +61,7 @@ FORMAT_VERSION = 1
 # another value is an error), a new run from here.
 RUN_DEFAULTS = {
     "steps": 2000, "batch_size": 16, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128,
-    "lr": 1e-3, "warmup": 100, "seed": 1337, "vocab_size": 2048, "dropout": 0.0, "weight_decay": 0.1,
+    "lr": 1e-3, "warmup": None, "seed": 1337, "vocab_size": 2048, "dropout": 0.0, "weight_decay": 0.1,
     "grad_clip": 1.0, "corpus": CORPUS,
 }
 # The flags of what a run reports: a resumed run keeps its own unless given again.
@@ -363,7 +363,7 @@ def parse_args(argv=None):
     add("--n-head", type=int, help=f"(run) attention heads (default {d['n_head']})")
     add("--n-embd", type=int, help=f"(run) model width, a multiple of --n-head (default {d['n_embd']})")
     add("--lr", type=float, help=f"(run) peak learning rate; the cosine ends at a tenth of it (default {d['lr']:g})")
-    add("--warmup", type=int, help=f"(run) steps of linear warmup (default {d['warmup']})")
+    add("--warmup", type=int, help="(run) steps of linear warmup (default: a tenth of --steps, at most 100)")
     add("--seed", type=int, help=f"(run) seed of the initialisation, the data order and the sample (default {d['seed']})")
     add("--vocab-size", type=int, help=f"(run) tokens of the trained BPE vocabulary (default {d['vocab_size']})")
     add("--dropout", type=float, help=f"(run) dropout probability (default {d['dropout']:g})")
@@ -400,11 +400,13 @@ def parse_args(argv=None):
                 parser.error(f"--resume: --{key.replace('_', '-')} {given} differs from the run's "
                              f"{saved['args'][key]}; a resumed run keeps its settings")
             setattr(args, key, saved["args"][key])
+    if args.warmup is None:
+        args.warmup = min(100, args.steps // 10)
     for key, default in SESSION_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, saved["session"][key] if saved is not None else default)
     checks = [("steps", 1), ("batch_size", 1), ("block_size", 1), ("n_layer", 1), ("n_head", 1), ("n_embd", 1),
-              ("warmup", 0), ("vocab_size", 256 + len(SPECIAL_TOKENS) + 1), ("eval_every", 1), ("log_every", 1),
+              ("warmup", 0), ("vocab_size", 256 + len(SPECIAL_TOKENS)), ("eval_every", 1), ("log_every", 1),
               ("sample_tokens", 0)]
     for key, least in checks:
         if getattr(args, key) < least:
