@@ -302,6 +302,9 @@ class GPT(Module):
         >>> model = GPT.from_pretrained("path/to/gpt2")  # doctest: +SKIP
         """
         directory = os.fsdecode(os.fspath(path))
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"GPT.from_pretrained: '{directory}' is not a directory (kael downloads nothing: "
+                                    "pass the directory of a Hugging Face GPT-2 checkpoint)")
         config_path = os.path.join(directory, "config.json")
         with open(config_path, encoding="utf-8") as f:
             try:
@@ -309,7 +312,7 @@ class GPT(Module):
             except json.JSONDecodeError as e:
                 raise ValueError(f"GPT.from_pretrained: '{config_path}' is not valid JSON: {e}") from None
         config = _config_from_hf(hf, config_path)
-        weights = _checkpoint_weights(config, _read_tensors(directory))
+        weights = _checkpoint_weights(config, _read_tensors(directory), hf.get("tie_word_embeddings", True))
         model = cls.__new__(cls)
         Module.__init__(model)
         model._build(config)
@@ -423,9 +426,10 @@ def _shape(t):
     return list(t.shape)
 
 
-def _checkpoint_weights(config, tensors):
+def _checkpoint_weights(config, tensors, tied):
     """The checkpoint's tensors under kael's names, every check done: ValueError naming each
-    missing, extra or misshaped tensor, one of another dtype, or an untied lm_head.weight."""
+    missing, extra or misshaped tensor, one of another dtype, or an untied lm_head.weight (or
+    none where config.json says tie_word_embeddings false)."""
     expected = {name: list(shape) for name, shape in _C._gpt_parameters(config._tuple())}
     weights, head, extra, problems = {}, None, [], []
     for key, tensor in tensors.items():
@@ -460,6 +464,9 @@ def _checkpoint_weights(config, tensors):
         if t.dtype != wte.dtype:
             raise ValueError(f"GPT.from_pretrained: '{name}' is {t.dtype}, but transformer.wte.weight is {wte.dtype} "
                              "(a checkpoint of one dtype is expected)")
+    if head is None and tied is False:
+        raise ValueError("GPT.from_pretrained: config.json sets tie_word_embeddings false, but the checkpoint has no "
+                         "lm_head.weight (kael's GPT ties the LM head to the token embedding)")
     if head is not None and not (_shape(head) == _shape(wte) and head.dtype == wte.dtype and kael.equal(head, wte)):
         raise ValueError(f"GPT.from_pretrained: 'lm_head.weight' ({_shape(head)}, {head.dtype}) differs from "
                          "'transformer.wte.weight': kael's GPT ties the LM head to the token embedding")

@@ -379,7 +379,21 @@ def test_gelu_pytorch_tanh_and_absent_dtype_load(tmp_path):
     assert_close(model(to_kael(idx)), expected)
 
 
+def test_untied_config_without_a_head(tmp_path):
+    write_checkpoint(tmp_path, hf_tensors(hf_model()), {"tie_word_embeddings": False})
+    with pytest.raises(ValueError, match="GPT.from_pretrained: config.json sets tie_word_embeddings false, but the "
+                                         "checkpoint has no lm_head.weight"):
+        kael.GPT.from_pretrained(tmp_path)
+    # with a head equal to the embedding it loads
+    tensors = hf_tensors(hf_model())
+    tensors["lm_head.weight"] = tensors["transformer.wte.weight"].clone()
+    write_checkpoint(tmp_path, tensors, {"tie_word_embeddings": False})
+    assert kael.GPT.from_pretrained(tmp_path).lm_head.weight.shape == (V, 32)
+
+
 def test_missing_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="GPT.from_pretrained: '.*gpt2' is not a directory"):
+        kael.GPT.from_pretrained(tmp_path / "gpt2")  # a hub name: kael downloads nothing
     with pytest.raises(FileNotFoundError):
         kael.GPT.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(hf_config().to_dict()))
