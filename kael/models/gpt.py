@@ -243,6 +243,11 @@ class GPT(Module):
         return [module._parameters[attr] for module, attr in self._slots]
 
     def forward(self, idx, targets=None):
+        # the binding checks these too, under its own name
+        if not isinstance(idx, kael.Tensor):
+            raise TypeError(f"GPT.forward: idx must be a kael.Tensor, got {type(idx).__name__}")
+        if targets is not None and not isinstance(targets, kael.Tensor):
+            raise TypeError(f"GPT.forward: targets must be a kael.Tensor or None, got {type(targets).__name__}")
         logits, loss = _C._gpt_forward(self._config_tuple, self._parameters_in_order(), idx, targets, self.training)
         return logits if targets is None else (logits, loss)
 

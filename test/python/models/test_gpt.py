@@ -560,8 +560,10 @@ def test_bad_targets_and_arguments():
         model(idx, kael.zeros(2, 3, dtype=kael.int64))
     with pytest.raises(ValueError, match=r"GPT.forward: targets holds 97, outside \[0, vocab_size=97\)"):
         model(idx, kael.full((2, 4), V, dtype=kael.int64))
-    with pytest.raises(TypeError, match="idx must be a Tensor, got list"):
+    with pytest.raises(TypeError, match="GPT.forward: idx must be a kael.Tensor, got list"):
         model([[1, 2]])
+    with pytest.raises(TypeError, match="GPT.forward: targets must be a kael.Tensor or None, got list"):
+        model(idx, [[1, 2]])
 
 
 # ---------------------------------------------------------------- more module behaviour
