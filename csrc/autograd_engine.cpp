@@ -156,6 +156,24 @@ bool flag_of(PyObject* value, const char* name, bool& out) {
   return true;
 }
 
+// _queue_callback(callback, /): callback() when the backward pass running on this thread ends
+// (torch's Variable._execution_engine.queue_callback); RuntimeError outside a backward pass.
+PyObject* py_queue_callback(PyObject*, PyObject* fn) {
+  if (!PyCallable_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "queue_callback(): expected a callable, got %s", Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  auto ref = std::make_shared<PyRef>(fn);
+  return guarded([&] {
+    autograd::queue_callback([ref] {
+      Gil gil;
+      if (ref->obj == nullptr) return;
+      const OwnedRef r(PyObject_CallNoArgs(ref->obj));
+      if (r.obj == nullptr) throw PythonError{};
+    });
+  });
+}
+
 // _run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs, /): kael.autograd.backward.
 PyObject* py_run_backward(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 5) {
@@ -300,6 +318,9 @@ void append_autograd_functions(std::vector<PyMethodDef>& out) {
                  "_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, /)\n--\n\n"
                  "Computes gradients of outputs with respect to inputs (kael.autograd.grad, with the arguments as "
                  "given)."});
+  out.push_back({"_queue_callback", py_queue_callback, METH_O,
+                 "_queue_callback(callback, /)\n--\n\ncallback() when the backward pass running on this thread "
+                 "ends (torch's Variable._execution_engine.queue_callback)."});
   out.push_back({"_explain", py_explain, METH_O, "_explain(tensor, /)\n--\n\nThe graph behind a tensor as text."});
   out.push_back({"_graphviz", py_graphviz, METH_O,
                  "_graphviz(tensor, /)\n--\n\nThe graph behind a tensor in Graphviz DOT."});

@@ -1,6 +1,7 @@
 // Autograd's graph nodes, saved tensors and engine (see Note [Autograd] in kael/autograd/autograd.h).
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <queue>
 #include <sstream>
 #include <unordered_map>
@@ -531,8 +532,28 @@ void check_anomaly(const Node& fn, const variable_list& outputs) {
 
 }  // namespace
 
+namespace {
+// The callbacks queued during the backward pass running on this thread (queue_callback).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+struct CallbackScope {
+  std::vector<std::function<void()>>* previous;
+  explicit CallbackScope(std::vector<std::function<void()>>* mine) : previous(t_callbacks) { t_callbacks = mine; }
+  ~CallbackScope() { t_callbacks = previous; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
+}  // namespace
+
+void queue_callback(std::function<void()> f) {
+  KAEL_CHECK(t_callbacks != nullptr, "queue_callback: no backward pass is running on this thread");
+  t_callbacks->push_back(std::move(f));
+}
+
 variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_outputs, bool keep_graph,
                            bool create_graph, const std::vector<Edge>& inputs, bool accumulate) {
+  std::vector<std::function<void()>> callbacks;
+  const CallbackScope callback_scope(&callbacks);
   auto root = std::make_shared<GraphRoot>(roots, std::move(grad_outputs));
   const bool capture = !inputs.empty();
 
@@ -640,6 +661,11 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_ou
       }
       if (--deps[next] == 0) ready.push(next);
     }
+  }
+  // The queued callbacks, in order; one may queue another.
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> f = std::move(callbacks[i]);
+    f();
   }
   return captured;
 }

@@ -361,6 +361,11 @@ void record_trace(Node& node);
 variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_outputs, bool keep_graph,
                            bool create_graph, const std::vector<Edge>& inputs = {}, bool accumulate = false);
 
+// Queues f to run on this thread when the backward pass running on it ends, after its last node
+// (torch's Variable._execution_engine.queue_callback; DistributedDataParallel waits for its
+// gradient all-reduces there). Error outside a backward pass.
+void queue_callback(std::function<void()> f);
+
 // tensor.backward(gradient, retain_graph, create_graph, inputs) for the tensors `outputs`: with
 // `inputs`, only those tensors accumulate a gradient (non-leaves into their .grad).
 void backward(const variable_list& outputs, const variable_list& grad_outputs, bool keep_graph, bool create_graph,
