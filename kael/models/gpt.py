@@ -331,8 +331,9 @@ class GPT(Module):
         """Writes a Hugging Face GPT-2 directory (created if needed) that transformers'
         GPT2LMHeadModel.from_pretrained loads: config.json (model_type "gpt2", the
         GPT2LMHeadModel architecture, Hugging Face's field names, gelu_new, tied embeddings, the
-        dtype) and model.safetensors with the transformer.* tensors in the model's dtype (no
-        lm_head.weight: it is tied) and the metadata {"format": "pt"}.
+        dtype; bos_token_id and eos_token_id 50256, GPT-2's <|endoftext|>, for a vocabulary
+        that holds it, else null) and model.safetensors with the transformer.* tensors in the
+        model's dtype (no lm_head.weight: it is tied) and the metadata {"format": "pt"}.
 
         A bias=False model is saved too (config.json records "bias": false, which
         GPT.from_pretrained reads), but transformers cannot load it: its GPT-2 always has biases.
@@ -363,6 +364,9 @@ class GPT(Module):
             "tie_word_embeddings": True,
             "dtype": str(dtype).removeprefix("kael."),
         }
+        # GPT-2's <|endoftext|>, 50256, where the vocabulary holds it; for another vocabulary kael
+        # does not know the id (transformers' default, 50256, would be out of range or wrong)
+        hf["bos_token_id"] = hf["eos_token_id"] = 50256 if c.vocab_size > 50256 else None
         if not c.bias:
             hf["bias"] = False
         tensors = {name: p.detach() for name, p in zip(self._names, self._parameters_in_order())}

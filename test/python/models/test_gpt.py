@@ -258,6 +258,7 @@ def test_save_pretrained_loads_in_transformers(tmp_path):
     assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
     assert config["activation_function"] == "gelu_new" and config["tie_word_embeddings"] is True
     assert (config["n_positions"], config["n_embd"], config["n_layer"], config["n_head"]) == (BLOCK, 32, 2, 4)
+    assert config["bos_token_id"] is None and config["eos_token_id"] is None  # 50256 is not in this vocabulary
     assert kael.read_safetensors_metadata(tmp_path / "ckpt" / "model.safetensors") == {"format": "pt"}
     keys = set(safetensors_torch.load_file(tmp_path / "ckpt" / "model.safetensors"))
     assert keys == {name for name, _ in hf.named_parameters()}  # transformer.*, no lm_head
