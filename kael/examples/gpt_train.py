@@ -60,8 +60,8 @@ FORMAT_VERSION = 1
 # The flags that define a run: a resumed run takes them from its checkpoint (giving one with
 # another value is an error), a new run from here.
 RUN_DEFAULTS = {
-    "steps": 2000, "batch_size": 16, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128,
-    "lr": 1e-3, "warmup": None, "seed": 1337, "vocab_size": 2048, "dropout": 0.0, "weight_decay": 0.1,
+    "steps": 1500, "batch_size": 16, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128,
+    "lr": 2e-3, "warmup": None, "seed": 1337, "vocab_size": 2048, "dropout": 0.0, "weight_decay": 0.1,
     "grad_clip": 1.0, "corpus": CORPUS,
 }
 # The flags of what a run reports: a resumed run keeps its own unless given again.
@@ -446,7 +446,8 @@ def run_args(args):
 
 
 def main(argv=None, stream=sys.stdout):
-    """Runs the job; returns a dict with the losses (per step, validation, unigram) and the sample."""
+    """Runs the job; returns a dict with the losses (per step, validation, unigram), the sample and
+    whether Ctrl-C stopped it."""
     args = parse_args(argv)
     if args.threads is not None:
         kael.set_num_threads(args.threads)
@@ -542,7 +543,8 @@ def main(argv=None, stream=sys.stdout):
                 stopped_at = step
                 break
 
-    result = {"losses": losses, "val_losses": history, "seconds": train_seconds, "sample": ""}
+    result = {"losses": losses, "val_losses": history, "seconds": train_seconds, "sample": "",
+              "interrupted": stop.requested}
     if stopped_at < args.steps:
         print(f"stopped at step {stopped_at}/{args.steps} after {train_seconds:.1f}s of training; checkpoint in "
               f"{args.out}: continue with --resume --out {args.out}", file=stream)
@@ -568,4 +570,4 @@ def main(argv=None, stream=sys.stdout):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(130 if main()["interrupted"] else 0)  # 130: stopped by Ctrl-C, as a shell reports SIGINT
