@@ -643,7 +643,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
 // walks the queries in blocks of kBlockQ rows. When a block's keys fit one block of kBlockK
 // (S <= kBlockK, or a causal block near the start), its scores and dO v^T are computed once and
 // the softmax is exact; otherwise a first pass over the key blocks gathers each row's maximum m,
-// sum l and D (online, rescaled as the maximum grows, as the forward pass), and a second pass
+// sum l and D (online, rescaled as the maximum grows, as the forward pass; l and D in double, so
+// that dP - D cancels exactly where a row's dP are equal), and a second pass
 // recomputes each block's scores and accumulates the gradients. The products run on the forward
 // pass's tiles (scores, accumulate; the keys and the values packed in tiles of kTileCols), the
 // blocks transposed where a sum runs over queries. A row whose every key is masked has P = 0
@@ -704,6 +705,9 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
   T* m = t + kBlockK * kBlockK;
   T* l = m + kBlockQ;
   T* d = l + kBlockQ;         // D of each row
+  // each row's sum l and D accumulated in double: D_i is then the weighted mean of the row's dP
+  // to within one rounding, so dP_ij - D_i cancels exactly where the dP are equal (a constant v)
+  double l_acc[kBlockQ], d_acc[kBlockQ];
   const bool drop = a.dropout->active;
   auto block_products = [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
     masked_scores(a, mask, i0, rows, j0, cols, s);
@@ -720,6 +724,8 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
       m[i] = kNegInf;
       l[i] = 0;
       d[i] = 0;
+      l_acc[i] = 0;
+      d_acc[i] = 0;
     }
     // pass 1: each row's maximum m, sum l of exp(s - m) and D (s holds exp(s - m) afterwards)
     for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
@@ -732,27 +738,45 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         const T mb = nn::max_of(sr, cols);
         const T m_new = mb > m[i] ? mb : m[i];
         if (m_new == kNegInf) {  // every key so far masked (or NaN: the forward pass's NaN row)
-          if (any_nan(sr, cols)) l[i] = std::numeric_limits<T>::quiet_NaN();
+          if (any_nan(sr, cols)) {
+            l[i] = std::numeric_limits<T>::quiet_NaN();
+            l_acc[i] = std::numeric_limits<double>::quiet_NaN();
+          }
           std::fill(sr, sr + cols, l[i] != l[i] ? std::numeric_limits<T>::quiet_NaN() : T(0));
           continue;
         }
-        const T correction = nn::exp_vec(m[i] - m_new);  // 0 when m was -inf
-        const T sum = nn::sum_exp(sr, m_new, sr, cols);
-        // sum_j exp(s - m) dP, in independent lanes (so that the loop vectorises)
+        const double correction = static_cast<double>(nn::exp_vec(m[i] - m_new));  // 0 when m was -inf
+        nn::sum_exp(sr, m_new, sr, cols);
+        // sum_j exp(s - m) and sum_j exp(s - m) dP, in independent lanes (so that the loop vectorises)
         constexpr int kLanes = 8;
-        T lanes[kLanes] = {};
+        double sum_lanes[kLanes] = {}, dot_lanes[kLanes] = {};
         std::int64_t j = 0;
         for (; j + kLanes <= cols; j += kLanes)
-          for (int c = 0; c < kLanes; ++c) lanes[c] += sr[j + c] * dr[j + c] * (drop ? kr[j + c] : T(1));
-        T dot = 0;
-        for (; j < cols; ++j) dot += sr[j] * dr[j] * (drop ? kr[j] : T(1));
-        for (int c = 0; c < kLanes; ++c) dot += lanes[c];
-        l[i] = l[i] * correction + sum;
-        d[i] = d[i] * correction + dot;
+          for (int c = 0; c < kLanes; ++c) {
+            const double e = static_cast<double>(sr[j + c]);
+            sum_lanes[c] += e;
+            dot_lanes[c] += e * static_cast<double>(dr[j + c] * (drop ? kr[j + c] : T(1)));
+          }
+        double sum = 0, dot = 0;
+        for (; j < cols; ++j) {
+          const double e = static_cast<double>(sr[j]);
+          sum += e;
+          dot += e * static_cast<double>(dr[j] * (drop ? kr[j] : T(1)));
+        }
+        for (int c = 0; c < kLanes; ++c) {
+          sum += sum_lanes[c];
+          dot += dot_lanes[c];
+        }
+        l_acc[i] = l_acc[i] * correction + sum;
+        d_acc[i] = d_acc[i] * correction + dot;
+        l[i] = static_cast<T>(l_acc[i]);
         m[i] = m_new;
       }
     }
-    for (std::int64_t i = 0; i < rows; ++i) d[i] = l[i] > T(0) ? d[i] / l[i] : T(0);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      if (l[i] != l[i]) continue;  // a NaN row (l NaN): P is NaN, D unused
+      d[i] = l_acc[i] > 0 ? static_cast<T>(d_acc[i] / l_acc[i]) : T(0);
+    }
     // pass 2: P, W and dS of each block, and their products
     for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
       const std::int64_t cols = std::min(kBlockK, key_end - j0);
@@ -769,7 +793,7 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         T* dr = dw + i * kBlockK;
         const T* kr = keep + i * kBlockK;
         // l = 0: every key masked, P = 0; l NaN: a NaN row, P NaN (as the forward pass's)
-        const T inv = l[i] > T(0) ? T(1) / l[i] : l[i] != l[i] ? l[i] : T(0);
+        const T inv = l[i] > T(0) ? static_cast<T>(1.0 / l_acc[i]) : l[i] != l[i] ? l[i] : T(0);
         const T di = d[i];
         if (drop) {
           for (std::int64_t j = 0; j < cols; ++j) {
