@@ -1,0 +1,84 @@
+"""kael.distributed under real mpirun: every collective and dtype with 2 and 4 ranks against
+NumPy (dist_worker_collectives.py), async works in issue order, objects, sub-groups; errors:
+calls before init, mismatched shapes/dtypes/collectives, a rank that raises, a rank that skips a
+collective (the timeout), a killed rank (dist_worker_errors.py)."""
+import pytest
+
+import kael.distributed as dist
+from mpi_launch import needs_mpirun, run_mpi
+
+pytestmark = needs_mpirun
+
+
+def test_is_available_and_calls_before_init_raise():
+    assert dist.is_available(), "kael was built without MPI although mpirun is installed (install libopenmpi-dev)"
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(None)
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_world_size()
+    with pytest.raises(ValueError, match="not supported"):
+        dist.init_process_group("nccl")
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_every_collective_and_dtype_matches_numpy(nproc):
+    rc, out, _ = run_mpi(nproc, "dist_worker_collectives.py", nproc)
+    assert rc == 0, out
+    for r in range(nproc):
+        assert f"rank {r}: ok" in out, out
+
+
+def test_before_init_under_mpirun():
+    rc, out, _ = run_mpi(2, "dist_worker_errors.py", "before_init")
+    assert rc == 0 and out.count("before_init ok") == 2, out
+
+
+@pytest.mark.parametrize("mode,lines", [
+    ("mismatch_shape", ["rank 0: float32 [4, 3] op=SUM", "rank 1: float32 [5] op=SUM"]),
+    ("mismatch_dtype", ["rank 0: float32 [4] op=SUM", "rank 1: float64 [4] op=SUM"]),
+])
+def test_mismatch_raises_on_every_rank_naming_it(mode, lines):
+    rc, out, _ = run_mpi(2, "dist_worker_errors.py", mode)
+    assert rc == 0, out
+    for r in range(2):
+        assert f"rank {r} caught: all_reduce: the ranks of the group disagree" in out, out
+        assert f"rank {r} recovered" in out, out
+    for line in lines:
+        assert out.count(line) == 2, out
+
+
+def test_different_collectives_raise_on_every_rank():
+    rc, out, _ = run_mpi(2, "dist_worker_errors.py", "mismatch_collective")
+    assert rc == 0, out
+    assert "rank 0 caught: all_reduce" in out and "rank 1 caught: broadcast" in out, out
+    assert "called a different collective" in out, out
+
+
+def test_a_rank_that_raises_ends_the_job():
+    rc, out, secs = run_mpi(2, "dist_worker_errors.py", "raise", timeout=60)
+    assert rc != 0, out
+    assert "ValueError: rank 1 fails on purpose" in out and "rank 1 raised ValueError; aborting the job" in out, out
+    assert "should not get here" not in out, out
+    assert secs < 30, secs
+
+
+def test_a_rank_that_skips_a_collective_times_out_the_others():
+    rc, out, secs = run_mpi(2, "dist_worker_errors.py", "skip", timeout=60, env={"DIST_TEST_TIMEOUT": "3"})
+    assert rc != 0, out
+    assert "rank 0 timed out after 3." in out, out
+    assert "RuntimeError: all_reduce: timed out after 3000 ms" in out, out
+    assert secs < 30, secs  # rank 1 sleeps 60 s: the job ended because rank 0 gave up
+
+
+def test_a_killed_rank_ends_the_job():
+    rc, out, secs = run_mpi(2, "dist_worker_errors.py", "kill", timeout=60)
+    assert rc != 0, out
+    assert "exited on signal 9" in out, out
+    assert "should not get here" not in out, out
+    assert secs < 30, secs
+
+
+def test_check_can_be_turned_off():
+    rc, out, _ = run_mpi(2, "dist_worker_errors.py", "check_off", env={"KAEL_DISTRIBUTED_CHECK": "0"})
+    assert rc == 0 and out.count("check_off ok") == 2, out
