@@ -364,10 +364,10 @@ def parse_args(argv=None):
     add("--n-embd", type=int, help=f"(run) model width, a multiple of --n-head (default {d['n_embd']})")
     add("--lr", type=float, help=f"(run) peak learning rate; the cosine ends at a tenth of it (default {d['lr']:g})")
     add("--warmup", type=int, help="(run) steps of linear warmup (default: a tenth of --steps, at most 100)")
-    add("--seed", type=int, help=f"(run) seed of the initialisation, the data order and the sample (default {d['seed']})")
+    add("--seed", type=int, help=f"(run) seed of the initialisation, data order and sample (default {d['seed']})")
     add("--vocab-size", type=int, help=f"(run) tokens of the trained BPE vocabulary (default {d['vocab_size']})")
     add("--dropout", type=float, help=f"(run) dropout probability (default {d['dropout']:g})")
-    add("--weight-decay", type=float, help=f"(run) AdamW weight decay of the 2-D weights (default {d['weight_decay']:g})")
+    add("--weight-decay", type=float, help=f"(run) AdamW weight decay of 2-D weights (default {d['weight_decay']:g})")
     add("--grad-clip", type=float, help=f"(run) gradient norm clip, 0 for none (default {d['grad_clip']:g})")
     add("--corpus", help="(run) text file to train on (default: the bundled Shakespeare)")
     add("--out", default="gpt-shakespeare", help="output directory: model, tokenizer, training state "
@@ -464,6 +464,9 @@ def main(argv=None, stream=sys.stdout):
         args.out, train_text, fingerprint, previous.get("tokenizer") if previous else None)
     if saved is not None and tokenizer_seconds is not None:
         raise SystemExit(f"--resume: {args.out}/{TOKENIZER_FILE} is missing or not the run's tokenizer")
+    if saved is None and previous is not None:
+        # the directory holds no resumable run until this one's first checkpoint
+        os.remove(os.path.join(args.out, STATE_JSON))
     train_tokens = kael.tensor(tokenizer.encode_ordinary(train_text), dtype=kael.int64)
     val_tokens = kael.tensor(tokenizer.encode_ordinary(val_text), dtype=kael.int64)
     order = WindowOrder(train_tokens.numel(), args.block_size, args.seed)
@@ -478,6 +481,9 @@ def main(argv=None, stream=sys.stdout):
         model = kael.GPT(config)
     else:
         model = kael.GPT.from_pretrained(args.out)
+        if model.config.vocab_size != len(tokenizer):
+            raise SystemExit(f"--resume: the model in {args.out} has {model.config.vocab_size} tokens, its tokenizer "
+                             f"{len(tokenizer)}")
     model.train()
     names = {id(p): n for n, p in model.named_parameters()}
     optimizer = make_optimizer(model, args)
@@ -503,8 +509,8 @@ def main(argv=None, stream=sys.stdout):
 
     def checkpoint(step):
         run_state = {"format": FORMAT_VERSION, "step": step, "data_position": step * args.batch_size,
-                     "rng_state": kael.get_rng_state().tolist(), "args": run, "session": session, "tokenizer": fingerprint,
-                     "val_losses": history, "train_seconds": train_seconds}
+                     "rng_state": kael.get_rng_state().tolist(), "args": run, "session": session,
+                     "tokenizer": fingerprint, "val_losses": history, "train_seconds": train_seconds}
         save_checkpoint(args.out, model, optimizer, names, run_state)
 
     parameters = list(model.parameters())
@@ -544,7 +550,7 @@ def main(argv=None, stream=sys.stdout):
                 break
 
     result = {"losses": losses, "val_losses": history, "seconds": train_seconds, "sample": "",
-              "interrupted": stop.requested}
+              "interrupted": stopped_at < args.stop_at}
     if stopped_at < args.steps:
         print(f"stopped at step {stopped_at}/{args.steps} after {train_seconds:.1f}s of training; checkpoint in "
               f"{args.out}: continue with --resume --out {args.out}", file=stream)
