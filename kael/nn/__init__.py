@@ -9,5 +9,6 @@ from kael.nn.modules import *  # noqa: F401,F403
 from kael.nn.modules import __all__ as _modules_all
 from kael.nn.parameter import Parameter  # noqa: F401
 from kael.nn import utils  # noqa: F401
+from kael.nn import parallel  # noqa: F401  (DistributedDataParallel)
 
-__all__ = ["Parameter", "functional", "init", "utils"] + _modules_all
+__all__ = ["Parameter", "functional", "init", "parallel", "utils"] + _modules_all
