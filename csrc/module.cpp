@@ -32,6 +32,7 @@ int kael_init_tensor(PyObject* module);
 PyObject* make_return_types();
 int kael_init_generator(PyObject* module);  // generator.cpp
 int kael_init_bpe(PyObject* module);        // libs/bpe_tokenizer.cpp
+int kael_init_gpt_generate(PyObject* module);  // libs/gpt_generate.cpp
 void append_pyobject_functions(std::vector<PyMethodDef>& out);  // pyobject.cpp
 void append_kael_function_functions(std::vector<PyMethodDef>& out);  // kael_function.cpp
 int kael_init_pyobject(PyObject* module);
@@ -303,6 +304,7 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   if (kael_init_tensor(module) < 0 || kael_init_generator(module) < 0 || kael_init_bpe(module) < 0 ||
+      kael_init_gpt_generate(module) < 0 ||
       kael_init_pyobject(module) < 0 ||
       kael_init_autograd(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {

@@ -55,6 +55,8 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #include <sys/mman.h>
+
+#include "gemm_avx512.h"
 #endif
 
 namespace kael::native {
@@ -67,7 +69,7 @@ using i64 = std::int64_t;
 
 // tools/bench/sgemm_probe.cpp compiles this file with other block sizes (KAEL_GEMM_KC, _MC, _NC).
 #ifndef KAEL_GEMM_KC
-#define KAEL_GEMM_KC 256
+#define KAEL_GEMM_KC kGemmKBlock
 #endif
 #ifndef KAEL_GEMM_MC
 #define KAEL_GEMM_MC 70
@@ -167,40 +169,6 @@ constexpr std::array<MicroKernel, sizeof...(I)> kernel_table(std::integer_sequen
 }
 constexpr auto kPlainKernels = kernel_table<false>(std::make_integer_sequence<int, kMr>{});
 constexpr auto kPackingKernels = kernel_table<true>(std::make_integer_sequence<int, kMr>{});
-
-// Transposes a 16 x 16 block held as 16 rows. (The zero-masking forms with every lane kept are
-// the plain instructions; GCC 12's unmasked intrinsics start from _mm512_undefined_ps, which
-// -Wmaybe-uninitialized reports.)
-inline void transpose16(__m512 r[16]) {
-  constexpr __mmask16 kAll = 0xffff;
-  constexpr __mmask8 kAll8 = 0xff;
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
-    t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-    r[i] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, t0, t2));
-    r[i + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, t0, t2));
-    r[i + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, t1, t3));
-    r[i + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, t1, t3));
-  }
-  // r[4g + j] now holds, in each 128-bit lane l, rows 4g..4g+3 of column 4l + j.
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_maskz_shuffle_f32x4(kAll, r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_maskz_shuffle_f32x4(kAll, r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_maskz_shuffle_f32x4(kAll, r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_maskz_shuffle_f32x4(kAll, r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_maskz_shuffle_f32x4(kAll, t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_maskz_shuffle_f32x4(kAll, t[i], t[i + 8], 0xdd);
-    r[i + 4] = _mm512_maskz_shuffle_f32x4(kAll, t[i + 4], t[i + 12], 0x88);
-    r[i + 12] = _mm512_maskz_shuffle_f32x4(kAll, t[i + 4], t[i + 12], 0xdd);
-  }
-}
 
 // dst[p * mr + i] = a[i * rs + p * cs] for i < mr (<= kMr), p < kc.
 void pack_a(const float* a, i64 rs, i64 cs, int mr, i64 kc, float* dst) {
@@ -344,6 +312,10 @@ void gemm_f32(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const flo
       for (i64 i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
+  // A few rows: B streamed once, in place (Note [Small-M products] in cpu/gemm_small_m.cpp),
+  // with the same sums.
+  if (m <= kSmallM && gemm_small_m(m, n, k, a, a_rs, a_cs, b, ScalarType::Float32, b_rs, b_cs, c, ldc, accumulate))
+    return;
   const i64 threads = intra_op_threads();
   if (threads <= 1 || m * n * k < kGemmParallelWork || in_parallel_region()) {
     gemm_serial(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate);

@@ -85,18 +85,44 @@ Output forward(const Config& config, const Weights& weights, const Tensor& idx,
                const std::optional<Tensor>& targets, bool training);
 
 // ---------------------------------------------------------------- generation
+// How a sequence's tokens are drawn (Note [Sampling] in libs/gpt/src/decoder.cpp): the logits
+// divided by the temperature, cut to the top_k, then to the top_p nucleus (transformers'
+// warpers, in that order), then one draw from the sequence's own Philox stream (seed, stream):
+// its n-th token uses block n of it, so the tokens depend on nothing else.
 struct Sampling {
   double temperature = 1.0;           // 0: greedy (argmax, the lowest id on ties)
   std::optional<std::int64_t> top_k;  // keep the k most likely tokens
   std::optional<double> top_p;        // keep the smallest set whose probability reaches p, in (0, 1]
-  std::uint64_t seed = 0;             // the sequence's own random stream
+  std::uint64_t seed = 0;             // the sequence's own random stream: its key ...
+  std::uint64_t stream = 0;           // ... and its stream (generate: the row)
   // ValueError naming the value: negative or NaN temperature, top_k < 1, top_p outside (0, 1].
   void validate() const;
 };
 
+// Note [Decoder]
+// Each slot holds a sequence: its tokens, its KV cache (float32, (n_layer, 2, n_head, length,
+// head_dim), allocated when the sequence is added for the tokens it can reach, at most
+// block_size, and kept for the slot's next sequence), its Sampling and stop tokens. A step runs
+// every token not yet in a cache (a new prompt, in chunks of kChunkRows; the last token of a
+// running sequence) as rows of one forward pass, so the weight-bound products read the weights
+// once for all active sequences; attention runs per row over its own cache; only rows whose
+// logits are wanted (the last of each sequence) get the final LayerNorm and the LM head. A
+// sequence's logits are bit-identical whether it runs alone or batched, at any thread count
+// (Note [Small-M products] in aten/src/native/cpu/gemm_small_m.cpp).
+// A context longer than block_size is cropped to its last block_size tokens, as nanoGPT's
+// generate crops idx: the cache is then recomputed from that window, positions from 0, at
+// every further step (nanoGPT's semantics, one full forward per token from there on).
+// Computes in float32 whatever the weights' dtype (float32, bfloat16 and float16 weights are
+// read as they are; others are converted once); no autograd.
+// The Decoder holds its own views of the weights' memory, pinned (Note [Concurrency] in
+// kael/core/concurrency.h): construct and destroy it with the caller's lock held; step() may
+// then run without it. One thread at a time per Decoder.
 class Decoder {
  public:
-  // max_batch: the number of slots; the caches are allocated for block_size tokens each.
+  // Prompt tokens one forward pass takes at most (longer prompts are prefilled in chunks).
+  static constexpr std::int64_t kChunkRows = 256;
+
+  // max_batch: the number of slots. ValueError for max_batch < 1, weights not on the CPU.
   Decoder(Config config, Weights weights, std::int64_t max_batch);
   ~Decoder();
   Decoder(const Decoder&) = delete;
@@ -106,7 +132,8 @@ class Decoder {
   // an empty prompt, an id outside the vocabulary, max_new_tokens < 0, or no free slot.
   std::int64_t add(std::vector<std::int64_t> prompt, const Sampling& sampling,
                    std::vector<std::int64_t> stop_tokens, std::int64_t max_new_tokens);
-  // Drops a sequence (a cancelled request); its slot is free at once.
+  // Drops a sequence (a cancelled request); its slot is free at once. ValueError for a slot
+  // that holds no sequence.
   void remove(std::int64_t slot);
 
   struct Event {
@@ -115,7 +142,8 @@ class Decoder {
     bool finished;  // the token was a stop token or the sequence's last
   };
   // One step: prefill the new sequences, then one sampled token for every active sequence.
-  // A finished sequence frees its slot.
+  // A finished sequence frees its slot. A sequence added with max_new_tokens = 0 finishes with
+  // token -1.
   std::vector<Event> step();
 
   std::int64_t active() const;

@@ -1,0 +1,294 @@
+// Products of a few rows by a large matrix: a layer applied to the tokens of a decoding step.
+//
+// Note [Small-M products]
+// With m <= kSmallM rows of A, C = A B reads each element of B for m multiply-adds: the product
+// is bound by the speed B streams from memory, not by the FMAs, and the GEMM of gemm.cpp (which
+// packs B into panels for 14-row micro-kernels) spends most of its time on the packing. Here B
+// is read once, in place, straight into the FMAs, with float32 accumulators for all m rows:
+//   - B with contiguous rows (b_cs == 1, Conv1D's (in, out) weight): a tile of m x 16W columns
+//     of C lives in registers (W vectors, 8 down to 3 as m grows) while the rows of one
+//     kGemmKBlock block of B go by; the tiles of a block run left to right, then the next
+//     block. Each tile prefetches, row by row, the lines of the next tile (the next block's
+//     first one after the last), one tile pass ahead, into L2.
+//   - B with contiguous columns (b_rs == 1, the transpose of a row-major (n, k) matrix: Linear's
+//     w.t(), the LM head's wte.t()): 16 columns of C at a time, whose 16 rows of the (n, k)
+//     matrix are one contiguous stretch of memory; each 16 x 16 block is loaded, transposed in
+//     registers and fed to the FMAs as 16 rows of B.
+// The threads split C's columns (whole tiles) when B is large enough; each column's sum is the
+// same whoever computes it.
+// Each C element is summed as gemm_f32 sums it (Note [float32 GEMM]): one FMA chain from 0 per
+// block of kGemmKBlock values of k, in ascending order, each block's chain then added to C (the
+// first one stored, unless accumulating). So a row's results are bit-identical whatever m, the
+// thread count, or whether the row went through gemm_f32 or this kernel: a decoder's sequence
+// gets the same logits alone or batched with others, at prefill or one token at a time.
+// bfloat16 and float16 B are widened to float32 as they are loaded (a shift, vcvtph2ps); the
+// sums are float32 as for a float32 B.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kael/native/gemm.h"
+#include "kael/runtime/threads.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+#include "gemm_avx512.h"
+#endif
+
+namespace kael::native {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+
+namespace {
+
+using i64 = std::int64_t;
+constexpr i64 kKc = kGemmKBlock;
+
+// B's element types, widened to float32 16 at a time.
+struct F32 {
+  using T = float;
+  static __m512 load(const T* p) { return _mm512_loadu_ps(p); }
+  static __m512 load(const T* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+  static float scalar(T v) { return v; }
+};
+struct BF16 {
+  using T = std::uint16_t;
+  // (The zero-masking forms with every lane kept: see transpose16 in gemm_avx512.h.)
+  static __m512 widen(__m256i v) {
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, v), 16));
+  }
+  static __m512 load(const T* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const T* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+  static float scalar(T v) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+struct F16 {
+  using T = std::uint16_t;
+  static __m512 widen(__m256i v) { return _mm512_maskz_cvtph_ps(0xffff, v); }
+  static __m512 load(const T* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const T* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+  static float scalar(T v) { return _cvtsh_ss(v); }
+};
+
+__mmask16 lanes(i64 count) {
+  if (count >= 16) return 0xffff;
+  if (count <= 0) return 0;
+  return static_cast<__mmask16>((1u << count) - 1);
+}
+
+// An address `elements` past p, computed as an integer: a prefetch may point past the matrix,
+// pointer arithmetic may not.
+template <typename T>
+const char* ahead(const T* p, i64 elements) {
+  return reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) +
+                                       static_cast<std::uintptr_t>(elements * i64{sizeof(T)}));
+}
+
+// Adds the block's chains to C (or stores them: the first block when not accumulating).
+inline void finish(float* c, __m512 v, __mmask16 mask, bool acc) {
+  if (acc) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, c));
+  _mm512_mask_storeu_ps(c, mask, v);
+}
+
+// Rows of B taken together by the contiguous-rows kernel for M rows of A: their M x R values of
+// A and R vectors of B fit the registers.
+constexpr int rows_together(i64 m) { return m <= 4 ? 4 : 2; }
+
+// Contiguous rows, columns [j0, j1) of C. Each block of B's rows is read row after row, R rows
+// at a time, each row's stretch [j0, j1) from left to right: R sequential streams, which the
+// hardware prefetchers follow. The block's chains live in `sums` (M x the stretch, in L1 or
+// L2), updated R FMAs per load and store.
+template <typename L, int M>
+void nn_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* b, i64 ldb, float* c, i64 ldc,
+                bool accumulate, i64 j0, i64 j1) {
+  constexpr int R = rows_together(M);
+  const i64 width = j1 - j0, vectors = (width + 15) / 16;
+  const __mmask16 tail = lanes(width - (vectors - 1) * 16);
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<std::size_t>(M * vectors * 16));
+  float* const sums = buffer.data();
+  const i64 ls = vectors * 16;  // sums' row stride
+  for (i64 pc = 0; pc < k; pc += kKc) {
+    const i64 end = std::min(k, pc + kKc);
+    std::fill(sums, sums + M * ls, 0.0f);
+    i64 p = pc;
+    for (; p + R <= end; p += R) {
+      __m512 av[M][R];
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) av[i][r] = _mm512_set1_ps(a[i * a_rs + (p + r) * a_cs]);
+      const typename L::T* row = b + p * ldb + j0;
+      for (i64 v = 0; v < vectors; ++v) {
+        const __mmask16 mask = v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff);
+        __m512 bv[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          float* t = sums + i * ls + 16 * v;
+          __m512 acc = _mm512_loadu_ps(t);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
+          _mm512_storeu_ps(t, acc);
+        }
+      }
+    }
+    for (; p < end; ++p) {
+      const typename L::T* row = b + p * ldb + j0;
+      for (i64 v = 0; v < vectors; ++v) {
+        const __mmask16 mask = v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff);
+        const __m512 bv = L::load(row + 16 * v, mask);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          float* t = sums + i * ls + 16 * v;
+          _mm512_storeu_ps(t, _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + p * a_cs]), bv, _mm512_loadu_ps(t)));
+        }
+      }
+    }
+    const bool acc = accumulate || pc > 0;
+    for (int i = 0; i < M; ++i)
+      for (i64 v = 0; v < vectors; ++v)
+        finish(c + i * ldc + j0 + 16 * v, _mm512_loadu_ps(sums + i * ls + 16 * v),
+               v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff), acc);
+  }
+}
+
+// Contiguous columns: C[0:M, 0:rows] (+)= A[0:M, :] B[:, 0:rows], B[p, q] = bt[q * ldbt + p]
+// (rows <= 16 of them); `next` is the next 16 columns' first row (nullptr: none).
+template <typename L, int M>
+void nt_tile(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt, i64 ldbt, int rows,
+             const typename L::T* next, float* c, i64 ldc, bool accumulate) {
+  const __mmask16 mask = lanes(rows);
+  for (i64 pc = 0; pc < k; pc += kKc) {
+    const i64 end = std::min(k, pc + kKc);
+    __m512 sum[M];
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) sum[i] = _mm512_setzero_ps();
+    i64 p = pc;
+    for (; p + 16 <= end; p += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) {
+        r[q] = q < rows ? L::load(bt + q * ldbt + p) : _mm512_setzero_ps();
+        if (next != nullptr && (sizeof(typename L::T) == 4 || (p & 31) == 0))
+          _mm_prefetch(ahead(next, q * ldbt + p), _MM_HINT_T1);
+      }
+      transpose16(r);  // r[q]: row p + q of B, 16 columns
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q) {
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + (p + q) * a_cs]), r[q], sum[i]);
+      }
+    }
+    for (; p < end; ++p) {
+      alignas(64) float col[16] = {};
+      for (int q = 0; q < rows; ++q) col[q] = L::scalar(bt[q * ldbt + p]);
+      const __m512 r = _mm512_load_ps(col);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + p * a_cs]), r, sum[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) finish(c + i * ldc, sum[i], mask, accumulate || pc > 0);
+  }
+}
+
+// Contiguous columns, columns [j0, j1) of C.
+template <typename L, int M>
+void nt_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt, i64 ldbt, float* c, i64 ldc,
+                bool accumulate, i64 j0, i64 j1) {
+  for (i64 j = j0; j < j1; j += 16) {
+    const int rows = static_cast<int>(std::min<i64>(16, j1 - j));
+    const typename L::T* next = j + 16 < j1 ? bt + (j + 16) * ldbt : nullptr;
+    nt_tile<L, M>(k, a, a_rs, a_cs, bt + j * ldbt, ldbt, rows, next, c + j, ldc, accumulate);
+  }
+}
+
+// The product over columns [j0, j1), for M rows.
+struct Product {
+  i64 n, k;
+  const float* a;
+  i64 a_rs, a_cs;
+  const void* b;
+  i64 b_rs, b_cs;
+  float* c;
+  i64 ldc;
+  bool accumulate;
+};
+using Columns = void (*)(const Product&, i64, i64);
+
+template <typename L, int M>
+void columns(const Product& p, i64 j0, i64 j1) {
+  const auto* b = static_cast<const typename L::T*>(p.b);
+  if (p.b_cs == 1) {
+    nn_columns<L, M>(p.k, p.a, p.a_rs, p.a_cs, b, p.b_rs, p.c, p.ldc, p.accumulate, j0, j1);
+  } else {
+    nt_columns<L, M>(p.k, p.a, p.a_rs, p.a_cs, b, p.b_cs, p.c, p.ldc, p.accumulate, j0, j1);
+  }
+}
+
+template <typename L, int... I>
+constexpr std::array<Columns, sizeof...(I)> column_table(std::integer_sequence<int, I...>) {
+  return {&columns<L, I + 1>...};
+}
+constexpr auto kF32 = column_table<F32>(std::make_integer_sequence<int, kSmallM>{});
+constexpr auto kBF16 = column_table<BF16>(std::make_integer_sequence<int, kSmallM>{});
+constexpr auto kF16 = column_table<F16>(std::make_integer_sequence<int, kSmallM>{});
+
+// B bytes below which the product runs on the calling thread.
+constexpr i64 kParallelBytes = i64{1} << 18;
+
+}  // namespace
+
+bool gemm_small_m(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const void* b, ScalarType b_type,
+                  i64 b_rs, i64 b_cs, float* c, i64 ldc, bool accumulate) {
+  if (m < 1 || m > kSmallM || (b_cs != 1 && b_rs != 1)) return false;
+  const std::array<Columns, kSmallM>* table = nullptr;
+  switch (b_type) {
+    case ScalarType::Float32: table = &kF32; break;
+    case ScalarType::BFloat16: table = &kBF16; break;
+    case ScalarType::Float16: table = &kF16; break;
+    default: return false;
+  }
+  if (n <= 0) return true;
+  if (k <= 0) {
+    if (!accumulate)
+      for (i64 i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return true;
+  }
+  const Product product{n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate};
+  const Columns run = (*table)[static_cast<std::size_t>(m - 1)];
+  // Units of 16 columns: whole vectors of C.
+  constexpr i64 width = 16;
+  const i64 units = (n + width - 1) / width;
+  const i64 threads = intra_op_threads();
+  if (threads <= 1 || n * k * itemsize(b_type) < kParallelBytes || in_parallel_region() || units < 2) {
+    run(product, 0, n);
+    return true;
+  }
+  // Pieces of a few tiles, several per thread, so a thread slowed by other work hands its
+  // remaining pieces to the others (Note [Pieces and stealing] in kael/runtime/threads.h).
+  const i64 grain = std::max<i64>(1, units / (threads * 4));
+  parallel_for(0, units, grain,
+               [&](i64 u0, i64 u1) { run(product, u0 * width, std::min(n, u1 * width)); });
+  return true;
+}
+
+#else  // no AVX-512: the callers multiply otherwise
+
+bool gemm_small_m(std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t, const void*,
+                  ScalarType, std::int64_t, std::int64_t, float*, std::int64_t, bool) {
+  return false;
+}
+
+#endif
+
+}  // namespace kael::native
