@@ -1,0 +1,66 @@
+"""python -m kael.serve --model DIR: serves a model directory over HTTP (kael.serve)."""
+import argparse
+import logging
+import re
+import signal
+import sys
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def byte_size(text):
+    """'1MB' -> 1000000, '64KiB' -> 65536, '500' -> 500."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS or int(m.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1MB, 512KiB, 100000)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python -m kael.serve",
+        description="Serve a kael.GPT model directory (GPT.save_pretrained's files and tokenizer.tiktoken, or "
+                    "vocab.json + merges.txt) with OpenAI's completions API, a web page at / and /metrics.")
+    p.add_argument("--model", required=True, help="the model directory (e.g. gpt_train's output, gpt-shakespeare)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
+    p.add_argument("--max-batch", type=positive, default=8, help="sequences decoded together (decoder slots)")
+    p.add_argument("--max-tokens", type=positive, default=512, help="the largest max_tokens a request may ask")
+    p.add_argument("--max-queue", type=positive, default=64, help="sequences waiting for a slot before 429")
+    p.add_argument("--max-body", type=byte_size, default=10**6, help="largest request body (default 1MB)")
+    p.add_argument("--shutdown-timeout", type=float, default=10.0,
+                   help="seconds SIGTERM lets running requests finish before cancelling them (default 10)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import uvicorn
+
+    from kael.serve import create_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
+    app = create_app(args.model, api_key=args.api_key, max_batch=args.max_batch, max_tokens=args.max_tokens,
+                     max_queue=args.max_queue, max_body=args.max_body)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=args.shutdown_timeout, server_header=False)
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM (stop accepting, let running requests finish, then the app's lifespan
+    # stops the scheduler) and afterwards raises the signal again against the handler it found:
+    # this one, so a requested shutdown exits with status 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    server.run()
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
