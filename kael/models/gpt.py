@@ -253,32 +253,36 @@ class GPT(Module):
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, on_token=None,
                  stop_tokens=None):
-        """Samples max_new_tokens tokens after each prompt with the C++ KV-cache decoder, under
-        kael.no_grad() and without dropout whatever the mode.
+        """Samples up to max_new_tokens tokens after each prompt with the C++ KV-cache decoder
+        (Note [Decoder] in kael/gpt/gpt.h), under kael.no_grad(), without dropout whatever the
+        mode, computing in float32 whatever the parameters' dtype.
 
-        idx: a (B, T) int64 tensor of prompts, which returns the (B, T + new) tensor of prompts
-        and new tokens; or a list of B lists of ids (of any lengths), which returns a list of B
-        lists of the new tokens alone.
+        idx: a (B, T) int64 tensor of prompts, which returns the (B, T + n) tensor of prompts and
+        new tokens, n the number of steps run; or a list of B lists of ids (of any lengths),
+        which returns a list of B lists of the new tokens alone.
 
         Each step samples from softmax(logits / temperature) of the last position, keeping only
-        the top_k most likely tokens when top_k is given, and then only the smallest set whose
-        probability reaches top_p when top_p is given (both renormalised). temperature=0 is
-        greedy: the argmax, the lowest id on ties. seed: the rows' random streams are derived
-        from it alone, so a seed gives the same tokens on every run, whatever kael's global
-        generator holds (it is neither read nor advanced) and however many threads run; None
-        draws a seed from the global generator. on_token(tokens), if given, is called after
-        each step with a (B,) int64 tensor of the tokens just sampled (a row that has ended
-        repeats its last token): it returns None to go on or False to stop all rows there; an
-        exception it raises propagates. A row ends at max_new_tokens or after sampling one of
-        stop_tokens (a collection of ids; the stop token is kept); in the tensor form, the
-        positions of an ended row after its end repeat its stop token. As nanoGPT, a context longer
-        than block_size is cropped to its last block_size tokens. Invalid arguments raise
-        ValueError or TypeError from kael._C._gpt_generate.
+        the top_k most likely tokens when top_k is given, then only the smallest set whose
+        probability reaches top_p when top_p is given (transformers' warpers, in that order).
+        temperature=0 is greedy: the argmax, the lowest id on ties. seed: each row draws from its
+        own random stream, a function of the seed and the row alone, so a seed gives the same
+        tokens on every run, whatever kael's global generator holds (it is neither read nor
+        advanced) and however many threads run; seed=None draws a seed from the global
+        generator (kael.manual_seed makes that reproducible). on_token(tokens), if given, is
+        called after each step with the (B,) int64 tensor of the tokens just sampled (-1 for a
+        row that has already ended): returning None goes on, False stops all rows there, and an
+        exception it raises propagates. A row ends after max_new_tokens tokens or after sampling
+        one of stop_tokens (a list of ids; the stop token is kept); in the tensor form, an ended
+        row is filled to the common length with its stop token. As nanoGPT's generate, a
+        context longer than block_size is cropped to its last block_size tokens. Invalid
+        arguments are ValueErrors or TypeErrors ("generate: ...") raised before any work.
 
         >>> import kael
         >>> model = kael.GPT(kael.GPTConfig(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32))
         >>> model.generate(kael.zeros(1, 3, dtype=kael.int64), 5, temperature=0).shape
         kael.Size([1, 8])
+        >>> [len(row) for row in model.generate([[1, 2], [3]], 4, seed=0)]
+        [4, 4]
         """
         with kael.no_grad():
             return _C._gpt_generate(self._config_tuple, self._parameters_in_order(), idx, max_new_tokens, temperature,
