@@ -232,9 +232,9 @@ class GPT(Module):
                 init.normal_(p, 0.0, residual_std)
             elif name.endswith(("wte.weight", "wpe.weight", "c_attn.weight", "c_fc.weight")):
                 init.normal_(p, 0.0, std)
-            elif name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
+            elif name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
                 init.ones_(p)
-            else:
+            else:  # biases
                 init.zeros_(p)
 
     def _parameters_in_order(self):
@@ -243,6 +243,8 @@ class GPT(Module):
         return [module._parameters[attr] for module, attr in self._slots]
 
     def forward(self, idx, targets=None):
+        """logits (B, T, vocab_size) for idx (B, T) int64; (logits, loss) with targets (B, T)
+        int64, loss the mean cross-entropy over the targets that are not -100. See GPT."""
         # the binding checks these too, under its own name
         if not isinstance(idx, kael.Tensor):
             raise TypeError(f"GPT.forward: idx must be a kael.Tensor, got {type(idx).__name__}")
