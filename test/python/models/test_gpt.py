@@ -272,11 +272,11 @@ def test_save_pretrained_loads_in_transformers(tmp_path):
 
 
 def test_transformers_save_pretrained_loads_in_kael(tmp_path):
-    hf = hf_model(resid_pdrop=0.25)
+    hf = hf_model(resid_pdrop=0.25, layer_norm_epsilon=0.05)  # an epsilon that shows in the logits
     hf.save_pretrained(tmp_path, safe_serialization=True)
     model = kael.GPT.from_pretrained(tmp_path)
     assert not model.training  # as transformers' from_pretrained
-    assert model.config == kael.GPTConfig(**SIZES, dropout=0.25)
+    assert model.config == kael.GPTConfig(**SIZES, dropout=0.25, layer_norm_epsilon=0.05)
     assert model.lm_head.weight is model.transformer.wte.weight
     idx = tokens(2, 13, seed=7)
     with torch.no_grad():
