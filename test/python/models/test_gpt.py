@@ -425,6 +425,28 @@ def test_half_checkpoints_load_in_their_dtype(tmp_path, dtype):
     assert kael.load_safetensors(tmp_path / "again" / "model.safetensors")["transformer.wte.weight"].dtype == kd
 
 
+def test_bias_false_computes_as_zero_biases():
+    # transformers' GPT-2 always has biases: the oracle is the same model with every bias zero
+    hf = hf_model()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+    model = kael.GPT(kael.GPTConfig(**SIZES, bias=False))
+    model.load_state_dict({k: to_kael(v) for k, v in hf.state_dict().items() if not k.endswith(".bias")})
+    idx, targets = tokens(3, BLOCK, seed=19), tokens(3, BLOCK, seed=20)
+    logits, loss = model(to_kael(idx), to_kael(targets))
+    expected_logits = hf(idx).logits
+    expected = hf_loss(expected_logits, targets)
+    assert_close(logits, expected_logits)
+    assert abs(loss.item() / expected.item() - 1) < RTOL
+    loss.backward()
+    expected.backward()
+    hf_grads = dict(hf.named_parameters())
+    for name, p in model.named_parameters():
+        assert rel_error(p.grad, hf_grads[name].grad) < RTOL, name
+
+
 def test_bias_false_round_trips_in_kael(tmp_path):
     model = kael.GPT(kael.GPTConfig(**SIZES, bias=False)).eval()
     model.save_pretrained(tmp_path)
