@@ -33,6 +33,18 @@ __all__ = [
 default_pg_timeout = datetime.timedelta(minutes=5)
 
 
+def _set_torchrun_env():
+    """RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (torchrun's variables, which programs
+    read) from Open MPI's, when mpirun started this process and they are not set."""
+    for ours, ompi in (("RANK", "OMPI_COMM_WORLD_RANK"), ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                       ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"), ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if ompi in os.environ and ours not in os.environ:
+            os.environ[ours] = os.environ[ompi]
+
+
+_set_torchrun_env()
+
+
 def is_available() -> bool:
     """Whether kael was built with MPI (CMake found it); False means init_process_group raises."""
     return bool(_C._dist_is_available())
