@@ -78,7 +78,8 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout}")
         if not (math.isfinite(self.layer_norm_epsilon) and self.layer_norm_epsilon > 0.0):
-            raise ValueError(f"GPTConfig: layer_norm_epsilon must be positive and finite, got {self.layer_norm_epsilon}")
+            raise ValueError("GPTConfig: layer_norm_epsilon must be positive and finite, "
+                             f"got {self.layer_norm_epsilon}")
         if not isinstance(self.bias, bool):
             raise TypeError(f"GPTConfig: bias must be a bool, got {self.bias!r} ({type(self.bias).__name__})")
 
