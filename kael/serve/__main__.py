@@ -4,6 +4,7 @@ import logging
 import re
 import signal
 import sys
+import threading
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
@@ -51,12 +52,26 @@ def main(argv=None):
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
     app = create_app(args.model, api_key=args.api_key, max_batch=args.max_batch, max_tokens=args.max_tokens,
                      max_queue=args.max_queue, max_body=args.max_body)
+    engine = app.state.server.engine
+
+    class Server(uvicorn.Server):
+        """On SIGTERM or SIGINT uvicorn stops accepting and waits for the running requests; the
+        ones still generating after --shutdown-timeout are cancelled by the engine, so that each
+        handler ends by itself (an error event and [DONE] for a stream, 503 otherwise) well before
+        uvicorn's own deadline would cancel the handlers' tasks."""
+
+        def handle_exit(self, sig, frame):
+            if not self.should_exit:
+                timer = threading.Timer(args.shutdown_timeout, engine.stop)
+                timer.daemon = True
+                timer.start()
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=args.shutdown_timeout, server_header=False)
-    server = uvicorn.Server(config)
-    # uvicorn handles SIGTERM (stop accepting, let running requests finish, then the app's lifespan
-    # stops the scheduler) and afterwards raises the signal again against the handler it found:
-    # this one, so a requested shutdown exits with status 0.
+                            timeout_graceful_shutdown=args.shutdown_timeout + 10, server_header=False)
+    server = Server(config)
+    # uvicorn raises the signal again once it has shut down, against the handler it found: this
+    # one, so a requested shutdown exits with status 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     server.run()
     return 0 if server.started else 1

@@ -442,6 +442,7 @@ async def _stream(job, meta, usage, include_usage):
             if update.finish_reason in ("cancelled", "error"):
                 e = _failed(update)
                 yield _sse({"error": {"message": e.message, "type": e.type, "param": None, "code": e.code}})
+                yield b"data: [DONE]\n\n"
                 return
             choice = {"text": update.text, "index": update.index, "logprobs": None,
                       "finish_reason": update.finish_reason}

@@ -169,7 +169,6 @@ class Engine:
         self._decoder = _C._GptDecoder(self.config._tuple(), params, max_batch)
         self._cv = threading.Condition()
         self._queue = collections.deque()  # Sequences waiting for a slot
-        self._wake = False
         self._stopping = False
         self._slots = {}  # slot -> Sequence; the scheduler thread's
         self._active = 0
@@ -196,7 +195,6 @@ class Engine:
             if len(self._queue) + len(request.sequences) > self.max_queue:
                 raise QueueFull(f"{len(self._queue)} sequences are waiting (at most {self.max_queue})")
             self._queue.extend(request.sequences)
-            self._wake = True
             self._cv.notify()
 
     def cancel(self, request):
@@ -211,7 +209,6 @@ class Engine:
                     self._queue.remove(s)
                 except ValueError:
                     pass  # taken by the scheduler thread just now: it sees the flag
-            self._wake = True
             self._cv.notify()
 
     def stop(self, timeout=30.0):
@@ -234,10 +231,17 @@ class Engine:
             raise
 
     def _loop_once(self):
+        out = collections.defaultdict(list)  # Request -> [Update]
+        # the cancelled requests leave first, so that their slots go to the queue in this step
+        for slot, seq in list(self._slots.items()):
+            if seq.request.cancelled:
+                self._decoder.remove(slot)
+                del self._slots[slot]
+                self._end(seq, "cancelled", out)
         with self._cv:
-            while not (self._wake or self._slots or self._stopping):
+            # asleep only with nothing to run, nothing to admit and nothing to hand back
+            while not (self._slots or self._stopping or out or (self._queue and len(self._slots) < self.max_batch)):
                 self._cv.wait()
-            self._wake = False
             if self._stopping:
                 queued = list(self._queue)
                 self._queue.clear()
@@ -245,7 +249,6 @@ class Engine:
                 queued = []
                 while self._queue and len(self._slots) + len(queued) < self.max_batch:
                     queued.append(self._queue.popleft())
-        out = collections.defaultdict(list)  # Request -> [Update]
         if self._stopping:
             for seq in queued + list(self._slots.values()):
                 self._end(seq, "cancelled", out)
@@ -253,11 +256,6 @@ class Engine:
             self._active = 0
             self._deliver(out)
             return False
-        for slot, seq in list(self._slots.items()):
-            if seq.request.cancelled:
-                self._decoder.remove(slot)
-                del self._slots[slot]
-                self._end(seq, "cancelled", out)
         for seq in queued:
             if seq.request.cancelled:
                 self._end(seq, "cancelled", out)
