@@ -16,13 +16,15 @@ CORPUS = os.path.join(ROOT, "kael", "data", "tinyshakespeare.txt")
 PYTHON = sys.executable
 
 
-def make_model_dir(path, block_size=256, n_layer=2, n_head=4, n_embd=64, vocab_size=384, seed=0):
+def make_model_dir(path, block_size=256, n_layer=2, n_head=4, n_embd=64, vocab_size=384, seed=0,
+                   end_of_text=True):
     """A random kael.GPT saved by save_pretrained, with a small BPE tokenizer trained on the
-    bundled Shakespeare (its last id <|endoftext|>) saved beside it as tokenizer.tiktoken.
-    Returns (path, model, tokenizer)."""
+    bundled Shakespeare (its last id <|endoftext|>, unless end_of_text is false: then no sequence
+    stops before max_tokens) saved beside it as tokenizer.tiktoken. Returns (path, model,
+    tokenizer)."""
     with open(CORPUS, encoding="utf-8") as f:
         text = f.read(100_000)
-    tokenizer = kael.BpeTokenizer.train(text, vocab_size, special_tokens=["<|endoftext|>"])
+    tokenizer = kael.BpeTokenizer.train(text, vocab_size, special_tokens=["<|endoftext|>"] if end_of_text else [])
     kael.manual_seed(seed)
     config = kael.GPTConfig(vocab_size=len(tokenizer), block_size=block_size, n_layer=n_layer, n_head=n_head,
                             n_embd=n_embd)

@@ -17,7 +17,8 @@ LONG = 2000  # tokens: seconds of generation on this model
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    path, _, _ = make_model_dir(tmp_path_factory.mktemp("serve_life") / "gpt", block_size=2048, n_layer=4, n_embd=256)
+    path, _, _ = make_model_dir(tmp_path_factory.mktemp("serve_life") / "gpt", block_size=2048, n_layer=4, n_embd=256,
+                                end_of_text=False)
     return path
 
 
