@@ -73,6 +73,14 @@ std::optional<Tensor> opt(const Tensor& t) { return t.defined() ? std::optional<
 
 // x: (B, T, C) is carried as (B*T, C) rows through the block; the attention views it as
 // (B, n_head, T, head_dim).
+//
+// Note [GPT q, k and v]
+// c_attn is one (C, 3C) weight, but q, k and v are computed as three products with its column
+// blocks rather than one product split afterwards: the backward pass of a split (select or
+// narrow of the (B*T, 3C) result) writes each gradient into zeros of the whole result and adds
+// the three, which costs more than the extra products' set-up. Each product's gradient then
+// goes to its column block of the weight (a small (C, C) block) and the three gradients of h
+// add as (B*T, C) rows.
 Output forward(const Config& config, const Weights& weights, const Tensor& idx, const std::optional<Tensor>& targets,
                bool training) {
   config.validate();
@@ -82,20 +90,22 @@ Output forward(const Config& config, const Weights& weights, const Tensor& idx, 
   const double p = training ? config.dropout : 0.0;
   const bool drop = p > 0.0;
   const double eps = config.layer_norm_epsilon;
-  const std::int64_t shape_c[] = {C}, rows[] = {B * T, C}, qkv_shape[] = {B, T, 3, nh, hd},
-                     qkv_order[] = {2, 0, 3, 1, 4}, logits_shape[] = {B, T, config.vocab_size}, flat[] = {B * T};
+  const std::int64_t shape_c[] = {C}, rows[] = {B * T, C}, heads[] = {B, T, nh, hd}, logits_shape[] = {B, T, config.vocab_size}, flat[] = {B * T};
 
   // (B*T, C): token rows plus the first T position rows
   Tensor x = kael::view(kael::add(kael::embedding(weights.wte, idx), kael::narrow(weights.wpe, 0, 0, T)), rows);
   if (drop) x = kael::dropout(x, p, true);
 
   for (const Block& b : weights.h) {
-    // attention: qkv (B*T, 3C) -> (3, B, nh, T, hd)
+    // attention: q, k, v each (B*T, C) -> (B, nh, T, hd). See Note [GPT q, k and v].
     Tensor h = kael::layer_norm(x, shape_c, opt(b.ln_1_weight), opt(b.ln_1_bias), eps);
-    Tensor qkv = kael::permute(kael::view(conv1d(h, b.attn_c_attn_weight, b.attn_c_attn_bias), qkv_shape),
-                               qkv_order);
-    Tensor y = kael::scaled_dot_product_attention(kael::select(qkv, 0, 0), kael::select(qkv, 0, 1),
-                                                  kael::select(qkv, 0, 2), std::nullopt, p, /*is_causal=*/true);
+    Tensor qkv[3];
+    for (std::int64_t i = 0; i < 3; ++i) {
+      const Tensor w = kael::narrow(b.attn_c_attn_weight, 1, i * C, C);
+      const Tensor bias = b.attn_c_attn_bias.defined() ? kael::narrow(b.attn_c_attn_bias, 0, i * C, C) : Tensor();
+      qkv[i] = kael::transpose(kael::view(conv1d(h, w, bias), heads), 1, 2);
+    }
+    Tensor y = kael::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], std::nullopt, p, /*is_causal=*/true);
     y = kael::reshape(kael::transpose(y, 1, 2), rows);
     y = conv1d(y, b.attn_c_proj_weight, b.attn_c_proj_bias);
     if (drop) y = kael::dropout(y, p, true);
