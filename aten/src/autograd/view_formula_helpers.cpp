@@ -113,6 +113,12 @@ Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const 
     const Tensor r = kael::matmul(g, kael::transpose(o, -2, -1));
     return kael::reshape(sum_to_size(r, s.sizes()), self.sizes());
   }
+  // A column-major 2-d other (a transposed weight, as an LM head's x @ wte^T): its gradient is
+  // computed as (g^T s)^T, so that it has other's layout and flows back to the weight it views
+  // as a contiguous tensor, as mm_mat2_backward does.
+  if (s.dim() == 2 && o.dim() == 2 && o.strides()[0] == 1 && o.strides()[1] == o.sizes()[0] && o.sizes()[0] > 1 &&
+      o.sizes()[1] > 1)
+    return kael::reshape(kael::transpose(kael::matmul(kael::transpose(g, 0, 1), s), 0, 1), other.sizes());
   const Tensor r = kael::matmul(kael::transpose(s, -2, -1), g);
   return kael::reshape(sum_to_size(r, o.sizes()), other.sizes());
 }
