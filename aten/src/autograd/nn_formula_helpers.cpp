@@ -10,6 +10,7 @@
 #include "kael/core/error.h"
 #include "kael/native/nn_backward.h"
 #include "kael/ops/_gelu_grad.h"
+#include "kael/ops/_gelu_tanh_grad.h"
 #include "kael/ops/_sdpa_dropout_mask.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
@@ -150,6 +151,15 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
       std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
     return native::gelu_backward_cpu(grad, self);
   return kael::mul(grad, kael::_gelu_grad(self));
+}
+
+Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self) {
+  if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype() &&
+      (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) && grad.is_contiguous() &&
+      self.is_contiguous() &&
+      std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
+    return native::gelu_tanh_backward_cpu(grad, self);
+  return kael::mul(grad, kael::_gelu_tanh_grad(self));
 }
 
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape) {

@@ -28,6 +28,7 @@ Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArra
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps);
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
 Tensor gelu_backward(const Tensor& grad, const Tensor& self);
+Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self);
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
                      const std::optional<Tensor>& attn_mask, bool is_causal, std::optional<double> scale,
                      double dropout_p, std::int64_t seed, std::int64_t offset);
@@ -140,6 +141,8 @@ inline Var layer_norm_backward_bias(const Var& grad, IntArrayRef normalized_shap
 }
 // grad * _gelu_grad(self) (one pass on the CPU when no graph is built).
 inline Var gelu_backward(const Var& grad, const Var& self) { return detail::gelu_backward(grad, self); }
+// grad * _gelu_tanh_grad(self) (one pass on the CPU when no graph is built).
+inline Var gelu_tanh_backward(const Var& grad, const Var& self) { return detail::gelu_tanh_backward(grad, self); }
 // The gradients of scaled_dot_product_attention, recomputing the attention weights with the
 // unfused ops (so the backward pass stores the (L, S) matrix that the forward kernel avoids),
 // and with dropout_p > 0 the forward pass's dropout factors from its Philox stream (seed, offset).

@@ -38,5 +38,8 @@ Tensor layer_norm_backward_weight_cpu(const Tensor& grad, const Tensor& self, st
 // grad * (the derivative of the exact GELU at self), elementwise, for contiguous float32 or
 // float64 tensors of one shape: the product of grad and _gelu_grad(self) in one pass.
 Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& self);
+// grad * (the derivative of GELU's tanh approximation at self), elementwise, for the same
+// tensors: the product of grad and _gelu_tanh_grad(self) in one pass.
+Tensor gelu_tanh_backward_cpu(const Tensor& grad, const Tensor& self);
 
 }  // namespace kael::native

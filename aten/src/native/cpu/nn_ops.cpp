@@ -804,4 +804,38 @@ Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& self) {
   return result;
 }
 
+// With y = sqrt(2 / pi) (x + 0.044715 x^3) and s = (1 + tanh(y)) / 2 = 1 / (1 + exp(-2 y)),
+// gelu_tanh(x) = x s and its derivative is s + x s (1 - s) 2 y' = s (1 + x (1 - s) 2 y'), one exp
+// per element (math::gelu_tanh_grad takes a tanh) in a loop that vectorises. -2 y = x (c1 + c3
+// x^2) as vmath::gelu_tanh computes it, so 2 y' = -(c1 + 3 c3 x^2). Where exp(-2 y) overflows
+// (x below about -10) s is 0 and so is the derivative; at x = +-inf the result is NaN, as
+// math::gelu_tanh_grad's (inf * 0).
+Tensor gelu_tanh_backward_cpu(const Tensor& grad, const Tensor& self) {
+  KAEL_CHECK(grad.device().is_cpu() && self.device().is_cpu() && grad.dtype() == self.dtype() &&
+                 (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) &&
+                 grad.is_contiguous() && self.is_contiguous() &&
+                 std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()),
+             "gelu_tanh_backward: expected contiguous float32 or float64 CPU tensors of one shape and dtype");
+  Tensor result = alloc_cpu(self.sizes(), self.dtype());
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T* g = grad.data<T>();
+      const T* x = self.data<T>();
+      T* out = result.data<T>();
+      constexpr T c1 = T(-2.0 * 0.79788456080286535588);             // -2 sqrt(2 / pi)
+      constexpr T c3 = T(-2.0 * 0.79788456080286535588 * 0.044715);  // c1 0.044715
+      parallel_for(self.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const T a = x[i];
+          const T a2 = a * a;
+          const T s = T(1) / (T(1) + math::exp(a * (c1 + c3 * a2)));
+          out[i] = g[i] * (s * (T(1) - a * (T(1) - s) * (c1 + T(3) * c3 * a2)));
+        }
+      });
+    }
+  });
+  return result;
+}
+
 }  // namespace kael::native
