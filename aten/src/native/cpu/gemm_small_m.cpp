@@ -98,18 +98,19 @@ inline void finish(float* c, __m512 v, __mmask16 mask, bool acc) {
   _mm512_mask_storeu_ps(c, mask, v);
 }
 
-// Rows of B taken together by the contiguous-rows kernel for M rows of A: their M x R values of
-// A and R vectors of B fit the registers.
-constexpr int rows_together(i64 m) { return m <= 4 ? 4 : 2; }
+// Rows of B taken together by the contiguous-rows kernel: each update of the sums in memory does
+// R FMAs (A's values are broadcast from memory into them), so the sums' loads and stores stay
+// a fraction of B's even when they fall out of L1.
+constexpr int kRowsTogether = 8;
 
 // Contiguous rows, columns [j0, j1) of C. Each block of B's rows is read row after row, R rows
 // at a time, each row's stretch [j0, j1) from left to right: R sequential streams, which the
 // hardware prefetchers follow. The block's chains live in `sums` (M x the stretch, in L1 or
-// L2), updated R FMAs per load and store.
+// L2), each updated by R FMAs per load and store.
 template <typename L, int M>
 void nn_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* b, i64 ldb, float* c, i64 ldc,
                 bool accumulate, i64 j0, i64 j1) {
-  constexpr int R = rows_together(M);
+  constexpr int R = kRowsTogether;
   const i64 width = j1 - j0, vectors = (width + 15) / 16;
   const __mmask16 tail = lanes(width - (vectors - 1) * 16);
   thread_local std::vector<float> buffer;
@@ -121,23 +122,24 @@ void nn_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* 
     std::fill(sums, sums + M * ls, 0.0f);
     i64 p = pc;
     for (; p + R <= end; p += R) {
-      __m512 av[M][R];
+      // A's values of these rows, packed: av[i * R + r] = A[i, p + r]
+      float av[M * R];
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) av[i][r] = _mm512_set1_ps(a[i * a_rs + (p + r) * a_cs]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) av[i * R + r] = a[i * a_rs + (p + r) * a_cs];
       const typename L::T* row = b + p * ldb + j0;
       for (i64 v = 0; v < vectors; ++v) {
         const __mmask16 mask = v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff);
         __m512 bv[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
           float* t = sums + i * ls + 16 * v;
           __m512 acc = _mm512_loadu_ps(t);
-#pragma GCC unroll 4
-          for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(_mm512_set1_ps(av[i * R + r]), bv[r], acc);
           _mm512_storeu_ps(t, acc);
         }
       }
@@ -274,9 +276,10 @@ bool gemm_small_m(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const
     run(product, 0, n);
     return true;
   }
-  // Pieces of a few tiles, several per thread, so a thread slowed by other work hands its
-  // remaining pieces to the others (Note [Pieces and stealing] in kael/runtime/threads.h).
-  const i64 grain = std::max<i64>(1, units / (threads * 4));
+  // One range of columns per thread: a thread's stretch of each row of B is then one long
+  // sequential read (pieces of a few tiles, which a slowed thread could hand to the others,
+  // cut every row into short stretches that the prefetchers pick up late).
+  const i64 grain = (units + threads - 1) / threads;
   parallel_for(0, units, grain,
                [&](i64 u0, i64 u1) { run(product, u0 * width, std::min(n, u1 * width)); });
   return true;

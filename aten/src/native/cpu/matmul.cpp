@@ -2,7 +2,9 @@
 // and the result has 16 columns or more, else oneDNN's matmul primitive (primitives cached per
 // shape, since creating one costs milliseconds); a blocked loop for float64 and the integer dtypes.
 // float16/bfloat16 go through oneDNN's f16/bf16 matmul (f32 accumulation, one rounding) where
-// this CPU has it; elsewhere they are converted to float32, multiplied, and rounded once.
+// this CPU has it; elsewhere they are converted to float32, multiplied, and rounded once. A few
+// rows (at most kSmallM) by a matrix with contiguous rows or columns go to gemm_small_m, in any
+// of the three dtypes (Note [Small-M products] in cpu/gemm_small_m.cpp).
 //
 // a: (..., n, k), b: (..., k, m) -> out: (broadcast(...), n, m). A 1-d a is (1, k) and a 1-d b
 // is (k, 1), with that dim removed from the result (NumPy semantics).
@@ -320,6 +322,24 @@ void matmul_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
   }
 }
 
+// out <- a @ b for float16/bfloat16 a, b, out of a few rows (one matrix, at most kSmallM rows) and
+// b with contiguous rows or columns: a widened to float32 (small), b read once in place by
+// gemm_small_m (Note [Small-M products] in cpu/gemm_small_m.cpp), float32 sums rounded once.
+// False when the operands do not qualify.
+bool multiply_small_m_half(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::int64_t nd = out.dim(), n = out.sizes()[nd - 2], m = out.sizes()[nd - 1], k = a.sizes()[nd - 1];
+  const std::int64_t b_rs = b.strides()[nd - 2], b_cs = b.strides()[nd - 1];
+  if (n > kSmallM || out.numel() != n * m || (b_cs != 1 && b_rs != 1) || !gemm_f32_available()) return false;
+  const Tensor a32 = to_dtype_cpu(a, ScalarType::Float32);
+  const DimVector shape{n, m};
+  const Tensor out32 = alloc_cpu(shape, ScalarType::Float32);
+  if (!gemm_small_m(n, m, k, a32.data<float>(), a32.strides()[nd - 2], a32.strides()[nd - 1], b.data_ptr(), b.dtype(),
+                    b_rs, b_cs, out32.data<float>(), m, /*accumulate=*/false))
+    return false;
+  copy_cpu(out, kael::view(out32, out.sizes()));
+  return true;
+}
+
 // out <- a @ b for a, b, out of one dtype other than bool and the half types.
 void multiply_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::int64_t k = a.sizes()[a.dim() - 1];
@@ -365,7 +385,9 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
     if (k == 0) {
       fill_cpu(out, Scalar(std::int64_t{0}));
     } else if (is_reduced_floating(dtype)) {
-      if (static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims && dnnl_supports(dtype)) {
+      if (multiply_small_m_half(ops.a, ops.b, out)) {
+        // done: a few rows, the matrix streamed once
+      } else if (static_cast<std::size_t>(out.dim()) <= kMaxDnnlDims && dnnl_supports(dtype)) {
         matmul_dnnl(ops.a, ops.b, out);
       } else {
         const Tensor out32 = alloc_cpu(ops.out_shape, ScalarType::Float32);
