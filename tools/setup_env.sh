@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a development environment from a fresh clone: Debian packages (GoogleTest, Open MPI
-# for kael.distributed),
+# for kael.distributed, Chromium for the kael.serve page test through Playwright),
 # the virtual environment .venv with every Python dependency, and a developer build of kael
 # (pip install -e . --no-build-isolation), which rebuilds incrementally in build/<python-tag>.
 set -euo pipefail
@@ -11,6 +11,7 @@ dpkg -s libgtest-dev >/dev/null 2>&1 || need_apt+=(libgtest-dev)
 dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+dpkg -s chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${need_apt[*]}"
   SUDO=""
