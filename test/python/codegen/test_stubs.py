@@ -78,6 +78,8 @@ class _Overrides:
         return "handled"
 
 
+_GPT_CONFIG = (11, 4, 1, 2, 4, 0.0, True, 1e-5)  # vocab, block, layers, heads, width, dropout, bias, eps
+
 SAMPLES = {
     ("tensor", "data"): [1.0],
     ("tensor", "dtype"): kael.float32,
@@ -223,6 +225,17 @@ SAMPLES = {
     ("_adam_update", "amsgrad"): False,
     ("_adam_update", "maximize"): False,
     ("_adam_update", "step"): 1,
+    # ---- the GPT's generation
+    ("_gpt_generate", "config"): _GPT_CONFIG,
+    ("_gpt_generate", "params"): lambda: [kael.zeros(*shape) for _, shape in kael._C._gpt_parameters(_GPT_CONFIG)],
+    ("_gpt_generate", "prompts"): lambda: [[1, 2]],
+    ("_gpt_generate", "max_new_tokens"): 1,
+    ("_gpt_generate", "temperature"): 0.0,
+    ("_gpt_generate", "top_k"): None,
+    ("_gpt_generate", "top_p"): None,
+    ("_gpt_generate", "seed"): 0,
+    ("_gpt_generate", "on_token"): None,
+    ("_gpt_generate", "stop_tokens"): None,
 }
 
 
@@ -449,7 +462,7 @@ def test_module_attributes_and_classes(stub):
     assert all(isinstance(getattr(kael._C, n), kael.dtype) for n in NOT_IN_MODULE_STUB)
     _same_names(sorted(n for n, v in stub[""].items() if v in ("attribute", "class")), runtime, "module attributes")
     assert sorted(n for n, v in stub[""].items() if v == "class") == ["BpeTokenizer", "Generator", "Size", "Tensor",
-                                                                           "_Node", "dtype"]
+                                                                           "_GptDecoder", "_Node", "dtype"]
 
 
 @pytest.mark.parametrize("cls", [kael.Tensor, kael.dtype, kael.Generator, kael.BpeTokenizer], ids=lambda c: c.__name__)
