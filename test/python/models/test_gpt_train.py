@@ -81,7 +81,7 @@ def test_short_run_reports_and_its_checkpoint_reloads(tmp_path):
 
 
 def test_resume_continues_the_same_run(tmp_path):
-    common = [*TINY, "--steps", "16", "--eval-every", "6", "--log-every", "1", "--sample-tokens", "0"]
+    common = [*TINY, "--steps", "16", "--eval-every", "6", "--log-every", "1", "--sample-tokens", "8"]
     whole = run_job(*common, "--out", str(tmp_path / "whole")).stdout
     first = run_job(*common, "--stop-at", "8", "--out", str(tmp_path / "split")).stdout
     assert "stopped at step 8/16" in first and "unigram baseline" not in first
@@ -93,6 +93,7 @@ def test_resume_continues_the_same_run(tmp_path):
     assert {**step_losses(first), **step_losses(second)} == step_losses(whole)
     assert {**validation_losses(first), **validation_losses(second)} == validation_losses(whole)
     assert FINAL.search(second).groups() == FINAL.search(whole).groups()
+    assert "--- sample" in whole and whole.split("--- sample")[1] == second.split("--- sample")[1]  # the seed's
 
     for name in ("model.safetensors", "training_state.safetensors"):
         a = kael.load_safetensors(str(tmp_path / "whole" / name))
