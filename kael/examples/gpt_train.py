@@ -1,6 +1,6 @@
 """Train a small GPT on Shakespeare with a BPE tokenizer of its own, with kael alone.
 
-    python -m kael.examples.gpt_train                       # about 4 minutes on 2 CPU cores
+    python -m kael.examples.gpt_train                       # about 3 minutes on 2 idle CPU cores
     python -m kael.examples.gpt_train --steps 200           # a shorter run
     python -m kael.examples.gpt_train --resume              # continue the run saved in --out
     python -m kael.examples.gpt_train --help
