@@ -21,6 +21,7 @@ bucket unfinished, and the next forward raises torch's error naming it.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import kael
 from kael.nn.modules.module import Module
@@ -91,6 +92,7 @@ class DistributedDataParallel(Module):
         self._unfinished = None  # names of the parameters that got no grad in the last iteration
         self._used = [False] * len(self._params)
         self._next_bucket = 0
+        self._last_wait_s = 0.0
 
     # ------------------------------------------------------------ set-up
     def _broadcast_coalesced(self, tensors):
@@ -240,8 +242,11 @@ class DistributedDataParallel(Module):
             used = kael.tensor([1 if u else 0 for u in self._used], dtype=kael.int32)
             self._dist.all_reduce(used, op=self._dist.ReduceOp.MAX, group=self.process_group)
             globally_used = used.tolist()
+        t0 = time.perf_counter()
         for b in self._buckets[:self._next_bucket]:
             b.work.wait()
+        # what backward waited for communication: the part of it that computation did not hide
+        self._last_wait_s = time.perf_counter() - t0
         if self._next_bucket < len(self._buckets):
             self._unfinished = [self._param_names[self._index[id(p)]] for b in self._buckets[self._next_bucket:]
                                 for slot, p in enumerate(b.params) if not b.ready[slot]]
