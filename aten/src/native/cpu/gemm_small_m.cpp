@@ -5,17 +5,22 @@
 // is bound by the speed B streams from memory, not by the FMAs, and the GEMM of gemm.cpp (which
 // packs B into panels for 14-row micro-kernels) spends most of its time on the packing. Here B
 // is read once, in place, straight into the FMAs, with float32 accumulators for all m rows:
-//   - B with contiguous rows (b_cs == 1, Conv1D's (in, out) weight): a tile of m x 16W columns
-//     of C lives in registers (W vectors, 8 down to 3 as m grows) while the rows of one
-//     kGemmKBlock block of B go by; the tiles of a block run left to right, then the next
-//     block. Each tile prefetches, row by row, the lines of the next tile (the next block's
-//     first one after the last), one tile pass ahead, into L2.
+//   - B with contiguous rows (b_cs == 1, Conv1D's (in, out) weight): one block of kGemmKBlock
+//     rows at a time, read row after row, 8 rows together, each row from left to right (8
+//     sequential streams the hardware prefetchers follow); the block's m x n chains live in
+//     memory (L1 or L2), each load and store of them carrying 8 FMAs, and are then added to C.
+//     (A first form kept m x 16W tiles of C in registers and walked a block's rows per tile:
+//     every row touched in 512-byte pieces a page apart, 8.4 GB/s on a 9.4 MB matrix in L3
+//     against 18 for this one on the machine of docs/performance.md, "GPT decoding".)
 //   - B with contiguous columns (b_rs == 1, the transpose of a row-major (n, k) matrix: Linear's
 //     w.t(), the LM head's wte.t()): 16 columns of C at a time, whose 16 rows of the (n, k)
 //     matrix are one contiguous stretch of memory; each 16 x 16 block is loaded, transposed in
 //     registers and fed to the FMAs as 16 rows of B.
-// The threads split C's columns (whole tiles) when B is large enough; each column's sum is the
-// same whoever computes it.
+// Threads: contiguous columns split into pieces of whole 16-column tiles; contiguous rows into
+// pieces of (block, share of the columns), each writing its block's chains apart, added to C in
+// block order afterwards. Pieces are several per thread, so one thread slowed by other work on
+// its CPU hands its last pieces to the others (Note [Pieces and stealing]), and each is a long
+// in-order read.
 // Each C element is summed as gemm_f32 sums it (Note [float32 GEMM]): one FMA chain from 0 per
 // block of kGemmKBlock values of k, in ascending order, each block's chain then added to C (the
 // first one stored, unless accumulating). So a row's results are bit-identical whatever m, the
@@ -103,64 +108,68 @@ inline void finish(float* c, __m512 v, __mmask16 mask, bool acc) {
 // a fraction of B's even when they fall out of L1.
 constexpr int kRowsTogether = 8;
 
-// Contiguous rows, columns [j0, j1) of C. Each block of B's rows is read row after row, R rows
-// at a time, each row's stretch [j0, j1) from left to right: R sequential streams, which the
-// hardware prefetchers follow. The block's chains live in `sums` (M x the stretch, in L1 or
-// L2), each updated by R FMAs per load and store.
+// Contiguous rows: the chains of one block of B's rows [p0, p1) for columns [j0, j1), from 0,
+// into out (M rows, row stride ldo). The block's rows are read one after the other, R at a time,
+// each row's stretch [j0, j1) from left to right: R sequential streams, which the hardware
+// prefetchers follow. The chains live in `out` (in L1 or L2), each updated by R FMAs per load
+// and store.
 template <typename L, int M>
-void nn_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* b, i64 ldb, float* c, i64 ldc,
-                bool accumulate, i64 j0, i64 j1) {
+void nn_block(i64 p0, i64 p1, const float* a, i64 a_rs, i64 a_cs, const typename L::T* b, i64 ldb, i64 j0, i64 j1,
+              float* out, i64 ldo) {
   constexpr int R = kRowsTogether;
   const i64 width = j1 - j0, vectors = (width + 15) / 16;
   const __mmask16 tail = lanes(width - (vectors - 1) * 16);
-  thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<std::size_t>(M * vectors * 16));
-  float* const sums = buffer.data();
-  const i64 ls = vectors * 16;  // sums' row stride
-  for (i64 pc = 0; pc < k; pc += kKc) {
-    const i64 end = std::min(k, pc + kKc);
-    std::fill(sums, sums + M * ls, 0.0f);
-    i64 p = pc;
-    for (; p + R <= end; p += R) {
-      // A's values of these rows, packed: av[i * R + r] = A[i, p + r]
-      float av[M * R];
+  const auto mask_of = [&](i64 v) { return v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff); };
+  for (int i = 0; i < M; ++i) std::fill(out + i * ldo, out + i * ldo + width, 0.0f);
+  i64 p = p0;
+  for (; p + R <= p1; p += R) {
+    // A's values of these rows, packed: av[i * R + r] = A[i, p + r]
+    float av[M * R];
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) av[i * R + r] = a[i * a_rs + (p + r) * a_cs];
-      const typename L::T* row = b + p * ldb + j0;
-      for (i64 v = 0; v < vectors; ++v) {
-        const __mmask16 mask = v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff);
-        __m512 bv[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
-#pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) {
-          float* t = sums + i * ls + 16 * v;
-          __m512 acc = _mm512_loadu_ps(t);
-#pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(_mm512_set1_ps(av[i * R + r]), bv[r], acc);
-          _mm512_storeu_ps(t, acc);
-        }
-      }
-    }
-    for (; p < end; ++p) {
-      const typename L::T* row = b + p * ldb + j0;
-      for (i64 v = 0; v < vectors; ++v) {
-        const __mmask16 mask = v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff);
-        const __m512 bv = L::load(row + 16 * v, mask);
-#pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) {
-          float* t = sums + i * ls + 16 * v;
-          _mm512_storeu_ps(t, _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + p * a_cs]), bv, _mm512_loadu_ps(t)));
-        }
-      }
-    }
-    const bool acc = accumulate || pc > 0;
     for (int i = 0; i < M; ++i)
-      for (i64 v = 0; v < vectors; ++v)
-        finish(c + i * ldc + j0 + 16 * v, _mm512_loadu_ps(sums + i * ls + 16 * v),
-               v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff), acc);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) av[i * R + r] = a[i * a_rs + (p + r) * a_cs];
+    const typename L::T* row = b + p * ldb + j0;
+    for (i64 v = 0; v < vectors; ++v) {
+      const __mmask16 mask = mask_of(v);
+      __m512 bv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        float* t = out + i * ldo + 16 * v;
+        __m512 acc = _mm512_maskz_loadu_ps(mask, t);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(_mm512_set1_ps(av[i * R + r]), bv[r], acc);
+        _mm512_mask_storeu_ps(t, mask, acc);
+      }
+    }
+  }
+  for (; p < p1; ++p) {
+    const typename L::T* row = b + p * ldb + j0;
+    for (i64 v = 0; v < vectors; ++v) {
+      const __mmask16 mask = mask_of(v);
+      const __m512 bv = L::load(row + 16 * v, mask);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        float* t = out + i * ldo + 16 * v;
+        _mm512_mask_storeu_ps(t, mask, _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + p * a_cs]), bv,
+                                                       _mm512_maskz_loadu_ps(mask, t)));
+      }
+    }
+  }
+}
+
+// C[0:m, 0:n] (+)= `chains` (m x n, row stride n): the first block's chains stored (or added,
+// when accumulating), each later block's added, in ascending order (Note [float32 GEMM]).
+void add_block(i64 m, i64 n, const float* chains, float* c, i64 ldc, bool acc) {
+  for (i64 i = 0; i < m; ++i) {
+    const float* s = chains + i * n;
+    float* d = c + i * ldc;
+    for (i64 j = 0; j < n; j += 16) {
+      const __mmask16 mask = lanes(n - j);
+      finish(d + j, _mm512_maskz_loadu_ps(mask, s + j), mask, acc);
+    }
   }
 }
 
@@ -214,7 +223,7 @@ void nt_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* 
   }
 }
 
-// The product over columns [j0, j1), for M rows.
+// The product's operands, for M rows.
 struct Product {
   i64 n, k;
   const float* a;
@@ -225,25 +234,33 @@ struct Product {
   i64 ldc;
   bool accumulate;
 };
-using Columns = void (*)(const Product&, i64, i64);
+// Contiguous rows: the chains of B's rows [p0, p1) and columns [j0, j1) into out (row stride ldo).
+using Block = void (*)(const Product&, i64 p0, i64 p1, i64 j0, i64 j1, float* out, i64 ldo);
+// Contiguous columns: C's columns [j0, j1), the whole sum.
+using Columns = void (*)(const Product&, i64 j0, i64 j1);
+
+template <typename L, int M>
+void block(const Product& p, i64 p0, i64 p1, i64 j0, i64 j1, float* out, i64 ldo) {
+  nn_block<L, M>(p0, p1, p.a, p.a_rs, p.a_cs, static_cast<const typename L::T*>(p.b), p.b_rs, j0, j1, out, ldo);
+}
 
 template <typename L, int M>
 void columns(const Product& p, i64 j0, i64 j1) {
-  const auto* b = static_cast<const typename L::T*>(p.b);
-  if (p.b_cs == 1) {
-    nn_columns<L, M>(p.k, p.a, p.a_rs, p.a_cs, b, p.b_rs, p.c, p.ldc, p.accumulate, j0, j1);
-  } else {
-    nt_columns<L, M>(p.k, p.a, p.a_rs, p.a_cs, b, p.b_cs, p.c, p.ldc, p.accumulate, j0, j1);
-  }
+  nt_columns<L, M>(p.k, p.a, p.a_rs, p.a_cs, static_cast<const typename L::T*>(p.b), p.b_cs, p.c, p.ldc,
+                   p.accumulate, j0, j1);
 }
 
+struct Kernels {
+  Block block;
+  Columns columns;
+};
 template <typename L, int... I>
-constexpr std::array<Columns, sizeof...(I)> column_table(std::integer_sequence<int, I...>) {
-  return {&columns<L, I + 1>...};
+constexpr std::array<Kernels, sizeof...(I)> kernel_table(std::integer_sequence<int, I...>) {
+  return {Kernels{&block<L, I + 1>, &columns<L, I + 1>}...};
 }
-constexpr auto kF32 = column_table<F32>(std::make_integer_sequence<int, kSmallM>{});
-constexpr auto kBF16 = column_table<BF16>(std::make_integer_sequence<int, kSmallM>{});
-constexpr auto kF16 = column_table<F16>(std::make_integer_sequence<int, kSmallM>{});
+constexpr auto kF32 = kernel_table<F32>(std::make_integer_sequence<int, kSmallM>{});
+constexpr auto kBF16 = kernel_table<BF16>(std::make_integer_sequence<int, kSmallM>{});
+constexpr auto kF16 = kernel_table<F16>(std::make_integer_sequence<int, kSmallM>{});
 
 // B bytes below which the product runs on the calling thread.
 constexpr i64 kParallelBytes = i64{1} << 18;
@@ -253,7 +270,7 @@ constexpr i64 kParallelBytes = i64{1} << 18;
 bool gemm_small_m(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const void* b, ScalarType b_type,
                   i64 b_rs, i64 b_cs, float* c, i64 ldc, bool accumulate) {
   if (m < 1 || m > kSmallM || (b_cs != 1 && b_rs != 1)) return false;
-  const std::array<Columns, kSmallM>* table = nullptr;
+  const std::array<Kernels, kSmallM>* table = nullptr;
   switch (b_type) {
     case ScalarType::Float32: table = &kF32; break;
     case ScalarType::BFloat16: table = &kBF16; break;
@@ -267,21 +284,49 @@ bool gemm_small_m(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const
     return true;
   }
   const Product product{n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, accumulate};
-  const Columns run = (*table)[static_cast<std::size_t>(m - 1)];
-  // Units of 16 columns: whole vectors of C.
-  constexpr i64 width = 16;
-  const i64 units = (n + width - 1) / width;
+  const Kernels& kernels = (*table)[static_cast<std::size_t>(m - 1)];
   const i64 threads = intra_op_threads();
-  if (threads <= 1 || n * k * itemsize(b_type) < kParallelBytes || in_parallel_region() || units < 2) {
-    run(product, 0, n);
+  const bool parallel = threads > 1 && n * k * itemsize(b_type) >= kParallelBytes && !in_parallel_region();
+  const i64 vectors = (n + 15) / 16;
+  if (b_cs != 1) {
+    // Contiguous columns: pieces of whole 16-column tiles, each a contiguous stretch of the
+    // (n, k) matrix; several per thread, so that a thread slowed by other work on its CPU hands
+    // its last pieces to the others (Note [Pieces and stealing] in kael/runtime/threads.h).
+    if (!parallel) {
+      kernels.columns(product, 0, n);
+    } else {
+      parallel_for(0, vectors, std::max<i64>(1, vectors / (threads * 4)),
+                   [&](i64 v0, i64 v1) { kernels.columns(product, v0 * 16, std::min(n, v1 * 16)); });
+    }
     return true;
   }
-  // One range of columns per thread: a thread's stretch of each row of B is then one long
-  // sequential read (pieces of a few tiles, which a slowed thread could hand to the others,
-  // cut every row into short stretches that the prefetchers pick up late).
-  const i64 grain = (units + threads - 1) / threads;
-  parallel_for(0, units, grain,
-               [&](i64 u0, i64 u1) { run(product, u0 * width, std::min(n, u1 * width)); });
+  // Contiguous rows: one block of kGemmKBlock rows at a time, its chains added to C in order.
+  const i64 blocks = (k + kKc - 1) / kKc;
+  thread_local std::vector<float> scratch;
+  if (!parallel) {
+    scratch.resize(static_cast<std::size_t>(m * n));
+    for (i64 blk = 0; blk < blocks; ++blk) {
+      kernels.block(product, blk * kKc, std::min(k, (blk + 1) * kKc), 0, n, scratch.data(), n);
+      add_block(m, n, scratch.data(), c, ldc, accumulate || blk > 0);
+    }
+    return true;
+  }
+  // Pieces of one block's rows by a share of the columns (the fewest shares that make two
+  // pieces per thread): each a stretch of whole rows, read in order, as long as can be; a
+  // thread slowed by other work hands its last pieces to the others. Each writes its own
+  // block's chains; they are added to C afterwards, in the blocks' order, so the sums are
+  // those of the serial loop.
+  const i64 shares = std::min(vectors, std::max<i64>(1, (2 * threads + blocks - 1) / blocks));
+  const i64 share = (vectors + shares - 1) / shares * 16;
+  scratch.resize(static_cast<std::size_t>(blocks * m * n));
+  float* const chains = scratch.data();
+  parallel_for(0, blocks * shares, 1, [&](i64 u0, i64 u1) {
+    for (i64 u = u0; u < u1; ++u) {
+      const i64 blk = u / shares, j0 = (u % shares) * share, j1 = std::min(n, j0 + share);
+      if (j0 < j1) kernels.block(product, blk * kKc, std::min(k, (blk + 1) * kKc), j0, j1, chains + blk * m * n + j0, n);
+    }
+  });
+  for (i64 blk = 0; blk < blocks; ++blk) add_block(m, n, chains + blk * m * n, c, ldc, accumulate || blk > 0);
   return true;
 }
 
