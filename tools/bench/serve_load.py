@@ -118,19 +118,18 @@ async def stream_one(client, body, stats):
 
 def prompt_of(rng, corpus, tokens_hint):
     start = rng.randrange(0, len(corpus) - 2000)
-    return corpus[start:start + max(1, int(tokens_hint * 3))]  # about 3 characters a token
+    return corpus[start:start + max(1, int(tokens_hint * 2.5))]  # at most about tokens_hint tokens
 
 
-async def client_loop(base, model, n_requests, max_tokens, stats, rng, corpus, max_prompt_tokens):
-    async with httpx.AsyncClient(base_url=base, timeout=600) as client:
-        for _ in range(n_requests):
-            body = {"model": model, "prompt": prompt_of(rng, corpus, rng.randint(1, max_prompt_tokens)),
-                    "max_tokens": max_tokens, "temperature": 0.8, "seed": rng.randrange(2**32), "stream": True}
-            await stream_one(client, body, stats)
+async def client_loop(client, model, n_requests, max_tokens, stats, rng, corpus, max_prompt_tokens):
+    for _ in range(n_requests):
+        body = {"model": model, "prompt": prompt_of(rng, corpus, rng.randint(1, max_prompt_tokens)),
+                "max_tokens": max_tokens, "temperature": 0.8, "seed": rng.randrange(2**32), "stream": True}
+        await stream_one(client, body, stats)
 
 
-async def prober(base, stop, latencies):
-    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+async def prober(client, stop, latencies):
+    async with client:
         while not stop.is_set():
             t = time.perf_counter()
             r = await client.get("/healthz")
@@ -145,14 +144,19 @@ async def prober(base, stop, latencies):
 async def run_clients(base, model, clients, n_requests, max_tokens, corpus, max_prompt_tokens, seed):
     stats, health = Stats(), []
     stop = asyncio.Event()
-    probe = asyncio.create_task(prober(base, stop, health))
+    # every client made before the clock starts: making one (its SSL context) blocks the loop for
+    # tens of milliseconds, which would count in the other clients' latencies
+    sessions = [httpx.AsyncClient(base_url=base, timeout=600) for _ in range(clients)]
+    probe = asyncio.create_task(prober(httpx.AsyncClient(base_url=base, timeout=10), stop, health))
     rngs = [random.Random(seed * 1000 + i) for i in range(clients)]
     t0 = time.perf_counter()
-    await asyncio.gather(*(client_loop(base, model, n_requests, max_tokens, stats, rngs[i], corpus,
+    await asyncio.gather(*(client_loop(sessions[i], model, n_requests, max_tokens, stats, rngs[i], corpus,
                                        max_prompt_tokens) for i in range(clients)))
     wall = time.perf_counter() - t0
     stop.set()
     await probe
+    for session in sessions:
+        await session.aclose()
     return {"requests_s": stats.requests / wall, "tokens_s": stats.tokens / wall, "wall_s": wall,
             "ttft_p50": percentile(stats.ttft, 50), "ttft_p99": percentile(stats.ttft, 99),
             "itl_p50": percentile(stats.itl, 50), "itl_p99": percentile(stats.itl, 99),

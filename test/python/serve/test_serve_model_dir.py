@@ -17,7 +17,7 @@ from serve_helpers import PYTHON, ROOT, free_port, make_model_dir, wait_until
 
 def bytes_to_unicode():
     """GPT-2's printable stand-ins for the 256 bytes (vocab.json's and merges.txt's alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     cs = bs[:]
     n = 0
     for b in range(256):
