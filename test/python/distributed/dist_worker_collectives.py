@@ -3,6 +3,8 @@ checked against NumPy on data that every rank can regenerate for every other ran
 "rank R: ok N checks" at the end; any mismatch raises (and the job aborts)."""
 
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -167,6 +169,25 @@ def main():
         assert all(w.is_completed() for w in works[:i + 1]), f"work {i} done before an earlier one"
         check(f"async all_reduce {i}", kn(ts[i]), np.full(1000, sum(r + i for r in range(world)), dtype=np.float64))
     dist.barrier()
+    # the GIL is released while a collective waits: a Python thread runs meanwhile
+    count, stop = [0], [False]
+
+    def spin():
+        while not stop[0]:
+            count[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.05)
+    if rank != 0:
+        time.sleep(0.5)  # rank 0 waits about 0.5 s in the barrier
+    before = count[0]
+    dist.barrier()
+    during = count[0] - before
+    stop[0] = True
+    th.join()
+    if rank == 0:
+        assert during > 1000, f"a Python thread made {during} steps while rank 0 waited 0.5 s: the GIL was held"
     # objects
     objs = [None] * world
     dist.all_gather_object(objs, {"rank": rank, "s": "x" * rank})

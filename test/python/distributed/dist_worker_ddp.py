@@ -85,7 +85,9 @@ def train(mode):
         x, y = batch(step, n)
         lo, hi = rank * n // world, (rank + 1) * n // world
         opt.zero_grad()
+        local.steps.fill_(float(rank + step))  # DDP's forward broadcasts rank 0's buffers
         F.mse_loss(model(x[lo:hi]), y[lo:hi]).backward()
+        assert local.steps.item() == float(step), (rank, local.steps)
         ref_opt.zero_grad()
         F.mse_loss(ref(x), y).backward()
         grads_close(model.module, ref, f"step {step} grads")

@@ -82,3 +82,17 @@ def test_a_killed_rank_ends_the_job():
 def test_check_can_be_turned_off():
     rc, out, _ = run_mpi(2, "dist_worker_errors.py", "check_off", env={"KAEL_DISTRIBUTED_CHECK": "0"})
     assert rc == 0 and out.count("check_off ok") == 2, out
+
+
+def test_without_mpi_init_raises_a_clear_error(monkeypatch):
+    from kael import _C
+    monkeypatch.setattr(_C, "_dist_is_available", lambda: False)
+    assert not dist.is_available()
+    with pytest.raises(RuntimeError, match="built without MPI"):
+        dist.init_process_group("mpi")
+
+
+def test_c10d_module_and_torch_names():
+    import kael.distributed.distributed_c10d as c10d
+    assert c10d.all_reduce is dist.all_reduce and c10d.ProcessGroup is dist.ProcessGroup
+    assert [op.name for op in dist.ReduceOp] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
