@@ -96,3 +96,19 @@ def test_c10d_module_and_torch_names():
     import kael.distributed.distributed_c10d as c10d
     assert c10d.all_reduce is dist.all_reduce and c10d.ProcessGroup is dist.ProcessGroup
     assert [op.name for op in dist.ReduceOp] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
+
+
+def test_one_process_without_mpirun():
+    """python train.py, no mpirun: MPI's singleton start, a world of one rank."""
+    import subprocess
+    import sys
+    code = ("import kael, kael.distributed as d\n"
+            "from kael.nn.parallel import DistributedDataParallel as DDP\n"
+            "d.init_process_group()\n"
+            "t = kael.ones(3); d.all_reduce(t, op=d.ReduceOp.AVG)\n"
+            "m = DDP(kael.nn.Linear(3, 2)); m(kael.ones(4, 3)).sum().backward()\n"
+            "print(d.get_rank(), d.get_world_size(), t.tolist(), m.module.weight.grad.tolist()[0])\n")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout
+    assert "0 1 [1.0, 1.0, 1.0] [4.0, 4.0, 4.0]" in p.stdout, p.stdout
