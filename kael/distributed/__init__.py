@@ -421,6 +421,11 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_tensor("reduce_scatter", output, "output")
     if len(input_list) != pg.size():
         raise ValueError(f"reduce_scatter: input_list has {len(input_list)} tensors, the group has {pg.size()} ranks")
+    for i, t in enumerate(input_list):
+        if not isinstance(t, kael.Tensor) or t.numel() != output.numel() or t.dtype != output.dtype:
+            raise ValueError(f"reduce_scatter: input_list[{i}] must be a {output.dtype} tensor of {output.numel()} "
+                             f"elements like the output, got {getattr(t, 'dtype', type(t).__name__)} "
+                             f"{list(getattr(t, 'shape', []))}")
     flat = kael.cat([t.reshape(-1) for t in input_list])
     w = _C._dist_reduce_scatter(pg._handle, output, flat, _op("reduce_scatter", op))
     return _finish(Work(w, keep=(output, flat)), async_op)

@@ -197,8 +197,8 @@ class DistributedDataParallel(Module):
         bucket, slot = self._where[i]
         if bucket.ready[slot]:
             raise RuntimeError(
-                f"DistributedDataParallel: parameter {self._param_names[i]} got its gradient twice in one backward "
-                "(a module used twice in forward, or a second backward): reentrant backward is not supported")
+                f"DistributedDataParallel: parameter {self._param_names[i]} got a second gradient in one iteration "
+                "(a second backward without a forward in between): run forward again before each backward")
         p = self._params[i]
         self._used[i] = True
         off, n = bucket.offsets[slot], p.numel()

@@ -168,6 +168,21 @@ def main():
         works[i].wait()
         assert all(w.is_completed() for w in works[:i + 1]), f"work {i} done before an earlier one"
         check(f"async all_reduce {i}", kn(ts[i]), np.full(1000, sum(r + i for r in range(world)), dtype=np.float64))
+    # the list forms: reduce_scatter and all_to_all, tensors of different shapes
+    ins = [kael.full((2, 3), float(rank * 10 + r)) for r in range(world)]
+    out = kael.zeros(2, 3)
+    dist.reduce_scatter(out, ins)
+    check("reduce_scatter list", kn(out), np.full((2, 3), float(sum(q * 10 + rank for q in range(world)))))
+    ins = [kael.full((r + 1,), float(rank * 100 + r)) for r in range(world)]
+    outs = [kael.zeros(rank + 1) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    for q in range(world):
+        check(f"all_to_all list [{q}]", kn(outs[q]), np.full(rank + 1, float(q * 100 + rank)))
+    w = dist.irecv(kael.zeros(1), src=None) if rank == 0 else None
+    if rank == world - 1:
+        dist.send(kael.ones(1), dst=0, tag=0)
+    if rank == 0:
+        assert w.result() == world - 1, w.result()
     dist.barrier()
     # the GIL is released while a collective waits: a Python thread runs meanwhile
     count, stop = [0], [False]
