@@ -71,6 +71,35 @@ def main(mode):
             os.kill(os.getpid(), signal.SIGKILL)
         dist.all_reduce(kael.ones(3))
         print(f"rank {rank} should not get here", flush=True)
+    elif mode == "edges":
+        base = kael.zeros(10)
+        view = base[2:5]  # a contiguous view at an offset
+        view.fill_(rank + 1.0)
+        dist.all_reduce(view)
+        assert base.tolist() == [0.0] * 2 + [3.0] * 3 + [0.0] * 5, base
+        empty = kael.zeros(0)
+        dist.all_reduce(empty)
+        scalar = kael.tensor(float(rank + 1))
+        dist.all_reduce(scalar)
+        assert scalar.item() == 3.0
+        for call, kind, text in [
+                (lambda: dist.broadcast(kael.ones(2), src=5), ValueError, "src 5 is not a rank of the group"),
+                (lambda: dist.broadcast(kael.ones(2), group_src=7), ValueError, "src 7 is not a rank of a group of 2"),
+                (lambda: dist.all_reduce([1, 2]), TypeError, "must be a kael.Tensor, got list"),
+                (lambda: dist.all_to_all_single(kael.zeros(4), kael.zeros(4), [1, 1], [3, 3]), ValueError,
+                 "output_split_sizes sum to 2, the tensor's dim 0 is 4"),
+                (lambda: dist.all_gather_into_tensor(kael.zeros(3), kael.zeros(2)), ValueError,
+                 "output has 3 elements, expected world size 2 x input's 2"),
+                (lambda: dist.all_reduce(kael.ones(2, dtype=kael.int32), op=dist.ReduceOp.AVG), ValueError,
+                 "AVG needs a floating dtype, got int32"),
+                (lambda: dist.send(kael.ones(2), dst=9), ValueError, "dst 9 is not a rank of the group")]:
+            try:
+                call()
+                raise AssertionError(f"no {kind.__name__} for {text}")
+            except kind as e:
+                assert text in str(e), e
+        dist.barrier()  # the group still works
+        print(f"rank {rank} edges ok", flush=True)
     elif mode == "check_off":
         assert dist._C._dist_group_info(dist._world._handle)[3] is False
         t = kael.ones(3)

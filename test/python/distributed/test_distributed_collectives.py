@@ -79,6 +79,11 @@ def test_a_killed_rank_ends_the_job():
     assert secs < 30, secs
 
 
+def test_views_empty_scalar_tensors_and_bad_arguments():
+    rc, out, _ = run_mpi(2, "dist_worker_errors.py", "edges")
+    assert rc == 0 and out.count("edges ok") == 2, out
+
+
 def test_check_can_be_turned_off():
     rc, out, _ = run_mpi(2, "dist_worker_errors.py", "check_off", env={"KAEL_DISTRIBUTED_CHECK": "0"})
     assert rc == 0 and out.count("check_off ok") == 2, out
