@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kael.serve.engine import Engine, QueueFull, Request as EngineRequest, Sequence, load_model
+from kael.serve.engine import Engine, QueueFull, Request as EngineRequest, Sequence, Unavailable, load_model
 from kael.serve.metrics import Metrics
 
 __all__ = ["create_app"]
@@ -230,6 +230,9 @@ class _Server:
         except QueueFull as e:
             raise ApiError(429, f"the server is busy: {e}; retry later", code="rate_limit_exceeded",
                            type="rate_limit_error", headers={"Retry-After": "1"}) from None
+        except Unavailable as e:
+            raise ApiError(503, f"the server cannot take requests: {e}", code="unavailable",
+                           type="server_error") from None
         return request
 
 
@@ -359,8 +362,14 @@ def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=6
 
     @app.get("/healthz")
     async def healthz():
-        return {"status": "ok", "active": server.engine.active(), "queued": server.engine.queue_depth(),
-                "steps": server.engine.steps}
+        """200 {"status": "ok", ...} while requests can be served; 503 {"status": "unavailable"} when
+        the server is stopping or its scheduler failed."""
+        engine = server.engine
+        body = {"status": "ok" if engine.healthy() else "unavailable", "active": engine.active(),
+                "queued": engine.queue_depth(), "steps": engine.steps}
+        if engine.failure:
+            body["error"] = engine.failure
+        return JSONResponse(body, status_code=200 if engine.healthy() else 503)
 
     @app.get("/metrics")
     async def metrics():

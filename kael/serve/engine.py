@@ -38,7 +38,7 @@ import time
 import kael
 from kael import _C
 
-__all__ = ["Engine", "QueueFull", "Sequence", "Update", "load_model"]
+__all__ = ["Engine", "QueueFull", "Sequence", "Unavailable", "Update", "load_model"]
 
 log = logging.getLogger("kael.serve")
 
@@ -47,6 +47,10 @@ END_OF_TEXT = "<|endoftext|>"
 
 class QueueFull(Exception):
     """The queue holds max_queue sequences: the request is refused (HTTP 429)."""
+
+
+class Unavailable(Exception):
+    """The engine is stopping, or its scheduler thread failed: the request is refused (HTTP 503)."""
 
 
 def load_model(model_dir):
@@ -174,6 +178,7 @@ class Engine:
         self._active = 0
         self._thread = None
         self.steps = 0
+        self.failure = None  # why the scheduler thread ended, if it failed
 
     # ---------------------------------------------------------------- the event loop's side
 
@@ -187,11 +192,15 @@ class Engine:
     def active(self):
         return self._active
 
+    def healthy(self):
+        """Whether requests can be served: the scheduler thread runs and is not stopping."""
+        return self.failure is None and not self._stopping and self._thread is not None and self._thread.is_alive()
+
     def submit(self, request):
         """Queues the request's sequences; QueueFull when that would exceed max_queue."""
         with self._cv:
             if self._stopping:
-                raise QueueFull("the server is shutting down")
+                raise Unavailable(self.failure or "the server is shutting down")
             if len(self._queue) + len(request.sequences) > self.max_queue:
                 raise QueueFull(f"{len(self._queue)} sequences are waiting (at most {self.max_queue})")
             self._queue.extend(request.sequences)
@@ -225,10 +234,10 @@ class Engine:
         try:
             while self._loop_once():
                 pass
-        except BaseException:  # noqa: BLE001 -- a bug here must not leave requests hanging
+        except BaseException as e:  # noqa: BLE001 -- a bug here must not leave requests hanging
             log.exception("kael.serve: the scheduler thread failed")
-            self._fail_all("internal error in the scheduler")
-            raise
+            self.failure = f"the scheduler failed: {type(e).__name__}: {e}"
+            self._fail_all("internal error in the scheduler")  # the thread ends here, logged above
 
     def _loop_once(self):
         out = collections.defaultdict(list)  # Request -> [Update]

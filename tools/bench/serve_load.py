@@ -118,7 +118,7 @@ async def stream_one(client, body, stats):
 
 def prompt_of(rng, corpus, tokens_hint):
     start = rng.randrange(0, len(corpus) - 2000)
-    return corpus[start:start + max(1, int(tokens_hint * 2.5))]  # at most about tokens_hint tokens
+    return corpus[start:start + max(1, int(tokens_hint * 2))]  # at most about tokens_hint tokens
 
 
 async def client_loop(client, model, n_requests, max_tokens, stats, rng, corpus, max_prompt_tokens):

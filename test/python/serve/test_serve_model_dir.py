@@ -119,3 +119,42 @@ def test_bad_flags(tmp_path, flag, value):
     r = subprocess.run([PYTHON, "-m", "kael.serve", "--model", str(tmp_path), flag, value], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and flag in r.stderr
+
+
+class _Broken:
+    """A Decoder whose step fails: what a bug or an allocation failure in the step would do."""
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    def __getattr__(self, name):
+        return getattr(self.decoder, name)
+
+    def step(self):
+        raise MemoryError("no memory for the step")
+
+
+def test_scheduler_failure_gives_errors_and_an_unhealthy_healthz(tmp_path):
+    model_dir, _, _ = make_model_dir(tmp_path / "gpt")
+    app = create_app(model_dir)
+    engine = app.state.server.engine
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: server.started, timeout=30)
+        assert httpx.get(base + "/healthz").json()["status"] == "ok"
+        engine._decoder = _Broken(engine._decoder)
+        r = httpx.post(base + "/v1/completions", json={"model": "gpt", "prompt": "a", "max_tokens": 5}, timeout=30)
+        assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
+        r = httpx.get(base + "/healthz")
+        assert r.status_code == 503 and r.json()["status"] == "unavailable"
+        assert "MemoryError: no memory for the step" in r.json()["error"]
+        r = httpx.post(base + "/v1/completions", json={"model": "gpt", "prompt": "a", "max_tokens": 5}, timeout=30)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert not thread.is_alive()
