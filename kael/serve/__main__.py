@@ -1,6 +1,7 @@
 """python -m kael.serve --model DIR: serves a model directory over HTTP (kael.serve)."""
 import argparse
 import logging
+import os
 import re
 import signal
 import sys
@@ -32,13 +33,17 @@ def parse_args(argv=None):
     p.add_argument("--model", required=True, help="the model directory (e.g. gpt_train's output, gpt-shakespeare)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
-    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/*")
-    p.add_argument("--max-batch", type=positive, default=8, help="sequences decoded together (decoder slots)")
-    p.add_argument("--max-tokens", type=positive, default=512, help="the largest max_tokens a request may ask")
-    p.add_argument("--max-queue", type=positive, default=64, help="sequences waiting for a slot before 429")
+    p.add_argument("--api-key", default=os.environ.get("KAEL_SERVE_API_KEY") or None,
+                   help="require 'Authorization: Bearer KEY' on /v1/* (default: $KAEL_SERVE_API_KEY, which keeps "
+                        "the key out of the process list; unset: no key)")
+    p.add_argument("--max-batch", type=positive, default=8, help="sequences decoded together (decoder slots; default 8)")
+    p.add_argument("--max-tokens", type=positive, default=512, help="the largest max_tokens a request may ask (default 512)")
+    p.add_argument("--max-queue", type=positive, default=64, help="sequences waiting for a slot before 429 (default 64)")
     p.add_argument("--max-body", type=byte_size, default=10**6, help="largest request body (default 1MB)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="seconds SIGTERM lets running requests finish before cancelling them (default 10)")
+    p.add_argument("--threads", type=positive, default=None,
+                   help="threads for kael's kernels in the decoder step (default: kael.get_num_threads())")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
 
@@ -50,6 +55,10 @@ def main(argv=None):
     from kael.serve import create_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
+    if args.threads is not None:
+        import kael
+
+        kael.set_num_threads(args.threads)
     app = create_app(args.model, api_key=args.api_key, max_batch=args.max_batch, max_tokens=args.max_tokens,
                      max_queue=args.max_queue, max_body=args.max_body)
     engine = app.state.server.engine

@@ -50,12 +50,12 @@ def get_json(url, timeout=5.0, headers=None):
 class Server:
     """python -m kael.serve in a subprocess on a free loopback port, ready once /healthz answers."""
 
-    def __init__(self, model_dir, *args, log_path=None):
+    def __init__(self, model_dir, *args, log_path=None, env=None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         self.proc = subprocess.Popen([PYTHON, "-m", "kael.serve", "--model", str(model_dir), "--port",
                                       str(self.port), "--log-level", "warning", *map(str, args)],
                                      cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -154,6 +154,8 @@ def test_sigterm_cancels_what_outlasts_the_shutdown_timeout_and_exits_0(model_di
     assert "Traceback" not in s.log(), s.log()
 
 
-def test_sigterm_when_idle(model_dir, tmp_path):
-    s = Server(model_dir, log_path=tmp_path / "server.log")
+def test_sigterm_when_idle_and_the_key_from_the_environment(model_dir, tmp_path):
+    s = Server(model_dir, log_path=tmp_path / "server.log", env={"KAEL_SERVE_API_KEY": "from-env"})
+    assert httpx.get(s.base + "/v1/models").status_code == 401
+    assert httpx.get(s.base + "/v1/models", headers={"Authorization": "Bearer from-env"}).status_code == 200
     assert s.terminate() == 0, s.log()
