@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "kael/core/error.h"
 #include "kael/native/loops.h"
@@ -29,30 +34,97 @@ struct Constants {
   bool decoupled, amsgrad, maximize, has_wd;
 };
 
-template <typename T>
-void update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const Constants<T>& c) {
+// The flags are template parameters, so that each form's loop has no branch.
+template <typename T, bool kMaximize, bool kWeightDecay, bool kDecoupled, bool kAmsgrad>
+void update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+            std::int64_t n, const Constants<T>& c) {
+  const T decay = c.decay, wd = c.wd, beta1 = c.beta1, one_minus_beta1 = c.one_minus_beta1, beta2 = c.beta2,
+          one_minus_beta2 = c.one_minus_beta2, bc2_sqrt = c.bc2_sqrt, eps = c.eps, step_size = c.step_size;
   for (std::int64_t i = 0; i < n; ++i) {
-    T gi = c.maximize ? -g[i] : g[i];
+    T gi = kMaximize ? -g[i] : g[i];
     T pi = p[i];
-    if (c.has_wd) {
-      if (c.decoupled) pi = pi * c.decay;
-      else gi = gi + c.wd * pi;
+    if constexpr (kWeightDecay) {
+      if constexpr (kDecoupled) pi = pi * decay;
+      else gi = gi + wd * pi;
     }
-    T mi = m[i] * c.beta1;
-    mi = mi + c.one_minus_beta1 * gi;
-    T vi = v[i] * c.beta2;
-    vi = vi + c.one_minus_beta2 * (gi * gi);
+    T mi = m[i] * beta1;
+    mi = mi + one_minus_beta1 * gi;
+    T vi = v[i] * beta2;
+    vi = vi + one_minus_beta2 * (gi * gi);
     T vd = vi;
-    if (c.amsgrad) {
+    if constexpr (kAmsgrad) {
       const T old = vmax[i];
       vd = (old > vi || old != old) ? old : vi;
       vmax[i] = vd;
     }
-    const T denom = std::sqrt(vd) / c.bc2_sqrt + c.eps;
-    p[i] = pi - c.step_size * (mi / denom);
+    const T denom = std::sqrt(vd) / bc2_sqrt + eps;
+    p[i] = pi - step_size * (mi / denom);
     m[i] = mi;
     v[i] = vi;
   }
+}
+
+#if defined(__AVX512F__)
+// The float update in 16 lanes: the scalar loop does not vectorise, as std::sqrt keeps a branch to
+// the library call that sets errno for a negative argument (whose result is NaN either way). The
+// same operations, a partial vector (masked) at the end; AdamW over GPT-2-small-like shapes (5.3M
+// floats, 1 thread) took 6.5 ms instead of 15.6. The square root is the masked form with every
+// lane set (the unmasked one trips GCC 12's -Wmaybe-uninitialized).
+template <bool kMaximize, bool kWeightDecay, bool kDecoupled, bool kAmsgrad>
+void update_avx512(float* p, const float* g, float* m, float* v, float* vmax, std::int64_t n,
+                   const Constants<float>& c) {
+  const __m512 decay = _mm512_set1_ps(c.decay), wd = _mm512_set1_ps(c.wd), beta1 = _mm512_set1_ps(c.beta1),
+               one_minus_beta1 = _mm512_set1_ps(c.one_minus_beta1), beta2 = _mm512_set1_ps(c.beta2),
+               one_minus_beta2 = _mm512_set1_ps(c.one_minus_beta2), bc2_sqrt = _mm512_set1_ps(c.bc2_sqrt),
+               eps = _mm512_set1_ps(c.eps), step_size = _mm512_set1_ps(c.step_size);
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 gi = _mm512_maskz_loadu_ps(k, g + i);
+    if constexpr (kMaximize) gi = _mm512_sub_ps(_mm512_setzero_ps(), gi);
+    __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
+    if constexpr (kWeightDecay) {
+      if constexpr (kDecoupled) pi = _mm512_mul_ps(pi, decay);
+      else gi = _mm512_fmadd_ps(wd, pi, gi);
+    }
+    const __m512 mi = _mm512_fmadd_ps(one_minus_beta1, gi, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), beta1));
+    const __m512 vi = _mm512_fmadd_ps(one_minus_beta2, _mm512_mul_ps(gi, gi),
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), beta2));
+    __m512 vd = vi;
+    if constexpr (kAmsgrad) {
+      const __m512 old = _mm512_maskz_loadu_ps(k, vmax + i);
+      const __mmask16 keep_old = _mm512_cmp_ps_mask(old, vi, _CMP_GT_OQ) | _mm512_cmp_ps_mask(old, old, _CMP_UNORD_Q);
+      vd = _mm512_mask_blend_ps(keep_old, vi, old);
+      _mm512_mask_storeu_ps(vmax + i, k, vd);
+    }
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_maskz_sqrt_ps(__mmask16(0xFFFF), vd), bc2_sqrt), eps);
+    _mm512_mask_storeu_ps(p + i, k, _mm512_fnmadd_ps(step_size, _mm512_div_ps(mi, denom), pi));
+    _mm512_mask_storeu_ps(m + i, k, mi);
+    _mm512_mask_storeu_ps(v + i, k, vi);
+  }
+}
+#endif
+
+// update() of the form the constants ask for.
+template <typename T>
+void update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const Constants<T>& c) {
+  auto with = [&]<bool kMaximize, bool kWeightDecay, bool kDecoupled>() {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      if (c.amsgrad) update_avx512<kMaximize, kWeightDecay, kDecoupled, true>(p, g, m, v, vmax, n, c);
+      else update_avx512<kMaximize, kWeightDecay, kDecoupled, false>(p, g, m, v, vmax, n, c);
+      return;
+    }
+#endif
+    if (c.amsgrad) update<T, kMaximize, kWeightDecay, kDecoupled, true>(p, g, m, v, vmax, n, c);
+    else update<T, kMaximize, kWeightDecay, kDecoupled, false>(p, g, m, v, vmax, n, c);
+  };
+  auto with_decay = [&]<bool kMaximize>() {
+    if (!c.has_wd) with.template operator()<kMaximize, false, false>();
+    else if (c.decoupled) with.template operator()<kMaximize, true, true>();
+    else with.template operator()<kMaximize, true, false>();
+  };
+  if (c.maximize) with_decay.template operator()<true>();
+  else with_decay.template operator()<false>();
 }
 
 template <typename T>
