@@ -59,6 +59,16 @@ def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _show(value):
+    """A value for an error message: JSON, cut short; a container only by its kind and size (a
+    deeply nested one would exhaust json.dumps's recursion)."""
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} fields"
+    return json.dumps(value)[:80]
+
+
 def _refuse_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
@@ -97,7 +107,7 @@ def _field(body, name, check, what, default=None):
     if value is None:
         return default
     if not check(value):
-        raise ApiError(400, f"'{name}' must be {what}, got {json.dumps(value)[:80]}", param=name,
+        raise ApiError(400, f"'{name}' must be {what}, got {_show(value)}", param=name,
                        code="invalid_type")
     return value
 
@@ -132,7 +142,7 @@ class _Server:
         if model is None:
             raise ApiError(400, "'model' is required", param="model", code="missing_field")
         if not isinstance(model, str):
-            raise ApiError(400, f"'model' must be a string, got {json.dumps(model)[:80]}", param="model",
+            raise ApiError(400, f"'model' must be a string, got {_show(model)}", param="model",
                            code="invalid_type")
         if model != self.model_name:
             raise ApiError(404, f"the model '{model[:100]}' does not exist; this server serves '{self.model_name}'",
@@ -147,7 +157,7 @@ class _Server:
         for name, neutral in _NEUTRAL.items():
             if name in body and body[name] is not None and body[name] != neutral:
                 raise ApiError(400, f"'{name}' must be {json.dumps(neutral)} (the only value kael.serve supports), "
-                               f"got {json.dumps(body[name])[:80]}", param=name, code="unsupported_parameter")
+                               f"got {_show(body[name])}", param=name, code="unsupported_parameter")
         self.check_model(body)
         if "prompt" not in body or body["prompt"] is None:
             raise ApiError(400, "'prompt' is required", param="prompt", code="missing_field")

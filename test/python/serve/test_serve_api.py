@@ -322,3 +322,16 @@ def test_server_unharmed_and_metrics(env):
     assert values["kael_serve_inter_token_latency_seconds_count"] >= 300
     assert values["kael_serve_queue_depth"] == 0 and values["kael_serve_active_sequences"] == 0
     assert get_json(server.base + "/healthz")["active"] == 0
+
+
+def test_nesting_near_the_recursion_limit(env):
+    # every depth around Python's recursion limit: one that json.loads parses may still be too
+    # deep for json.dumps (an error message that shows the value); always a 400
+    server, client, http, *_ = env
+    for field in ("temperature", "model", "n"):
+        for depth in range(850, 1051):
+            content = (b'{"model": "tiny-gpt", "prompt": "a", "%s": ' % field.encode() + b"[" * depth
+                       + b"]" * depth + b"}")
+            r = http.post("/v1/completions", content=content, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, (field, depth, r.text[:300])
+            assert r.json()["error"]["param"] in (None, field)
