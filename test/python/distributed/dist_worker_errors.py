@@ -65,6 +65,12 @@ def main(mode):
             except RuntimeError as e:
                 print(f"rank {rank} timed out after {time.monotonic() - t0:.1f}s: {e}", flush=True)
                 raise
+    elif mode == "exit":
+        dist.all_reduce(kael.ones(3))
+        if rank == 1:
+            sys.exit(3)  # no exception: the others wait until their timeout
+        dist.all_reduce(kael.ones(3))
+        print(f"rank {rank} should not get here", flush=True)
     elif mode == "kill":
         dist.all_reduce(kael.ones(3))
         if rank == 1:

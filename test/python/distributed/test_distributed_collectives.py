@@ -71,6 +71,14 @@ def test_a_rank_that_skips_a_collective_times_out_the_others():
     assert secs < 30, secs  # rank 1 sleeps 60 s: the job ended because rank 0 gave up
 
 
+def test_a_rank_that_exits_early_times_out_the_others():
+    rc, out, secs = run_mpi(2, "dist_worker_errors.py", "exit", timeout=60, env={"DIST_TEST_TIMEOUT": "3"})
+    assert rc != 0, out
+    assert "RuntimeError: all_reduce: timed out after 3000 ms" in out, out
+    assert "should not get here" not in out, out
+    assert secs < 30, secs
+
+
 def test_a_killed_rank_ends_the_job():
     rc, out, secs = run_mpi(2, "dist_worker_errors.py", "kill", timeout=60)
     assert rc != 0, out
