@@ -262,6 +262,12 @@ PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!read_stop_tokens(fn, args[9], config.vocab_size, stop_tokens)) return nullptr;
   for (std::size_t r = 0; r < prompts.size(); ++r)
     if (!check_ids(fn, ("prompt " + std::to_string(r)).c_str(), prompts[r], config.vocab_size)) return nullptr;
+  gpt::Weights weights;  // checked here, before seed=None draws
+  {
+    PyObject* ok = guarded([&] { weights = gpt::Weights::from_list(config, params); });
+    if (ok == nullptr) return nullptr;
+    Py_DECREF(ok);
+  }
   // Sampling last: seed=None draws from the default generator once every check has passed.
   gpt::Sampling sampling;
   if (!read_sampling(fn, args[4], args[5], args[6], args[7], sampling)) return nullptr;
@@ -270,7 +276,6 @@ PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* result = guarded([&]() -> PyObject* {
     autograd::AutoGradMode no_grad(false);
     const i64 batch = static_cast<i64>(prompts.size());
-    const gpt::Weights weights = gpt::Weights::from_list(config, params);
     gpt::Decoder decoder(config, weights, batch);  // destroyed with the GIL held (its pins)
     for (i64 r = 0; r < batch; ++r) {
       gpt::Sampling row = sampling;

@@ -114,11 +114,26 @@ def test_context_longer_than_block_size_is_cropped():
     assert generate(model, to_kael(idx), 25, temperature=0)[0, 20:].tolist() == got[0]
 
 
-def test_bfloat16_weights_compute_as_their_float32_values(hf):
-    """The decoder widens bfloat16 weights exactly and sums in float32: the same tokens as float32
-    weights holding the bfloat16 values."""
-    model16 = kael_copy(hf).to(kael.bfloat16)
-    model32 = kael_copy(hf).to(kael.bfloat16).to(kael.float32)
+def test_long_prompts_are_prefilled_in_chunks():
+    """A prompt longer than the decoder's chunk (256 rows) is prefilled in several forward
+    passes, each attending to the cache the earlier ones wrote."""
+    hf = hf_model(block_size=600)
+    model = kael_copy(hf, block_size=600)
+    rows = [prompts(1, 520, seed=5)[0].tolist(), [3, 1, 4]]
+    got = generate(model, rows, 6, temperature=0)
+    for row, new in zip(rows, got):
+        assert new == recompute_greedy(model, row, 6, 600)
+    idx = torch.tensor(rows[:1])
+    expected = hf.generate(idx, attention_mask=torch.ones_like(idx), do_sample=False, max_new_tokens=6, pad_token_id=0)
+    assert got[0] == expected[0, 520:].tolist()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_weights_compute_as_their_float32_values(hf, dtype):
+    """The decoder widens bfloat16 and float16 weights exactly and sums in float32: the same
+    tokens as float32 weights holding the same values."""
+    model16 = kael_copy(hf).to(getattr(kael, dtype))
+    model32 = kael_copy(hf).to(getattr(kael, dtype)).to(kael.float32)
     rows = ragged([4, 9])
     assert generate(model16, rows, 30, temperature=0) == generate(model32, rows, 30, temperature=0)
     sampled = dict(temperature=0.9, top_k=30, seed=4)
@@ -371,6 +386,10 @@ def test_invalid_inputs(model, change, error, message):
 
 def test_invalid_config_and_params(model):
     params = model._parameters_in_order()
+    state = kael.get_rng_state()
+    with pytest.raises(ValueError, match="parameters"):  # checked before seed=None draws a seed
+        _C._gpt_generate(model._config_tuple, params[:-1], [[1]], 1, 1.0, None, None, None, None, None)
+    assert kael.get_rng_state().tolist() == state.tolist()
     with pytest.raises(TypeError):
         _C._gpt_generate((1, 2), params, [[1]], 1, 0.0, None, None, 0, None, None)
     with pytest.raises(ValueError, match="parameters"):
