@@ -72,3 +72,14 @@ def test_run_forwards_signals_to_every_rank(sig):
             time.sleep(0.1)
         else:
             raise AssertionError(f"rank process {pid} still runs after the launcher got signal {sig}")
+
+
+def test_run_with_a_hostfile(tmp_path):
+    """--hostfile (the several-machines form), with this machine as the one host."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost slots=2\n")
+    p = subprocess.run([sys.executable, "-m", "kael.distributed.run", "--nproc", "2", "--hostfile", str(hosts),
+                        "--mpirun-args", "--mca btl self,vader", WORKER, "h"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, env=launcher_env())
+    assert p.returncode == 0, p.stdout
+    assert "rank 1/2 args=['h'] sum=1.0" in p.stdout, p.stdout
