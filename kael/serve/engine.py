@@ -217,7 +217,10 @@ class Engine:
                 try:
                     self._queue.remove(s)
                 except ValueError:
-                    pass  # taken by the scheduler thread just now: it sees the flag
+                    continue  # taken by the scheduler thread just now: it sees the flag
+                s.finish_reason = "cancelled"
+                if self.metrics:
+                    self.metrics.finished.inc(reason="cancelled")
             self._cv.notify()
 
     def stop(self, timeout=30.0):

@@ -73,7 +73,10 @@ def test_queue_limit_gives_429_and_disconnects_free_slots(server):
     running = [Streamer(server, seed=i) for i in range(2)]
     for s in running:
         assert s.first.wait(30) and s.status == 200
-    queued = [Streamer(server, seed=10 + i) for i in range(2)]
+    queued = Streamer(server, seed=10)
+    assert wait_until(lambda: server.health()["queued"] == 1, timeout=30)
+    leaving = socket.create_connection(("127.0.0.1", server.port))
+    leaving.sendall(_request({"model": "gpt", "prompt": "ROMEO:", "max_tokens": LONG, "stream": True}))
     assert wait_until(lambda: server.health()["queued"] == 2, timeout=30)
     assert server.health()["active"] == 2
     # max_batch running, max_queue waiting: the next request is refused at once
@@ -81,26 +84,33 @@ def test_queue_limit_gives_429_and_disconnects_free_slots(server):
     assert r.status_code == 429, r.text
     assert r.headers["retry-after"] == "1"
     assert r.json()["error"]["code"] == "rate_limit_exceeded"
-    # the running clients go away: their slots go to the queued requests at the next step
+    # a waiting client goes away: it leaves the queue at once
+    leaving.close()
+    assert wait_until(lambda: server.health()["queued"] == 1, timeout=30)
+    assert metric(server, 'kael_serve_sequences_finished_total{reason="cancelled"}') == cancelled + 1
+    # the running clients go away: their slots go to the queued request at the next step
     for s in running:
         s.close.set()
-    assert wait_until(lambda: all(s.first.is_set() for s in queued), timeout=30)
+    assert wait_until(lambda: queued.first.is_set(), timeout=30)
     assert wait_until(lambda: server.health()["queued"] == 0, timeout=30)
-    for s in queued:
-        assert s.status == 200 and s.error is None
-        s.close.set()
+    assert queued.status == 200 and queued.error is None and queued.chunks
+    queued.close.set()
     assert wait_until(lambda: server.health()["active"] == 0, timeout=30)
     assert metric(server, 'kael_serve_sequences_finished_total{reason="cancelled"}') == cancelled + 4
     # none of them ran to its end
-    assert all(len(s.chunks) < LONG for s in running + queued)
+    assert all(len(s.chunks) < LONG for s in running + [queued])
+
+
+def _request(body):
+    data = json.dumps(body).encode()
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
 
 
 def test_disconnect_of_a_plain_request_frees_its_slot(server):
     cancelled = metric(server, 'kael_serve_sequences_finished_total{reason="cancelled"}')
-    body = json.dumps({"model": "gpt", "prompt": "ROMEO:", "max_tokens": LONG}).encode()
     with socket.create_connection(("127.0.0.1", server.port)) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(_request({"model": "gpt", "prompt": "ROMEO:", "max_tokens": LONG}))
         assert wait_until(lambda: server.health()["active"] == 1, timeout=30)
     assert wait_until(lambda: server.health()["active"] == 0, timeout=30)
     assert metric(server, 'kael_serve_sequences_finished_total{reason="cancelled"}') == cancelled + 1
