@@ -135,14 +135,17 @@ void nn_block(i64 p0, i64 p1, const float* a, i64 a_rs, i64 a_cs, const typename
       __m512 bv[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
+      // The M chains advance together, row by row, so that independent FMAs lie next to each
+      // other (each chain's own are R deep).
+      __m512 acc[M];
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i) {
-        float* t = out + i * ldo + 16 * v;
-        __m512 acc = _mm512_maskz_loadu_ps(mask, t);
+      for (int i = 0; i < M; ++i) acc[i] = _mm512_maskz_loadu_ps(mask, out + i * ldo + 16 * v);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc = _mm512_fmadd_ps(_mm512_set1_ps(av[i * R + r]), bv[r], acc);
-        _mm512_mask_storeu_ps(t, mask, acc);
-      }
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(av[i * R + r]), bv[r], acc[i]);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(out + i * ldo + 16 * v, mask, acc[i]);
     }
   }
   for (; p < p1; ++p) {
