@@ -36,9 +36,12 @@ def parse_args(argv=None):
     p.add_argument("--api-key", default=os.environ.get("KAEL_SERVE_API_KEY") or None,
                    help="require 'Authorization: Bearer KEY' on /v1/* (default: $KAEL_SERVE_API_KEY, which keeps "
                         "the key out of the process list; unset: no key)")
-    p.add_argument("--max-batch", type=positive, default=8, help="sequences decoded together (decoder slots; default 8)")
-    p.add_argument("--max-tokens", type=positive, default=512, help="the largest max_tokens a request may ask (default 512)")
-    p.add_argument("--max-queue", type=positive, default=64, help="sequences waiting for a slot before 429 (default 64)")
+    p.add_argument("--max-batch", type=positive, default=8,
+                   help="sequences decoded together (decoder slots; default 8)")
+    p.add_argument("--max-tokens", type=positive, default=512,
+                   help="the largest max_tokens a request may ask (default 512)")
+    p.add_argument("--max-queue", type=positive, default=64,
+                   help="sequences waiting for a slot before 429 (default 64)")
     p.add_argument("--max-body", type=byte_size, default=10**6, help="largest request body (default 1MB)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="seconds SIGTERM lets running requests finish before cancelling them (default 10)")

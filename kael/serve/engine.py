@@ -284,9 +284,13 @@ class Engine:
                 self.metrics.prompt_tokens.inc(len(seq.prompt_ids))
         self._active = len(self._slots)
         if self._slots:
+            start = time.perf_counter()
             events = self._decoder.step()  # the GIL is released while the step runs
             self.steps += 1
             now = time.perf_counter()
+            if self.metrics:
+                self.metrics.step_sequences.observe(len(self._slots))
+                self.metrics.step_seconds.observe(now - start)
             for slot, token, finished in events:
                 seq = self._slots.get(slot)
                 if seq is not None:

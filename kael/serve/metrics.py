@@ -112,10 +112,14 @@ class Metrics:
                               _LATENCY_BUCKETS)
         self.inter_token = Histogram("kael_serve_inter_token_latency_seconds",
                                      "Between a sequence's consecutive generated tokens.", _LATENCY_BUCKETS)
+        self.step_sequences = Histogram("kael_serve_step_sequences", "Sequences in each decoder step (the batch).",
+                                        (1, 2, 4, 8, 16, 32, 64, 128))
+        self.step_seconds = Histogram("kael_serve_step_seconds", "Duration of each decoder step (prefill included).",
+                                      _LATENCY_BUCKETS)
         self._all = (self.requests, self.prompt_tokens, self.generated_tokens, self.finished,
                      Gauge("kael_serve_queue_depth", "Sequences waiting for a decoder slot.", queue_depth),
                      Gauge("kael_serve_active_sequences", "Sequences in the decoder's slots.", active),
-                     self.ttft, self.inter_token)
+                     self.ttft, self.inter_token, self.step_sequences, self.step_seconds)
 
     def render(self):
         lines = []

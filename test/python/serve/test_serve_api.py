@@ -103,8 +103,14 @@ def test_batched_requests_give_the_same_text_as_alone(env):
         r = client.completions.create(model="tiny-gpt", prompt=prompt, max_tokens=max_tokens, seed=seed)
         return r.choices[0].text, r.usage.completion_tokens
 
+    def batched_steps():  # steps that ran more than one sequence
+        m = _metrics(http)
+        return m["kael_serve_step_sequences_count"] - m['kael_serve_step_sequences_bucket{le="1.0"}']
+
+    before = batched_steps()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one, cases))
+    assert batched_steps() > before  # the requests did run together
     for (prompt, seed, max_tokens), got in zip(cases, results):
         text, n, _ = reference(model, tokenizer, [prompt], max_tokens, seed)[0]
         assert got == (text, n)
@@ -297,6 +303,15 @@ def test_unknown_routes_and_methods(env):
     assert r.status_code == 404 and "error" in r.json()
     r = http.get("/v1/completions")
     assert r.status_code == 405 and "error" in r.json()
+
+
+def _metrics(http):
+    values = {}
+    for line in http.get("/metrics").text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
 
 
 def test_server_unharmed_and_metrics(env):
