@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import html
 import json
 import math
 import os
@@ -117,7 +118,7 @@ class _Server:
 
     def __init__(self, model_dir, api_key, max_batch, max_tokens, max_queue, max_body):
         self.model_dir = model_dir
-        self.model_name = os.path.basename(os.path.normpath(model_dir))
+        self.model_name = os.path.basename(os.path.abspath(model_dir))  # the id clients name it by
         self.api_key = api_key.encode("utf-8") if api_key else None
         self.max_tokens = max_tokens
         self.max_body = max_body
@@ -365,10 +366,12 @@ def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=6
     async def internal_error(request, e):
         return ApiError(500, "internal server error", type="server_error", code="internal_error").response()
 
+    with open(os.path.join(_STATIC, "index.html"), encoding="utf-8") as f:
+        page_html = f.read().replace("{{MODEL}}", html.escape(server.model_name))
+
     @app.get("/", response_class=HTMLResponse)
     async def page():
-        with open(os.path.join(_STATIC, "index.html"), encoding="utf-8") as f:
-            return HTMLResponse(f.read().replace("{{MODEL}}", server.model_name))
+        return HTMLResponse(page_html)
 
     @app.get("/healthz")
     async def healthz():
