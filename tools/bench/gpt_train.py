@@ -15,12 +15,12 @@ implementations start from the same weights and batch:
          tanh GELU, tied LM head, F.cross_entropy) with torch.optim.AdamW, the faster of its
          default and fused=True forms (both are timed);
   hf     transformers' GPT2LMHeadModel (its default attention) with torch.optim.AdamW (default).
-Each (implementation, thread count) runs in a fresh process, so no library's worker threads
-(torch's OpenMP pool spins after its parallel regions) compete with another's; a process warms
-up for --warmup steps and then times --steps steps, and its figure is their median. A run is
-one process per implementation; the runs alternate between them, and the table shows the median
-of the runs' figures. The first step's loss of each is printed as a check that they compute the
-same model. The ratio is kael / torch (the faster torch form).
+A run is one process per thread count holding every implementation: each warms up for --warmup
+steps, then the implementations' steps alternate for --steps rounds (the order rotating each
+round), so that the machine's load, which moves a lot on a shared machine, hits them alike; a
+run's figure for an implementation is the median of its steps. The table shows the median of
+the --runs runs' figures. The first step's loss of each is printed as a check that they compute
+the same model. The ratio is kael / torch (the faster torch form).
 """
 from __future__ import annotations
 
@@ -212,25 +212,30 @@ IMPLS = {
 }
 
 
-def child(impl, vocab, threads, warmup, steps):
-    """Runs in its own process: prints {"first_loss", "times"} as JSON."""
-    step = IMPLS[impl](vocab, threads)
-    first = step()
-    for _ in range(warmup - 1):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    print(json.dumps({"first_loss": first, "times": times}))
+def child(impls, vocab, threads, warmup, steps):
+    """Runs in its own process: prints {impl: {"first_loss", "times"}} as JSON. The steps of the
+    implementations alternate (the order rotating each round), so that a change of the machine's
+    load hits all of them alike."""
+    fns = {impl: IMPLS[impl](vocab, threads) for impl in impls}
+    out = {}
+    for impl, step in fns.items():
+        out[impl] = {"first_loss": step(), "times": []}
+        for _ in range(warmup - 1):
+            step()
+    for r in range(steps):
+        order = impls[r % len(impls):] + impls[:r % len(impls)]
+        for impl in order:
+            t0 = time.perf_counter()
+            fns[impl]()
+            out[impl]["times"].append(time.perf_counter() - t0)
+    print(json.dumps(out))
 
 
-def run_child(impl, vocab, threads, warmup, steps):
+def run_child(impls, vocab, threads, warmup, steps):
     env = dict(os.environ)
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(threads)
-    cmd = [sys.executable, __file__, "--child", impl, "--vocab", str(vocab), "--threads", str(threads),
+    cmd = [sys.executable, __file__, "--child", *impls, "--vocab", str(vocab), "--threads", str(threads),
            "--warmup", str(warmup), "--steps", str(steps)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -269,7 +274,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--impls", nargs="+", default=["kael", "torch", "torch-fused", "hf"], choices=sorted(IMPLS))
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--child", choices=sorted(IMPLS), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs="+", choices=sorted(IMPLS), help=argparse.SUPPRESS)
     ap.add_argument("--profile", choices=["kael"])
     ap.add_argument("--shapes", action="store_true", help="with --profile: by op and argument shapes")
     args = ap.parse_args()
@@ -287,14 +292,15 @@ def main():
     for threads in args.threads:
         figures = {impl: [] for impl in args.impls}
         losses = {}
-        for r in range(args.runs):
-            order = args.impls if r % 2 == 0 else list(reversed(args.impls))
-            for impl in order:
-                res = run_child(impl, args.vocab, threads, args.warmup, args.steps)
-                figures[impl].append(statistics.median(res["times"]))
-                losses[impl] = res["first_loss"]
+        for _ in range(args.runs):
+            res = run_child(args.impls, args.vocab, threads, args.warmup, args.steps)
+            for impl in args.impls:
+                figures[impl].append(statistics.median(res[impl]["times"]))
+                losses[impl] = res[impl]["first_loss"]
         results[threads] = {impl: statistics.median(v) for impl, v in figures.items()}
-        print(f"first-step losses at {threads} thread(s): " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items()))
+        print(f"at {threads} thread(s): first-step losses " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items())
+              + "; each run's medians (ms) " + "; ".join(f"{k} " + " ".join(f"{t * 1e3:.0f}" for t in v)
+                                                         for k, v in figures.items()))
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
     torch_impls = [i for i in ("torch", "torch-fused") if i in args.impls]
