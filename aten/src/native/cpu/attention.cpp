@@ -80,17 +80,19 @@ void scores_tile(const T* q, std::int64_t E, const T* kt, std::int64_t S, T scal
     for (int c = 0; c < kTileCols; ++c) s[r * kBlockK + c] = acc[r][c] * scale;
 }
 
-// One tile of o += p v: o[r][c] += sum_j p[r][j] v[j][c] for j < cols (p with row stride
-// kBlockK, v and o with row stride Ev).
+// One tile of o += p v: o[r][c] += sum_j p[r][j] v[j][c] for j < cols (p[r][j] at p[r * prs +
+// j * pcs]: a block of s, prs = kBlockK and pcs = 1, or a block's transpose, prs = 1 and pcs =
+// kBlockK; v and o with row stride Ev).
 template <typename T>
-void accumulate_tile(const T* p, const T* v, std::int64_t Ev, std::int64_t cols, T* o) {
+void accumulate_tile(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t Ev, std::int64_t cols,
+                     T* o) {
   T acc[kTileRows][kTileCols];
   for (int r = 0; r < kTileRows; ++r)
     for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[r * Ev + c];
   for (std::int64_t j = 0; j < cols; ++j) {
     const T* vr = v + j * Ev;
     for (int r = 0; r < kTileRows; ++r) {
-      const T pv = p[r * kBlockK + j];
+      const T pv = p[r * prs + j * pcs];
       for (int c = 0; c < kTileCols; ++c) acc[r][c] += pv * vr[c];
     }
   }
@@ -133,23 +135,25 @@ void scores_tile<float>(const float* q, std::int64_t E, const float* kt, std::in
 }
 
 template <>
-void accumulate_tile<float>(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
+void accumulate_tile<float>(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t Ev,
+                            std::int64_t cols, float* o) {
   __m256 a00 = _mm256_loadu_ps(o), a01 = _mm256_loadu_ps(o + 8);
   __m256 a10 = _mm256_loadu_ps(o + Ev), a11 = _mm256_loadu_ps(o + Ev + 8);
   __m256 a20 = _mm256_loadu_ps(o + 2 * Ev), a21 = _mm256_loadu_ps(o + 2 * Ev + 8);
   __m256 a30 = _mm256_loadu_ps(o + 3 * Ev), a31 = _mm256_loadu_ps(o + 3 * Ev + 8);
   for (std::int64_t j = 0; j < cols; ++j) {
     const __m256 v0 = _mm256_loadu_ps(v + j * Ev), v1 = _mm256_loadu_ps(v + j * Ev + 8);
-    __m256 pv = _mm256_broadcast_ss(p + j);
+    const float* pj = p + j * pcs;
+    __m256 pv = _mm256_broadcast_ss(pj);
     a00 = _mm256_fmadd_ps(pv, v0, a00);
     a01 = _mm256_fmadd_ps(pv, v1, a01);
-    pv = _mm256_broadcast_ss(p + kBlockK + j);
+    pv = _mm256_broadcast_ss(pj + prs);
     a10 = _mm256_fmadd_ps(pv, v0, a10);
     a11 = _mm256_fmadd_ps(pv, v1, a11);
-    pv = _mm256_broadcast_ss(p + 2 * kBlockK + j);
+    pv = _mm256_broadcast_ss(pj + 2 * prs);
     a20 = _mm256_fmadd_ps(pv, v0, a20);
     a21 = _mm256_fmadd_ps(pv, v1, a21);
-    pv = _mm256_broadcast_ss(p + 3 * kBlockK + j);
+    pv = _mm256_broadcast_ss(pj + 3 * prs);
     a30 = _mm256_fmadd_ps(pv, v0, a30);
     a31 = _mm256_fmadd_ps(pv, v1, a31);
   }
@@ -203,7 +207,8 @@ inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, con
 
 // accumulate_tile over R rows (4 or 8, as scores_tile_x2) and 32 columns.
 template <int R>
-inline void accumulate_tile_x2(const float* p, const float* v, std::int64_t Ev, std::int64_t cols, float* o) {
+inline void accumulate_tile_x2(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t Ev,
+                               std::int64_t cols, float* o) {
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -214,7 +219,7 @@ inline void accumulate_tile_x2(const float* p, const float* v, std::int64_t Ev, 
     const __m512 v0 = _mm512_loadu_ps(v + j * Ev), v1 = _mm512_loadu_ps(v + j * Ev + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 pv = _mm512_set1_ps(p[r * kBlockK + j]);
+      const __m512 pv = _mm512_set1_ps(p[r * prs + j * pcs]);
       acc[r][0] = _mm512_fmadd_ps(pv, v0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(pv, v1, acc[r][1]);
     }
@@ -270,35 +275,37 @@ void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int
   }
 }
 
-// o[i] += sum_j p[i][j] v[j] for rows i < rows, keys j < cols; o has row stride Ev.
+// o[i] += sum_j p[i][j] v[j] for rows i < rows, keys j < cols; p[i][j] at p[i * prs + j * pcs]
+// (see accumulate_tile: the backward pass reads a block's transpose in place); o has row stride Ev.
 template <typename T>
-void accumulate(const T* p, const T* v, std::int64_t Ev, std::int64_t rows, std::int64_t cols, T* o) {
+void accumulate(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t Ev, std::int64_t rows,
+                std::int64_t cols, T* o) {
   std::int64_t i = 0;
 #ifdef KAEL_ATTENTION_AVX512
   if constexpr (std::is_same_v<T, float>)  // 8 rows at a time where the columns come in 32s
     if (Ev % (2 * kTileCols) == 0)
       for (; i + 2 * kTileRows <= rows; i += 2 * kTileRows)
         for (std::int64_t c0 = 0; c0 < Ev; c0 += 2 * kTileCols)
-          accumulate_tile_x2<2 * kTileRows>(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+          accumulate_tile_x2<2 * kTileRows>(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
 #endif
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t c0 = 0;
 #ifdef KAEL_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)
       for (; c0 + 2 * kTileCols <= Ev; c0 += 2 * kTileCols)
-        accumulate_tile_x2<kTileRows>(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+        accumulate_tile_x2<kTileRows>(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
 #endif
     for (; c0 + kTileCols <= Ev; c0 += kTileCols)
-      accumulate_tile(p + i * kBlockK, v + c0, Ev, cols, o + i * Ev + c0);
+      accumulate_tile(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
     for (int r = 0; r < kTileRows; ++r)
       for (std::int64_t j = 0; j < cols; ++j) {
-        const T pv = p[(i + r) * kBlockK + j];
+        const T pv = p[(i + r) * prs + j * pcs];
         for (std::int64_t c = c0; c < Ev; ++c) o[(i + r) * Ev + c] += pv * v[j * Ev + c];
       }
   }
   for (; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) {
-      const T pv = p[i * kBlockK + j];
+      const T pv = p[i * prs + j * pcs];
       for (std::int64_t c = 0; c < Ev; ++c) o[i * Ev + c] += pv * v[j * Ev + c];
     }
 }
@@ -395,7 +402,7 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
     }
     // Summed per block, then added: rounding errors grow with the block length, not with S.
     std::fill(ob, ob + rows * a.Ev, T(0));
-    accumulate(s, a.v + j0 * a.Ev, a.Ev, rows, cols, ob);
+    accumulate(s, kBlockK, 1, a.v + j0 * a.Ev, a.Ev, rows, cols, ob);
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t c = 0; c < a.Ev; ++c) o[i * a.Ev + c] = o[i * a.Ev + c] * correction[i] + ob[i * a.Ev + c];
   }
@@ -646,8 +653,9 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
 // sum l and D (online, rescaled as the maximum grows, as the forward pass; l and D in double, so
 // that dP - D cancels exactly where a row's dP are equal), and a second pass
 // recomputes each block's scores and accumulates the gradients. The products run on the forward
-// pass's tiles (scores, accumulate; the keys and the values packed in tiles of kTileCols), the
-// blocks transposed where a sum runs over queries. A row whose every key is masked has P = 0
+// pass's tiles (scores, accumulate; the keys and the values packed in tiles of kTileCols); where a
+// sum runs over queries, accumulate reads the block transposed in place (a copied transpose cost
+// a tenth of the pass in scattered stores). A row whose every key is masked has P = 0
 // and adds nothing (PyTorch's safe softmax gives such rows zero gradients too).
 
 namespace {
@@ -685,24 +693,16 @@ void masked_scores(const BackwardArgs<T>& a, const Mask& mask, std::int64_t i0, 
   }
 }
 
-// dst[j][i] = src[i][j] for i < rows, j < cols (both with row stride kBlockK).
-template <typename T>
-void transpose_block(const T* src, std::int64_t rows, std::int64_t cols, T* dst) {
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) dst[j * kBlockK + i] = src[i * kBlockK + j];
-}
-
 // The gradients of one broadcast batch (Note [Attention backward]); a.dq, a.dk, a.dv are zero.
 template <typename T>
 void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>& buf) {
   constexpr std::int64_t kb = kBlockQ * kBlockK;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  buf.resize(3 * kb + kBlockK * kBlockK + 3 * kBlockQ);
+  buf.resize(3 * kb + 3 * kBlockQ);
   T* s = buf.data();          // scores, then exp(s - m), then W
   T* dw = s + kb;             // dO v^T, then dS * scale
   T* keep = dw + kb;          // dropout factors
-  T* t = keep + kb;           // a transposed block
-  T* m = t + kBlockK * kBlockK;
+  T* m = keep + kb;
   T* l = m + kBlockQ;
   T* d = l + kBlockQ;         // D of each row
   // each row's sum l and D accumulated in double: D_i is then the weighted mean of the row's dP
@@ -811,11 +811,10 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         if (a.dm != nullptr) std::copy(dr, dr + cols, a.dm + (i0 + i) * a.S + j0);
         for (std::int64_t j = 0; j < cols; ++j) dr[j] *= a.scale;
       }
-      transpose_block(s, rows, cols, t);  // dv_j += sum_i W_ij dO_i
-      accumulate(t, a.go + i0 * a.Ev, a.Ev, cols, rows, a.dv + j0 * a.Ev);
-      accumulate(dw, a.k + j0 * a.E, a.E, rows, cols, a.dq + i0 * a.E);  // dq_i += sum_j dS_ij k_j
-      transpose_block(dw, rows, cols, t);  // dk_j += sum_i dS_ij q_i
-      accumulate(t, a.q + i0 * a.E, a.E, cols, rows, a.dk + j0 * a.E);
+      // dv_j += sum_i W_ij dO_i and dk_j += sum_i dS_ij q_i read the blocks transposed in place
+      accumulate(s, 1, kBlockK, a.go + i0 * a.Ev, a.Ev, cols, rows, a.dv + j0 * a.Ev);
+      accumulate(dw, kBlockK, 1, a.k + j0 * a.E, a.E, rows, cols, a.dq + i0 * a.E);  // dq_i += sum_j dS_ij k_j
+      accumulate(dw, 1, kBlockK, a.q + i0 * a.E, a.E, cols, rows, a.dk + j0 * a.E);
     }
   }
 }
