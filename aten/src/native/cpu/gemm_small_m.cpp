@@ -265,6 +265,9 @@ constexpr auto kF32 = kernel_table<F32>(std::make_integer_sequence<int, kSmallM>
 constexpr auto kBF16 = kernel_table<BF16>(std::make_integer_sequence<int, kSmallM>{});
 constexpr auto kF16 = kernel_table<F16>(std::make_integer_sequence<int, kSmallM>{});
 
+// The most floats of block chains the threaded contiguous-rows product keeps (16 MB).
+constexpr i64 kScratchFloats = i64{1} << 22;
+
 // B bytes below which the product runs on the calling thread.
 constexpr i64 kParallelBytes = i64{1} << 18;
 
@@ -319,17 +322,23 @@ bool gemm_small_m(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const
   // thread slowed by other work hands its last pieces to the others. Each writes its own
   // block's chains; they are added to C afterwards, in the blocks' order, so the sums are
   // those of the serial loop.
-  const i64 shares = std::min(vectors, std::max<i64>(1, (2 * threads + blocks - 1) / blocks));
-  const i64 share = (vectors + shares - 1) / shares * 16;
-  scratch.resize(static_cast<std::size_t>(blocks * m * n));
+  // The blocks go in groups whose chains take at most kScratchFloats.
+  const i64 group = std::clamp<i64>(kScratchFloats / (m * n), 1, blocks);
+  scratch.resize(static_cast<std::size_t>(group * m * n));
   float* const chains = scratch.data();
-  parallel_for(0, blocks * shares, 1, [&](i64 u0, i64 u1) {
-    for (i64 u = u0; u < u1; ++u) {
-      const i64 blk = u / shares, j0 = (u % shares) * share, j1 = std::min(n, j0 + share);
-      if (j0 < j1) kernels.block(product, blk * kKc, std::min(k, (blk + 1) * kKc), j0, j1, chains + blk * m * n + j0, n);
-    }
-  });
-  for (i64 blk = 0; blk < blocks; ++blk) add_block(m, n, chains + blk * m * n, c, ldc, accumulate || blk > 0);
+  for (i64 g0 = 0; g0 < blocks; g0 += group) {
+    const i64 g1 = std::min(blocks, g0 + group);
+    const i64 shares = std::min(vectors, std::max<i64>(1, (2 * threads + (g1 - g0) - 1) / (g1 - g0)));
+    const i64 share = (vectors + shares - 1) / shares * 16;
+    parallel_for(0, (g1 - g0) * shares, 1, [&](i64 u0, i64 u1) {
+      for (i64 u = u0; u < u1; ++u) {
+        const i64 blk = g0 + u / shares, j0 = (u % shares) * share, j1 = std::min(n, j0 + share);
+        if (j0 < j1)
+          kernels.block(product, blk * kKc, std::min(k, (blk + 1) * kKc), j0, j1, chains + (blk - g0) * m * n + j0, n);
+      }
+    });
+    for (i64 blk = g0; blk < g1; ++blk) add_block(m, n, chains + (blk - g0) * m * n, c, ldc, accumulate || blk > 0);
+  }
   return true;
 }
 
