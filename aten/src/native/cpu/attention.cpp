@@ -447,6 +447,14 @@ void pack_tiles(const T* src, T* dst, std::int64_t batches, std::int64_t S, std:
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
       T* d = dst + t * E * kTileCols;
+      const T* k0 = src + (b * S + j0) * E;
+      if (j0 + kTileCols <= S) {
+        // a whole tile: each of d's rows (kTileCols keys' element e) written whole, which
+        // vectorises (a loop over the keys' rows scatters single stores)
+        for (std::int64_t e = 0; e < E; ++e)
+          for (std::int64_t c = 0; c < kTileCols; ++c) d[e * kTileCols + c] = k0[c * E + e];
+        continue;
+      }
       for (std::int64_t c = 0; c < kTileCols; ++c) {
         const std::int64_t j = j0 + c;
         const T* kr = src + (b * S + j) * E;
