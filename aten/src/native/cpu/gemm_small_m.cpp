@@ -179,8 +179,8 @@ void add_block(i64 m, i64 n, const float* chains, float* c, i64 ldc, bool acc) {
 // Contiguous columns: C[0:M, 0:rows] (+)= A[0:M, :] B[:, 0:rows], B[p, q] = bt[q * ldbt + p]
 // (rows <= 16 of them); `next` is the next 16 columns' first row (nullptr: none).
 template <typename L, int M>
-void nt_tile(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt, i64 ldbt, int rows,
-             const typename L::T* next, float* c, i64 ldc, bool accumulate) {
+void nt_tile(i64 k, const float* ap, const typename L::T* bt, i64 ldbt, int rows, const typename L::T* next, float* c,
+             i64 ldc, bool accumulate) {
   const __mmask16 mask = lanes(rows);
   for (i64 pc = 0; pc < k; pc += kKc) {
     const i64 end = std::min(k, pc + kKc);
@@ -200,7 +200,7 @@ void nt_tile(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt,
 #pragma GCC unroll 16
       for (int q = 0; q < 16; ++q) {
 #pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + (p + q) * a_cs]), r[q], sum[i]);
+        for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[(p + q) * M + i]), r[q], sum[i]);
       }
     }
     for (; p < end; ++p) {
@@ -208,7 +208,7 @@ void nt_tile(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt,
       for (int q = 0; q < rows; ++q) col[q] = L::scalar(bt[q * ldbt + p]);
       const __m512 r = _mm512_load_ps(col);
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * a_rs + p * a_cs]), r, sum[i]);
+      for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[p * M + i]), r, sum[i]);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) finish(c + i * ldc, sum[i], mask, accumulate || pc > 0);
@@ -219,10 +219,16 @@ void nt_tile(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt,
 template <typename L, int M>
 void nt_columns(i64 k, const float* a, i64 a_rs, i64 a_cs, const typename L::T* bt, i64 ldbt, float* c, i64 ldc,
                 bool accumulate, i64 j0, i64 j1) {
+  // A packed k-major (ap[p * M + i] = A[i, p]): the broadcasts address it by constant offsets.
+  thread_local std::vector<float> packed;
+  packed.resize(static_cast<std::size_t>(k * M));
+  float* const ap = packed.data();
+  for (i64 p = 0; p < k; ++p)
+    for (int i = 0; i < M; ++i) ap[p * M + i] = a[i * a_rs + p * a_cs];
   for (i64 j = j0; j < j1; j += 16) {
     const int rows = static_cast<int>(std::min<i64>(16, j1 - j));
     const typename L::T* next = j + 16 < j1 ? bt + (j + 16) * ldbt : nullptr;
-    nt_tile<L, M>(k, a, a_rs, a_cs, bt + j * ldbt, ldbt, rows, next, c + j, ldc, accumulate);
+    nt_tile<L, M>(k, ap, bt + j * ldbt, ldbt, rows, next, c + j, ldc, accumulate);
   }
 }
 
