@@ -312,8 +312,8 @@ i64 sample(float* logits, i64 vocab, const Sampling& s, double u) {
       if (logits[i] > logits[best]) best = i;
     return best;
   }
-  const float inv_t = static_cast<float>(s.temperature);
-  for (i64 i = 0; i < vocab; ++i) logits[i] /= inv_t;
+  const float t = static_cast<float>(s.temperature);
+  for (i64 i = 0; i < vocab; ++i) logits[i] /= t;
   if (s.top_k && *s.top_k < vocab) {
     std::vector<float> copy(logits, logits + vocab);
     const auto kth = copy.begin() + (*s.top_k - 1);
