@@ -1,6 +1,6 @@
 """Train a small GPT on Shakespeare with a BPE tokenizer of its own, with kael alone.
 
-    python -m kael.examples.gpt_train                       # about 3 minutes on 2 idle CPU cores
+    python -m kael.examples.gpt_train                       # about 2 minutes on 2 idle CPU cores
     python -m kael.examples.gpt_train --steps 200           # a shorter run
     python -m kael.examples.gpt_train --resume              # continue the run saved in --out
     python -m kael.examples.gpt_train --help
@@ -60,7 +60,7 @@ FORMAT_VERSION = 1
 # The flags that define a run: a resumed run takes them from its checkpoint (giving one with
 # another value is an error), a new run from here.
 RUN_DEFAULTS = {
-    "steps": 1500, "batch_size": 16, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128,
+    "steps": 1000, "batch_size": 16, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128,
     "lr": 2e-3, "warmup": None, "seed": 1337, "vocab_size": 2048, "dropout": 0.0, "weight_decay": 0.1,
     "grad_clip": 1.0, "corpus": CORPUS,
 }
