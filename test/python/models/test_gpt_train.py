@@ -80,8 +80,10 @@ def test_short_run_reports_and_its_checkpoint_reloads(tmp_path):
     assert "(cached)" in text and "replacing the run saved there at step 30" in text, text
 
 
-def test_resume_continues_the_same_run(tmp_path):
-    common = [*TINY, "--steps", "16", "--eval-every", "6", "--log-every", "1", "--sample-tokens", "8"]
+@pytest.mark.parametrize("dropout", ["0", "0.1"])  # with dropout, the default generator's state is restored too
+def test_resume_continues_the_same_run(tmp_path, dropout):
+    common = [*TINY, "--steps", "16", "--eval-every", "6", "--log-every", "1", "--sample-tokens", "8",
+              "--dropout", dropout]
     whole = run_job(*common, "--out", str(tmp_path / "whole")).stdout
     first = run_job(*common, "--stop-at", "8", "--out", str(tmp_path / "split")).stdout
     assert "stopped at step 8/16" in first and "unigram baseline" not in first
