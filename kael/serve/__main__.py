@@ -83,10 +83,15 @@ def main(argv=None):
                             timeout_graceful_shutdown=args.shutdown_timeout + 10, server_header=False)
     server = Server(config)
     # uvicorn raises the signal again once it has shut down, against the handler it found: this
-    # one, so a requested shutdown exits with status 0.
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # one, which notes it, so that SIGTERM exits with status 0 and Ctrl-C with 130, both without a
+    # traceback (with Python's own SIGINT handler in place, asyncio would raise KeyboardInterrupt).
+    received = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: received.append(signum))
     server.run()
-    return 0 if server.started else 1
+    if not server.started:
+        return 1
+    return 130 if signal.SIGINT in received else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ that goes away frees its slot, /healthz answers while the model generates, SIGTE
 after finishing (or cancelling) what runs."""
 import json
 import re
+import signal
 import socket
 import threading
 import time
@@ -169,3 +170,12 @@ def test_sigterm_when_idle_and_the_key_from_the_environment(model_dir, tmp_path)
     assert httpx.get(s.base + "/v1/models").status_code == 401
     assert httpx.get(s.base + "/v1/models", headers={"Authorization": "Bearer from-env"}).status_code == 200
     assert s.terminate() == 0, s.log()
+
+
+def test_ctrl_c_exits_130_without_a_traceback(model_dir, tmp_path):
+    s = Server(model_dir, log_path=tmp_path / "server.log")
+    s.proc.send_signal(signal.SIGINT)
+    assert s.proc.wait(30) == 130
+    log = s.log()
+    s.kill()
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
