@@ -20,7 +20,10 @@ steps, then the implementations' steps alternate for --steps rounds (the order r
 round), so that the machine's load, which moves a lot on a shared machine, hits them alike; a
 run's figure for an implementation is the median of its steps. The table shows the median of
 the --runs runs' figures. The first step's loss of each is printed as a check that they compute
-the same model. The ratio is kael / torch (the faster torch form).
+the same model. The ratio is kael / torch (the faster torch form); the CPU-time ratio compares
+the process CPU time of the same steps (every thread's), which on a machine shared with other work
+moves less than the wall-clock time (at 1 thread it is the step's own work; at 2 it also counts
+the time a thread spins waiting for the other).
 """
 from __future__ import annotations
 
@@ -219,15 +222,16 @@ def child(impls, vocab, threads, warmup, steps):
     fns = {impl: IMPLS[impl](vocab, threads) for impl in impls}
     out = {}
     for impl, step in fns.items():
-        out[impl] = {"first_loss": step(), "times": []}
+        out[impl] = {"first_loss": step(), "times": [], "cpu": []}
         for _ in range(warmup - 1):
             step()
     for r in range(steps):
         order = impls[r % len(impls):] + impls[:r % len(impls)]
         for impl in order:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fns[impl]()
             out[impl]["times"].append(time.perf_counter() - t0)
+            out[impl]["cpu"].append(time.process_time() - c0)
     print(json.dumps(out))
 
 
@@ -288,29 +292,37 @@ def main():
     print(f"GPT-2 training step: n_layer={N_LAYER} n_head={N_HEAD} n_embd={N_EMBD} block_size={BLOCK} "
           f"vocab_size={args.vocab} batch={BATCH} float32; median of {args.runs} run(s), each the median of "
           f"{args.steps} steps after {args.warmup} warm-up steps; load average {os.getloadavg()[0]:.2f} at start")
-    results = {}
+    results, cpu_results = {}, {}
     for threads in args.threads:
         figures = {impl: [] for impl in args.impls}
+        cpu = {impl: [] for impl in args.impls}
         losses = {}
         for _ in range(args.runs):
             res = run_child(args.impls, args.vocab, threads, args.warmup, args.steps)
             for impl in args.impls:
                 figures[impl].append(statistics.median(res[impl]["times"]))
+                cpu[impl].append(statistics.median(res[impl]["cpu"]))
                 losses[impl] = res[impl]["first_loss"]
         results[threads] = {impl: statistics.median(v) for impl, v in figures.items()}
+        cpu_results[threads] = {impl: statistics.median(v) for impl, v in cpu.items()}
         print(f"at {threads} thread(s): first-step losses " + ", ".join(f"{k} {v:.6f}" for k, v in losses.items())
               + "; each run's medians (ms) " + "; ".join(f"{k} " + " ".join(f"{t * 1e3:.0f}" for t in v)
-                                                         for k, v in figures.items()))
+                                                         for k, v in figures.items())
+              + "; CPU time (ms, every thread of the process) " + "; ".join(
+                  f"{k} " + " ".join(f"{t * 1e3:.0f}" for t in v) for k, v in cpu.items()))
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
     torch_impls = [i for i in ("torch", "torch-fused") if i in args.impls]
-    header = ["threads"] + [f"{i} (ms)" for i in args.impls] + (["kael / torch"] if torch_impls and "kael" in args.impls else [])
+    ratio = bool(torch_impls) and "kael" in args.impls
+    header = (["threads"] + [f"{i} (ms)" for i in args.impls]
+              + (["kael / torch", "kael / torch, CPU time"] if ratio else []))
     rows = []
     for threads, res in results.items():
         row = [str(threads)] + [f"{res[i] * 1e3:.1f}" for i in args.impls]
-        if len(header) > len(row):
-            best = min(res[i] for i in torch_impls)
-            row.append(f"{res['kael'] / best:.2f}")
+        if ratio:
+            best = min(torch_impls, key=lambda i: res[i])
+            row.append(f"{res['kael'] / res[best]:.2f}")
+            row.append(f"{cpu_results[threads]['kael'] / cpu_results[threads][best]:.2f}")
         rows.append(row)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
