@@ -369,22 +369,34 @@ void append_distributed_functions(std::vector<PyMethodDef>& out) {
       "_dist_broken(group, /)\n--\n\nThe error that broke the group, or ''.");
   add("_dist_new_group", KAEL_DIST_FN(py_dist_new_group), METH_VARARGS,
       "_dist_new_group(group, ranks, /)\n--\n\nThe sub-group of ranks (None off it).");
-  add("_dist_all_reduce", KAEL_DIST_FN(py_dist_all_reduce), METH_VARARGS, "_dist_all_reduce(group, tensor, op, /)");
-  add("_dist_broadcast", KAEL_DIST_FN(py_dist_broadcast), METH_VARARGS, "_dist_broadcast(group, tensor, root, /)");
-  add("_dist_reduce", KAEL_DIST_FN(py_dist_reduce), METH_VARARGS, "_dist_reduce(group, tensor, root, op, /)");
-  add("_dist_all_gather", KAEL_DIST_FN(py_dist_all_gather), METH_VARARGS, "_dist_all_gather(group, out, in, /)");
+  add("_dist_all_reduce", KAEL_DIST_FN(py_dist_all_reduce), METH_VARARGS,
+      "_dist_all_reduce(group, tensor, op, /)\n--\n\nall_reduce of tensor in place; a work object.");
+  add("_dist_broadcast", KAEL_DIST_FN(py_dist_broadcast), METH_VARARGS,
+      "_dist_broadcast(group, tensor, root, /)\n--\n\nbroadcast of tensor from root; a work object.");
+  add("_dist_reduce", KAEL_DIST_FN(py_dist_reduce), METH_VARARGS,
+      "_dist_reduce(group, tensor, root, op, /)\n--\n\nreduce of tensor onto root; a work object.");
+  add("_dist_all_gather", KAEL_DIST_FN(py_dist_all_gather), METH_VARARGS,
+      "_dist_all_gather(group, out, input, /)\n--\n\nEvery rank's input into out; a work object.");
   add("_dist_reduce_scatter", KAEL_DIST_FN(py_dist_reduce_scatter), METH_VARARGS,
-      "_dist_reduce_scatter(group, out, in, op, /)");
-  add("_dist_gather", KAEL_DIST_FN(py_dist_gather), METH_VARARGS, "_dist_gather(group, out, in, root, /)");
-  add("_dist_scatter", KAEL_DIST_FN(py_dist_scatter), METH_VARARGS, "_dist_scatter(group, out, in, root, /)");
+      "_dist_reduce_scatter(group, out, input, op, /)\n--\n\n"
+      "The reduction of input, scattered into out; a work object.");
+  add("_dist_gather", KAEL_DIST_FN(py_dist_gather), METH_VARARGS,
+      "_dist_gather(group, out, input, root, /)\n--\n\nEvery rank's input into root's out; a work object.");
+  add("_dist_scatter", KAEL_DIST_FN(py_dist_scatter), METH_VARARGS,
+      "_dist_scatter(group, out, input, root, /)\n--\n\nroot's input scattered into out; a work object.");
   add("_dist_all_to_all", KAEL_DIST_FN(py_dist_all_to_all), METH_VARARGS,
-      "_dist_all_to_all(group, out, in, out_splits, in_splits, /)");
-  add("_dist_barrier", KAEL_DIST_FN(py_dist_barrier), METH_O, "_dist_barrier(group, /)");
-  add("_dist_send", KAEL_DIST_FN(py_dist_send), METH_VARARGS, "_dist_send(group, tensor, dst, tag, /)");
-  add("_dist_recv", KAEL_DIST_FN(py_dist_recv), METH_VARARGS, "_dist_recv(group, tensor, src, tag, /)");
+      "_dist_all_to_all(group, out, input, out_splits, in_splits, /)\n--\n\nall_to_all_single; a work object.");
+  add("_dist_barrier", KAEL_DIST_FN(py_dist_barrier), METH_O,
+      "_dist_barrier(group, /)\n--\n\nA barrier; a work object.");
+  add("_dist_send", KAEL_DIST_FN(py_dist_send), METH_VARARGS,
+      "_dist_send(group, tensor, dst, tag, /)\n--\n\nSends tensor to dst; a work object.");
+  add("_dist_recv", KAEL_DIST_FN(py_dist_recv), METH_VARARGS,
+      "_dist_recv(group, tensor, src, tag, /)\n--\n\nReceives into tensor from src (-1: any); a work object.");
   add("_dist_wait", KAEL_DIST_FN(py_dist_wait), METH_O, "_dist_wait(work, /)\n--\n\nWaits (GIL released).");
-  add("_dist_is_completed", KAEL_DIST_FN(py_dist_is_completed), METH_O, "_dist_is_completed(work, /)");
-  add("_dist_shutdown", KAEL_DIST_FN(py_dist_shutdown), METH_O, "_dist_shutdown(group, /)");
+  add("_dist_is_completed", KAEL_DIST_FN(py_dist_is_completed), METH_O,
+      "_dist_is_completed(work, /)\n--\n\nWhether the work has completed.");
+  add("_dist_shutdown", KAEL_DIST_FN(py_dist_shutdown), METH_O,
+      "_dist_shutdown(group, /)\n--\n\nStops the group's communication thread.");
   add("_dist_finalize", KAEL_DIST_FN(py_dist_finalize), METH_NOARGS, "_dist_finalize()\n--\n\nMPI_Finalize.");
   add("_dist_abort", KAEL_DIST_FN(py_dist_abort), METH_O, "_dist_abort(code, /)\n--\n\nMPI_Abort: ends the job.");
 #endif

@@ -227,6 +227,15 @@ MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enab
 MODULE_OTHER |= {"_parse_idx", "_set_data_"}
 # optim: the fused Adam(W) step writes parameters and buffers in place with its own kernel
 MODULE_OTHER |= {"_adam_update"}
+# the GPT (csrc/libs/gpt_*.cpp): its forward is a composition of registered ops through the C++ API
+# (autograd records it as any op), its decoder a library kernel over the weights and its own KV caches
+MODULE_OTHER |= {"_gpt_parameters", "_gpt_forward", "_gpt_generate", "_GptDecoder"}
+# the per-op profile of tools/bench (csrc/dispatch_trace.cpp), as _trace_dispatch
+MODULE_OTHER |= {"_profile_ops"}
+# autograd: a callback at the end of the running backward pass (DistributedDataParallel's final wait)
+MODULE_OTHER |= {"_queue_callback"}
+# kael.distributed's process group (csrc/libs/distributed.cpp): MPI moves the bytes of contiguous tensors
+MODULE_OTHER |= {n for n in dir(kael._C) if n.startswith("_dist_")}
 
 
 def generated_names(kind):

@@ -225,6 +225,7 @@ SAMPLES = {
     ("_adam_update", "amsgrad"): False,
     ("_adam_update", "maximize"): False,
     ("_adam_update", "step"): 1,
+    ("_queue_callback", "callback"): lambda: (lambda: None),
     # ---- the GPT's generation
     ("_gpt_generate", "config"): _GPT_CONFIG,
     ("_gpt_generate", "params"): lambda: [kael.zeros(*shape) for _, shape in kael._C._gpt_parameters(_GPT_CONFIG)],
@@ -474,6 +475,12 @@ def _function_cases():
     return [pytest.param(n, id=n) for n in runtime_functions()]
 
 
+# kael.distributed's bindings act on MPI's process state (calling them here would initialise, abort
+# or finalise MPI in the test process): their signatures are compared with the stub here, and each
+# is called under mpirun by test/python/distributed/.
+NOT_PROBED = {n for n in dir(kael._C) if n.startswith("_dist_")}
+
+
 @pytest.mark.parametrize("name", _function_cases())
 def test_function_signature(stub, name):
     defs = stub[""].get(name)
@@ -481,7 +488,8 @@ def test_function_signature(stub, name):
     fn = getattr(kael._C, name)
     params = runtime_params(fn, method=False)
     _no_problems(compare_params(name, stub_params(defs[0], method=False), params))
-    _no_problems(probe(name, fn, params))
+    if name not in NOT_PROBED:
+        _no_problems(probe(name, fn, params))
 
 
 def _member_cases():
