@@ -2,6 +2,7 @@
 arguments passed through, the exit status, SIGTERM and SIGINT forwarded to every rank; and plain
 mpirun giving the same environment."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,8 @@ def test_plain_mpirun_sets_the_same_env():
 def test_run_forwards_signals_to_every_rank(sig):
     p = subprocess.Popen([sys.executable, "-m", "kael.distributed.run", "--nproc", "2", WORKER, "sleep"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launcher_env())
+    # mpirun forwards each rank's output as it comes: one rank's line may land inside the other's
+    # (pid=31221rank 0 ready), so the words are found anywhere in the text, not line by line
     lines, pids, ready = [], [], 0
     deadline = time.monotonic() + 90
     while ready < 2 and time.monotonic() < deadline:
@@ -54,9 +57,9 @@ def test_run_forwards_signals_to_every_rank(sig):
         if not line:
             break
         lines.append(line)
-        if "pid=" in line:
-            pids.append(int(line.rsplit("pid=", 1)[1]))
-        ready += "ready" in line
+        text = "".join(lines)
+        pids = [int(m) for m in re.findall(r"pid=(\d+)", text)]
+        ready = len(re.findall(r"rank \d+ ready", text))
     assert ready == 2 and len(pids) == 2, "".join(lines)
     t0 = time.monotonic()
     p.send_signal(sig)
