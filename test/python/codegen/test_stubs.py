@@ -226,6 +226,15 @@ SAMPLES = {
     ("_adam_update", "maximize"): False,
     ("_adam_update", "step"): 1,
     ("_queue_callback", "callback"): lambda: (lambda: None),
+    ("_profile_ops", "fn"): lambda: (lambda: kael.ones(1) + 1),
+    ("_profile_ops", "shapes"): False,
+    # ---- the GPT's forward
+    ("_gpt_parameters", "config"): _GPT_CONFIG,
+    ("_gpt_forward", "config"): _GPT_CONFIG,
+    ("_gpt_forward", "params"): lambda: [kael.zeros(*shape) for _, shape in kael._C._gpt_parameters(_GPT_CONFIG)],
+    ("_gpt_forward", "idx"): lambda: kael.tensor([[1, 2]]),
+    ("_gpt_forward", "targets"): None,
+    ("_gpt_forward", "training"): False,
     # ---- the GPT's generation
     ("_gpt_generate", "config"): _GPT_CONFIG,
     ("_gpt_generate", "params"): lambda: [kael.zeros(*shape) for _, shape in kael._C._gpt_parameters(_GPT_CONFIG)],
