@@ -30,7 +30,8 @@
 #include "kael/gpt/gpt.h"
 #include "kael/native/gemm.h"
 #include "kael/native/vec_math.h"
-#include "kael/ops.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/to.h"
 #include "kael/runtime/philox.h"
 #include "kael/runtime/threads.h"
 

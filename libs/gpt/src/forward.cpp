@@ -10,7 +10,25 @@
 
 #include "kael/core/error.h"
 #include "kael/gpt/gpt.h"
-#include "kael/ops.h"
+#include "kael/ops/add.h"
+#include "kael/ops/addmm.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/cross_entropy_losses.h"
+#include "kael/ops/div.h"
+#include "kael/ops/dropout.h"
+#include "kael/ops/embedding.h"
+#include "kael/ops/gelu.h"
+#include "kael/ops/layer_norm.h"
+#include "kael/ops/matmul.h"
+#include "kael/ops/narrow.h"
+#include "kael/ops/ne.h"
+#include "kael/ops/reshape.h"
+#include "kael/ops/scaled_dot_product_attention.h"
+#include "kael/ops/sum.h"
+#include "kael/ops/t.h"
+#include "kael/ops/to.h"
+#include "kael/ops/transpose.h"
+#include "kael/ops/view.h"
 
 namespace kael::gpt {
 
