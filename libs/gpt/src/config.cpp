@@ -7,22 +7,6 @@
 
 namespace kael::gpt {
 
-namespace {
-
-std::string shape_str(IntArrayRef sizes) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << "]";
-  return out.str();
-}
-
-std::string shape_str(const std::vector<std::int64_t>& sizes) {
-  return shape_str(IntArrayRef(sizes.data(), sizes.size()));
-}
-
-}  // namespace
-
 void Config::validate() const {
   const std::pair<const char*, std::int64_t> sizes[] = {
       {"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer},
@@ -85,7 +69,7 @@ Weights Weights::from_list(const Config& config, const std::vector<Tensor>& para
     KAEL_CHECK_VALUE(p.sizes().size() == shapes[i].size() &&
                          std::equal(shapes[i].begin(), shapes[i].end(), p.sizes().begin()),
                      "GPT: parameter " << names[i] << " has shape " << shape_str(p.sizes()) << ", expected "
-                                       << shape_str(shapes[i]));
+                                       << shape_str(IntArrayRef(shapes[i])));
     KAEL_CHECK_VALUE(p.dtype() == params[0].dtype() && p.device() == params[0].device(),
                      "GPT: parameter " << names[i] << " is " << p.dtype() << " on " << p.device()
                                        << ", but transformer.wte.weight is " << params[0].dtype() << " on "

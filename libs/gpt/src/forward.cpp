@@ -34,14 +34,6 @@ namespace kael::gpt {
 
 namespace {
 
-std::string shape_str(IntArrayRef sizes) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << "]";
-  return out.str();
-}
-
 // t as a contiguous CPU tensor (the checks read its values).
 Tensor cpu_contiguous(const Tensor& t) { return kael::contiguous(t.device().is_cpu() ? t : kael::to(t, kCPU)); }
 
