@@ -5,9 +5,8 @@ collective (the timeout), a killed rank (dist_worker_errors.py)."""
 import pytest
 
 import kael.distributed as dist
-from mpi_launch import needs_mpirun, run_mpi
+from mpi_launch import run_mpi
 
-pytestmark = needs_mpirun
 
 
 def test_is_available_and_calls_before_init_raise():

@@ -4,9 +4,8 @@ whole batch; buckets overlap backward; no_sync accumulation equals one larger ba
 parameters with and without find_unused_parameters as in torch."""
 import pytest
 
-from mpi_launch import needs_mpirun, run_mpi
+from mpi_launch import run_mpi
 
-pytestmark = needs_mpirun
 
 
 @pytest.mark.parametrize("mode,nproc", [("train", 2), ("train", 4), ("small_buckets", 2), ("no_sync", 2),

@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from mpi_launch import HERE, needs_mpirun, run_mpi
+from mpi_launch import HERE, run_mpi
 
-pytestmark = needs_mpirun
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 WORKER = os.path.join(HERE, "dist_worker_launch.py")
 

@@ -6,9 +6,8 @@ import socket
 
 import numpy as np
 
-from mpi_launch import needs_mpirun, run_mpi
+from mpi_launch import run_mpi
 
-pytestmark = needs_mpirun
 
 
 def free_port():

@@ -13,9 +13,10 @@ import torch.nn.functional as TF
 
 import kael
 from helpers import to_kael, to_torch
+from hf_gpt2 import spread_weights
 
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+import safetensors.torch as safetensors_torch  # noqa: E402
+import transformers  # noqa: E402
 
 SIZES = dict(vocab_size=97, block_size=16, n_layer=2, n_head=4, n_embd=32)
 V, BLOCK = SIZES["vocab_size"], SIZES["block_size"]
@@ -33,19 +34,7 @@ def hf_config(**overrides):
 def hf_model(**overrides):
     """A randomly initialised GPT2LMHeadModel in float32, eval mode."""
     torch.manual_seed(1)
-    model = transformers.GPT2LMHeadModel(hf_config(**overrides)).float().eval()
-    # Weights far from the initialisation, so that each part of the computation shows in the
-    # logits: at std 0.02 the MLP's pre-activations are so small that GELU's erf and tanh forms
-    # agree to 1e-6, the attention is nearly uniform and LayerNorm is ones and zeros.
-    stds = {"wte": 0.5, "wpe": 0.5, "c_attn": 0.3, "c_fc": 0.4, "c_proj": 0.15, "ln_": 0.2}
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            std = next(v for k, v in stds.items() if k in name)
-            if ".ln_" in name:
-                p.add_(torch.randn_like(p) * std)
-            else:
-                p.normal_(0.0, std)
-    return model
+    return spread_weights(transformers.GPT2LMHeadModel(hf_config(**overrides)).float().eval())
 
 
 def kael_copy(hf):

@@ -15,8 +15,9 @@ import torch
 import kael
 from kael import _C
 from helpers import to_kael
+from hf_gpt2 import spread_weights
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402
 
 V = 97
 SIZES = dict(vocab_size=V, block_size=64, n_layer=2, n_head=4, n_embd=32)
@@ -30,16 +31,7 @@ def hf_model(**overrides):
                                      n_embd=sizes["n_embd"], n_layer=sizes["n_layer"], n_head=sizes["n_head"],
                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(1)
-    model = transformers.GPT2LMHeadModel(config).float().eval()
-    stds = {"wte": 0.5, "wpe": 0.5, "c_attn": 0.3, "c_fc": 0.4, "c_proj": 0.15, "ln_": 0.2}
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            std = next(v for k, v in stds.items() if k in name)
-            if ".ln_" in name:
-                p.add_(torch.randn_like(p) * std)
-            else:
-                p.normal_(0.0, std)
-    return model
+    return spread_weights(transformers.GPT2LMHeadModel(config).float().eval())
 
 
 def kael_copy(hf, **overrides):

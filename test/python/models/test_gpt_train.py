@@ -15,7 +15,6 @@ import pytest
 import kael
 from kael.examples import gpt_train
 
-pytestmark = pytest.mark.skipif(not hasattr(kael, "GPT"), reason="kael.GPT is not built")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # one block of width 32 over a 512-token vocabulary: a step takes milliseconds

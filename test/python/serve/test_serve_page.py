@@ -9,9 +9,10 @@ import pytest
 
 from serve_helpers import Server, make_model_dir, wait_until
 
-sync_api = pytest.importorskip("playwright.sync_api")
+from playwright import sync_api  # noqa: E402
+
+# the test command installs Debian's chromium (tools/setup_env.sh): without it the test fails
 CHROMIUM = "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (tools/setup_env.sh installs Debian's)")
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
+        assert CHROMIUM is not None, "Chromium not found (tools/setup_env.sh installs Debian's chromium)"
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
         yield b
         b.close()
