@@ -459,7 +459,7 @@ def test_bpe_decode_reads_ids_an_index_method_mutates_as_tiktoken(how, method):
     # __index__ call: an id that clears or shrinks the list made it read freed memory. It now
     # reads them as tiktoken does, converting each as it iterates (the list iterator re-reads
     # the length and holds the item), so both see what the mutation left.
-    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken
     from gpt2_assets import GPT2_PATTERN
     code = f"""
 ids = [104, 105, 106]

@@ -13,8 +13,8 @@ import kael
 from gpt2_assets import CORPUS, GPT2_PATTERN, FetchError, gpt2_tiktoken_path, load_ranks, tiktoken_gpt2
 from helpers import where_the_gil_was_released
 
-tiktoken = pytest.importorskip("tiktoken", reason="tiktoken (requirements-dev.txt) is the oracle of these tests")
-tiktoken_load = pytest.importorskip("tiktoken.load")
+import tiktoken  # noqa: E402  (requirements-dev.txt: the oracle of these tests)
+import tiktoken.load as tiktoken_load  # noqa: E402
 
 EOT = "<|endoftext|>"
 

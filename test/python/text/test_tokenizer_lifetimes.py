@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tiktoken", reason="tiktoken (requirements-dev.txt) is the oracle of these tests")
+import tiktoken  # noqa: E402,F401  (requirements-dev.txt: the oracle of these tests)
 
 SHARED = Path(__file__).resolve().parents[1]  # test/python: gpt2_assets.py
 
