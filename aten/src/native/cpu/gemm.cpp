@@ -25,7 +25,8 @@
 // are contiguous (a transposed weight, linear's x @ w.t()): the whole block before the row
 // blocks, or each 32-column panel just before its row panels when A's rows fit one row block.
 // A is packed per row block: 16 x 16 transposes where its rows are contiguous, a copy per
-// column where its columns are (x.t() @ g, a weight's gradient).
+// column where its columns are (x.t() @ g, a weight's gradient), the whole row block's stretch of
+// each column at once (pack_a_columns).
 //
 // kMc = 70 (5 panels), kKc = 256, kNc = 1024: the 32 KB B panel stays in L1 while the 70 x 256 A
 // block (70 KB) comes from L2; chosen by measuring 1024^3 and (64, 512) x (512, 512), the cases
@@ -192,6 +193,31 @@ void pack_a(const float* a, i64 rs, i64 cs, int mr, i64 kc, float* dst) {
     for (int i = 0; i < mr; ++i) dst[p * mr + i] = a[i * rs + p * cs];
 }
 
+// pack_a of a whole row block whose columns are contiguous (A = x.t(), as in a weight's gradient
+// x.t() @ g): for each k, the mc values of A's column lie together, one stretch of a row of x, and
+// are read in one pass into the mc / kMr panels; the rows of x (a row stride apart, each in
+// another page) are prefetched kPackAheadColumns ahead. Packing panel by panel instead read each
+// of kc rows kMc / kMr times, a few bytes each time, the lines a page apart evicting one another
+// from L1 and L2 (the LM head's weight gradient, (8192 x 2048) @ (2048 x 256) with A = g.t(), on
+// one core: 67 -> 59 ms in a probe like tools/bench/sgemm_probe.cpp).
+constexpr i64 kPackAheadColumns = 16;
+
+void pack_a_columns(const float* a, i64 cs, i64 mc, i64 kc, float* dst) {
+  const i64 lines = (mc * i64{sizeof(float)} + 63) / 64;
+  for (i64 p = 0; p < kc; ++p) {
+    const float* col = a + p * cs;
+    const auto ahead = reinterpret_cast<std::uintptr_t>(col) +
+                       static_cast<std::uintptr_t>(kPackAheadColumns * cs * i64{sizeof(float)});
+    for (i64 l = 0; l <= lines; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + static_cast<std::uintptr_t>(l * 64)), _MM_HINT_T0);
+    for (i64 ir = 0; ir < mc; ir += kMr) {
+      const int mr = static_cast<int>(std::min<i64>(kMr, mc - ir));
+      const __mmask16 mask = static_cast<__mmask16>((1u << mr) - 1);
+      _mm512_mask_storeu_ps(dst + ir * kc + p * mr, mask, _mm512_maskz_loadu_ps(mask, col + ir));
+    }
+  }
+}
+
 // Packs columns [0, nc) of rows [0, kc) of B into panels of 32 columns (kc x 32 each, zeros
 // past nc), for the plain kernels.
 void pack_b(const float* b, i64 rs, i64 cs, i64 kc, i64 nc, float* dst) {
@@ -279,9 +305,13 @@ void gemm_serial(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const 
       if (!pack_in_kernel && !pack_per_panel) pack_b(b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc, bp);
       for (i64 ic = 0; ic < m; ic += kMc) {
         const i64 mc = std::min(kMc, m - ic);
-        for (i64 ir = 0; ir < mc; ir += kMr)
-          pack_a(a + (ic + ir) * a_rs + pc * a_cs, a_rs, a_cs, static_cast<int>(std::min<i64>(kMr, mc - ir)), kc,
-                 ap + ir * kc);
+        if (a_rs == 1) {
+          pack_a_columns(a + ic + pc * a_cs, a_cs, mc, kc, ap);
+        } else {
+          for (i64 ir = 0; ir < mc; ir += kMr)
+            pack_a(a + (ic + ir) * a_rs + pc * a_cs, a_rs, a_cs, static_cast<int>(std::min<i64>(kMr, mc - ir)), kc,
+                   ap + ir * kc);
+        }
         for (i64 jr = 0; jr < nc; jr += kNr) {
           const i64 nr = std::min<i64>(kNr, nc - jr);
           const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
