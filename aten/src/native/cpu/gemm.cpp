@@ -33,7 +33,7 @@
 // of tools/bench/throughput.py, and a few more products with tools/bench/sgemm_probe.cpp, whose
 // -D flags change kKc, kMc and kNc (docs/performance.md, "float32 GEMM"); kMr 12 and 14,
 // measured with an earlier form of the probe, were within its noise of each other (14 does
-// more FMAs per load).
+// more FMAs per load). Where A's columns are contiguous the row block is kMcColumns = 140 rows.
 //
 // Determinism: each C element is the sum over ascending kKc blocks of one FMA chain per block
 // (started from 0, then added to C), whatever the element's position, the panel it falls in
@@ -83,7 +83,14 @@ constexpr int kNr = 32;
 constexpr i64 kKc = KAEL_GEMM_KC;
 constexpr i64 kMc = KAEL_GEMM_MC;
 constexpr i64 kNc = KAEL_GEMM_NC;
-static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0);
+// The row block where A's columns are contiguous (pack_a_columns): 10 panels, each column's
+// stretch of 140 values read in one pass; measured on one core against kMc in a probe like
+// tools/bench/sgemm_probe.cpp: (8192 x 2048) @ (2048 x 256) 59.5 -> 56.1 ms, (1024 x 2048) @
+// (2048 x 256) 7.2 -> 7.0 ms, (256 x 2048) @ (2048 x 256) 1.70 -> 1.62 ms (A transposed, the GPT's
+// weight gradients), where rows-contiguous products are slower with 140 (2048 x 768 x 256
+// 174 -> 165 GFLOP/s).
+constexpr i64 kMcColumns = 140;
+static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0 && kMcColumns > 0);
 // Rows ahead of the one in use that the packing micro-kernel prefetches from B: into L1 from
 // nearby, and into L2 from farther, so that a B read from L3 or memory arrives in time (a row
 // takes 14 cycles of FMAs; docs/performance.md, "float32 GEMM": 32 x 4096 x 4096, a 64 MB B,
@@ -272,7 +279,8 @@ struct Buffers {
     return static_cast<float*>(p);
   }
   Buffers()
-      : a(allocate(static_cast<std::size_t>(kKc * kMc), false)), b(allocate(static_cast<std::size_t>(kKc * kNc), true)) {}
+      : a(allocate(static_cast<std::size_t>(kKc * std::max(kMc, kMcColumns)), false)),
+        b(allocate(static_cast<std::size_t>(kKc * kNc), true)) {}
 };
 
 Buffers& thread_buffers() {
@@ -293,7 +301,8 @@ void gemm_serial(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const 
   float* const ap = buf.a.get();
   float* const bp = buf.b.get();
   const bool pack_in_kernel = b_cs == 1;
-  const bool one_row_block = m <= kMc;
+  const i64 mc_block = a_rs == 1 ? kMcColumns : kMc;
+  const bool one_row_block = m <= mc_block;
   for (i64 jc = 0; jc < n; jc += kNc) {
     const i64 nc = std::min(kNc, n - jc);
     for (i64 pc = 0; pc < k; pc += kKc) {
@@ -303,8 +312,8 @@ void gemm_serial(i64 m, i64 n, i64 k, const float* a, i64 a_rs, i64 a_cs, const 
       // (into the same L1-sized buffer each time); with several, the block is packed once for all.
       const bool pack_per_panel = !pack_in_kernel && one_row_block;
       if (!pack_in_kernel && !pack_per_panel) pack_b(b + pc * b_rs + jc * b_cs, b_rs, b_cs, kc, nc, bp);
-      for (i64 ic = 0; ic < m; ic += kMc) {
-        const i64 mc = std::min(kMc, m - ic);
+      for (i64 ic = 0; ic < m; ic += mc_block) {
+        const i64 mc = std::min(mc_block, m - ic);
         if (a_rs == 1) {
           pack_a_columns(a + ic + pc * a_cs, a_cs, mc, kc, ap);
         } else {
