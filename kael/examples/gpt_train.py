@@ -4,6 +4,9 @@
     python -m kael.examples.gpt_train --steps 200           # a shorter run
     python -m kael.examples.gpt_train --resume              # continue the run saved in --out
     python -m kael.examples.gpt_train --help
+    mpirun -np 4 python -m kael.examples.gpt_train --ddp    # data-parallel on 4 processes (as root:
+                                                            # mpirun --allow-run-as-root --oversubscribe)
+    python -m kael.distributed.run --nproc 4 -m kael.examples.gpt_train --ddp   # the same, torchrun-style
 
 The model is kael.GPT (GPT-2's architecture, Hugging Face's parameter names) at a small size,
 trained with AdamW on next-token prediction over the bundled corpus kael/data/tinyshakespeare.txt
@@ -33,6 +36,22 @@ the run's arguments). It is rewritten at every evaluation and at the end. --resu
 run from there with the same schedule and data order, so that N steps, or N/2 steps and a
 resumed run to N, give the same losses and weights; --stop-at ends a run early (Ctrl-C does too,
 after the step in progress) with a checkpoint to resume from.
+
+--ddp trains data-parallel with kael.distributed (MPI) and kael.nn.parallel.DistributedDataParallel,
+one process per rank, started by mpirun or kael.distributed.run (docs/distributed.md). --batch-size
+stays the global batch and must be divisible by the number of ranks: rank r of w trains on its
+batch_size / w sequences of each step's global batch (batch_samples), DDP averages the gradients,
+and each step's logged loss is the mean over the ranks, so w ranks train as one process on the
+whole batch does (the same losses and weights up to the order of float32 sums; with --dropout
+every rank draws the same masks, each for its own sequences, so that run differs from a single
+process but still resumes exactly). Rank 0 alone trains the tokenizer (or reads the cached one)
+while the others wait at a barrier and then read it; rank 0 alone prints, evaluates, writes the
+checkpoints (the inner model's state, no "module." prefix, which GPT.from_pretrained loads) and
+samples, the others waiting at a barrier after each evaluation and checkpoint. --resume works as
+without --ddp (every rank reads the checkpoint; its world size need not be the run's). A SIGINT
+that reaches any rank stops every rank after the same step, with a checkpoint (the ranks agree on
+it each step); Ctrl-C on mpirun itself ends the job as Open MPI does, leaving the checkpoint of
+the last evaluation to resume from.
 """
 import argparse
 import hashlib
@@ -140,11 +159,13 @@ class WindowOrder:
         return kael.tensor(out, dtype=kael.int64)
 
 
-def batch_samples(step, batch_size):
-    """(first sample, count) that step (from 1) reads. Data-parallel training shards here: rank r
-    of w reads (((step - 1) * w + r) * batch_size, batch_size), each rank its own slice of a
-    global batch of w * batch_size, in the same order on every run."""
-    return (step - 1) * batch_size, batch_size
+def batch_samples(step, batch_size, rank=0, world_size=1):
+    """(first sample, count) that rank (of world_size) reads at step (from 1); batch_size is the
+    global batch, a multiple of world_size. The global batch of step s is samples
+    (s - 1) * batch_size onwards, whatever the number of ranks; rank r reads its slice r of
+    batch_size / world_size of it, in the same order on every run."""
+    share = batch_size // world_size
+    return (step - 1) * batch_size + rank * share, share
 
 
 def unigram_loss(train_tokens, targets, vocab_size):
@@ -376,6 +397,8 @@ def parse_args(argv=None):
     add("--stop-at", type=int, help="stop after this step with a checkpoint, to --resume later (default: --steps)")
     add("--eval-every", type=int, help=f"steps between validation losses and checkpoints (default {s['eval_every']})")
     add("--log-every", type=int, help=f"steps between progress lines (default {s['log_every']})")
+    add("--ddp", action="store_true", help="data-parallel training over the ranks of mpirun (or python -m "
+        "kael.distributed.run) with DistributedDataParallel; --batch-size is the global batch, split evenly")
     add("--threads", type=int, help="threads for kael's kernels (default: kael.get_num_threads())")
     add("--sample-tokens", type=int, help=f"tokens to sample at the end, 0 for none (default {s['sample_tokens']})")
     add("--prompt", help=f"start of the sampled passage (default {s['prompt']!r})")
@@ -427,6 +450,13 @@ def parse_args(argv=None):
         parser.error(f"--top-k must be at least 1, got {args.top_k}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    args.world_size = 1
+    if args.ddp:
+        import kael.distributed  # sets WORLD_SIZE from mpirun's environment
+        args.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if args.batch_size % args.world_size:
+            parser.error(f"--batch-size ({args.batch_size}) must be divisible by the number of ranks "
+                         f"({args.world_size}) with --ddp: it is the global batch")
     start = saved["step"] if saved else 0
     if args.stop_at is None:
         args.stop_at = args.steps
@@ -445,10 +475,44 @@ def run_args(args):
 # ---------------------------------------------------------------- the job
 
 
+class _Discard:
+    """The stream of the ranks other than 0: what they would print goes nowhere."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
 def main(argv=None, stream=sys.stdout):
     """Runs the job; returns a dict with the losses (per step, validation, unigram), the sample and
     whether Ctrl-C stopped it."""
     args = parse_args(argv)
+    if not args.ddp:
+        return _main(args, stream, None)
+    import kael.distributed as dist
+    dist.init_process_group(backend="mpi")
+    try:
+        if dist.get_world_size() != args.world_size:
+            raise SystemExit(f"--ddp: WORLD_SIZE is {args.world_size} but the process group has "
+                             f"{dist.get_world_size()} ranks")
+        result = _main(args, stream if dist.get_rank() == 0 else _Discard(), dist)
+        dist.barrier()  # the others wait for rank 0's report and sample
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def _main(args, stream, dist):
+    rank = dist.get_rank() if dist is not None else 0
+    world_size = args.world_size
+    lead = rank == 0
+
+    def barrier():
+        if dist is not None:
+            dist.barrier()
+
     if args.threads is not None:
         kael.set_num_threads(args.threads)
     saved = args.saved
@@ -458,15 +522,20 @@ def main(argv=None, stream=sys.stdout):
     train_text, val_text = text[:split], text[split:]
 
     # tokenizer: trained on the training split, cached in the output directory
+    # (with --ddp rank 0 trains or reads it while the others wait, then they read what it saved)
     fingerprint = corpus_fingerprint(train_text, args.vocab_size)
     previous = saved if saved is not None else read_run_state(args.out)
-    tokenizer, tokenizer_seconds = load_or_train_tokenizer(
-        args.out, train_text, fingerprint, previous.get("tokenizer") if previous else None)
-    if saved is not None and tokenizer_seconds is not None:
-        raise SystemExit(f"--resume: {args.out}/{TOKENIZER_FILE} is missing or not the run's tokenizer")
-    if saved is None and previous is not None:
-        # the directory holds no resumable run until this one's first checkpoint
-        os.remove(os.path.join(args.out, STATE_JSON))
+    if lead:
+        tokenizer, tokenizer_seconds = load_or_train_tokenizer(
+            args.out, train_text, fingerprint, previous.get("tokenizer") if previous else None)
+        if saved is not None and tokenizer_seconds is not None:
+            raise SystemExit(f"--resume: {args.out}/{TOKENIZER_FILE} is missing or not the run's tokenizer")
+        if saved is None and previous is not None:
+            # the directory holds no resumable run until this one's first checkpoint
+            os.remove(os.path.join(args.out, STATE_JSON))
+    barrier()
+    if not lead:
+        tokenizer, tokenizer_seconds = kael.BpeTokenizer.from_tiktoken(os.path.join(args.out, TOKENIZER_FILE)), None
     train_tokens = kael.tensor(tokenizer.encode_ordinary(train_text), dtype=kael.int64)
     val_tokens = kael.tensor(tokenizer.encode_ordinary(val_text), dtype=kael.int64)
     order = WindowOrder(train_tokens.numel(), args.block_size, args.seed)
@@ -486,6 +555,12 @@ def main(argv=None, stream=sys.stdout):
                              f"{len(tokenizer)}")
     model.train()
     names = {id(p): n for n, p in model.named_parameters()}
+    # the model that trains: with --ddp, DistributedDataParallel around it (rank 0's parameters
+    # broadcast, gradients averaged); `model` stays the inner module, which is evaluated and saved
+    trained = model
+    if dist is not None:
+        from kael.nn.parallel import DistributedDataParallel
+        trained = DistributedDataParallel(model)
     optimizer = make_optimizer(model, args)
     if saved is not None:
         load_training_state(args.out, saved, optimizer, names)
@@ -498,7 +573,9 @@ def main(argv=None, stream=sys.stdout):
     print(f"kael {kael.__version__}: GPT of {params:,} parameters ({args.n_layer} layers, {args.n_head} heads, "
           f"width {args.n_embd}, context {args.block_size}); BPE vocabulary of {len(tokenizer):,} ({where}); "
           f"{train_tokens.numel():,} training / {val_tokens.numel():,} validation tokens; "
-          f"{kael.get_num_threads()} threads", file=stream)
+          f"{kael.get_num_threads()} threads" + (f" on each of {world_size} ranks (DDP, {args.batch_size // world_size} "
+                                                  f"sequences a rank and step)" if dist is not None else ""),
+          file=stream)
     if saved is not None:
         print(f"resuming {args.out} at step {start_step}/{args.steps}", file=stream)
     elif previous is not None:
@@ -508,10 +585,12 @@ def main(argv=None, stream=sys.stdout):
     run, session = run_args(args)
 
     def checkpoint(step):
-        run_state = {"format": FORMAT_VERSION, "step": step, "data_position": step * args.batch_size,
-                     "rng_state": kael.get_rng_state().tolist(), "args": run, "session": session,
-                     "tokenizer": fingerprint, "val_losses": history, "train_seconds": train_seconds}
-        save_checkpoint(args.out, model, optimizer, names, run_state)
+        # rank 0 writes (every rank's parameters, optimizer and generator states are the same)
+        if lead:
+            run_state = {"format": FORMAT_VERSION, "step": step, "data_position": step * args.batch_size,
+                         "rng_state": kael.get_rng_state().tolist(), "args": run, "session": session,
+                         "tokenizer": fingerprint, "val_losses": history, "train_seconds": train_seconds}
+            save_checkpoint(args.out, model, optimizer, names, run_state)
 
     parameters = list(model.parameters())
     progress = Progress(args.steps, args.batch_size * args.block_size, args.log_every, stream)
@@ -523,15 +602,22 @@ def main(argv=None, stream=sys.stdout):
             lr = learning_rate(step, args)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            first, count = batch_samples(step, args.batch_size)
+            first, count = batch_samples(step, args.batch_size, rank, world_size)
             x, y = windows(train_tokens, order.starts(first, count), args.block_size)
-            _, loss = model(x, targets=y)
+            _, loss = trained(x, targets=y)
             optimizer.zero_grad()
             loss.backward()
             if args.grad_clip > 0:
                 nn.utils.clip_grad_norm_(parameters, args.grad_clip)
             optimizer.step()
             value = loss.item()
+            if dist is not None:
+                # the global batch's loss (the mean of the ranks' means over equal shares), and
+                # whether Ctrl-C reached any rank, so that every rank stops after the same step
+                agreed = kael.tensor([value, 1.0 if stop.requested else 0.0], dtype=kael.float64)
+                dist.all_reduce(agreed)
+                value = agreed[0].item() / world_size
+                stop.requested = agreed[1].item() > 0
             seconds = time.perf_counter() - began
             train_seconds += seconds
             losses.append(value)
@@ -539,18 +625,23 @@ def main(argv=None, stream=sys.stdout):
             if not math.isfinite(value):
                 raise SystemExit(f"step {step}: the loss is {value}; try a smaller --lr")
             if step % args.eval_every == 0 or step == args.steps:
-                val_loss = evaluate(model, val_tokens, args.block_size, args.batch_size)
-                history.append([step, val_loss])
-                print(f"step {step:5d}/{args.steps} | validation loss {val_loss:.4f}", file=stream, flush=True)
+                if lead:
+                    val_loss = evaluate(model, val_tokens, args.block_size, args.batch_size)
+                    history.append([step, val_loss])
+                    print(f"step {step:5d}/{args.steps} | validation loss {val_loss:.4f}", file=stream, flush=True)
                 checkpoint(step)
+                barrier()
             elif step == args.stop_at or stop.requested:
                 checkpoint(step)
+                barrier()
             if stop.requested:
                 stopped_at = step
                 break
 
     result = {"losses": losses, "val_losses": history, "seconds": train_seconds, "sample": "",
               "interrupted": stopped_at < args.stop_at}
+    if not lead:  # rank 0 alone reports and samples; the others are done
+        return result
     if stopped_at < args.steps:
         print(f"stopped at step {stopped_at}/{args.steps} after {train_seconds:.1f}s of training; checkpoint in "
               f"{args.out}: continue with --resume --out {args.out}", file=stream)

@@ -202,3 +202,85 @@ def test_window_order_is_a_function_of_seed_and_position():
     assert gpt_train.WindowOrder(1000, 32, seed=4).starts(0, n).tolist() != epoch0
     assert order.starts(n, n).tolist() != epoch0  # a new epoch, a new order
     assert gpt_train.batch_samples(3, 16) == (32, 16)
+
+
+# ---------------------------------------------------------------- --ddp under mpirun
+
+def run_ddp(nproc, *args):
+    """(output, seconds) of `mpirun -np nproc python kael/examples/gpt_train.py --ddp args...` with
+    the distributed tests' environment (run_mpi); asserts it exits 0."""
+    from mpi_launch import run_mpi
+    returncode, output, seconds = run_mpi(nproc, os.path.abspath(gpt_train.__file__), "--ddp", *args, timeout=120)
+    assert returncode == 0, output
+    return output, seconds
+
+
+def assert_same_tensors(dir_a, dir_b, name, rel, n_embd=32):
+    """Each tensor of dir_a/name equals dir_b's to rel of its norm, except the key bias: its gradient is
+    zero in exact arithmetic (softmax ignores a constant added to every score of a row), so in
+    float32 it is rounding noise, which AdamW (dividing by its running size) turns into steps that
+    follow the summation order, not the data."""
+    a = kael.load_safetensors(str(dir_a / name))
+    b = kael.load_safetensors(str(dir_b / name))
+    assert sorted(a) == sorted(b), name
+    for key in a:
+        x, y = a[key], b[key]
+        if key.startswith("transformer.h.0.attn.c_attn.bias"):
+            x = kael.cat([x[:n_embd], x[2 * n_embd:]])
+            y = kael.cat([y[:n_embd], y[2 * n_embd:]])
+        error = ((x - y) ** 2).sum().sqrt().item()
+        assert error <= rel * ((x ** 2).sum().sqrt().item() + 1e-30), (name, key, error)
+
+
+def test_ddp_on_two_ranks_trains_as_one_process_on_the_global_batch(tmp_path):
+    common = [*TINY, "--steps", "10", "--eval-every", "5", "--log-every", "1", "--sample-tokens", "8"]
+    single = subprocess.run([sys.executable, "-m", "kael.examples.gpt_train", *common, "--out", str(tmp_path / "one")],
+                            cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, KAEL_NUM_THREADS="1")).stdout
+    ddp, _ = run_ddp(2, *common, "--out", str(tmp_path / "ddp"))
+
+    # rank 0 alone reports: one progress line per step, one header, one sample
+    assert "1 threads on each of 2 ranks (DDP, 4 sequences a rank and step)" in ddp, ddp
+    assert len(re.findall(r"^step +1/10 \| loss", ddp, re.M)) == 1, ddp
+    assert ddp.count("--- sample") == 1 and ddp.count("GPT of 30,176 parameters") == 1, ddp
+
+    # the logged losses (the global batch's) and the validation losses are the single process's
+    one_losses, ddp_losses = step_losses(single), step_losses(ddp)
+    assert sorted(ddp_losses) == list(range(1, 11)) and sorted(one_losses) == list(range(1, 11)), ddp
+    for step in one_losses:  # printed to 4 decimals
+        assert abs(ddp_losses[step] - one_losses[step]) <= 1.01e-4, (step, ddp_losses[step], one_losses[step])
+    a = json.loads((tmp_path / "one" / "training_state.json").read_text())
+    b = json.loads((tmp_path / "ddp" / "training_state.json").read_text())
+    assert a["step"] == b["step"] == 10 and a["data_position"] == b["data_position"] == 80
+    assert [s for s, _ in a["val_losses"]] == [s for s, _ in b["val_losses"]] == [5, 10]
+    for (_, x), (_, y) in zip(a["val_losses"], b["val_losses"]):
+        assert abs(x - y) <= 1e-5 * abs(x), (x, y)
+
+    # the final parameters and AdamW state are the single process's; the directory is the inner
+    # module's (no "module." prefix), which GPT.from_pretrained loads
+    assert_same_tensors(tmp_path / "one", tmp_path / "ddp", "model.safetensors", 1e-5)
+    assert_same_tensors(tmp_path / "one", tmp_path / "ddp", "training_state.safetensors", 1e-5)
+    model = kael.GPT.from_pretrained(tmp_path / "ddp")
+    assert model.config.n_embd == 32 and model.config.vocab_size == 512
+    assert not any(k.startswith("module.") for k in model.state_dict())
+
+    # a DDP run stopped halfway and resumed under DDP ends where the whole run did
+    first, _ = run_ddp(2, *common, "--stop-at", "4", "--out", str(tmp_path / "split"))
+    assert first.count("stopped at step 4/10") == 1, first
+    second, _ = run_ddp(2, "--resume", "--out", str(tmp_path / "split"))
+    assert second.count("resuming") == 1 and "at step 4/10" in second, second
+    resumed = {**step_losses(first), **step_losses(second)}
+    assert sorted(resumed) == list(range(1, 11)), first + second
+    for step in one_losses:
+        assert abs(resumed[step] - one_losses[step]) <= 1.01e-4, (step, resumed[step], one_losses[step])
+    assert_same_tensors(tmp_path / "one", tmp_path / "split", "model.safetensors", 1e-5)
+
+
+def test_ddp_batch_size_must_divide_among_the_ranks(monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(SystemExit) as info:
+        gpt_train.parse_args(["--ddp", "--batch-size", "8"])
+    assert info.value.code == 2
+    assert "--batch-size (8) must be divisible by the number of ranks (3) with --ddp" in capsys.readouterr().err
+    assert gpt_train.parse_args(["--ddp", "--batch-size", "9"]).world_size == 3
+    assert gpt_train.batch_samples(3, 12, rank=2, world_size=3) == (32, 4)
