@@ -30,11 +30,13 @@
 // thread count, or whether the row went through gemm_f32 or this kernel: a decoder's sequence
 // gets the same logits alone or batched with others, at prefill or one token at a time.
 // bfloat16 and float16 B are widened to float32 as they are loaded (a shift, vcvtph2ps); the
-// sums are float32 as for a float32 B.
+// sums are float32 as for a float32 B. (A bfloat16 B with contiguous columns is transposed as
+// dwords of two values, 32 values of k at a time, and widened after: see nt_tile.)
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -195,6 +197,34 @@ void nt_tile(i64 k, const float* ap, const typename L::T* bt, i64 ldbt, int rows
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) sum[i] = _mm512_setzero_ps();
     i64 p = pc;
+    if constexpr (std::is_same_v<L, BF16>) {
+      // 32 values of k at a time: each row's are 16 dwords of two bfloat16s (values p + 2t and
+      // p + 2t + 1), transposed as floats would be; a dword then widens to both values without a
+      // shuffle (a shift, an and): 2.5 times fewer shuffles than widening 16 at a time. The LM
+      // head (1 row, 50257 x 768, out of cache, 1 thread) goes from 10.8 to 11.8 GB/s (float32:
+      // 14).
+      const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+      for (; p + 32 <= end; p += 32) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q) {
+          r[q] = q < rows ? _mm512_castsi512_ps(_mm512_loadu_si512(bt + q * ldbt + p)) : _mm512_setzero_ps();
+          if (next != nullptr) _mm_prefetch(ahead(next, q * ldbt + p), _MM_HINT_T1);
+        }
+        transpose16(r);  // r[t]: the dwords (p + 2t, p + 2t + 1) of the 16 rows
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) {
+          const __m512i v = _mm512_castps_si512(r[t]);
+          const __m512 lo = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
+          const __m512 hi = _mm512_castsi512_ps(_mm512_maskz_and_epi32(0xffff, v, high));
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[(p + 2 * t) * M + i]), lo, sum[i]);
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i)
+            sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[(p + 2 * t + 1) * M + i]), hi, sum[i]);
+        }
+      }
+    }
     for (; p + 16 <= end; p += 16) {
       __m512 r[16];
 #pragma GCC unroll 16
