@@ -28,7 +28,7 @@ from kael.serve.metrics import Metrics
 
 __all__ = ["create_app"]
 
-_STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+_STATIC = os.path.dirname(os.path.abspath(__file__))  # the page, index.html, sits beside this module
 
 # OpenAI's completion fields that kael.serve takes, and those it accepts only at their neutral value
 _NEUTRAL = {"n": 1, "best_of": 1, "echo": False, "logprobs": None, "presence_penalty": 0, "frequency_penalty": 0,
