@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "guard.h"
+#include "kael/autograd/autograd.h"
+#include "kael/ops/view.h"
 #include "tensor_object.h"
 
 #ifdef KAEL_HAS_MPI
@@ -90,8 +92,17 @@ bool tensor_arg(const char* fn, PyObject* o, bool optional, Tensor& out) {
     PyErr_Format(PyExc_TypeError, "%s(): expected a Tensor, got %s", fn, Py_TYPE(o)->tp_name);
     return false;
   }
-  out = tensor_of(o);
-  return true;
+  // The work reads and writes through an alias (a view of its own over the same storage, made
+  // without grad): the collective runs without the GIL, and `t.data = ...` on the caller's
+  // tensor by another thread then swaps that tensor's storage, never the memory MPI is using,
+  // which the alias keeps alive.
+  const Tensor t = tensor_of(o);
+  PyObject* none = guarded([&] {
+    autograd::NoGradGuard no_grad;
+    out = kael::view(t, t.sizes());
+  });
+  Py_XDECREF(none);
+  return none != nullptr;
 }
 
 bool op_arg(const char* fn, int op, ReduceOp& out) {

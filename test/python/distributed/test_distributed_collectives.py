@@ -110,6 +110,25 @@ def test_c10d_module_and_torch_names():
     assert [op.name for op in dist.ReduceOp] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
 
 
+def test_a_tensor_resized_while_its_collective_runs_keeps_the_memory_alive():
+    """The work holds an alias of each tensor: `t.data = ...` on the caller's tensor (another
+    thread's, while the collective runs without the GIL) swaps that tensor's storage, not MPI's.
+    A subprocess, as a use-after-free would crash it (and ASan reports it)."""
+    import subprocess
+    import sys
+    code = ("import kael, kael.distributed as d\n"
+            "d.init_process_group()\n"
+            "for _ in range(20):\n"
+            "    t = kael.ones(1 << 18); w = d.all_reduce(t, async_op=True); t.data = kael.zeros(0); w.wait()\n"
+            "    r = kael.zeros(1 << 16); rw = d.irecv(r, src=0); sw = d.isend(kael.ones(1 << 16), dst=0)\n"
+            "    r.data = kael.zeros(1); sw.wait(); rw.wait()\n"
+            "print('ok', t.shape, r.shape)\n")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout
+    assert "ok kael.Size([0]) kael.Size([1])" in p.stdout, p.stdout
+
+
 def test_one_process_without_mpirun():
     """python train.py, no mpirun: MPI's singleton start, a world of one rank."""
     import subprocess
