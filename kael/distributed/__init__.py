@@ -379,6 +379,14 @@ def _flat_like(tensors, n_each, dtype):
     return kael.empty(len(tensors) * n_each, dtype=dtype)
 
 
+def _check_like(fn, name, tensors, like, what):
+    """ValueError unless every tensor of the list has like's dtype and element count."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, kael.Tensor) or t.numel() != like.numel() or t.dtype != like.dtype:
+            raise ValueError(f"{fn}: {name}[{i}] must be a {like.dtype} tensor of {like.numel()} elements like the "
+                             f"{what}, got {getattr(t, 'dtype', type(t).__name__)} {list(getattr(t, 'shape', []))}")
+
+
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """tensor_list[i] = rank i's tensor."""
     pg = _group("all_gather", group)
@@ -387,11 +395,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _check_tensor("all_gather", tensor)
     if len(tensor_list) != pg.size():
         raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors, the group has {pg.size()} ranks")
-    for i, t in enumerate(tensor_list):
-        if not isinstance(t, kael.Tensor) or t.numel() != tensor.numel() or t.dtype != tensor.dtype:
-            raise ValueError(f"all_gather: tensor_list[{i}] must be a {tensor.dtype} tensor of {tensor.numel()} "
-                             f"elements like the input, got {getattr(t, 'dtype', type(t).__name__)} "
-                             f"{list(getattr(t, 'shape', []))}")
+    _check_like("all_gather", "tensor_list", tensor_list, tensor, "input")
     n = tensor.numel()
     flat = _flat_like(tensor_list, n, tensor.dtype)
     w = _C._dist_all_gather(pg._handle, flat, tensor)
@@ -421,11 +425,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_tensor("reduce_scatter", output, "output")
     if len(input_list) != pg.size():
         raise ValueError(f"reduce_scatter: input_list has {len(input_list)} tensors, the group has {pg.size()} ranks")
-    for i, t in enumerate(input_list):
-        if not isinstance(t, kael.Tensor) or t.numel() != output.numel() or t.dtype != output.dtype:
-            raise ValueError(f"reduce_scatter: input_list[{i}] must be a {output.dtype} tensor of {output.numel()} "
-                             f"elements like the output, got {getattr(t, 'dtype', type(t).__name__)} "
-                             f"{list(getattr(t, 'shape', []))}")
+    _check_like("reduce_scatter", "input_list", input_list, output, "output")
     flat = kael.cat([t.reshape(-1) for t in input_list])
     w = _C._dist_reduce_scatter(pg._handle, output, flat, _op("reduce_scatter", op))
     return _finish(Work(w, keep=(output, flat)), async_op)
@@ -444,9 +444,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
         if gather_list is None or len(gather_list) != pg.size():
             raise ValueError(f"gather: the destination rank needs a gather_list of {pg.size()} tensors, got "
                              f"{None if gather_list is None else len(gather_list)}")
-        for i, t in enumerate(gather_list):
-            if t.numel() != n or t.dtype != tensor.dtype:
-                raise ValueError(f"gather: gather_list[{i}] must be a {tensor.dtype} tensor of {n} elements")
+        _check_like("gather", "gather_list", gather_list, tensor, "input")
         flat = _flat_like(gather_list, n, tensor.dtype)
     elif gather_list:
         raise ValueError("gather: gather_list must be given on the destination rank only")
@@ -471,10 +469,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_
         if scatter_list is None or len(scatter_list) != pg.size():
             raise ValueError(f"scatter: the source rank needs a scatter_list of {pg.size()} tensors, got "
                              f"{None if scatter_list is None else len(scatter_list)}")
-        for i, t in enumerate(scatter_list):
-            if t.numel() != tensor.numel() or t.dtype != tensor.dtype:
-                raise ValueError(f"scatter: scatter_list[{i}] must be a {tensor.dtype} tensor of {tensor.numel()} "
-                                 f"elements like the output")
+        _check_like("scatter", "scatter_list", scatter_list, tensor, "output")
         flat = kael.cat([t.reshape(-1) for t in scatter_list])
     elif scatter_list:
         raise ValueError("scatter: scatter_list must be given on the source rank only")
