@@ -8,10 +8,13 @@ from kael.nn.modules import activation as _activation
 from kael.nn.modules.activation import *  # noqa: F401,F403
 from kael.nn.modules.module import Module
 from kael.nn.modules.transformer import MultiheadAttention, NonDynamicallyQuantizableLinear, TransformerEncoderLayer
+from kael.nn.modules.transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                                         TransformerEncoder)
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Linear", "ReLU", "GELU", "SiLU", "Sigmoid",
            "Tanh", "Softmax", "LogSoftmax", "Flatten", "Dropout", "LayerNorm", "Embedding", "MultiheadAttention",
-           "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "CrossEntropyLoss", "NLLLoss", "MSELoss",
+           "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "CrossEntropyLoss", "NLLLoss", "MSELoss",
            "L1Loss", "BCEWithLogitsLoss", "BCELoss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "SmoothL1Loss",
            "SoftMarginLoss"]
 __all__ += [name for name, value in vars(_activation).items()

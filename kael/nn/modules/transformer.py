@@ -1,8 +1,12 @@
-"""MultiheadAttention and TransformerEncoderLayer, PyTorch's layouts and initialisation."""
+"""MultiheadAttention and the Transformer family (encoder and decoder layers and stacks,
+nn.Transformer), PyTorch's layouts, state-dict keys and initialisation."""
+import copy
+
 import kael
 from kael.nn import functional as F
 from kael.nn import init
-from kael.nn.modules.layers import Dropout, LayerNorm, Linear, _empty
+from kael.nn.modules.container import ModuleList
+from kael.nn.modules.layers import GELU, Dropout, LayerNorm, Linear, ReLU, _empty
 from kael.nn.modules.module import Module
 from kael.nn.parameter import Parameter
 
@@ -174,6 +178,13 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation) if isinstance(activation, str) else activation
+        # torch stashes which of its two fused activations the layer uses (1 relu, 2 gelu, 0 other).
+        if self.activation is F.relu or isinstance(self.activation, ReLU):
+            self.activation_relu_or_gelu = 1
+        elif self.activation is F.gelu or isinstance(self.activation, GELU):
+            self.activation_relu_or_gelu = 2
+        else:
+            self.activation_relu_or_gelu = 0
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -193,3 +204,194 @@ class TransformerEncoderLayer(Module):
     def _ff_block(self, x):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
         return self.dropout2(x)
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's output (memory) and a feed-forward block, each
+    with a residual connection and LayerNorm (after each block, or before it with norm_first), as
+    torch.nn.TransformerDecoderLayer."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            device=device, dtype=dtype)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                                 device=device, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation) if isinstance(activation, str) else activation
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                need_weights=False, is_causal=is_causal)[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout3(x)
+
+
+def _generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """(sz, sz) float mask: -inf above the diagonal, 0 on and below it."""
+    return kael.full((sz, sz), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
+def _seq_len(src, batch_first):
+    if src.dim() == 2:
+        return src.size(0)
+    return src.size(1 if batch_first else 0)
+
+
+def _detect_is_causal_mask(mask, is_causal, size):
+    """is_causal as given; when it is None, whether mask equals the causal float mask of the
+    sequence's length (a mask of another shape, or a bool mask, is not recognised), as torch."""
+    if is_causal is not None:
+        return bool(is_causal)
+    if mask is None:
+        return False
+    sz = size if size is not None else mask.size(-2)
+    causal = _generate_square_subsequent_mask(sz, dtype=mask.dtype if mask.is_floating_point() else None)
+    if tuple(mask.shape) != (sz, sz):
+        return False
+    return bool((mask == causal).all())
+
+
+def _clones(module, n):
+    return ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+class TransformerEncoder(Module):
+    """num_layers deep copies of an encoder layer, then an optional norm, as
+    torch.nn.TransformerEncoder. enable_nested_tensor and mask_check are kept as attributes;
+    kael has no nested tensors, so padded positions go through the layers as on torch's slow path
+    (torch's eval-mode fast path writes 0 at them instead)."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = _clones(encoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.use_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        if src_key_padding_mask is not None and src_key_padding_mask.dtype != kael.bool and \
+                not src_key_padding_mask.is_floating_point():
+            raise AssertionError("only bool and floating types of src_key_padding_mask are supported")
+        if mask is not None and mask.dtype != kael.bool and not mask.is_floating_point():
+            raise AssertionError("only bool and floating types of mask are supported")
+        # torch compares the mask with the causal one after turning a bool mask into a float one.
+        mask = F._attention_mask_to_float(mask, src.dtype, "mask")
+        is_causal = _detect_is_causal_mask(mask, is_causal, _seq_len(src, self.layers[0].self_attn.batch_first))
+        output = src
+        for mod in self.layers:
+            output = mod(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        if self.norm is not None:
+            output = self.norm(output)
+        return output
+
+
+class TransformerDecoder(Module):
+    """num_layers deep copies of a decoder layer, then an optional norm, as torch.nn.TransformerDecoder."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = _clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        tgt_is_causal = _detect_is_causal_mask(tgt_mask, tgt_is_causal,
+                                               _seq_len(tgt, self.layers[0].self_attn.batch_first))
+        output = tgt
+        for mod in self.layers:
+            output = mod(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                         tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                         tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        if self.norm is not None:
+            output = self.norm(output)
+        return output
+
+
+class Transformer(Module):
+    """Encoder-decoder Transformer as torch.nn.Transformer: the same submodules, state-dict keys
+    and initialisation (xavier_uniform_ on every parameter with more than one dimension)."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device=device, dtype=dtype)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device=device, dtype=dtype)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, norm)
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        is_batched = src.dim() == 3
+        batch_dim = 0 if self.batch_first else 1
+        if is_batched and src.size(batch_dim) != tgt.size(batch_dim):
+            raise RuntimeError(f"the batch number of src and tgt must be equal, got {src.size(batch_dim)} and "
+                               f"{tgt.size(batch_dim)}")
+        if src.size(-1) != self.d_model or tgt.size(-1) != self.d_model:
+            raise RuntimeError(f"the feature number of src and tgt must be equal to d_model ({self.d_model}), got "
+                               f"{src.size(-1)} and {tgt.size(-1)}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The (sz, sz) causal mask: -inf above the diagonal, 0.0 elsewhere."""
+        return _generate_square_subsequent_mask(sz, device=device, dtype=dtype)
+
+    def _reset_parameters(self):
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
