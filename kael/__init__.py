@@ -72,11 +72,15 @@ _composite_names = _composites.install(globals(), _tensor._extend)  # aliases an
 from kael import cuda  # noqa: E402
 from kael import accelerator  # noqa: E402
 from kael._tensor_str import set_printoptions  # noqa: E402
+# torch's namespaces and legacy names (docs/decisions/namespaces.md)
+from kael import _global_flags, _legacy, amp, backends  # noqa: E402
+from kael._global_flags import *  # noqa: E402,F401,F403
+from kael._legacy import *  # noqa: E402,F401,F403
 
 __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in _FUNCTIONAL_ONLY]
            + ["is_tensor", "UntypedStorage", "as_tensor", "asarray", "device", "from_dlpack", "from_numpy", "cuda", "accelerator",
-              "set_printoptions"]
-           + random.__all__ + _composite_names)
+              "set_printoptions", "amp", "backends"]
+           + random.__all__ + _composite_names + _global_flags.__all__ + _legacy.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
 from kael.functional import (allclose, broadcast_tensors, einsum, equal, nonzero, unique,  # noqa: E402,F401

@@ -492,8 +492,8 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, layout
 
 
 def _type(self, dtype=None, non_blocking=False, **kwargs):
-    """Without dtype, the type name ('kael.FloatTensor'); with a dtype or a type name, the tensor
-    converted to it (itself when it already has it)."""
+    """Without dtype, the type name ('kael.FloatTensor'); with a dtype, a type name or a legacy
+    type (kael.LongTensor), the tensor converted to it (itself when it already has it)."""
     if dtype is None:
         prefix = "kael.cuda." if self.device.type == "cuda" else "kael."
         return prefix + _TYPE_NAMES[self.dtype]
@@ -509,6 +509,8 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
         if dtype.startswith("kael.cuda."):
             return self.to("cuda", target)
         return self.to(target)
+    if isinstance(dtype, type) and hasattr(dtype, "_device_type"):  # kael.LongTensor, kael.cuda.FloatTensor
+        return self.to(dtype._device_type, dtype.dtype)
     if dtype in _DTYPES:
         return self.to(dtype)
     raise TypeError(f"type: expected a kael.dtype or a type name, got {type(dtype).__name__}")

@@ -12,10 +12,11 @@ from kael import _C
 from kael._C import Tensor
 from kael.autograd.function import Function, FunctionCtx
 from kael.autograd.gradcheck import gradcheck
+from kael.autograd.variable import Variable
 from kael.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                                      no_grad, set_grad_enabled, set_multithreading_enabled)
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = ["backward", "grad", "Variable", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "set_multithreading_enabled", "is_grad_enabled", "is_inference_mode_enabled", "set_detect_anomaly",
            "detect_anomaly", "is_anomaly_enabled", "explain", "autograd_graph", "graphviz"]
 
