@@ -137,9 +137,10 @@ def _read_log(path):
 
 
 def run_program(name, prog, variant, compare, steps, threads, workdir, python=sys.executable, timeout=600,
-                smoke_steps=3):
+                smoke_steps=3, kael_extra=()):
     """One row of the table: runs torch, then kael from torch's initial weights, then kael with the
-    program's defaults for a few steps."""
+    program's defaults for a few steps. kael_extra: arguments given to the kael run only (to check
+    that the comparison notices a change)."""
     torch_path = os.path.join(TORCH_DIR, prog + ".py")
     kael_path = os.path.join(workdir, "kael", prog + ".py")
     os.makedirs(os.path.dirname(kael_path), exist_ok=True)
@@ -158,7 +159,8 @@ def run_program(name, prog, variant, compare, steps, threads, workdir, python=sy
     if err:
         row["error"] = "torch: " + err
         return row
-    _, err, _ = _run(python, kael_path, common + ["--init", init, "--log", klog], threads, timeout)
+    _, err, _ = _run(python, kael_path, common + ["--init", init, "--log", klog] + list(kael_extra), threads,
+                     timeout)
     if err:
         row["error"] = err
         return row

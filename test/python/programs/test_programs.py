@@ -1,0 +1,97 @@
+"""Well-known kinds of PyTorch training programs (tools/programs/torch/) run unchanged on kael: the
+runner (tools/programs/run.py) makes each kael copy by renaming `torch` to `kael` in import lines
+only, runs the torch program and the kael copy in subprocesses from the same initial weights
+(torch's, passed as .npz) and the same batches (seeded NumPy), and the losses logged at every step
+and evaluation must agree to float32 rounding.
+
+The bounds, on the largest relative difference of any logged loss over 20 steps:
+- float32 programs, 1e-5. A loss is a reduction over thousands of float32 terms; torch and kael sum
+  them in different orders (GEMM blocking, vector widths, exp/log implementations), so a step's
+  loss differs by a few units in the last place (1e-7 relative) and training carries that forward
+  with a growth of at most a few times over 20 steps of small learning rates: the runs measure
+  1e-7 to 5e-7. 1e-5 is 20x above that, and 100x below what one real mistake gives (a
+  learning-rate schedule off by one step, a gradient missing a term, a weight perturbed by 1e-4:
+  all show 1e-3 or more within a few steps; test_bound_catches_a_small_change checks one).
+- the LBFGS time series, float64 as the original: 1e-9. The same argument with a unit roundoff of
+  1.1e-16; LBFGS's curvature pairs amplify differences more than first-order steps, and 20 closure
+  evaluations of a 60-step LSTM unroll compound them, which the margin leaves room for.
+- the autocast program: bfloat16 products under torch.autocast round to 8 significant bits, and a
+  float32 sum that lands on either side of a bfloat16 rounding boundary in the two libraries moves
+  one element by 2^-8: 1e-3 relative.
+"""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_spec = importlib.util.spec_from_file_location("kael_programs_run", os.path.join(REPO, "tools", "programs", "run.py"))
+run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run)
+
+STEPS = 20
+BOUNDS = {"time-sequence": 1e-9, "autocast": 1e-3}
+FLOAT32_BOUND = 1e-5
+PROGRAM_FILES = sorted({prog for _, prog, _, _ in run.PROGRAMS})
+
+
+def test_there_are_at_least_eight_programs():
+    assert len(PROGRAM_FILES) >= 8
+    for prog in PROGRAM_FILES:
+        assert os.path.exists(os.path.join(run.TORCH_DIR, prog + ".py")), prog
+
+
+@pytest.mark.parametrize("prog", PROGRAM_FILES)
+def test_kael_copy_differs_only_in_import_lines(prog):
+    with open(os.path.join(run.TORCH_DIR, prog + ".py")) as f:
+        src = f.read()
+    ksrc = run.to_kael(src)
+    assert run.import_only_diff(src, ksrc) == []
+    tlines, klines = src.splitlines(), ksrc.splitlines()
+    assert len(tlines) == len(klines)
+    changed = [(t, k) for t, k in zip(tlines, klines) if t != k]
+    assert changed, "the program imports nothing from torch"
+    for t, k in changed:
+        assert t.lstrip().startswith(("import torch", "from torch")), t
+        assert k.lstrip().startswith(("import kael", "from kael")), k
+    # nothing of torch is left to import, and `torch` is spelled nowhere else differently
+    assert not any(line.lstrip().startswith(("import torch", "from torch")) for line in klines)
+    assert [t for t, k in zip(tlines, klines) if t == k] == [k for t, k in zip(tlines, klines) if t == k]
+
+
+def test_rename_rules():
+    src = ("import torch\nimport torch as T\nimport torch.nn as nn\nimport torch.utils.data\n"
+           "from torch import nn, optim\nfrom torch.nn import functional as F\n"
+           "    from torch.utils.data import DataLoader  # inside a function\nx = torch.zeros(2)  # torch stays\n"
+           "import torchvision_like_name\n")
+    assert run.to_kael(src) == (
+        "import kael as torch\nimport kael as T\nimport kael.nn as nn\nimport kael.utils.data\n"
+        "from kael import nn, optim\nfrom kael.nn import functional as F\n"
+        "    from kael.utils.data import DataLoader  # inside a function\nx = torch.zeros(2)  # torch stays\n"
+        "import torchvision_like_name\n")
+    with pytest.raises(ValueError, match="does not handle"):
+        run.to_kael("import torch, numpy\n")
+    assert run.import_only_diff("import torch\nx = 1\n", "import kael as torch\nx = 2\n") == ["-x = 1", "+x = 2"]
+
+
+@pytest.mark.parametrize("name", [name for name, _, _, _ in run.PROGRAMS])
+def test_program_runs_on_kael_and_matches_torch(name, tmp_path):
+    _, prog, variant, compare = next(p for p in run.PROGRAMS if p[0] == name)
+    row = run.run_program(name, prog, variant, compare, STEPS, 1, str(tmp_path), python=sys.executable,
+                          timeout=300, smoke_steps=2)
+    assert row["runs"], row["error"]
+    assert row["error"] is None, row["error"]
+    assert row["steps"] >= STEPS, row
+    bound = BOUNDS.get(name, FLOAT32_BOUND)
+    assert row["max_rel_diff"] <= bound, (row["max_rel_diff"], row["worst_at"])
+    assert row["default_run"] == "ok", row["default_run"]  # with dropout (and random noise) on
+
+
+def test_bound_catches_a_small_change(tmp_path):
+    """A kael run whose learning rate is 0.2% off torch's is outside the float32 bound."""
+    name, prog, variant, compare = "makemore-mlp", "makemore", ["--type", "mlp"], []
+    row = run.run_program(name, prog, variant + ["--learning-rate", "5e-3"], compare, STEPS, 1, str(tmp_path),
+                          smoke_steps=0, kael_extra=["--learning-rate", "5.01e-3"])
+    assert row["runs"], row["error"]
+    assert row["max_rel_diff"] > FLOAT32_BOUND, row["max_rel_diff"]
