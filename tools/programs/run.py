@@ -6,16 +6,16 @@ The programs are tools/programs/torch/<name>.py. Their kael copies are made here
 rename of `torch` to `kael` in import lines only (`import torch` -> `import kael as torch`,
 `import torch.nn as nn` -> `import kael.nn as nn`, `from torch.x import y` -> `from kael.x import y`;
 `import torch.utils.data` -> `import kael.utils.data`, which loads the submodule that the program
-then reaches through the `torch` its `import torch` line bound);
-`--write-kael DIR` writes them out and `--diff` shows that only import lines differ.
+then reaches through the `torch` its `import torch` line bound); `--write-kael DIR` writes them out
+and `--diff` shows that only import lines differ.
 
 Each program takes --steps, --seed, --threads, --log (one JSON line per step: loss and seconds, and
 lines for evaluation losses), --save-init / --init (the initial state_dict as .npz: the torch run
-writes it, the kael run starts from it) and knobs that make runs comparable: --dropout 0 (and
---fixed-noise for the VAE: its reparameterisation noise from a seeded NumPy generator), since
-torch's and kael's random generators differ (mt19937 and Philox) and dropout masks or noise drawn
-from them cannot agree. Data and batch order come from seeded NumPy generators in both. Each
-program also runs once more on kael with its own defaults (dropout on) for a few steps, to show
+writes it, the kael run starts from it) and knobs that make runs comparable: --dropout 0, and
+--fixed-noise for the VAE and the DCGAN (their noise from a seeded NumPy generator), since torch's
+and kael's random generators differ (mt19937 and Philox) and dropout masks or noise drawn from them
+cannot agree. Data and batch order come from seeded NumPy generators in both. Each program also
+runs once more on kael with its own defaults (dropout and random noise on) for a few steps, to show
 that those paths run.
 
     python tools/programs/run.py [--steps 20] [--only gpt,mnist] [--threads 1] [--markdown]
@@ -53,6 +53,8 @@ PROGRAMS = [
     ("tagger", "tagger", [], ["--dropout", "0"]),
     ("resnet", "resnet", [], []),
     ("autocast", "autocast_mlp", [], []),
+    ("seq2seq-transformer", "seq2seq_transformer", [], ["--dropout", "0"]),
+    ("dcgan", "dcgan", [], ["--fixed-noise"]),
 ]
 # Programs whose --steps counts something larger than a step: time_sequence_prediction's counts
 # LBFGS steps, each of up to --max-iter (10) closure evaluations, which are what it logs.
