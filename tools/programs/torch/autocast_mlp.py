@@ -106,7 +106,8 @@ def main(argv=None):
             log.write(json.dumps({'eval': f'val@{step}', 'loss': val}) + '\n')
 
     checkpoint = {"model": net.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict()}
-    path = os.path.join(tempfile.mkdtemp(prefix='amp_'), 'checkpoint.pt')
+    tmp = tempfile.TemporaryDirectory(prefix='amp_')  # removed at exit
+    path = os.path.join(tmp.name, 'checkpoint.pt')
     torch.save(checkpoint, path)
     checkpoint = torch.load(path, map_location=device)
     net.load_state_dict(checkpoint["model"])

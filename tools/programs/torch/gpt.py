@@ -301,7 +301,8 @@ def main(argv=None):
             log.write(json.dumps({'step': it, 'loss': lossf, 'time': dt}) + '\n')
         return lossf, dt
 
-    out_dir = args.out_dir or tempfile.mkdtemp(prefix='gpt_')
+    tmp = None if args.out_dir else tempfile.TemporaryDirectory(prefix='gpt_')  # removed at exit
+    out_dir = args.out_dir or tmp.name
     os.makedirs(out_dir, exist_ok=True)
     best_val_loss = 1e9
     model.train()

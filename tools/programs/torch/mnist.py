@@ -166,7 +166,8 @@ def main(argv=None):
         epoch += 1
 
     if args.save_model:
-        path = os.path.join(tempfile.mkdtemp(prefix='mnist_'), "mnist_cnn.pt")
+        tmp = tempfile.TemporaryDirectory(prefix='mnist_')  # removed at exit
+        path = os.path.join(tmp.name, "mnist_cnn.pt")
         torch.save(model.state_dict(), path)
         model2 = Net()
         model2.load_state_dict(torch.load(path, weights_only=True))

@@ -291,7 +291,8 @@ def main(argv=None):
 
     lr = args.lr
     best_val_loss = None
-    save = os.path.join(tempfile.mkdtemp(prefix='wlm_'), 'model.pt')
+    tmp = tempfile.TemporaryDirectory(prefix='wlm_')  # removed at exit
+    save = os.path.join(tmp.name, 'model.pt')
     epoch = 1
     while state['step'] < args.steps:
         epoch_start_time = time.time()
