@@ -25,16 +25,16 @@ def is_acceptable(tensor) -> bool:
 @_contextlib.contextmanager
 def flags(enabled: bool = False, benchmark: bool = False, benchmark_limit: int = 10, deterministic: bool = False,
           allow_tf32: bool = True):
-    """Sets the flags for the block and restores them after."""
+    """Sets the flags for the block and restores them after (benchmark_limit is cuDNN's own
+    setting, taken only where cuDNN exists, as in torch)."""
     import sys
 
     module = sys.modules[__name__]
     names = ("enabled", "benchmark", "deterministic", "allow_tf32")
-    saved = {name: getattr(module, name) for name in names} | {"benchmark_limit": module.benchmark_limit}
+    saved = {name: getattr(module, name) for name in names}
     values = (enabled, benchmark, deterministic, allow_tf32)
     for name, value in zip(names, values):
         setattr(module, name, value)
-    module.benchmark_limit = benchmark_limit
     try:
         yield
     finally:
@@ -42,5 +42,5 @@ def flags(enabled: bool = False, benchmark: bool = False, benchmark_limit: int =
             setattr(module, name, value)
 
 
-benchmark_limit = 10
+benchmark_limit = None  # cuDNN's algorithm search limit: None without cuDNN, as in torch
 _flag_module(__name__, {"enabled": True, "benchmark": False, "deterministic": False, "allow_tf32": True})

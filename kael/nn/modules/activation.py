@@ -422,3 +422,8 @@ class PairwiseDistance(Module):
 
     def forward(self, x1, x2):
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+# torch.nn.modules.activation also holds these; kael defines them beside the layers that use them
+from kael.nn.modules.layers import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Tanh  # noqa: E402,F401
+from kael.nn.modules.transformer import MultiheadAttention  # noqa: E402,F401

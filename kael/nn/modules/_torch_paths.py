@@ -1,0 +1,29 @@
+"""The module paths of torch.nn.modules that PyTorch programs import classes from
+(`from torch.nn.modules.linear import Linear`), and the classes torch keeps in each. kael keeps
+its layers in fewer files; each path below is a module of kael.nn.modules that re-exports the
+classes kael.nn.modules has of that path's list (docs/decisions/namespaces.md)."""
+from __future__ import annotations
+
+PATHS = {
+    "linear": ("Bilinear", "Identity", "LazyLinear", "Linear"),
+    "sparse": ("Embedding", "EmbeddingBag"),
+    "dropout": ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"),
+    "flatten": ("Flatten", "Unflatten"),
+    "normalization": ("LocalResponseNorm", "CrossMapLRN2d", "LayerNorm", "GroupNorm", "RMSNorm"),
+    "batchnorm": ("BatchNorm1d", "LazyBatchNorm1d", "BatchNorm2d", "LazyBatchNorm2d", "BatchNorm3d",
+                  "LazyBatchNorm3d", "SyncBatchNorm"),
+    "padding": ("CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+                "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+                "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"),
+    "distance": ("PairwiseDistance", "CosineSimilarity"),
+}
+
+
+def export(module_globals: dict, path: str) -> list:
+    """Puts into the module the classes of `path` that kael.nn.modules has; returns their names
+    (the module's __all__)."""
+    import kael.nn.modules as modules
+
+    names = [name for name in PATHS[path] if hasattr(modules, name)]
+    module_globals.update({name: getattr(modules, name) for name in names})
+    return names
