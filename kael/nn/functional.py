@@ -800,3 +800,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     reduction = _loss_args(size_average, reduce, reduction)
     _check_reduction(reduction)
     return _reduce(kael.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+
+
+from kael.nn._pooling import *  # noqa: E402,F401,F403  (pooling, interpolate, fold/unfold, dropout1d/2d)
+from kael.nn._conv import *  # noqa: E402,F401,F403  (conv1d, conv2d, conv_transpose1d, conv_transpose2d)

@@ -7,6 +7,9 @@ from kael.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, 
 from kael.nn.modules import activation as _activation
 from kael.nn.modules.activation import *  # noqa: F401,F403
 from kael.nn.modules.module import Module
+from kael.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from kael.nn.modules import pooling as _pooling
+from kael.nn.modules.pooling import *  # noqa: F401,F403
 from kael.nn.modules.transformer import MultiheadAttention, NonDynamicallyQuantizableLinear, TransformerEncoderLayer
 from kael.nn.modules.transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
                                          TransformerEncoder)
@@ -20,3 +23,5 @@ __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", 
 __all__ += [name for name, value in vars(_activation).items()
             if isinstance(value, type) and issubclass(value, Module) and not name.startswith("_")
             and value.__module__ == _activation.__name__]
+__all__ += _pooling.__all__
+__all__ += ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]

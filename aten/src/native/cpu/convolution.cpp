@@ -1,0 +1,710 @@
+// Convolution on the CPU: the convolution op (plain and transposed, 1 to 3 spatial dims) and its
+// backward kernels (data, weights, bias). docs/decisions/convolution.md explains the choices.
+//
+// Every computation is one of three roles of the plain convolution x (n, ic, in...) * w (oc,
+// ic / g, k...) -> y (n, oc, out...) (conv::Geometry):
+//   forward      x, w -> y     (convolution; the data gradient of a transposed one)
+//   backward data  dy, w -> dx (the data gradient; a transposed convolution's forward)
+//   backward weights x, dy -> dw
+// float32 and bfloat16 (float16 where this CPU has it) run on oneDNN's convolution primitives,
+// cached per shape in a small LRU; float64, the integer dtypes and what oneDNN refuses run on
+// direct loops here, accumulating in double for float64 and in float for the half types.
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <memory>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "../convolution_params.h"
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/contiguous.h"
+#include "kael/ops/flatten.h"
+#include "kael/ops/sum.h"
+#include "kael/ops/view.h"
+#include "kael/runtime/threads.h"
+
+namespace kael::native {
+
+namespace {
+
+using conv::Geometry;
+constexpr int kS = conv::kMaxSpatial;
+
+// ---- layouts
+
+// Whether t (rank 4 or 5) is dense in channels-last order (n, spatial..., c), as
+// memory_format=torch.channels_last makes it; dims of size 1 may have any stride.
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() < 4) return false;
+  const std::int64_t nd = t.dim();
+  // order from innermost: c, last spatial ... first spatial, n
+  std::vector<std::int64_t> order{1};
+  for (std::int64_t i = nd - 1; i >= 2; --i) order.push_back(i);
+  order.push_back(0);
+  std::int64_t expected = 1;
+  for (const std::int64_t dim : order) {
+    if (t.sizes()[dim] != 1 && t.strides()[dim] != expected) return false;
+    expected *= t.sizes()[dim];
+  }
+  return true;
+}
+
+// t dense in contiguous or channels-last order: t itself or a contiguous copy.
+Tensor dense(const Tensor& t, bool* channels_last) {
+  if (t.is_contiguous()) {
+    *channels_last = false;
+    return t;
+  }
+  if (is_channels_last(t)) {
+    *channels_last = true;
+    return t;
+  }
+  *channels_last = false;
+  return kael::contiguous(t);
+}
+
+// The strides of a dense tensor of these sizes in contiguous or channels-last order.
+DimVector dense_strides(IntArrayRef sizes, bool channels_last) {
+  const std::size_t nd = sizes.size();
+  DimVector st(nd, 1);
+  if (!channels_last) {
+    for (std::size_t i = nd - 1; i-- > 0;) st[i] = st[i + 1] * sizes[i + 1];
+    return st;
+  }
+  std::int64_t step = 1;
+  st[1] = step;
+  step *= sizes[1];
+  for (std::size_t i = nd - 1; i >= 2; --i) {
+    st[i] = step;
+    step *= sizes[i];
+  }
+  st[0] = step;
+  return st;
+}
+
+Tensor alloc_dense(IntArrayRef sizes, ScalarType dtype, bool channels_last) {
+  if (!channels_last) return alloc_cpu(sizes, dtype);
+  return alloc_strided_cpu(sizes, dense_strides(sizes, true), dtype);
+}
+
+DimVector act_sizes(const Geometry& g, std::int64_t channels, const std::int64_t* spatial) {
+  DimVector s{g.n, channels};
+  for (int i = 0; i < g.nd; ++i) s.push_back(spatial[i]);
+  return s;
+}
+
+// ---- direct loops (any dtype but bool), over contiguous tensors
+
+template <typename T>
+using Acc = opmath_t<T>;
+
+// The range [lo, hi) of output positions o with 0 <= o * s - p + kk * d < in.
+inline void valid_range(std::int64_t in, std::int64_t out, std::int64_t s, std::int64_t p, std::int64_t offset,
+                        std::int64_t* lo, std::int64_t* hi) {
+  // i = o * s + (offset - p), offset = kk * d
+  const std::int64_t base = offset - p;
+  std::int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
+  std::int64_t h = in - base <= 0 ? 0 : (in - base + s - 1) / s;
+  *lo = std::min(l, out);
+  *hi = std::clamp(h, *lo, out);
+}
+
+// Calls f(kk0, kk1, kk2, od, oh, ow_lo, ow_hi, i_off) for each kernel tap and each output row
+// that tap reaches: input offset i_off of output (od, oh, ow_lo) and a step of s[2] per ow.
+template <typename F>
+void for_each_tap_row(const Geometry& g, F&& f) {
+  for (std::int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+    std::int64_t lo0, hi0;
+    valid_range(g.in[0], g.out[0], g.s[0], g.p[0], k0 * g.d[0], &lo0, &hi0);
+    for (std::int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+      std::int64_t lo1, hi1;
+      valid_range(g.in[1], g.out[1], g.s[1], g.p[1], k1 * g.d[1], &lo1, &hi1);
+      for (std::int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+        std::int64_t lo2, hi2;
+        valid_range(g.in[2], g.out[2], g.s[2], g.p[2], k2 * g.d[2], &lo2, &hi2);
+        if (lo2 >= hi2) continue;
+        for (std::int64_t o0 = lo0; o0 < hi0; ++o0) {
+          const std::int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+          for (std::int64_t o1 = lo1; o1 < hi1; ++o1) {
+            const std::int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+            const std::int64_t i2 = lo2 * g.s[2] - g.p[2] + k2 * g.d[2];
+            f((k0 * g.k[1] + k1) * g.k[2] + k2, (o0 * g.out[1] + o1) * g.out[2] + lo2, hi2 - lo2,
+              (i0 * g.in[1] + i1) * g.in[2] + i2);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void loop_forward(const Geometry& g, const T* x, const T* w, T* y) {
+  using A = Acc<T>;
+  const std::int64_t icg = g.ic / g.g, ocg = g.oc / g.g, in_n = g.in_numel(), out_n = g.out_numel(),
+                     kn = g.k_numel(), s2 = g.s[2];
+  parallel_for(0, g.n * g.oc, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<A> acc(static_cast<std::size_t>(out_n));
+    for (std::int64_t job = begin; job < end; ++job) {
+      const std::int64_t n = job / g.oc, oc = job % g.oc, grp = oc / ocg;
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (std::int64_t c = 0; c < icg; ++c) {
+        const T* xp = x + (n * g.ic + grp * icg + c) * in_n;
+        const T* wp = w + (oc * icg + c) * kn;
+        for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
+          const A wv = static_cast<A>(wp[kk]);
+          A* ap = acc.data() + o;
+          const T* xi = xp + i;
+          for (std::int64_t j = 0; j < len; ++j) ap[j] += static_cast<A>(xi[j * s2]) * wv;
+        });
+      }
+      T* yp = y + (n * g.oc + oc) * out_n;
+      for (std::int64_t j = 0; j < out_n; ++j) yp[j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
+template <typename T>
+void loop_backward_data(const Geometry& g, const T* dy, const T* w, T* dx) {
+  using A = Acc<T>;
+  const std::int64_t icg = g.ic / g.g, ocg = g.oc / g.g, in_n = g.in_numel(), out_n = g.out_numel(),
+                     kn = g.k_numel(), s2 = g.s[2];
+  parallel_for(0, g.n * g.ic, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<A> acc(static_cast<std::size_t>(in_n));
+    for (std::int64_t job = begin; job < end; ++job) {
+      const std::int64_t n = job / g.ic, ic = job % g.ic, grp = ic / icg, c = ic % icg;
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (std::int64_t oc = grp * ocg; oc < (grp + 1) * ocg; ++oc) {
+        const T* dyp = dy + (n * g.oc + oc) * out_n;
+        const T* wp = w + (oc * icg + c) * kn;
+        for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
+          const A wv = static_cast<A>(wp[kk]);
+          const T* dyo = dyp + o;
+          A* ai = acc.data() + i;
+          for (std::int64_t j = 0; j < len; ++j) ai[j * s2] += static_cast<A>(dyo[j]) * wv;
+        });
+      }
+      T* dxp = dx + (n * g.ic + ic) * in_n;
+      for (std::int64_t j = 0; j < in_n; ++j) dxp[j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
+template <typename T>
+void loop_backward_weights(const Geometry& g, const T* x, const T* dy, T* dw) {
+  using A = Acc<T>;
+  const std::int64_t icg = g.ic / g.g, ocg = g.oc / g.g, in_n = g.in_numel(), out_n = g.out_numel(),
+                     kn = g.k_numel(), s2 = g.s[2];
+  parallel_for(0, g.oc * icg, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<A> acc(static_cast<std::size_t>(kn));
+    for (std::int64_t job = begin; job < end; ++job) {
+      const std::int64_t oc = job / icg, c = job % icg, grp = oc / ocg;
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const T* xp = x + (n * g.ic + grp * icg + c) * in_n;
+        const T* dyp = dy + (n * g.oc + oc) * out_n;
+        for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
+          A sum = A(0);
+          const T* dyo = dyp + o;
+          const T* xi = xp + i;
+          for (std::int64_t j = 0; j < len; ++j) sum += static_cast<A>(dyo[j]) * static_cast<A>(xi[j * s2]);
+          acc[kk] += sum;
+        });
+      }
+      T* dwp = dw + job * kn;
+      for (std::int64_t j = 0; j < kn; ++j) dwp[j] = static_cast<T>(acc[j]);
+    }
+  });
+}
+
+enum class Role { Forward, BackwardData, BackwardWeights };
+
+// a, b: the role's inputs (contiguous); c: its output (contiguous), all of g's shapes.
+void run_loops(Role role, const Geometry& g, const Tensor& a, const Tensor& b, const Tensor& c) {
+  visit_dtype(c.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      KAEL_INTERNAL_ASSERT(false);
+    } else {
+      const T* pa = static_cast<const T*>(a.data_ptr());
+      const T* pb = static_cast<const T*>(b.data_ptr());
+      T* pc = static_cast<T*>(c.data_ptr());
+      if (role == Role::Forward) loop_forward<T>(g, pa, pb, pc);
+      if (role == Role::BackwardData) loop_backward_data<T>(g, pa, pb, pc);
+      if (role == Role::BackwardWeights) loop_backward_weights<T>(g, pa, pb, pc);
+    }
+  });
+}
+
+// ---- oneDNN
+
+dnnl::engine& engine() {
+  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+std::optional<dt> dnnl_type(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float32:
+      return dt::f32;
+    case ScalarType::BFloat16:
+      return dt::bf16;
+    case ScalarType::Float16:
+      return dt::f16;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Whether this CPU runs oneDNN convolutions forward and backward in data type d (asked once).
+bool dnnl_has_conv(dt d) {
+  try {
+    const dnnl::memory::desc x({1, 16, 4, 4}, d, tag::any), w({16, 16, 3, 3}, d, tag::any),
+        y({1, 16, 2, 2}, d, tag::any);
+    const dnnl::memory::dims one{1, 1}, zero{0, 0};
+    const dnnl::convolution_forward::primitive_desc fwd(engine(), dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct, x, w, y, one, zero,
+                                                        zero, zero);
+    dnnl::convolution_backward_data::primitive_desc(engine(), dnnl::algorithm::convolution_direct, x, w, y, one,
+                                                    zero, zero, zero, fwd);
+    dnnl::convolution_backward_weights::primitive_desc(engine(), dnnl::algorithm::convolution_direct, x, w, y, one,
+                                                       zero, zero, zero, fwd);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool dnnl_supports(ScalarType t) {
+  static const bool f16 = dnnl_has_conv(dt::f16);
+  static const bool bf16 = dnnl_has_conv(dt::bf16);
+  if (t == ScalarType::Float32) return true;
+  if (t == ScalarType::BFloat16) return bf16;
+  if (t == ScalarType::Float16) return f16;
+  return false;
+}
+
+// One cached computation: the primitive, the descriptors it takes, and the reorders between
+// them and the tensors' plain layouts (absent where the layouts agree).
+struct Plan {
+  dnnl::primitive prim;
+  dnnl::memory::desc user[3], inner[3];  // a, b, c: user layouts and the primitive's
+  std::optional<dnnl::reorder> to_inner[2];
+  std::optional<dnnl::reorder> from_inner;
+  dnnl::memory::desc bias_md;
+  bool has_bias = false;
+};
+
+// Note [Convolution primitive cache]
+// Creating a convolution primitive (and its reorders) costs from a fraction of a millisecond to
+// milliseconds, as much as running a small one; a training loop calls the same few shapes every
+// step. Plans are kept per key (role, dtype, geometry, layouts, threads) in a least-recently-used
+// list of kCacheSize entries. The mutex is held across fork() (as matmul's cache, Note [Threads
+// after fork]).
+constexpr std::size_t kCacheSize = 128;
+
+struct PlanCache {
+  std::mutex mutex;
+  std::list<std::pair<std::vector<std::int64_t>, std::shared_ptr<const Plan>>> lru;
+  std::map<std::vector<std::int64_t>, decltype(lru)::iterator> index;
+};
+
+PlanCache& cache() {
+  static PlanCache* c = new PlanCache();
+  return *c;
+}
+
+struct CacheForkHandlers {
+  CacheForkHandlers() {
+    pthread_atfork([] { cache().mutex.lock(); }, [] { cache().mutex.unlock(); }, [] { cache().mutex.unlock(); });
+  }
+} cache_fork_handlers;
+
+// Note [Convolution layouts]
+// The activations are given to oneDNN in the layout the tensors have (contiguous, or channels
+// last); whether the primitive runs on them directly or on oneDNN's blocked layouts (format
+// "any", with reorders in and out) is chosen per tensor size: see docs/decisions/convolution.md.
+bool use_blocked(const Geometry& g, bool channels_last) {
+  (void)g;
+  return !channels_last;
+}
+
+dnnl::memory::dims to_dims(IntArrayRef v) { return dnnl::memory::dims(v.begin(), v.end()); }
+
+dnnl::memory::desc act_desc(const Geometry& g, std::int64_t channels, const std::int64_t* spatial, dt d,
+                            bool channels_last) {
+  const DimVector sizes = act_sizes(g, channels, spatial);
+  return dnnl::memory::desc(to_dims(sizes), d, to_dims(dense_strides(sizes, channels_last)));
+}
+
+// The weight (oc, ic / g, k...) contiguous, as oneDNN's (oc, ic / g, k...) or, grouped, (g, oc /
+// g, ic / g, k...).
+dnnl::memory::desc weight_desc(const Geometry& g, dt d) {
+  dnnl::memory::dims sizes, strides;
+  const std::int64_t icg = g.ic / g.g, ocg = g.oc / g.g, kn = g.k_numel();
+  if (g.g > 1) {
+    sizes.push_back(g.g);
+    strides.push_back(ocg * icg * kn);
+  }
+  sizes.push_back(g.g > 1 ? ocg : g.oc);
+  strides.push_back(icg * kn);
+  sizes.push_back(icg);
+  strides.push_back(kn);
+  std::int64_t step = kn;
+  for (int i = 0; i < g.nd; ++i) {
+    step /= g.k[i];
+    sizes.push_back(g.k[i]);
+    strides.push_back(step);
+  }
+  return dnnl::memory::desc(sizes, d, strides);
+}
+
+dnnl::memory::desc any_like(const dnnl::memory::desc& md) {
+  return dnnl::memory::desc(md.get_dims(), md.get_data_type(), tag::any);
+}
+
+// oneDNN's geometry check is out == (in + pad_l + pad_r - kernel) / s + 1. A transposed
+// convolution's output padding may leave its output (our `in`) past the last window: pad the
+// right less then (the positions past it get no gradient either way); none if no pad_r fits.
+std::optional<std::int64_t> pad_right(const Geometry& g, int i) {
+  const std::int64_t kernel = g.d[i] * (g.k[i] - 1) + 1;
+  for (std::int64_t pr = g.p[i]; pr >= 0; --pr) {
+    const std::int64_t span = g.in[i] + g.p[i] + pr - kernel;
+    if (span < 0) break;
+    if (span / g.s[i] + 1 == g.out[i]) return pr;
+    if (span / g.s[i] + 1 < g.out[i]) break;
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<const Plan> make_plan(Role role, const Geometry& g, dt d, bool channels_last, bool bias) {
+  auto plan = std::make_shared<Plan>();
+  const dnnl::memory::desc x_md = act_desc(g, g.ic, g.in, d, channels_last);
+  const dnnl::memory::desc y_md = act_desc(g, g.oc, g.out, d, channels_last);
+  const dnnl::memory::desc w_md = weight_desc(g, d);
+  const bool blocked = use_blocked(g, channels_last);
+  const dnnl::memory::desc x_p = blocked ? any_like(x_md) : x_md, y_p = blocked ? any_like(y_md) : y_md;
+  const dnnl::memory::desc w_p = any_like(w_md);
+  dnnl::memory::dims strides, dilates, pad_l, pad_r;
+  for (int i = 0; i < g.nd; ++i) {
+    strides.push_back(g.s[i]);
+    dilates.push_back(g.d[i] - 1);
+    pad_l.push_back(g.p[i]);
+    const std::int64_t pr = *pad_right(g, i);
+    pad_r.push_back(pr);
+  }
+  const auto algo = dnnl::algorithm::convolution_direct;
+  if (bias) plan->bias_md = dnnl::memory::desc({g.oc}, d == dt::f32 ? dt::f32 : d, tag::a);
+  const dnnl::convolution_forward::primitive_desc fwd =
+      bias ? dnnl::convolution_forward::primitive_desc(engine(), dnnl::prop_kind::forward_training, algo, x_p, w_p,
+                                                       plan->bias_md, y_p, strides, dilates, pad_l, pad_r)
+           : dnnl::convolution_forward::primitive_desc(engine(), dnnl::prop_kind::forward_training, algo, x_p, w_p,
+                                                       y_p, strides, dilates, pad_l, pad_r);
+  plan->has_bias = bias;
+  switch (role) {
+    case Role::Forward:
+      plan->prim = dnnl::convolution_forward(fwd);
+      plan->user[0] = x_md, plan->user[1] = w_md, plan->user[2] = y_md;
+      plan->inner[0] = fwd.src_desc(), plan->inner[1] = fwd.weights_desc(), plan->inner[2] = fwd.dst_desc();
+      break;
+    case Role::BackwardData: {
+      const dnnl::convolution_backward_data::primitive_desc pd(engine(), algo, x_p, w_p, y_p, strides, dilates,
+                                                               pad_l, pad_r, fwd);
+      plan->prim = dnnl::convolution_backward_data(pd);
+      plan->user[0] = y_md, plan->user[1] = w_md, plan->user[2] = x_md;
+      plan->inner[0] = pd.diff_dst_desc(), plan->inner[1] = pd.weights_desc(), plan->inner[2] = pd.diff_src_desc();
+      break;
+    }
+    case Role::BackwardWeights: {
+      const dnnl::convolution_backward_weights::primitive_desc pd(engine(), algo, x_p, w_p, y_p, strides, dilates,
+                                                                  pad_l, pad_r, fwd);
+      plan->prim = dnnl::convolution_backward_weights(pd);
+      plan->user[0] = x_md, plan->user[1] = y_md, plan->user[2] = w_md;
+      plan->inner[0] = pd.src_desc(), plan->inner[1] = pd.diff_dst_desc(), plan->inner[2] = pd.diff_weights_desc();
+      break;
+    }
+  }
+  for (int i = 0; i < 2; ++i)
+    if (plan->inner[i] != plan->user[i])
+      plan->to_inner[i] = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan->user[i], engine(), plan->inner[i]));
+  if (plan->inner[2] != plan->user[2])
+    plan->from_inner = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan->inner[2], engine(), plan->user[2]));
+  return plan;
+}
+
+std::shared_ptr<const Plan> get_plan(Role role, const Geometry& g, ScalarType dtype, bool channels_last, bool bias) {
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(role), static_cast<std::int64_t>(dtype),
+                                channels_last ? 1 : 0, bias ? 1 : 0, openmp_threads(), g.nd, g.n, g.g, g.ic, g.oc};
+  for (int i = 0; i < g.nd; ++i)
+    for (const std::int64_t v : {g.in[i], g.out[i], g.k[i], g.s[i], g.p[i], g.d[i]}) key.push_back(v);
+  PlanCache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.index.find(key);
+    if (it != c.index.end()) {
+      c.lru.splice(c.lru.begin(), c.lru, it->second);
+      return it->second->second;
+    }
+  }
+  std::shared_ptr<const Plan> plan = make_plan(role, g, *dnnl_type(dtype), channels_last, bias);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.index.find(key);
+  if (it != c.index.end()) return it->second->second;
+  c.lru.emplace_front(key, plan);
+  c.index.emplace(std::move(key), c.lru.begin());
+  if (c.lru.size() > kCacheSize) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+  return plan;
+}
+
+// Whether oneDNN's geometry check can be met (a transposed convolution with output padding of a
+// stride or more past its padding cannot: the loops take it).
+bool dnnl_geometry_ok(const Geometry& g) {
+  for (int i = 0; i < g.nd; ++i)
+    if (!pad_right(g, i)) return false;
+  return true;
+}
+
+// Runs a role on oneDNN: a, b and c are dense in the layouts the plan's user descriptors name.
+void run_dnnl(Role role, const Plan& plan, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor* bias) {
+  thread_local dnnl::stream stream(engine());
+  dnnl::memory user[3] = {dnnl::memory(plan.user[0], engine(), a.data_ptr()),
+                          dnnl::memory(plan.user[1], engine(), b.data_ptr()),
+                          dnnl::memory(plan.user[2], engine(), c.data_ptr())};
+  dnnl::memory inner[3] = {user[0], user[1], user[2]};
+  Tensor scratch[3];
+  for (int i = 0; i < 3; ++i)
+    if (i < 2 ? plan.to_inner[i].has_value() : plan.from_inner.has_value()) {
+      const std::int64_t bytes[] = {static_cast<std::int64_t>(plan.inner[i].get_size())};
+      scratch[i] = alloc_cpu(bytes, ScalarType::UInt8);
+      inner[i] = dnnl::memory(plan.inner[i], engine(), scratch[i].data_ptr());
+    }
+  for (int i = 0; i < 2; ++i)
+    if (plan.to_inner[i]) plan.to_inner[i]->execute(stream, user[i], inner[i]);
+  std::unordered_map<int, dnnl::memory> args;
+  switch (role) {
+    case Role::Forward:
+      args = {{DNNL_ARG_SRC, inner[0]}, {DNNL_ARG_WEIGHTS, inner[1]}, {DNNL_ARG_DST, inner[2]}};
+      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias_md, engine(), bias->data_ptr()));
+      break;
+    case Role::BackwardData:
+      args = {{DNNL_ARG_DIFF_DST, inner[0]}, {DNNL_ARG_WEIGHTS, inner[1]}, {DNNL_ARG_DIFF_SRC, inner[2]}};
+      break;
+    case Role::BackwardWeights:
+      args = {{DNNL_ARG_SRC, inner[0]}, {DNNL_ARG_DIFF_DST, inner[1]}, {DNNL_ARG_DIFF_WEIGHTS, inner[2]}};
+      break;
+  }
+  plan.prim.execute(stream, args);
+  if (plan.from_inner) plan.from_inner->execute(stream, inner[2], user[2]);
+  stream.wait();
+}
+
+// ---- the three roles on tensors
+
+// Zeroes t (written whole by nothing else).
+void zero(const Tensor& t) {
+  if (t.numel() > 0) std::memset(t.data_ptr(), 0, static_cast<std::size_t>(t.numel()) * t.element_size());
+}
+
+// out (n, c, ...) += bias (c), in the accumulation type, rounded once.
+void add_bias(const Tensor& out, const Tensor& bias) {
+  const Tensor b = bias.is_contiguous() ? bias : kael::contiguous(bias);
+  const bool cl = !out.is_contiguous();
+  const Tensor o = cl ? kael::contiguous(out) : out;
+  const std::int64_t channels = o.sizes()[1], rows = o.sizes()[0] * channels;
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      using A = Acc<T>;
+      T* op = static_cast<T*>(o.data_ptr());
+      const T* bp = static_cast<const T*>(b.data_ptr());
+      const std::int64_t plane = o.numel() / std::max<std::int64_t>(rows, 1);
+      parallel_for(0, rows, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(plane, 1)),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t row = begin; row < end; ++row) {
+                       T* p = op + row * plane;
+                       const A bv = static_cast<A>(bp[row % channels]);
+                       for (std::int64_t j = 0; j < plane; ++j) p[j] = static_cast<T>(static_cast<A>(p[j]) + bv);
+                     }
+                   });
+    }
+  });
+  if (cl) copy_cpu(out, o);
+}
+
+// c <- role(a, b) (+ bias for Forward). a and b: the role's inputs, any layout; returns c, new,
+// dense in a's layout for the activations (contiguous for the weight).
+Tensor run_role(Role role, const Geometry& g, const Tensor& a_in, const Tensor& b_in, const Tensor* bias) {
+  const ScalarType dtype = a_in.dtype();
+  bool a_cl = false, b_cl = false;
+  Tensor a = dense(a_in, &a_cl);
+  Tensor b = dense(b_in, &b_cl);
+  // the activations share one layout; the weight is contiguous
+  bool cl = a_cl;
+  if (role == Role::BackwardWeights) {
+    if (a_cl != b_cl) {
+      cl = false;
+      if (a_cl) a = kael::contiguous(a);
+      if (b_cl) b = kael::contiguous(b);
+    }
+  } else if (b_cl) {
+    b = kael::contiguous(b);
+  }
+  DimVector c_sizes;
+  bool c_cl = cl;
+  switch (role) {
+    case Role::Forward:
+      c_sizes = act_sizes(g, g.oc, g.out);
+      break;
+    case Role::BackwardData:
+      c_sizes = act_sizes(g, g.ic, g.in);
+      break;
+    case Role::BackwardWeights:
+      c_sizes = DimVector{g.oc, g.ic / g.g};
+      for (int i = 0; i < g.nd; ++i) c_sizes.push_back(g.k[i]);
+      c_cl = false;
+      break;
+  }
+  Tensor c = alloc_dense(c_sizes, dtype, c_cl);
+  if (c.numel() == 0) return c;
+  if (a.numel() == 0 || b.numel() == 0) {  // no products to sum: zeros (then the bias)
+    zero(c);
+    if (bias != nullptr) {
+      DimVector shape(c_sizes.size(), 1);
+      shape[1] = g.oc;
+      copy_cpu(c, kael::view(*bias, shape));
+    }
+    return c;
+  }
+  Tensor bias_c;
+  if (bias != nullptr) bias_c = bias->is_contiguous() ? *bias : kael::contiguous(*bias);
+  if (dnnl_supports(dtype) && dnnl_geometry_ok(g)) {
+    sync_openmp_threads();
+    const std::shared_ptr<const Plan> plan = get_plan(role, g, dtype, cl, bias != nullptr);
+    run_dnnl(role, *plan, a, b, c, bias != nullptr ? &bias_c : nullptr);
+    return c;
+  }
+  // the loops take contiguous tensors
+  if (cl) {
+    a = kael::contiguous(a);
+    if (role == Role::BackwardWeights) b = kael::contiguous(b);
+  }
+  Tensor out = c_cl ? alloc_cpu(c_sizes, dtype) : c;
+  run_loops(role, g, a, b, out);
+  if (bias != nullptr) add_bias(out, bias_c);
+  if (!out.is_same(c)) copy_cpu(c, out);
+  return c;
+}
+
+// The dtypes each kind of convolution computes (as PyTorch's CPU kernels): every dtype but bool;
+// a transposed one the floating dtypes and int64.
+void check_dtype(const char* op, ScalarType t, bool transposed) {
+  KAEL_CHECK(t != ScalarType::Bool && (!transposed || is_floating(t) || t == ScalarType::Int64),
+             op << ": not implemented for dtype " << t);
+}
+
+// The geometry of a backward kernel from the sizes it is given.
+Geometry backward_geometry(const char* op, const Tensor& grad_output, IntArrayRef input_size,
+                           IntArrayRef weight_size, IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                           bool transposed, std::int64_t groups) {
+  const int nd = static_cast<int>(weight_size.size()) - 2;
+  KAEL_CHECK(nd >= 1 && nd <= kS && static_cast<int>(input_size.size()) == nd + 2 && grad_output.dim() == nd + 2,
+             op << ": expected input, weight and grad_output of one rank of 3 to 5, got sizes "
+                << conv::list_str(input_size) << ", " << conv::list_str(weight_size) << " and "
+                << conv::list_str(grad_output.sizes()));
+  KAEL_CHECK(groups > 0 && weight_size[0] % groups == 0, op << ": bad groups " << groups);
+  const DimVector s = conv::expand_param(op, "stride", stride, nd), p = conv::expand_param(op, "padding", padding, nd),
+                  d = conv::expand_param(op, "dilation", dilation, nd);
+  Geometry g;
+  g.nd = nd;
+  g.g = groups;
+  g.n = input_size[0];
+  // the plain convolution's x and y: (input, grad_output), or swapped when transposed
+  const IntArrayRef x = transposed ? grad_output.sizes() : input_size;
+  const IntArrayRef y = transposed ? input_size : grad_output.sizes();
+  g.ic = x[1];
+  g.oc = y[1];
+  bool ok = grad_output.sizes()[0] == g.n && g.oc == weight_size[0] && g.ic == weight_size[1] * groups;
+  for (int i = 0; i < nd; ++i) {
+    g.in[i] = x[2 + i];
+    g.out[i] = y[2 + i];
+    g.k[i] = weight_size[2 + i];
+    g.s[i] = s[i];
+    g.p[i] = p[i];
+    g.d[i] = d[i];
+    KAEL_CHECK(s[i] > 0 && p[i] >= 0 && d[i] > 0, op << ": bad stride, padding or dilation");
+    const std::int64_t span = g.in[i] + 2 * g.p[i] - g.d[i] * (g.k[i] - 1) - 1;
+    ok = ok && span >= 0 && (transposed ? span / g.s[i] + 1 >= g.out[i] && (g.out[i] - 1) * g.s[i] <= span
+                                        : span / g.s[i] + 1 == g.out[i]);
+  }
+  KAEL_CHECK(ok, op << ": grad_output of size " << conv::list_str(grad_output.sizes())
+                    << " does not fit input size " << conv::list_str(input_size) << " and weight size "
+                    << conv::list_str(weight_size));
+  return g;
+}
+
+}  // namespace
+
+Tensor convolution_cpu(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                       IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                       IntArrayRef output_padding, std::int64_t groups) {
+  const char* op = "convolution";
+  const Tensor* b = bias ? &*bias : nullptr;
+  const Geometry g =
+      conv::check_and_geometry(op, input, weight, b, stride, padding, dilation, transposed, output_padding, groups);
+  check_dtype(op, input.dtype(), transposed);
+  check_same_device(op, kCPU, input.device());
+  if (!transposed) return run_role(Role::Forward, g, input, weight, b);
+  const Tensor out = run_role(Role::BackwardData, g, input, weight, nullptr);
+  if (b != nullptr && out.numel() > 0) add_bias(out, *b);
+  return out;
+}
+
+Tensor convolution_backward_input_cpu(const Tensor& grad_output, IntArrayRef input_size, const Tensor& weight,
+                                      IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                                      std::int64_t groups) {
+  const char* op = "convolution_backward_input";
+  KAEL_CHECK(grad_output.dtype() == weight.dtype(), op << ": expected grad_output and weight of one dtype, got "
+                                                       << grad_output.dtype() << " and " << weight.dtype());
+  check_dtype(op, grad_output.dtype(), transposed);
+  const Geometry g = backward_geometry(op, grad_output, input_size, weight.sizes(), stride, padding, dilation,
+                                       transposed, groups);
+  return transposed ? run_role(Role::Forward, g, grad_output, weight, nullptr)
+                    : run_role(Role::BackwardData, g, grad_output, weight, nullptr);
+}
+
+Tensor convolution_backward_weight_cpu(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_size,
+                                       IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                                       std::int64_t groups) {
+  const char* op = "convolution_backward_weight";
+  KAEL_CHECK(grad_output.dtype() == input.dtype(), op << ": expected grad_output and input of one dtype, got "
+                                                      << grad_output.dtype() << " and " << input.dtype());
+  check_dtype(op, grad_output.dtype(), transposed);
+  const Geometry g = backward_geometry(op, grad_output, input.sizes(), weight_size, stride, padding, dilation,
+                                       transposed, groups);
+  return transposed ? run_role(Role::BackwardWeights, g, grad_output, input, nullptr)
+                    : run_role(Role::BackwardWeights, g, input, grad_output, nullptr);
+}
+
+Tensor convolution_backward_bias_cpu(const Tensor& grad_output) {
+  KAEL_CHECK(grad_output.dim() >= 2, "convolution_backward_bias: expected a grad_output of 2 dims or more, got size "
+                                         << conv::list_str(grad_output.sizes()));
+  const std::int64_t dims[] = {0, 2};
+  return kael::sum(kael::flatten(grad_output, 2), IntArrayRef(dims));
+}
+
+}  // namespace kael::native
