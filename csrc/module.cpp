@@ -25,6 +25,8 @@ void append_parallel_functions(std::vector<PyMethodDef>& out);
 void append_safetensors_functions(std::vector<PyMethodDef>& out);  // libs/safetensors.cpp
 void append_nn_functions(std::vector<PyMethodDef>& out);    // nn_support.cpp
 void append_idx_functions(std::vector<PyMethodDef>& out);   // libs/idx.cpp
+void append_build_config_functions(std::vector<PyMethodDef>& out);  // build_config.cpp
+const char* build_version();                                         // build_config.cpp
 void append_distributed_functions(std::vector<PyMethodDef>& out);  // libs/distributed.cpp
 void append_gpt_forward_functions(std::vector<PyMethodDef>& out);   // libs/gpt_forward.cpp
 void append_gpt_generate_functions(std::vector<PyMethodDef>& out);  // libs/gpt_generate.cpp
@@ -288,6 +290,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_safetensors_functions(functions);
     append_nn_functions(functions);
     append_idx_functions(functions);
+    append_build_config_functions(functions);
     append_distributed_functions(functions);
     append_gpt_forward_functions(functions);
     append_gpt_generate_functions(functions);
@@ -307,7 +310,7 @@ PyMODINIT_FUNC PyInit__C() {
       kael_init_gpt_generate(module) < 0 ||
       kael_init_pyobject(module) < 0 ||
       kael_init_autograd(module) < 0 ||
-      PyModule_AddStringConstant(module, "__version__", "0.1.0") < 0) {
+      PyModule_AddStringConstant(module, "__version__", build_version()) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -43,7 +43,8 @@ from kael._C import Tensor, dtype  # noqa: E402,F401
 # The dtypes (kael.float32, kael.half, kael.int, kael.bool, ...) come from _C, which registers
 # every name codegen/enums.py gives them; some shadow builtins inside this module, as in torch.
 
-__version__ = _C.__version__
+from kael.version import __version__  # noqa: E402  (one place: kael/version.py)
+from kael import __config__  # noqa: E402,F401  (kael.__config__.show(), as torch's)
 
 # The named tuples of ops with several results (kael.max(t, dim) -> kael.return_types.max), as
 # torch.return_types; registered as a module so that pickle finds the types by name.

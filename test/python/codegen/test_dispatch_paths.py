@@ -225,6 +225,8 @@ MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enab
                  "_record_function", "_Node"}
 # nn and data: the IDX reader allocates its result directly; _set_data_ repoints a tensor's impl
 MODULE_OTHER |= {"_parse_idx", "_set_data_"}
+# kael.__config__: how the extension was built and what oneDNN found at run time (csrc/build_config.cpp)
+MODULE_OTHER |= {"_build_config"}
 # optim: the fused Adam(W) step writes parameters and buffers in place with its own kernel
 MODULE_OTHER |= {"_adam_update"}
 # the GPT (csrc/libs/gpt_*.cpp): its forward is a composition of registered ops through the C++ API
