@@ -20,8 +20,9 @@ import builtins as _builtins
 from kael import _C
 from kael._C import Tensor
 
+# (tensortype stays here: torch does not export its metaclass either)
 __all__ = ["BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
-           "IntTensor", "LongTensor", "ShortTensor", "tensortype"]
+           "IntTensor", "LongTensor", "ShortTensor"]
 
 _TYPES = (("FloatTensor", _C.float32), ("DoubleTensor", _C.float64), ("HalfTensor", _C.float16),
           ("BFloat16Tensor", _C.bfloat16), ("ByteTensor", _C.uint8), ("CharTensor", _C.int8),

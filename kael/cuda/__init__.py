@@ -12,7 +12,8 @@ import collections as _collections
 
 from kael import _C
 
-__all__ = ["amp", "current_device", "device", "device_count", "empty_cache", "get_arch_list", "get_device_capability",
+__all__ = ["amp", "can_device_access_peer", "current_device", "current_stream", "default_stream", "device",
+           "device_count", "device_of", "get_gencode_flags", "is_tf32_supported", "stream", "empty_cache", "get_arch_list", "get_device_capability",
            "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all", "init", "initial_seed",
            "ipc_collect", "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
            "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
@@ -147,6 +148,55 @@ def get_arch_list() -> list:
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Whether the device supports bfloat16 (False without a device)."""
     return False
+
+
+def is_tf32_supported() -> bool:
+    """Whether the device can compute float32 products in TF32 (False without a device)."""
+    return False
+
+
+def get_gencode_flags() -> str:
+    """The nvcc -gencode flags this build was compiled with ('' without a backend)."""
+    return ""
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """Whether `device` can read `peer_device`'s memory directly."""
+    _require("can_device_access_peer")
+    return False
+
+
+class device_of(device):
+    """Context manager that makes a tensor's CUDA device current; a no-op for a CPU tensor."""
+
+    def __init__(self, obj) -> None:
+        super().__init__(obj.get_device() if obj.device.type == "cuda" else -1)
+
+
+class stream:
+    """Context manager that makes a stream current; stream(None) is a no-op (kael has no streams
+    without a CUDA backend, so any other stream raises)."""
+
+    def __init__(self, stream) -> None:
+        if stream is not None:
+            _require("stream")
+        self.stream = stream
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def current_stream(device=None):
+    """The device's current stream."""
+    _require("current_stream")
+
+
+def default_stream(device=None):
+    """The device's default stream."""
+    _require("default_stream")
 
 
 def ipc_collect() -> None:

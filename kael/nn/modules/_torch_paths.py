@@ -16,6 +16,8 @@ PATHS = {
                 "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
                 "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"),
     "distance": ("PairwiseDistance", "CosineSimilarity"),
+    "upsampling": ("UpsamplingNearest2d", "UpsamplingBilinear2d", "Upsample"),
+    "fold": ("Fold", "Unfold"),
 }
 
 

@@ -20,6 +20,7 @@ PATHS = [
     ("nn.modules.transformer", "nn"), ("nn.modules.linear", "nn"), ("nn.modules.sparse", "nn"),
     ("nn.modules.dropout", "nn"), ("nn.modules.flatten", "nn"), ("nn.modules.normalization", "nn"),
     ("nn.modules.batchnorm", "nn"), ("nn.modules.padding", "nn"), ("nn.modules.distance", "nn"),
+    ("nn.modules.upsampling", "nn"), ("nn.modules.fold", "nn"),
     ("nn.modules.utils", "nn.modules.utils"), ("nn.parallel", "nn.parallel"),
     ("optim", "optim"), ("optim.optimizer", "optim"), ("optim.lr_scheduler", "optim.lr_scheduler"),
     ("optim.sgd", "optim"), ("optim.adam", "optim"), ("optim.adamw", "optim"), ("optim.rmsprop", "optim"),
@@ -37,9 +38,8 @@ PATHS = [
 
 # torch.nn.modules' files whose classes kael may define later: the path must exist in kael as
 # soon as kael.nn has one of its classes
-LATER = ["nn.modules.conv", "nn.modules.pooling", "nn.modules.rnn", "nn.modules.upsampling",
-         "nn.modules.pixelshuffle", "nn.modules.instancenorm", "nn.modules.fold", "nn.modules.channelshuffle",
-         "nn.modules.adaptive"]
+LATER = ["nn.modules.conv", "nn.modules.pooling", "nn.modules.rnn", "nn.modules.pixelshuffle",
+         "nn.modules.instancenorm", "nn.modules.channelshuffle", "nn.modules.adaptive"]
 
 
 def _public(module) -> list:
@@ -284,6 +284,8 @@ CUDA_CALLS = [
     ("memory_allocated", ()), ("max_memory_allocated", ()), ("memory_reserved", ()), ("max_memory_reserved", ()),
     ("memory_stats", ()), ("is_initialized", ()), ("init", ()), ("get_rng_state", ()), ("get_rng_state_all", ()),
     ("get_arch_list", ()), ("mem_get_info", ()), ("ipc_collect", ()), ("set_device", (-1,)), ("set_device", ("cpu",)),
+    ("is_tf32_supported", ()), ("get_gencode_flags", ()), ("can_device_access_peer", (0, 0)),
+    ("current_stream", ()), ("default_stream", ()),
 ]
 
 
@@ -324,6 +326,10 @@ def test_cuda_device_context_and_set_rng_state():
     with pytest.raises(AssertionError, match="^kael not compiled with CUDA enabled"):
         kael.cuda.reset_peak_memory_stats()
     with kael.cuda.device(None):
+        pass
+    with torch.cuda.stream(None), kael.cuda.stream(None):
+        pass
+    with torch.cuda.device_of(torch.ones(1)), kael.cuda.device_of(kael.ones(1)):
         pass
 
 
