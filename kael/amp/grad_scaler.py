@@ -122,6 +122,7 @@ class GradScaler:
         import kael
 
         found: dict = {}
+        factors: dict = {}
         with kael.no_grad():
             for group in optimizer.param_groups:
                 for param in group["params"]:
@@ -138,7 +139,11 @@ class GradScaler:
                     if not bool(grad.isfinite().all().item()):
                         flag.fill_(1.0)
                     if inv_scale != 1.0:
-                        grad.mul_(kael.full((), inv_scale, dtype=kael.float32, device=grad.device))
+                        factor = factors.get(grad.device)
+                        if factor is None:
+                            factor = factors[grad.device] = kael.full((), inv_scale, dtype=kael.float32,
+                                                                      device=grad.device)
+                        grad.mul_(factor)
         return found
 
     def unscale_(self, optimizer) -> None:

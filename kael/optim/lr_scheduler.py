@@ -748,3 +748,7 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+class _LRScheduler(LRScheduler):
+    """The base class's former name, which older schedulers subclass (as torch keeps it)."""

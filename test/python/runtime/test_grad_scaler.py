@@ -148,6 +148,24 @@ def test_two_optimizers_one_overflowing():
     _compare(traces[1], traces[0])
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float64"])
+def test_gradients_of_other_dtypes_unscale_in_their_dtype(dtype):
+    traces = []
+    for lib in (torch, kael):
+        w = lib.nn.Parameter(lib.tensor([[0.3, -1.7, 2.9]], dtype=getattr(lib, dtype)))
+        opt = lib.optim.SGD([w], lr=0.1)
+        scaler = lib.amp.GradScaler("cpu", init_scale=3.0)
+        scaler.scale((w.float() * lib.tensor([1.1, 2.3, -0.7])).sum()).backward()
+        trace = [("scaled", w.grad.double().numpy())]
+        scaler.unscale_(opt)
+        trace.append(("unscaled", w.grad.double().numpy(), str(w.grad.dtype).split(".")[1]))
+        scaler.step(opt)
+        scaler.update()
+        trace.append(("stepped", w.detach().double().numpy(), scaler.get_scale()))
+        traces.append(trace)
+    _compare(traces[1], traces[0])
+
+
 def test_scale_of_nested_outputs():
     for lib in (torch, kael):
         scaler = lib.amp.GradScaler("cpu", init_scale=4.0)

@@ -83,6 +83,31 @@ def test_later_nn_module_paths_exist_once_kael_has_their_classes(path):
         assert getattr(kmod, name) is getattr(kael.nn, name), f"kael.{path}.{name}"
 
 
+def test_base_classes_programs_subclass_or_test_against():
+    pairs = [("nn.modules.loss", "_Loss", "L1Loss"), ("nn.modules.loss", "_WeightedLoss", "NLLLoss"),
+             ("nn.modules.batchnorm", "_BatchNorm", "BatchNorm1d")]
+    for path, base, leaf in pairs:
+        for lib in (torch, kael):
+            module = importlib.import_module(f"{lib.__name__}.{path}")
+            assert issubclass(getattr(lib.nn, leaf), getattr(module, base)), (lib.__name__, path, base)
+    for lib in (torch, kael):
+        from_path = importlib.import_module(f"{lib.__name__}.optim.lr_scheduler")
+        w = lib.nn.Parameter(lib.ones(1))
+        opt = lib.optim.SGD([w], lr=1.0)
+
+        class Halving(from_path._LRScheduler):
+            def get_lr(self):
+                return [group["lr"] * 0.5 for group in self.optimizer.param_groups] if self.last_epoch else \
+                    [group["lr"] for group in self.optimizer.param_groups]
+
+        sched = Halving(opt)
+        opt.step()
+        sched.step()
+        assert opt.param_groups[0]["lr"] == 0.5
+        assert issubclass(from_path._LRScheduler, from_path.LRScheduler)
+        assert not isinstance(from_path.StepLR(opt, 1), from_path._LRScheduler)
+
+
 def test_submodules_are_attributes_after_import_kael():
     # torch programs reach these without importing them: torch.nn.utils.rnn, torch.backends.cudnn, ...
     for path in ["nn.functional", "nn.init", "nn.utils", "nn.utils.rnn", "nn.utils.clip_grad", "nn.modules",
