@@ -25,3 +25,5 @@ __all__ += [name for name, value in vars(_activation).items()
             and value.__module__ == _activation.__name__]
 __all__ += _pooling.__all__
 __all__ += ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+from kael.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: E402
+__all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

@@ -1,0 +1,878 @@
+// Pooling, resampling and patch ops on the CPU: max_pool2d_with_indices, avg_pool2d,
+// adaptive_avg_pool2d, adaptive_max_pool2d, max_unpool2d, upsample_nearest2d,
+// upsample_bilinear2d, im2col and col2im, with the backward kernels (docs/decisions/pooling.md).
+//
+// Every op works on planes: the last two dims of a (C, H, W) or (N, C, H, W) tensor, read from
+// a contiguous copy when the input is not contiguous (channels_last included); the result is
+// contiguous. Work is split over the N * C planes, which are independent in the forward and
+// the backward kernels alike, so no two threads write one element. float16/bfloat16 inputs are
+// computed in float32 and rounded once; max pooling compares in the storage type's value
+// (exact for every dtype). All checks run before anything is allocated or written.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "kael/core/error.h"
+#include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "nn_kernels.h"
+
+namespace kael::native {
+
+namespace {
+
+using nn::parallel_for;
+
+struct Pair {
+  std::int64_t h, w;
+};
+
+Pair pair_arg(const char* op, const char* name, IntArrayRef v) {
+  KAEL_CHECK(v.size() == 2, op << ": " << name << " must have 2 elements, got " << shape_str(v));
+  return {v[0], v[1]};
+}
+
+// The plane geometry of a (C, H, W) or (N, C, H, W) input: the leading dims, the number of
+// planes and the plane's size. `allow_empty_batch`: N may be 0 (the other dims may not).
+struct Planes {
+  DimVector lead;
+  std::int64_t planes = 1, h = 0, w = 0;
+};
+
+Planes planes_of(IntArrayRef sizes) {
+  Planes p;
+  const std::size_t d = sizes.size();
+  for (std::size_t i = 0; i + 2 < d; ++i) {
+    p.lead.push_back(sizes[i]);
+    p.planes *= sizes[i];
+  }
+  p.h = sizes[d - 2];
+  p.w = sizes[d - 1];
+  return p;
+}
+
+void check_pool_input(const char* op, const Tensor& self) {
+  check_same_device(op, kCPU, self.device());
+  const auto s = self.sizes();
+  bool ok = self.dim() == 3 || self.dim() == 4;
+  for (std::int64_t i = self.dim() == 4 ? 1 : 0; ok && i < self.dim(); ++i) ok = s[i] != 0;
+  KAEL_CHECK(ok, op << ": Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: "
+                    << shape_str(s));
+}
+
+void check_dtype(const char* op, const Tensor& t, bool integers) {
+  const ScalarType d = t.dtype();
+  KAEL_CHECK(is_floating(d) || (integers && d != ScalarType::Bool),
+             op << ": not implemented for dtype " << d);
+}
+
+DimVector with_plane(const Planes& p, std::int64_t h, std::int64_t w) {
+  DimVector out = p.lead;
+  out.push_back(h);
+  out.push_back(w);
+  return out;
+}
+
+Tensor contiguous_of(const Tensor& t) { return t.is_contiguous() ? t : snapshot_cpu(t); }
+
+// PyTorch's pooling output size: floor (or ceil) of (in + 2 pad - dilation (k - 1) - 1) / stride
+// + 1, where a last window that would start in the right padding is dropped in ceil mode.
+std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride, std::int64_t dil,
+                      bool ceil_mode) {
+  const std::int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  std::int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+struct PoolGeometry {
+  Planes in;
+  Pair k, s, p, d;
+  std::int64_t oh = 0, ow = 0;
+};
+
+PoolGeometry pool_geometry(const char* op, IntArrayRef input_size, IntArrayRef kernel_size, IntArrayRef stride,
+                           IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  PoolGeometry g;
+  g.k = pair_arg(op, "kernel_size", kernel_size);
+  g.s = stride.empty() ? g.k : pair_arg(op, "stride", stride);
+  g.p = pair_arg(op, "padding", padding);
+  g.d = pair_arg(op, "dilation", dilation);
+  KAEL_CHECK(g.k.h > 0 && g.k.w > 0,
+             op << ": kernel size should be greater than zero, but got kH: " << g.k.h << " kW: " << g.k.w);
+  KAEL_CHECK(g.s.h > 0 && g.s.w > 0,
+             op << ": stride should be greater than zero, but got dH: " << g.s.h << " dW: " << g.s.w);
+  KAEL_CHECK(g.d.h > 0 && g.d.w > 0,
+             op << ": dilation should be greater than zero, but got dilationH: " << g.d.h << " dilationW: " << g.d.w);
+  KAEL_CHECK(g.p.h >= 0 && g.p.w >= 0,
+             op << ": pad must be non-negative, but got padH: " << g.p.h << " padW: " << g.p.w);
+  const bool half_h = g.p.h <= ((g.k.h - 1) * g.d.h + 1) / 2, half_w = g.p.w <= ((g.k.w - 1) * g.d.w + 1) / 2;
+  KAEL_CHECK(half_h && half_w, op << ": pad should be at most half of effective kernel size, but got pad="
+                                  << (half_h ? g.p.w : g.p.h) << ", kernel_size=" << (half_h ? g.k.w : g.k.h)
+                                  << " and dilation=" << (half_h ? g.d.w : g.d.h));
+  g.in = planes_of(input_size);
+  g.oh = pool_out(g.in.h, g.k.h, g.p.h, g.s.h, g.d.h, ceil_mode);
+  g.ow = pool_out(g.in.w, g.k.w, g.p.w, g.s.w, g.d.w, ceil_mode);
+  const std::int64_t c = input_size.size() == 4 ? input_size[1] : input_size[0];
+  KAEL_CHECK(g.oh >= 1 && g.ow >= 1, op << ": Given input size: (" << c << "x" << g.in.h << "x" << g.in.w
+                                        << "). Calculated output size: (" << c << "x" << g.oh << "x" << g.ow
+                                        << "). Output size is too small");
+  return g;
+}
+
+template <typename T>
+bool is_nan_value(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    (void)v;
+    return false;
+  } else {
+    return std::isnan(static_cast<opmath_t<T>>(v));
+  }
+}
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_integral_v<T>, std::int64_t, opmath_t<T>>;
+
+template <typename T>
+acc_t<T> lowest_value() {
+  if constexpr (std::is_integral_v<T>)
+    return std::numeric_limits<acc_t<T>>::lowest();
+  else
+    return -std::numeric_limits<acc_t<T>>::infinity();
+}
+
+// Scans the rows [h0, h1) step dh and columns [w0, w1) step dw of a plane for the largest value:
+// a NaN always takes over (so the last NaN wins), otherwise only a strictly larger value (so the
+// first of equal values wins); an all -inf window keeps its first element's index. PyTorch's rule.
+template <typename T>
+void window_max(const T* plane, std::int64_t width, std::int64_t h0, std::int64_t h1, std::int64_t dh, std::int64_t w0,
+                std::int64_t w1, std::int64_t dw, T* out, std::int64_t* index) {
+  using A = acc_t<T>;
+  A best = lowest_value<T>();
+  std::int64_t best_i = h0 * width + w0;
+  for (std::int64_t ih = h0; ih < h1; ih += dh) {
+    const T* row = plane + ih * width;
+    for (std::int64_t iw = w0; iw < w1; iw += dw) {
+      const A v = static_cast<A>(row[iw]);
+      if (v > best || is_nan_value(v)) {
+        best = v;
+        best_i = ih * width + iw;
+      }
+    }
+  }
+  *out = static_cast<T>(best);
+  *index = best_i;
+}
+
+// Runs f(TypeTag<T>) for the storage dtype of `t`; float16/bfloat16 are not computed here (the
+// callers convert them to float32 first, where a sum is involved).
+template <typename F>
+void visit_compute(ScalarType t, F&& f) {
+  visit_dtype(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) f(tag);
+  });
+}
+
+ScalarType compute_dtype(ScalarType t) { return is_reduced_floating(t) ? ScalarType::Float32 : t; }
+
+// The index range of window i of an adaptive pool: [floor(i * in / out), ceil((i + 1) * in / out)).
+std::int64_t adaptive_start(std::int64_t i, std::int64_t out, std::int64_t in) { return (i * in) / out; }
+std::int64_t adaptive_end(std::int64_t i, std::int64_t out, std::int64_t in) { return ((i + 1) * in + out - 1) / out; }
+
+Pair adaptive_output(const char* op, IntArrayRef output_size) {
+  const Pair o = pair_arg(op, "output_size", output_size);
+  KAEL_CHECK(o.h >= 0 && o.w >= 0, op << ": output_size must be non-negative, got " << shape_str(output_size));
+  return o;
+}
+
+// `spatial_only`: only H and W must be non-empty (adaptive_avg_pool2d), else every dim but N.
+void check_adaptive_input(const char* op, const Tensor& self, bool spatial_only) {
+  check_same_device(op, kCPU, self.device());
+  const auto s = self.sizes();
+  KAEL_CHECK(self.dim() == 3 || self.dim() == 4, op << ": Expected 3D or 4D tensor, but got " << shape_str(s));
+  for (std::int64_t i = spatial_only ? self.dim() - 2 : 1; i < self.dim(); ++i)
+    KAEL_CHECK(s[i] > 0, op << ": Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+                            << shape_str(s) << " with dimension " << i << " being empty");
+}
+
+// Checks a backward's input_size against the gradient's leading dims.
+Planes backward_planes(const char* op, const Tensor& grad_output, IntArrayRef input_size, std::int64_t oh,
+                       std::int64_t ow) {
+  check_same_device(op, kCPU, grad_output.device());
+  KAEL_CHECK(input_size.size() == 3 || input_size.size() == 4,
+             op << ": input_size must have 3 or 4 elements, got " << shape_str(input_size));
+  const Planes p = planes_of(input_size);
+  const DimVector expected = with_plane(p, oh, ow);
+  KAEL_CHECK(grad_output.sizes().size() == expected.size() &&
+                 std::equal(expected.begin(), expected.end(), grad_output.sizes().begin()),
+             op << ": expected grad_output of shape " << shape_str(expected) << ", got "
+                << shape_str(grad_output.sizes()));
+  check_dtype(op, grad_output, false);
+  return p;
+}
+
+// Runs body(src, dst) with src = `in` as a contiguous tensor of the compute dtype and dst a new
+// contiguous result of shape `shape` in that dtype, zero-filled when `zero`; returns dst
+// converted to `in`'s dtype.
+template <typename F>
+Tensor in_compute_dtype(const Tensor& in, IntArrayRef shape, bool zero, F&& body) {
+  const ScalarType cd = compute_dtype(in.dtype());
+  const Tensor src = in.dtype() == cd ? contiguous_of(in) : to_dtype_cpu(in, cd);
+  Tensor dst = alloc_cpu(shape, cd);
+  if (zero) fill_cpu(dst, Scalar(0.0));
+  if (dst.numel() > 0 && src.numel() > 0) body(src, dst);
+  return cd == in.dtype() ? dst : to_dtype_cpu(dst, in.dtype());
+}
+
+// ---- bilinear and nearest source indices (PyTorch's UpSample.h rules)
+
+template <typename A>
+A linear_scale(std::int64_t in, std::int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0);
+  return scale.has_value() && *scale > 0 ? static_cast<A>(1.0 / *scale) : static_cast<A>(in) / static_cast<A>(out);
+}
+
+template <typename A>
+struct LinearTap {
+  std::int64_t i0, i1;
+  A l0, l1;
+};
+
+template <typename A>
+LinearTap<A> linear_tap(A ratio, std::int64_t o, std::int64_t in, std::int64_t out, bool align_corners) {
+  if (in == out) return {o, o, A(1), A(0)};
+  A real = align_corners ? ratio * static_cast<A>(o) : ratio * (static_cast<A>(o) + A(0.5)) - A(0.5);
+  if (!align_corners && real < A(0)) real = A(0);
+  const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(real)), in - 1);
+  const A l1 = std::min(std::max(real - static_cast<A>(i0), A(0)), A(1));
+  return {i0, i0 + (i0 < in - 1 ? 1 : 0), A(1) - l1, l1};
+}
+
+std::int64_t nearest_source(std::int64_t o, std::int64_t in, std::int64_t out, std::optional<double> scale) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  const float s = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                                  : static_cast<float>(in) / static_cast<float>(out);
+  return std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+}
+
+void check_upsample_input(const char* op, const Tensor& self, Pair out) {
+  check_same_device(op, kCPU, self.device());
+  KAEL_CHECK(self.dim() == 4, op << ": expected a 4-D (N, C, H, W) input, got " << shape_str(self.sizes()));
+  const auto s = self.sizes();
+  KAEL_CHECK(s[2] > 0 && s[3] > 0 && out.h > 0 && out.w > 0,
+             op << ": Input and output sizes should be greater than 0, but got input (H: " << s[2] << ", W: " << s[3]
+                << ") output (H: " << out.h << ", W: " << out.w << ")");
+  check_dtype(op, self, false);
+}
+
+// ---- im2col / col2im
+
+struct PatchGeometry {
+  Pair k, d, p, s;
+  std::int64_t h = 0, w = 0, bh = 0, bw = 0;  // image size, blocks along each dim
+};
+
+PatchGeometry patch_geometry(const char* op, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
+                             IntArrayRef stride) {
+  PatchGeometry g;
+  g.k = pair_arg(op, "kernel_size", kernel_size);
+  g.d = pair_arg(op, "dilation", dilation);
+  g.p = pair_arg(op, "padding", padding);
+  g.s = pair_arg(op, "stride", stride);
+  KAEL_CHECK(g.k.h > 0 && g.k.w > 0, op << ": kernel size should be greater than zero, but got kernel_height: "
+                                        << g.k.h << " kernel_width: " << g.k.w);
+  KAEL_CHECK(g.s.h > 0 && g.s.w > 0, op << ": stride should be greater than zero, but got stride_height: " << g.s.h
+                                        << " stride_width: " << g.s.w);
+  KAEL_CHECK(g.d.h > 0 && g.d.w > 0, op << ": dilation should be greater than zero, but got dilation_height: "
+                                        << g.d.h << " dilation_width: " << g.d.w);
+  KAEL_CHECK(g.p.h >= 0 && g.p.w >= 0, op << ": padding should be non-negative, but got pad_height: " << g.p.h
+                                          << " pad_width: " << g.p.w);
+  return g;
+}
+
+void set_blocks(const char* op, PatchGeometry& g, std::int64_t h, std::int64_t w) {
+  g.h = h;
+  g.w = w;
+  g.bh = (h + 2 * g.p.h - (g.d.h * (g.k.h - 1) + 1)) / g.s.h + 1;
+  g.bw = (w + 2 * g.p.w - (g.d.w * (g.k.w - 1) + 1)) / g.s.w + 1;
+  const bool neg_h = h + 2 * g.p.h - (g.d.h * (g.k.h - 1) + 1) < 0, neg_w = w + 2 * g.p.w - (g.d.w * (g.k.w - 1) + 1) < 0;
+  KAEL_CHECK(g.bh >= 1 && g.bw >= 1 && !neg_h && !neg_w,
+             op << ": Given input with spatial size (" << h << ", " << w << "), kernel_size=(" << g.k.h << ", " << g.k.w
+                << "), dilation=(" << g.d.h << ", " << g.d.w << "), padding=(" << g.p.h << ", " << g.p.w
+                << "), calculated shape of the array of sliding blocks as (" << (neg_h ? 0 : g.bh) << ", "
+                << (neg_w ? 0 : g.bw) << "), but its components must be at least one.");
+}
+
+// Walks every (channel-plane row r = (i, j) of the kernel, block b) pair of one image plane:
+// f(col_offset, image_offset or -1 for padding).
+template <typename F>
+void for_each_patch_element(const PatchGeometry& g, F&& f) {
+  for (std::int64_t i = 0; i < g.k.h; ++i) {
+    for (std::int64_t j = 0; j < g.k.w; ++j) {
+      const std::int64_t row = (i * g.k.w + j) * g.bh * g.bw;
+      for (std::int64_t by = 0; by < g.bh; ++by) {
+        const std::int64_t y = by * g.s.h - g.p.h + i * g.d.h;
+        const bool y_in = y >= 0 && y < g.h;
+        for (std::int64_t bx = 0; bx < g.bw; ++bx) {
+          const std::int64_t x = bx * g.s.w - g.p.w + j * g.d.w;
+          f(row + by * g.bw + bx, y_in && x >= 0 && x < g.w ? y * g.w + x : -1);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- max pooling
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
+                                                       IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  constexpr const char* op = "max_pool2d";
+  check_pool_input(op, self);
+  check_dtype(op, self, true);
+  const PoolGeometry g = pool_geometry(op, self.sizes(), kernel_size, stride, padding, dilation, ceil_mode);
+  const DimVector shape = with_plane(g.in, g.oh, g.ow);
+  Tensor out = alloc_cpu(shape, self.dtype());
+  Tensor idx = alloc_cpu(shape, ScalarType::Int64);
+  if (out.numel() == 0) return {out, idx};
+  const Tensor x = contiguous_of(self);
+  visit_compute(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* op_ = out.data<T>();
+    std::int64_t* ip = idx.data<std::int64_t>();
+    const std::int64_t in_plane = g.in.h * g.in.w, out_plane = g.oh * g.ow;
+    parallel_for(g.in.planes, out_plane * g.k.h * g.k.w, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const T* plane = xp + p * in_plane;
+        for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+          std::int64_t h0 = oh * g.s.h - g.p.h;
+          const std::int64_t h1 = std::min(h0 + (g.k.h - 1) * g.d.h + 1, g.in.h);
+          while (h0 < 0) h0 += g.d.h;
+          for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+            std::int64_t w0 = ow * g.s.w - g.p.w;
+            const std::int64_t w1 = std::min(w0 + (g.k.w - 1) * g.d.w + 1, g.in.w);
+            while (w0 < 0) w0 += g.d.w;
+            const std::int64_t o = p * out_plane + oh * g.ow + ow;
+            window_max(plane, g.in.w, h0, h1, g.d.h, w0, w1, g.d.w, op_ + o, ip + o);
+          }
+        }
+      }
+    });
+  });
+  return {out, idx};
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_cpu(const Tensor& self, IntArrayRef output_size) {
+  constexpr const char* op = "adaptive_max_pool2d";
+  check_adaptive_input(op, self, false);
+  check_dtype(op, self, false);
+  const Pair o = adaptive_output(op, output_size);
+  const Planes in = planes_of(self.sizes());
+  const DimVector shape = with_plane(in, o.h, o.w);
+  Tensor out = alloc_cpu(shape, self.dtype());
+  Tensor idx = alloc_cpu(shape, ScalarType::Int64);
+  if (out.numel() == 0) return {out, idx};
+  const Tensor x = contiguous_of(self);
+  visit_compute(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* op_ = out.data<T>();
+    std::int64_t* ip = idx.data<std::int64_t>();
+    const std::int64_t in_plane = in.h * in.w, out_plane = o.h * o.w;
+    parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) {
+        for (std::int64_t oh = 0; oh < o.h; ++oh) {
+          const std::int64_t h0 = adaptive_start(oh, o.h, in.h), h1 = adaptive_end(oh, o.h, in.h);
+          for (std::int64_t ow = 0; ow < o.w; ++ow) {
+            const std::int64_t w0 = adaptive_start(ow, o.w, in.w), w1 = adaptive_end(ow, o.w, in.w);
+            const std::int64_t at = p * out_plane + oh * o.w + ow;
+            window_max(xp + p * in_plane, in.w, h0, h1, 1, w0, w1, 1, op_ + at, ip + at);
+          }
+        }
+      }
+    });
+  });
+  return {out, idx};
+}
+
+Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Tensor& indices, IntArrayRef input_size) {
+  constexpr const char* op = "max_pool2d_with_indices_backward";
+  KAEL_CHECK(indices.dtype() == ScalarType::Int64, op << ": indices must be int64, got " << indices.dtype());
+  KAEL_CHECK(indices.dim() >= 2, op << ": indices must have at least 2 dims, got " << shape_str(indices.sizes()));
+  const std::int64_t oh = indices.sizes()[indices.dim() - 2], ow = indices.sizes()[indices.dim() - 1];
+  const Planes in = backward_planes(op, grad_output, input_size, oh, ow);
+  KAEL_CHECK(indices.sizes().size() == grad_output.sizes().size() &&
+                 std::equal(indices.sizes().begin(), indices.sizes().end(), grad_output.sizes().begin()),
+             op << ": indices of shape " << shape_str(indices.sizes()) << " do not match grad_output of shape "
+                << shape_str(grad_output.sizes()));
+  const Tensor ix = contiguous_of(indices);
+  const std::int64_t in_plane = in.h * in.w, out_plane = oh * ow;
+  const std::int64_t* ipx = ix.data<std::int64_t>();
+  for (std::int64_t i = 0; i < ix.numel(); ++i)
+    KAEL_CHECK_INDEX(ipx[i] >= 0 && ipx[i] < in_plane,
+                     op << ": index " << ipx[i] << " out of range for a plane of " << in.h << "x" << in.w);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& g, const Tensor& dst) {
+    visit_compute(g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const T* gp = g.data<T>();
+        T* dp = dst.data<T>();
+        parallel_for(in.planes, out_plane, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            for (std::int64_t i = 0; i < out_plane; ++i) dp[p * in_plane + ipx[p * out_plane + i]] += gp[p * out_plane + i];
+        });
+      }
+    });
+  });
+}
+
+Tensor max_unpool2d_cpu(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
+  constexpr const char* op = "max_unpool2d";
+  check_same_device(op, kCPU, self.device());
+  check_dtype(op, self, false);
+  KAEL_CHECK(indices.dtype() == ScalarType::Int64, op << ": elements in indices should be type int64 but got: "
+                                                      << indices.dtype());
+  KAEL_CHECK(self.dim() == 3 || self.dim() == 4,
+             op << ": Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with " << self.dim()
+                << " dimensions.");
+  KAEL_CHECK(self.sizes().size() == indices.sizes().size() &&
+                 std::equal(self.sizes().begin(), self.sizes().end(), indices.sizes().begin()),
+             op << ": Expected shape of indices to be same as that of the input tensor (" << shape_str(self.sizes())
+                << ") but got indices tensor with shape: " << shape_str(indices.sizes()));
+  const Pair o = pair_arg(op, "output_size", output_size);
+  for (std::int64_t i = 1; i < self.dim(); ++i)
+    KAEL_CHECK(self.sizes()[i] > 0, op << ": Expected input to have non-zero size for non-batch dimensions, but got "
+                                       << shape_str(self.sizes()));
+  const Planes in = planes_of(self.sizes());
+  const std::int64_t out_plane = o.h * o.w, in_plane = in.h * in.w;
+  const Tensor ix = contiguous_of(indices);
+  const std::int64_t* ipx = ix.data<std::int64_t>();
+  for (std::int64_t i = 0; i < ix.numel(); ++i)
+    KAEL_CHECK(ipx[i] >= 0 && ipx[i] < out_plane, op << ": Found an invalid max index: " << ipx[i]
+                                                     << " (output volumes are of size " << o.h << "x" << o.w << ")");
+  Tensor out = alloc_cpu(with_plane(in, o.h, o.w), self.dtype());
+  fill_cpu(out, Scalar(0.0));
+  if (self.numel() == 0) return out;
+  const Tensor x = contiguous_of(self);
+  visit_compute(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* dp = out.data<T>();
+    parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p)
+        for (std::int64_t i = 0; i < in_plane; ++i) dp[p * out_plane + ipx[p * in_plane + i]] = xp[p * in_plane + i];
+    });
+  });
+  return out;
+}
+
+// ---- average pooling
+
+namespace {
+
+// The window of output (oh, ow) clipped to the image, and its divisor (PyTorch's rule: the
+// window clipped to the padded image counts when count_include_pad).
+struct AvgWindow {
+  std::int64_t h0, h1, w0, w1, divisor;
+};
+
+AvgWindow avg_window(const PoolGeometry& g, std::int64_t oh, std::int64_t ow, bool count_include_pad,
+                     std::optional<std::int64_t> divisor_override) {
+  std::int64_t h0 = oh * g.s.h - g.p.h, w0 = ow * g.s.w - g.p.w;
+  std::int64_t h1 = std::min(h0 + g.k.h, g.in.h + g.p.h), w1 = std::min(w0 + g.k.w, g.in.w + g.p.w);
+  const std::int64_t pool_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<std::int64_t>(h0, 0);
+  w0 = std::max<std::int64_t>(w0, 0);
+  h1 = std::min(h1, g.in.h);
+  w1 = std::min(w1, g.in.w);
+  const std::int64_t div = divisor_override ? *divisor_override
+                                            : (count_include_pad ? pool_size : (h1 - h0) * (w1 - w0));
+  return {h0, h1, w0, w1, div};
+}
+
+PoolGeometry avg_geometry(const char* op, IntArrayRef input_size, IntArrayRef kernel_size, IntArrayRef stride,
+                          IntArrayRef padding, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
+  const std::int64_t one[2] = {1, 1};
+  if (divisor_override) KAEL_CHECK(*divisor_override != 0, op << ": divisor must be not zero");
+  return pool_geometry(op, input_size, kernel_size, stride, padding, IntArrayRef(one, 2), ceil_mode);
+}
+
+}  // namespace
+
+Tensor avg_pool2d_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                      bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override) {
+  constexpr const char* op = "avg_pool2d";
+  check_pool_input(op, self);
+  KAEL_CHECK(is_floating(self.dtype()) || self.dtype() == ScalarType::Int64,
+             op << ": not implemented for dtype " << self.dtype());
+  const PoolGeometry g = avg_geometry(op, self.sizes(), kernel_size, stride, padding, ceil_mode, divisor_override);
+  return in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out) {
+    visit_compute(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!is_reduced_floating_v<T>) {
+        using A = acc_t<T>;
+        const T* xp = x.data<T>();
+        T* op_ = out.data<T>();
+        const std::int64_t in_plane = g.in.h * g.in.w, out_plane = g.oh * g.ow;
+        parallel_for(g.in.planes, out_plane * g.k.h * g.k.w, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const T* plane = xp + p * in_plane;
+            for (std::int64_t oh = 0; oh < g.oh; ++oh)
+              for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+                const AvgWindow win = avg_window(g, oh, ow, count_include_pad, divisor_override);
+                A sum = 0;
+                for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                  for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += static_cast<A>(plane[ih * g.in.w + iw]);
+                const bool empty = win.h0 >= win.h1 || win.w0 >= win.w1;
+                op_[p * out_plane + oh * g.ow + ow] = empty ? T(0) : static_cast<T>(sum / static_cast<A>(win.divisor));
+              }
+          }
+        });
+      }
+    });
+  });
+}
+
+Tensor avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size, IntArrayRef kernel_size,
+                               IntArrayRef stride, IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                               std::optional<std::int64_t> divisor_override) {
+  constexpr const char* op = "avg_pool2d_backward";
+  KAEL_CHECK(input_size.size() == 3 || input_size.size() == 4,
+             op << ": input_size must have 3 or 4 elements, got " << shape_str(input_size));
+  const PoolGeometry g = avg_geometry(op, input_size, kernel_size, stride, padding, ceil_mode, divisor_override);
+  backward_planes(op, grad_output, input_size, g.oh, g.ow);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+    visit_compute(go.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const T* gp = go.data<T>();
+        T* dp = dst.data<T>();
+        const std::int64_t in_plane = g.in.h * g.in.w, out_plane = g.oh * g.ow;
+        parallel_for(g.in.planes, out_plane * g.k.h * g.k.w, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p) {
+            T* plane = dp + p * in_plane;
+            for (std::int64_t oh = 0; oh < g.oh; ++oh)
+              for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+                const AvgWindow win = avg_window(g, oh, ow, count_include_pad, divisor_override);
+                const T v = gp[p * out_plane + oh * g.ow + ow] / static_cast<T>(win.divisor);
+                for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                  for (std::int64_t iw = win.w0; iw < win.w1; ++iw) plane[ih * g.in.w + iw] += v;
+              }
+          }
+        });
+      }
+    });
+  });
+}
+
+// ---- adaptive average pooling
+
+Tensor adaptive_avg_pool2d_cpu(const Tensor& self, IntArrayRef output_size) {
+  constexpr const char* op = "adaptive_avg_pool2d";
+  check_adaptive_input(op, self, true);
+  check_dtype(op, self, false);
+  const Pair o = adaptive_output(op, output_size);
+  const Planes in = planes_of(self.sizes());
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+    visit_compute(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const T* xp = x.data<T>();
+        T* op_ = out.data<T>();
+        const std::int64_t in_plane = in.h * in.w, out_plane = o.h * o.w;
+        parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const T* plane = xp + p * in_plane;
+            for (std::int64_t oh = 0; oh < o.h; ++oh) {
+              const std::int64_t h0 = adaptive_start(oh, o.h, in.h), h1 = adaptive_end(oh, o.h, in.h);
+              for (std::int64_t ow = 0; ow < o.w; ++ow) {
+                const std::int64_t w0 = adaptive_start(ow, o.w, in.w), w1 = adaptive_end(ow, o.w, in.w);
+                T sum = 0;
+                for (std::int64_t ih = h0; ih < h1; ++ih)
+                  for (std::int64_t iw = w0; iw < w1; ++iw) sum += plane[ih * in.w + iw];
+                op_[p * out_plane + oh * o.w + ow] = sum / static_cast<T>(h1 - h0) / static_cast<T>(w1 - w0);
+              }
+            }
+          }
+        });
+      }
+    });
+  });
+}
+
+Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size) {
+  constexpr const char* op = "adaptive_avg_pool2d_backward";
+  KAEL_CHECK(grad_output.dim() >= 2, op << ": grad_output must have at least 2 dims, got "
+                                        << shape_str(grad_output.sizes()));
+  const std::int64_t oh_n = grad_output.sizes()[grad_output.dim() - 2], ow_n = grad_output.sizes()[grad_output.dim() - 1];
+  const Planes in = backward_planes(op, grad_output, input_size, oh_n, ow_n);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+    visit_compute(go.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const T* gp = go.data<T>();
+        T* dp = dst.data<T>();
+        const std::int64_t in_plane = in.h * in.w, out_plane = oh_n * ow_n;
+        parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p) {
+            T* plane = dp + p * in_plane;
+            for (std::int64_t oh = 0; oh < oh_n; ++oh) {
+              const std::int64_t h0 = adaptive_start(oh, oh_n, in.h), h1 = adaptive_end(oh, oh_n, in.h);
+              for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+                const std::int64_t w0 = adaptive_start(ow, ow_n, in.w), w1 = adaptive_end(ow, ow_n, in.w);
+                const T v = gp[p * out_plane + oh * ow_n + ow] / static_cast<T>(h1 - h0) / static_cast<T>(w1 - w0);
+                for (std::int64_t ih = h0; ih < h1; ++ih)
+                  for (std::int64_t iw = w0; iw < w1; ++iw) plane[ih * in.w + iw] += v;
+              }
+            }
+          }
+        });
+      }
+    });
+  });
+}
+
+// ---- nearest and bilinear resampling
+
+Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
+                              std::optional<double> scales_w) {
+  constexpr const char* op = "upsample_nearest2d";
+  const Pair o = pair_arg(op, "output_size", output_size);
+  check_upsample_input(op, self, o);
+  const Planes in = planes_of(self.sizes());
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+    visit_compute(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        std::vector<std::int64_t> src_w(static_cast<std::size_t>(o.w));
+        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source(j, in.w, o.w, scales_w);
+        const T* xp = x.data<T>();
+        T* op_ = out.data<T>();
+        parallel_for(in.planes, o.h * o.w, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            for (std::int64_t i = 0; i < o.h; ++i) {
+              const T* row = xp + p * in.h * in.w + nearest_source(i, in.h, o.h, scales_h) * in.w;
+              T* dst = op_ + (p * o.h + i) * o.w;
+              for (std::int64_t j = 0; j < o.w; ++j) dst[j] = row[src_w[static_cast<std::size_t>(j)]];
+            }
+        });
+      }
+    });
+  });
+}
+
+Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+                                       std::optional<double> scales_h, std::optional<double> scales_w) {
+  constexpr const char* op = "upsample_nearest2d_backward";
+  const Pair o = pair_arg(op, "output_size", output_size);
+  KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
+  const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+    visit_compute(go.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        std::vector<std::int64_t> src_w(static_cast<std::size_t>(o.w));
+        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source(j, in.w, o.w, scales_w);
+        const T* gp = go.data<T>();
+        T* dp = dst.data<T>();
+        parallel_for(in.planes, o.h * o.w, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            for (std::int64_t i = 0; i < o.h; ++i) {
+              T* row = dp + p * in.h * in.w + nearest_source(i, in.h, o.h, scales_h) * in.w;
+              const T* g = gp + (p * o.h + i) * o.w;
+              for (std::int64_t j = 0; j < o.w; ++j) row[src_w[static_cast<std::size_t>(j)]] += g[j];
+            }
+        });
+      }
+    });
+  });
+}
+
+namespace {
+
+template <typename A>
+std::vector<LinearTap<A>> linear_taps(std::int64_t in, std::int64_t out, bool align_corners,
+                                      std::optional<double> scale) {
+  const A ratio = linear_scale<A>(in, out, align_corners, scale);
+  std::vector<LinearTap<A>> taps;
+  taps.reserve(static_cast<std::size_t>(out));
+  for (std::int64_t o = 0; o < out; ++o) taps.push_back(linear_tap<A>(ratio, o, in, out, align_corners));
+  return taps;
+}
+
+}  // namespace
+
+Tensor upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, bool align_corners,
+                               std::optional<double> scales_h, std::optional<double> scales_w) {
+  constexpr const char* op = "upsample_bilinear2d";
+  const Pair o = pair_arg(op, "output_size", output_size);
+  check_upsample_input(op, self, o);
+  const Planes in = planes_of(self.sizes());
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+    visit_compute(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const auto th = linear_taps<T>(in.h, o.h, align_corners, scales_h);
+        const auto tw = linear_taps<T>(in.w, o.w, align_corners, scales_w);
+        const T* xp = x.data<T>();
+        T* op_ = out.data<T>();
+        parallel_for(in.planes, o.h * o.w * 4, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            for (std::int64_t i = 0; i < o.h; ++i) {
+              const LinearTap<T>& a = th[static_cast<std::size_t>(i)];
+              const T* r0 = xp + (p * in.h + a.i0) * in.w;
+              const T* r1 = xp + (p * in.h + a.i1) * in.w;
+              T* dst = op_ + (p * o.h + i) * o.w;
+              for (std::int64_t j = 0; j < o.w; ++j) {
+                const LinearTap<T>& b = tw[static_cast<std::size_t>(j)];
+                const T top = r0[b.i0] * b.l0 + r0[b.i1] * b.l1;
+                const T bottom = r1[b.i0] * b.l0 + r1[b.i1] * b.l1;
+                dst[j] = top * a.l0 + bottom * a.l1;
+              }
+            }
+        });
+      }
+    });
+  });
+}
+
+Tensor upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+                                        bool align_corners, std::optional<double> scales_h,
+                                        std::optional<double> scales_w) {
+  constexpr const char* op = "upsample_bilinear2d_backward";
+  const Pair o = pair_arg(op, "output_size", output_size);
+  KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
+  const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+    visit_compute(go.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const auto th = linear_taps<T>(in.h, o.h, align_corners, scales_h);
+        const auto tw = linear_taps<T>(in.w, o.w, align_corners, scales_w);
+        const T* gp = go.data<T>();
+        T* dp = dst.data<T>();
+        parallel_for(in.planes, o.h * o.w * 4, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p)
+            for (std::int64_t i = 0; i < o.h; ++i) {
+              const LinearTap<T>& a = th[static_cast<std::size_t>(i)];
+              T* r0 = dp + (p * in.h + a.i0) * in.w;
+              T* r1 = dp + (p * in.h + a.i1) * in.w;
+              const T* g = gp + (p * o.h + i) * o.w;
+              for (std::int64_t j = 0; j < o.w; ++j) {
+                const LinearTap<T>& b = tw[static_cast<std::size_t>(j)];
+                r0[b.i0] += a.l0 * b.l0 * g[j];
+                r0[b.i1] += a.l0 * b.l1 * g[j];
+                r1[b.i0] += a.l1 * b.l0 * g[j];
+                r1[b.i1] += a.l1 * b.l1 * g[j];
+              }
+            }
+        });
+      }
+    });
+  });
+}
+
+// ---- im2col / col2im
+
+Tensor im2col_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
+                  IntArrayRef stride) {
+  constexpr const char* op = "im2col";
+  PatchGeometry g = patch_geometry(op, kernel_size, dilation, padding, stride);
+  check_pool_input(op, self);
+  check_dtype(op, self, false);
+  const bool batched = self.dim() == 4;
+  const std::int64_t n = batched ? self.sizes()[0] : 1, c = self.sizes()[batched ? 1 : 0];
+  set_blocks(op, g, self.sizes()[self.dim() - 2], self.sizes()[self.dim() - 1]);
+  const std::int64_t rows = c * g.k.h * g.k.w, blocks = g.bh * g.bw;
+  DimVector shape;
+  if (batched) shape.push_back(n);
+  shape.push_back(rows);
+  shape.push_back(blocks);
+  Tensor out = alloc_cpu(shape, self.dtype());
+  if (out.numel() == 0) return out;
+  const Tensor x = contiguous_of(self);
+  visit_compute(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* dp = out.data<T>();
+    const std::int64_t plane_cols = g.k.h * g.k.w * blocks;
+    parallel_for(n * c, plane_cols, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const T* img = xp + p * g.h * g.w;
+        T* col = dp + p * plane_cols;
+        for_each_patch_element(g, [&](std::int64_t ci, std::int64_t ii) { col[ci] = ii < 0 ? T(0) : img[ii]; });
+      }
+    });
+  });
+  return out;
+}
+
+Tensor col2im_cpu(const Tensor& self, IntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
+                  IntArrayRef padding, IntArrayRef stride) {
+  constexpr const char* op = "col2im";
+  check_same_device(op, kCPU, self.device());
+  const Pair os = pair_arg(op, "output_size", output_size);
+  PatchGeometry g = patch_geometry(op, kernel_size, dilation, padding, stride);
+  const auto s = self.sizes();
+  bool ok = self.dim() == 2 || self.dim() == 3;
+  for (std::int64_t i = self.dim() == 3 ? 1 : 0; ok && i < self.dim(); ++i) ok = s[i] != 0;
+  KAEL_CHECK(ok, op << ": Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+                       "dimensions for input, but got: "
+                    << shape_str(s));
+  check_dtype(op, self, false);
+  KAEL_CHECK(os.h > 0 && os.w > 0, op << ": Expected output spatial size to be positive, but got: output_size=("
+                                      << os.h << ", " << os.w << ").");
+  const bool batched = self.dim() == 3;
+  const std::int64_t rows = s[batched ? 1 : 0], blocks = s[batched ? 2 : 1], n = batched ? s[0] : 1;
+  const std::int64_t kk = g.k.h * g.k.w;
+  KAEL_CHECK(rows % kk == 0, op << ": Expected size of input's dimension " << (batched ? 1 : 0)
+                                << " to be divisible by the product of kernel_size, but got input.size("
+                                << (batched ? 1 : 0) << ")=" << rows << " and kernel_size=(" << g.k.h << ", " << g.k.w
+                                << ").");
+  g.h = os.h;
+  g.w = os.w;
+  g.bh = (os.h + 2 * g.p.h - (g.d.h * (g.k.h - 1) + 1)) / g.s.h + 1;
+  g.bw = (os.w + 2 * g.p.w - (g.d.w * (g.k.w - 1) + 1)) / g.s.w + 1;
+  KAEL_CHECK(g.bh >= 1 && g.bw >= 1 && g.bh * g.bw == blocks,
+             op << ": Given output_size=(" << os.h << ", " << os.w << "), kernel_size=(" << g.k.h << ", " << g.k.w
+                << "), dilation=(" << g.d.h << ", " << g.d.w << "), padding=(" << g.p.h << ", " << g.p.w
+                << "), stride=(" << g.s.h << ", " << g.s.w << "), expected size of input's dimension "
+                << (batched ? 2 : 1) << " to match the calculated number of sliding blocks " << g.bh << " * " << g.bw
+                << " = " << g.bh * g.bw << ", but got input.size(" << (batched ? 2 : 1) << ")=" << blocks << ".");
+  const std::int64_t c = rows / kk;
+  DimVector shape;
+  if (batched) shape.push_back(n);
+  shape.push_back(c);
+  shape.push_back(os.h);
+  shape.push_back(os.w);
+  return in_compute_dtype(self, shape, true, [&](const Tensor& col, const Tensor& dst) {
+    visit_compute(col.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!is_reduced_floating_v<T>) {
+        const T* cp = col.data<T>();
+        T* dp = dst.data<T>();
+        const std::int64_t plane_cols = kk * blocks;
+        parallel_for(n * c, plane_cols, [&](std::int64_t p0, std::int64_t p1) {
+          for (std::int64_t p = p0; p < p1; ++p) {
+            T* img = dp + p * g.h * g.w;
+            const T* cc = cp + p * plane_cols;
+            for_each_patch_element(g, [&](std::int64_t ci, std::int64_t ii) {
+              if (ii >= 0) img[ii] += cc[ci];
+            });
+          }
+        });
+      }
+    });
+  });
+}
+
+}  // namespace kael::native
