@@ -362,3 +362,75 @@ def test_cuda_amp_and_accelerator_still_answer():
     assert kael.cuda.amp.amp_definitely_not_available() == torch.cuda.amp.common.amp_definitely_not_available()
     assert kael.accelerator.is_available() is False
     assert kael.accelerator.device_count() == 0
+
+
+# ---------------------------------------------------------------- the boilerplate of a training script
+
+BOILERPLATE = '''
+import warnings
+import numpy as np
+import LIB
+import LIB.nn as nn
+import LIB.nn.functional as F
+from LIB.autograd import Variable
+from LIB.nn.modules.linear import Linear
+from LIB.nn.modules.loss import _Loss
+from LIB.optim.lr_scheduler import StepLR
+from LIB.optim.optimizer import Optimizer
+from LIB.utils.data import DataLoader, TensorDataset
+from LIB.utils.data.sampler import SequentialSampler
+
+LIB.backends.cudnn.benchmark = True
+LIB.backends.cudnn.deterministic = True
+LIB.backends.cuda.matmul.allow_tf32 = False
+LIB.use_deterministic_algorithms(False)
+LIB.manual_seed(0)
+LIB.cuda.manual_seed_all(0)
+device = LIB.device("cuda" if LIB.cuda.is_available() else "cpu")
+use_amp = LIB.cuda.is_available()
+
+
+class MSE(_Loss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+rng = np.random.default_rng(0)
+x = LIB.FloatTensor(rng.standard_normal((16, 4)).astype(np.float32))
+y = LIB.FloatTensor(rng.standard_normal((16, 2)).astype(np.float32))
+model = nn.Sequential(Linear(4, 8), nn.Tanh(), Linear(8, 2)).to(device)
+with LIB.no_grad():
+    for p in model.parameters():
+        p.copy_(LIB.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32)))
+opt = LIB.optim.SGD(model.parameters(), lr=0.05)
+assert isinstance(opt, Optimizer)
+sched = StepLR(opt, step_size=2, gamma=0.5)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    scaler = LIB.cuda.amp.GradScaler(enabled=use_amp)
+loader = DataLoader(TensorDataset(x, y), batch_size=4, sampler=SequentialSampler(range(16)))
+loss_fn = MSE()
+losses = []
+for epoch in range(3):
+    for xb, yb in loader:
+        xb, yb = Variable(xb.to(device)), Variable(yb.to(device))
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    sched.step()
+assert isinstance(x, LIB.FloatTensor) and x.type() == "LIB.FloatTensor"
+RESULT = losses
+'''
+
+
+def test_training_script_boilerplate_runs_as_in_torch(restore_flags):
+    results = []
+    for name in ("torch", "kael"):
+        scope = {}
+        exec(BOILERPLATE.replace("LIB", name), scope)
+        results.append(scope["RESULT"])
+    assert len(results[1]) == len(results[0]) == 12
+    assert results[1] == pytest.approx(results[0], rel=1e-5)
