@@ -22,7 +22,7 @@ from kael._C import Tensor
 
 # (tensortype stays here: torch does not export its metaclass either)
 __all__ = ["BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
-           "IntTensor", "LongTensor", "ShortTensor"]
+           "IntTensor", "LongTensor", "ShortTensor", "set_default_tensor_type"]
 
 _TYPES = (("FloatTensor", _C.float32), ("DoubleTensor", _C.float64), ("HalfTensor", _C.float16),
           ("BFloat16Tensor", _C.bfloat16), ("ByteTensor", _C.uint8), ("CharTensor", _C.int8),
@@ -107,3 +107,41 @@ CUDA_TYPES = {_name: _make(_name, _dtype, "cuda", "kael.cuda") for _name, _dtype
 BY_NAME = {f"kael.{_name}": globals()[_name] for _name, _ in _TYPES} | {
     f"kael.cuda.{_name}": cls for _name, cls in CUDA_TYPES.items()}
 del _name, _dtype
+
+
+_warned_default_tensor_type = False
+
+
+def _import_dotted(name: str):
+    parts = name.split(".")
+    obj = __import__(parts[0])
+    for i, part in enumerate(parts[1:], 1):
+        if not hasattr(obj, part):
+            __import__(".".join(parts[:i + 1]))
+        obj = getattr(obj, part)
+    return obj
+
+
+def set_default_tensor_type(t) -> None:
+    """Deprecated (a UserWarning, once per process, as torch's): the default floating dtype set
+    from a legacy type or its name (kael.DoubleTensor, 'kael.DoubleTensor'); prefer
+    kael.set_default_dtype."""
+    import warnings
+
+    import kael
+
+    global _warned_default_tensor_type
+    if not _warned_default_tensor_type:
+        _warned_default_tensor_type = True
+        warnings.warn("kael.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                      "kael.set_default_dtype() instead.", UserWarning, stacklevel=2)
+    if isinstance(t, str):
+        t = BY_NAME[t] if t in BY_NAME else _import_dotted(t)
+    if not isinstance(t, tensortype):
+        raise TypeError("set_default_tensor_type: invalid type object: only floating-point types are supported as "
+                        "the default type")
+    if t._device_type == "cuda" and not kael.cuda.is_available():
+        raise TypeError(f"type {_full_name(t)} not available. kael not compiled with CUDA enabled.")
+    if not t.dtype.is_floating_point:
+        raise TypeError("set_default_tensor_type: only floating-point types are supported as the default type")
+    kael.set_default_dtype(t.dtype)

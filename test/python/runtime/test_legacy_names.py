@@ -162,3 +162,40 @@ def test_variable_returns_a_tensor():
             V(lib.ones(1), volatile=True)
         caught.append([(x.category, str(x.message).replace("torch.", "kael."), x.filename) for x in w])
     assert caught[0] == caught[1]
+
+
+def test_set_default_tensor_type_as_torch():
+    saved = torch.get_default_dtype(), kael.get_default_dtype()
+    try:
+        cases = [lambda lib: lib.DoubleTensor, lambda lib: f"{lib.__name__}.FloatTensor", lambda lib: lib.HalfTensor,
+                 lambda lib: lib.LongTensor, lambda lib: f"{lib.__name__}.IntTensor", lambda lib: lib.float64,
+                 lambda lib: 5, lambda lib: lib.cuda.FloatTensor, lambda lib: "Float", lambda lib: lib.BFloat16Tensor]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for case in cases:
+                outcome = []
+                for lib in (torch, kael):
+                    try:
+                        lib.set_default_tensor_type(case(lib))
+                        outcome.append(("ok", _kname(lib.get_default_dtype()), _kname(lib.ones(1).dtype)))
+                    except Exception as e:  # noqa: BLE001
+                        outcome.append(("raise", type(e), _kname(lib.get_default_dtype())))
+                assert outcome[0] == outcome[1], case(torch)
+    finally:
+        torch.set_default_dtype(saved[0])
+        kael.set_default_dtype(saved[1])
+
+
+def test_set_default_tensor_type_warns_once_per_process(monkeypatch):
+    # torch warns once per process (TORCH_WARN_ONCE); kael's flag is reset here to see it
+    import kael._legacy
+
+    monkeypatch.setattr(kael._legacy, "_warned_default_tensor_type", False)
+    try:
+        with pytest.warns(UserWarning, match="set_default_tensor_type.. is deprecated"):
+            kael.set_default_tensor_type(kael.FloatTensor)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kael.set_default_tensor_type(kael.FloatTensor)
+    finally:
+        kael.set_default_dtype(kael.float32)
