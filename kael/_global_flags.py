@@ -7,10 +7,10 @@ from __future__ import annotations
 import warnings
 
 __all__ = ["are_deterministic_algorithms_enabled", "get_deterministic_debug_mode", "get_float32_matmul_precision",
-           "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
-           "set_float32_matmul_precision", "use_deterministic_algorithms"]
+           "get_num_interop_threads", "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
+           "set_float32_matmul_precision", "set_num_interop_threads", "use_deterministic_algorithms"]
 
-_state = {"precision": "highest", "deterministic": False, "warn_only": False}
+_state = {"precision": "highest", "deterministic": False, "warn_only": False, "interop": None, "interop_set": False}
 _PRECISIONS = ("highest", "high", "medium")
 
 
@@ -69,3 +69,26 @@ def set_deterministic_debug_mode(debug_mode) -> None:
     if debug_mode not in (0, 1, 2):
         raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
     use_deterministic_algorithms(debug_mode != 0, warn_only=debug_mode == 1)
+
+
+def get_num_interop_threads() -> int:
+    """The size torch gives its inter-op pool (the threads that run forked tasks): what
+    set_num_interop_threads set, else the default number of intra-op threads. kael has no
+    inter-op pool; the number is recorded for programs that set and read it."""
+    if _state["interop"] is None:
+        from kael import _C
+
+        _state["interop"] = _C.get_num_threads()
+    return _state["interop"]
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Sets get_num_interop_threads(), once per process, as torch allows."""
+    if isinstance(num, bool) or not isinstance(num, int):
+        raise RuntimeError(f"set_num_interop_threads expects an int, but got {type(num).__name__}")
+    if num <= 0:
+        raise RuntimeError("set_num_interop_threads expects a positive integer")
+    if _state["interop_set"]:
+        raise RuntimeError("Error: cannot set number of interop threads after parallel work has started or "
+                           "set_num_interop_threads called")
+    _state["interop"], _state["interop_set"] = num, True

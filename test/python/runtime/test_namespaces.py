@@ -434,3 +434,26 @@ def test_training_script_boilerplate_runs_as_in_torch(restore_flags):
         results.append(scope["RESULT"])
     assert len(results[1]) == len(results[0]) == 12
     assert results[1] == pytest.approx(results[0], rel=1e-5)
+
+
+INTEROP = '''
+import sys
+import LIB
+out = [LIB.get_num_interop_threads() == LIB.get_num_threads()]
+for value in [0, -1, "x", 2.0, True, 3, 4]:
+    try:
+        LIB.set_num_interop_threads(value)
+        out.append(("ok", LIB.get_num_interop_threads()))
+    except Exception as e:
+        out.append((type(e).__name__, str(e)))
+print(repr(out))
+'''
+
+
+def test_interop_threads_are_set_once_per_process_as_in_torch():
+    import subprocess
+    import sys
+
+    outputs = [subprocess.run([sys.executable, "-c", INTEROP.replace("LIB", name)], capture_output=True, text=True,
+                              check=True).stdout for name in ("torch", "kael")]
+    assert outputs[1] == outputs[0]
