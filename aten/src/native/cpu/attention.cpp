@@ -65,14 +65,14 @@ bool any_nan(const T* x, std::int64_t n) {
 }
 
 // One kTileRows x kTileCols tile of scores: s[r][c] = scale * sum_e q[r][e] kt[e][c] (q with row
-// stride E, kt with row stride S, s with row stride kBlockK).
+// stride qs, kt with row stride S, s with row stride kBlockK).
 template <typename T>
-void scores_tile(const T* q, std::int64_t E, const T* kt, std::int64_t S, T scale, T* s) {
+void scores_tile(const T* q, std::int64_t qs, std::int64_t E, const T* kt, std::int64_t S, T scale, T* s) {
   T acc[kTileRows][kTileCols] = {};
   for (std::int64_t e = 0; e < E; ++e) {
     const T* kr = kt + e * S;
     for (int r = 0; r < kTileRows; ++r) {
-      const T qv = q[r * E + e];
+      const T qv = q[r * qs + e];
       for (int c = 0; c < kTileCols; ++c) acc[r][c] += qv * kr[c];
     }
   }
@@ -82,22 +82,22 @@ void scores_tile(const T* q, std::int64_t E, const T* kt, std::int64_t S, T scal
 
 // One tile of o += p v: o[r][c] += sum_j p[r][j] v[j][c] for j < cols (p[r][j] at p[r * prs +
 // j * pcs]: a block of s, prs = kBlockK and pcs = 1, or a block's transpose, prs = 1 and pcs =
-// kBlockK; v and o with row stride Ev).
+// kBlockK; v with row stride vs, o with row stride os).
 template <typename T>
-void accumulate_tile(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t Ev, std::int64_t cols,
-                     T* o) {
+void accumulate_tile(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t vs, std::int64_t cols,
+                     T* o, std::int64_t os) {
   T acc[kTileRows][kTileCols];
   for (int r = 0; r < kTileRows; ++r)
-    for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[r * Ev + c];
+    for (int c = 0; c < kTileCols; ++c) acc[r][c] = o[r * os + c];
   for (std::int64_t j = 0; j < cols; ++j) {
-    const T* vr = v + j * Ev;
+    const T* vr = v + j * vs;
     for (int r = 0; r < kTileRows; ++r) {
       const T pv = p[r * prs + j * pcs];
       for (int c = 0; c < kTileCols; ++c) acc[r][c] += pv * vr[c];
     }
   }
   for (int r = 0; r < kTileRows; ++r)
-    for (int c = 0; c < kTileCols; ++c) o[r * Ev + c] = acc[r][c];
+    for (int c = 0; c < kTileCols; ++c) o[r * os + c] = acc[r][c];
 }
 
 #ifdef KAEL_NN_AVX2
@@ -106,20 +106,21 @@ void accumulate_tile(const T* p, std::int64_t prs, std::int64_t pcs, const T* v,
 static_assert(kTileRows == 4 && kTileCols == 16);
 
 template <>
-void scores_tile<float>(const float* q, std::int64_t E, const float* kt, std::int64_t S, float scale, float* s) {
+void scores_tile<float>(const float* q, std::int64_t qs, std::int64_t E, const float* kt, std::int64_t S, float scale,
+                        float* s) {
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
   for (std::int64_t e = 0; e < E; ++e) {
     const __m256 k0 = _mm256_loadu_ps(kt + e * S), k1 = _mm256_loadu_ps(kt + e * S + 8);
     __m256 qv = _mm256_broadcast_ss(q + e);
     a00 = _mm256_fmadd_ps(qv, k0, a00);
     a01 = _mm256_fmadd_ps(qv, k1, a01);
-    qv = _mm256_broadcast_ss(q + E + e);
+    qv = _mm256_broadcast_ss(q + qs + e);
     a10 = _mm256_fmadd_ps(qv, k0, a10);
     a11 = _mm256_fmadd_ps(qv, k1, a11);
-    qv = _mm256_broadcast_ss(q + 2 * E + e);
+    qv = _mm256_broadcast_ss(q + 2 * qs + e);
     a20 = _mm256_fmadd_ps(qv, k0, a20);
     a21 = _mm256_fmadd_ps(qv, k1, a21);
-    qv = _mm256_broadcast_ss(q + 3 * E + e);
+    qv = _mm256_broadcast_ss(q + 3 * qs + e);
     a30 = _mm256_fmadd_ps(qv, k0, a30);
     a31 = _mm256_fmadd_ps(qv, k1, a31);
   }
@@ -135,14 +136,14 @@ void scores_tile<float>(const float* q, std::int64_t E, const float* kt, std::in
 }
 
 template <>
-void accumulate_tile<float>(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t Ev,
-                            std::int64_t cols, float* o) {
+void accumulate_tile<float>(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t vs,
+                            std::int64_t cols, float* o, std::int64_t os) {
   __m256 a00 = _mm256_loadu_ps(o), a01 = _mm256_loadu_ps(o + 8);
-  __m256 a10 = _mm256_loadu_ps(o + Ev), a11 = _mm256_loadu_ps(o + Ev + 8);
-  __m256 a20 = _mm256_loadu_ps(o + 2 * Ev), a21 = _mm256_loadu_ps(o + 2 * Ev + 8);
-  __m256 a30 = _mm256_loadu_ps(o + 3 * Ev), a31 = _mm256_loadu_ps(o + 3 * Ev + 8);
+  __m256 a10 = _mm256_loadu_ps(o + os), a11 = _mm256_loadu_ps(o + os + 8);
+  __m256 a20 = _mm256_loadu_ps(o + 2 * os), a21 = _mm256_loadu_ps(o + 2 * os + 8);
+  __m256 a30 = _mm256_loadu_ps(o + 3 * os), a31 = _mm256_loadu_ps(o + 3 * os + 8);
   for (std::int64_t j = 0; j < cols; ++j) {
-    const __m256 v0 = _mm256_loadu_ps(v + j * Ev), v1 = _mm256_loadu_ps(v + j * Ev + 8);
+    const __m256 v0 = _mm256_loadu_ps(v + j * vs), v1 = _mm256_loadu_ps(v + j * vs + 8);
     const float* pj = p + j * pcs;
     __m256 pv = _mm256_broadcast_ss(pj);
     a00 = _mm256_fmadd_ps(pv, v0, a00);
@@ -159,12 +160,12 @@ void accumulate_tile<float>(const float* p, std::int64_t prs, std::int64_t pcs, 
   }
   _mm256_storeu_ps(o, a00);
   _mm256_storeu_ps(o + 8, a01);
-  _mm256_storeu_ps(o + Ev, a10);
-  _mm256_storeu_ps(o + Ev + 8, a11);
-  _mm256_storeu_ps(o + 2 * Ev, a20);
-  _mm256_storeu_ps(o + 2 * Ev + 8, a21);
-  _mm256_storeu_ps(o + 3 * Ev, a30);
-  _mm256_storeu_ps(o + 3 * Ev + 8, a31);
+  _mm256_storeu_ps(o + os, a10);
+  _mm256_storeu_ps(o + os + 8, a11);
+  _mm256_storeu_ps(o + 2 * os, a20);
+  _mm256_storeu_ps(o + 2 * os + 8, a21);
+  _mm256_storeu_ps(o + 3 * os, a30);
+  _mm256_storeu_ps(o + 3 * os + 8, a31);
 }
 #endif
 
@@ -184,7 +185,8 @@ static_assert(kTileRows == 4 && kTileCols == 16);
 // s[r][0..32) for r < R. R = 8 where there are 8 rows (16 accumulators, 10 loads per 16 fused
 // multiply-adds), else 4; each score is the same sequence of fused multiply-adds either way.
 template <int R>
-inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, const float* kt1, float scale, float* s) {
+inline void scores_tile_x2(const float* q, std::int64_t qs, std::int64_t E, const float* kt0, const float* kt1,
+                           float scale, float* s) {
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -192,7 +194,7 @@ inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, con
     const __m512 k0 = _mm512_loadu_ps(kt0 + e * kTileCols), k1 = _mm512_loadu_ps(kt1 + e * kTileCols);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 qv = _mm512_set1_ps(q[r * E + e]);
+      const __m512 qv = _mm512_set1_ps(q[r * qs + e]);
       acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
     }
@@ -207,16 +209,16 @@ inline void scores_tile_x2(const float* q, std::int64_t E, const float* kt0, con
 
 // accumulate_tile over R rows (4 or 8, as scores_tile_x2) and 32 columns.
 template <int R>
-inline void accumulate_tile_x2(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t Ev,
-                               std::int64_t cols, float* o) {
+inline void accumulate_tile_x2(const float* p, std::int64_t prs, std::int64_t pcs, const float* v, std::int64_t vs,
+                               std::int64_t cols, float* o, std::int64_t os) {
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    acc[r][0] = _mm512_loadu_ps(o + r * Ev);
-    acc[r][1] = _mm512_loadu_ps(o + r * Ev + 16);
+    acc[r][0] = _mm512_loadu_ps(o + r * os);
+    acc[r][1] = _mm512_loadu_ps(o + r * os + 16);
   }
   for (std::int64_t j = 0; j < cols; ++j) {
-    const __m512 v0 = _mm512_loadu_ps(v + j * Ev), v1 = _mm512_loadu_ps(v + j * Ev + 16);
+    const __m512 v0 = _mm512_loadu_ps(v + j * vs), v1 = _mm512_loadu_ps(v + j * vs + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 pv = _mm512_set1_ps(p[r * prs + j * pcs]);
@@ -226,18 +228,19 @@ inline void accumulate_tile_x2(const float* p, std::int64_t prs, std::int64_t pc
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(o + r * Ev, acc[r][0]);
-    _mm512_storeu_ps(o + r * Ev + 16, acc[r][1]);
+    _mm512_storeu_ps(o + r * os, acc[r][0]);
+    _mm512_storeu_ps(o + r * os + 16, acc[r][1]);
   }
 }
 #endif
 
 // s[i][j] = scale * dot(q_i, k_j) for rows i < rows (<= kBlockQ) and keys j < cols, from
-// q (rows x E, row stride E) and kp, the block's keys packed in tiles of kTileCols keys: key j's
+// q (rows x E, row stride qs) and kp, the block's keys packed in tiles of kTileCols keys: key j's
 // element e at kp[(j / kTileCols) * E * kTileCols + e * kTileCols + j % kTileCols], zero-padded
 // to whole tiles (so every tile is read with unit stride, and whole tiles may be computed).
 template <typename T>
-void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale, T* s) {
+void scores(const T* q, std::int64_t qs, const T* kp, std::int64_t E, std::int64_t rows, std::int64_t cols, T scale,
+            T* s) {
   const std::int64_t tile = E * kTileCols;
   std::int64_t i = 0;
 #ifdef KAEL_ATTENTION_AVX512
@@ -245,11 +248,11 @@ void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int
     for (; i + 2 * kTileRows <= rows; i += 2 * kTileRows) {  // 8 rows at a time, then 4
       std::int64_t j = 0;
       for (; j + kTileCols < cols; j += 2 * kTileCols)
-        scores_tile_x2<2 * kTileRows>(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile,
-                                      scale, s + i * kBlockK + j);
+        scores_tile_x2<2 * kTileRows>(q + i * qs, qs, E, kp + (j / kTileCols) * tile,
+                                      kp + (j / kTileCols + 1) * tile, scale, s + i * kBlockK + j);
       for (; j < cols; j += kTileCols)
         for (std::int64_t h = i; h < i + 2 * kTileRows; h += kTileRows)
-          scores_tile(q + h * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + h * kBlockK + j);
+          scores_tile(q + h * qs, qs, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + h * kBlockK + j);
     }
   }
 #endif
@@ -258,55 +261,56 @@ void scores(const T* q, const T* kp, std::int64_t E, std::int64_t rows, std::int
 #ifdef KAEL_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)  // pairs of tiles whose second holds a key j < cols
       for (; j + kTileCols < cols; j += 2 * kTileCols)
-        scores_tile_x2<kTileRows>(q + i * E, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile, scale,
-                                  s + i * kBlockK + j);
+        scores_tile_x2<kTileRows>(q + i * qs, qs, E, kp + (j / kTileCols) * tile, kp + (j / kTileCols + 1) * tile,
+                                  scale, s + i * kBlockK + j);
 #endif
     for (; j < cols; j += kTileCols)
-      scores_tile(q + i * E, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
+      scores_tile(q + i * qs, qs, E, kp + (j / kTileCols) * tile, kTileCols, scale, s + i * kBlockK + j);
   }
   for (; i < rows; ++i) {
     T* sr = s + i * kBlockK;
     for (std::int64_t j = 0; j < cols; ++j) {
       const T* kj = kp + (j / kTileCols) * tile + j % kTileCols;
       T acc = 0;
-      for (std::int64_t e = 0; e < E; ++e) acc += q[i * E + e] * kj[e * kTileCols];
+      for (std::int64_t e = 0; e < E; ++e) acc += q[i * qs + e] * kj[e * kTileCols];
       sr[j] = acc * scale;
     }
   }
 }
 
 // o[i] += sum_j p[i][j] v[j] for rows i < rows, keys j < cols; p[i][j] at p[i * prs + j * pcs]
-// (see accumulate_tile: the backward pass reads a block's transpose in place); o has row stride Ev.
+// (see accumulate_tile: the backward pass reads a block's transpose in place); v (cols x Ev) has
+// row stride vs, o (rows x Ev) row stride os.
 template <typename T>
-void accumulate(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t Ev, std::int64_t rows,
-                std::int64_t cols, T* o) {
+void accumulate(const T* p, std::int64_t prs, std::int64_t pcs, const T* v, std::int64_t vs, std::int64_t Ev,
+                std::int64_t rows, std::int64_t cols, T* o, std::int64_t os) {
   std::int64_t i = 0;
 #ifdef KAEL_ATTENTION_AVX512
   if constexpr (std::is_same_v<T, float>)  // 8 rows at a time where the columns come in 32s
     if (Ev % (2 * kTileCols) == 0)
       for (; i + 2 * kTileRows <= rows; i += 2 * kTileRows)
         for (std::int64_t c0 = 0; c0 < Ev; c0 += 2 * kTileCols)
-          accumulate_tile_x2<2 * kTileRows>(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
+          accumulate_tile_x2<2 * kTileRows>(p + i * prs, prs, pcs, v + c0, vs, cols, o + i * os + c0, os);
 #endif
   for (; i + kTileRows <= rows; i += kTileRows) {
     std::int64_t c0 = 0;
 #ifdef KAEL_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)
       for (; c0 + 2 * kTileCols <= Ev; c0 += 2 * kTileCols)
-        accumulate_tile_x2<kTileRows>(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
+        accumulate_tile_x2<kTileRows>(p + i * prs, prs, pcs, v + c0, vs, cols, o + i * os + c0, os);
 #endif
     for (; c0 + kTileCols <= Ev; c0 += kTileCols)
-      accumulate_tile(p + i * prs, prs, pcs, v + c0, Ev, cols, o + i * Ev + c0);
+      accumulate_tile(p + i * prs, prs, pcs, v + c0, vs, cols, o + i * os + c0, os);
     for (int r = 0; r < kTileRows; ++r)
       for (std::int64_t j = 0; j < cols; ++j) {
         const T pv = p[(i + r) * prs + j * pcs];
-        for (std::int64_t c = c0; c < Ev; ++c) o[(i + r) * Ev + c] += pv * v[j * Ev + c];
+        for (std::int64_t c = c0; c < Ev; ++c) o[(i + r) * os + c] += pv * v[j * vs + c];
       }
   }
   for (; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) {
       const T pv = p[i * prs + j * pcs];
-      for (std::int64_t c = 0; c < Ev; ++c) o[i * Ev + c] += pv * v[j * Ev + c];
+      for (std::int64_t c = 0; c < Ev; ++c) o[i * os + c] += pv * v[j * vs + c];
     }
 }
 
@@ -341,6 +345,7 @@ struct AttentionArgs {
   const T *q, *kp, *v;  // kp: the keys packed (see scores)
   T* out;
   std::int64_t L, S, E, Ev;
+  std::int64_t qs, vs, os;  // the row strides of q, v and out (their last dims are contiguous)
   T scale;
   bool causal;
   std::int64_t batch;  // the flattened broadcast batch index (dropout's element indices)
@@ -365,12 +370,12 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
     l[i] = 0;
   }
   std::fill(o, o + rows * a.Ev, T(0));
-  const T* q = a.q + i0 * a.E;
+  const T* q = a.q + i0 * a.qs;
   // With is_causal, query i sees keys j <= i: the blocks starting after the last row's i end.
   const std::int64_t key_end = a.causal ? std::min(a.S, i0 + rows) : a.S;
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const std::int64_t cols = std::min(kBlockK, key_end - j0);
-    scores(q, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
+    scores(q, a.qs, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
     for (std::int64_t i = 0; i < rows; ++i) {
       T* sr = s + i * kBlockK;
       if (mask.kind == Mask::Bool) {
@@ -402,15 +407,15 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
     }
     // Summed per block, then added: rounding errors grow with the block length, not with S.
     std::fill(ob, ob + rows * a.Ev, T(0));
-    accumulate(s, kBlockK, 1, a.v + j0 * a.Ev, a.Ev, rows, cols, ob);
+    accumulate(s, kBlockK, 1, a.v + j0 * a.vs, a.vs, a.Ev, rows, cols, ob, a.Ev);
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t c = 0; c < a.Ev; ++c) o[i * a.Ev + c] = o[i * a.Ev + c] * correction[i] + ob[i * a.Ev + c];
   }
-  T* out = a.out + i0 * a.Ev;
+  T* out = a.out + i0 * a.os;
   for (std::int64_t i = 0; i < rows; ++i) {
     // l == 0: every key masked; the row is 0, as in PyTorch.
     const T inv = l[i] == T(0) ? T(0) : T(1) / l[i];
-    for (std::int64_t c = 0; c < a.Ev; ++c) out[i * a.Ev + c] = o[i * a.Ev + c] * inv;
+    for (std::int64_t c = 0; c < a.Ev; ++c) out[i * a.os + c] = o[i * a.Ev + c] * inv;
   }
 }
 
@@ -437,31 +442,70 @@ std::vector<std::int64_t> batch_offsets(IntArrayRef batch, IntArrayRef sizes, In
 
 IntArrayRef batch_of(const Tensor& t) { return t.sizes().subspan(0, t.dim() - 2); }
 
-// Packs the rows of each of `batches` contiguous (S, E) matrices in tiles of kTileCols rows
-// (the layout scores() reads: row j's element e at (j / kTileCols) * E * kTileCols + e *
-// kTileCols + j % kTileCols of its batch's block, zero-padded to whole tiles).
+// The row stride of a (..., rows, cols) tensor whose last dim is contiguous.
+std::int64_t row_stride(const Tensor& t) { return t.strides()[t.dim() - 2]; }
+
+// Whether the kernels read t in place: its dtype is `acc` and its last dim is contiguous (any
+// other strides: the q, k and v that a split projection's view and transpose give).
+bool readable_in_place(const Tensor& t, ScalarType acc) {
+  return t.dtype() == acc && (t.sizes()[t.dim() - 1] <= 1 || t.strides()[t.dim() - 1] == 1);
+}
+
+// A new tensor of `shape` ((batch..., rows, cols)) laid out as `ref`, whose dims but the last
+// have the same sizes, is: those dims in the order of ref's strides (largest first), the last
+// dim contiguous. A gradient or output then has its input's layout: q of shape (B, H, L, E)
+// that is a transposed (B, L, H, E) gives an output whose transpose back is contiguous, as
+// PyTorch's CPU flash attention. Otherwise (broadcast batches) contiguous.
+Tensor alloc_like_layout(const DimVector& shape, const Tensor& ref, ScalarType dtype) {
+  const auto nd = static_cast<std::int64_t>(shape.size());
+  if (nd < 3 || ref.dim() != nd || !std::equal(shape.begin(), shape.end() - 1, ref.sizes().begin()))
+    return alloc_cpu(shape, dtype);
+  std::vector<std::int64_t> order(static_cast<std::size_t>(nd - 1));
+  for (std::int64_t d = 0; d < nd - 1; ++d) order[static_cast<std::size_t>(d)] = d;
+  const IntArrayRef rs = ref.strides();
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) { return rs[x] > rs[y]; });
+  DimVector strides(shape.size(), 1);
+  std::int64_t st = shape[static_cast<std::size_t>(nd - 1)];
+  for (std::int64_t k = nd - 2; k >= 0; --k) {
+    const auto d = static_cast<std::size_t>(order[static_cast<std::size_t>(k)]);
+    strides[d] = st;
+    st *= shape[d];
+  }
+  return alloc_strided_cpu(shape, strides, dtype);
+}
+
+// Packs the rows of each of `batches` (S, E) matrices (batch b's at src + offsets[b], rows
+// `rs` apart, each row contiguous) in tiles of kTileCols rows (the layout scores() reads: row
+// j's element e at (j / kTileCols) * E * kTileCols + e * kTileCols + j % kTileCols of its
+// batch's block, zero-padded to whole tiles).
 template <typename T>
-void pack_tiles(const T* src, T* dst, std::int64_t batches, std::int64_t S, std::int64_t E) {
+void pack_tiles(const T* src, const std::vector<std::int64_t>& offsets, std::int64_t rs, T* dst, std::int64_t batches,
+                std::int64_t S, std::int64_t E) {
   const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
   nn::parallel_for(batches * ntiles, E * kTileCols, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t b = t / ntiles, j0 = (t % ntiles) * kTileCols;
       T* d = dst + t * E * kTileCols;
-      const T* k0 = src + (b * S + j0) * E;
+      const T* base = src + offsets[static_cast<std::size_t>(b)];
       if (j0 + kTileCols <= S) {
         // a whole tile: each of d's rows (kTileCols keys' element e) written whole, which
         // vectorises (a loop over the keys' rows scatters single stores)
+        const T* k0 = base + j0 * rs;
         for (std::int64_t e = 0; e < E; ++e)
-          for (std::int64_t c = 0; c < kTileCols; ++c) d[e * kTileCols + c] = k0[c * E + e];
+          for (std::int64_t c = 0; c < kTileCols; ++c) d[e * kTileCols + c] = k0[c * rs + e];
         continue;
       }
       for (std::int64_t c = 0; c < kTileCols; ++c) {
         const std::int64_t j = j0 + c;
-        const T* kr = src + (b * S + j) * E;
-        for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? kr[e] : T(0);
+        for (std::int64_t e = 0; e < E; ++e) d[e * kTileCols + c] = j < S ? base[j * rs + e] : T(0);
       }
     }
   });
+}
+
+// The element offsets of each of t's own batches (of its shape's batch dims), from its strides.
+std::vector<std::int64_t> own_batch_offsets(const Tensor& t) {
+  return batch_offsets(batch_of(t), t.sizes(), t.strides());
 }
 
 // The element offset of each broadcast batch's block in t packed by pack_tiles (blocks of
@@ -567,7 +611,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   DimVector out_shape = batch;
   out_shape.push_back(L);
   out_shape.push_back(Ev);
-  Tensor result = alloc_cpu(out_shape, query.dtype());
+  Tensor result = alloc_like_layout(out_shape, query, query.dtype());
   if (result.numel() == 0) return result;
   if (S == 0) {  // no keys: 0, as in PyTorch
     fill_cpu(result, Scalar(0.0));
@@ -577,15 +621,17 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   auto as_acc = [&](const Tensor& t) {
     return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
   };
-  Tensor q = as_acc(query), v = as_acc(value);
-  Tensor k = as_acc(key);
+  auto rows_of = [&](const Tensor& t) { return readable_in_place(t, acc) ? t : as_acc(t); };
+  Tensor q = rows_of(query), v = rows_of(value);
+  Tensor k = rows_of(key);
   if (mask_t.defined()) {
     DimVector full = batch;
     full.push_back(L);
     full.push_back(S);
     mask_t = kael::expand(mask.kind == Mask::Float ? as_acc(mask_t) : mask_t, full);
   }
-  Tensor out = acc == query.dtype() ? result : alloc_cpu(out_shape, acc);
+  Tensor out = acc == query.dtype() ? result : alloc_like_layout(out_shape, query, acc);
+  const std::vector<std::int64_t> o_off = batch_offsets(batch, out.sizes(), out.strides());
   const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
   // The keys of each of k's own batches packed in tiles of kTileCols (see scores).
   const std::int64_t ntiles = (S + kTileCols - 1) / kTileCols;
@@ -611,7 +657,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   section.unlock();
   visit_dtype(acc, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) pack_tiles(k.data<T>(), kp.data<T>(), k_batches, S, E);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      pack_tiles(k.data<T>(), own_batch_offsets(k), row_stride(k), kp.data<T>(), k_batches, S, E);
   });
   const Dropout dropout{dropout_p > 0.0, 1.0 - dropout_p,
                         PhiloxStream{std::bit_cast<std::uint64_t>(seed), std::bit_cast<std::uint64_t>(offset)}};
@@ -630,8 +677,8 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
              task = next.fetch_add(1, std::memory_order_relaxed)) {
           const std::int64_t b = task / qblocks, i0 = (task % qblocks) * kBlockQ;
           AttentionArgs<T> a{q.data<T>() + q_off[b], kp.data<T>() + k_off[b], v.data<T>() + v_off[b],
-                             out.data<T>() + b * L * Ev, L, S, E, Ev, static_cast<T>(scale_value), is_causal,
-                             b, &dropout};
+                             out.data<T>() + o_off[b], L, S, E, Ev, row_stride(q), row_stride(v), row_stride(out),
+                             static_cast<T>(scale_value), is_causal, b, &dropout};
           Mask mb = mask;
           if (mask_t.defined())
             mb.data = static_cast<const char*>(mask_t.data_ptr()) + m_off[b] * static_cast<std::int64_t>(mask_t.element_size());
@@ -674,6 +721,7 @@ struct BackwardArgs {
   T *dq, *dk, *dv;                // the batch's gradients: (L, E), (S, E), (S, Ev)
   T* dm;                          // the batch's mask gradient (L, S); null when not wanted
   std::int64_t L, S, E, Ev;
+  std::int64_t qs, ks, gs, dqs, dks, dvs;  // row strides (each row contiguous)
   T scale;
   bool causal;
   std::int64_t batch;  // the flattened broadcast batch index (dropout's element indices)
@@ -686,7 +734,7 @@ template <typename T>
 void masked_scores(const BackwardArgs<T>& a, const Mask& mask, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                    std::int64_t cols, T* s) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  scores(a.q + i0 * a.E, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
+  scores(a.q + i0 * a.qs, a.qs, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
   for (std::int64_t i = 0; i < rows; ++i) {
     T* sr = s + i * kBlockK;
     if (mask.kind == Mask::Bool) {
@@ -719,7 +767,7 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
   const bool drop = a.dropout->active;
   auto block_products = [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
     masked_scores(a, mask, i0, rows, j0, cols, s);
-    scores(a.go + i0 * a.Ev, a.vp + (j0 / kTileCols) * a.Ev * kTileCols, a.Ev, rows, cols, T(1), dw);
+    scores(a.go + i0 * a.gs, a.gs, a.vp + (j0 / kTileCols) * a.Ev * kTileCols, a.Ev, rows, cols, T(1), dw);
     if (drop)
       for (std::int64_t i = 0; i < rows; ++i)
         a.dropout->factors((a.batch * a.L + i0 + i) * a.S + j0, cols, keep + i * kBlockK);
@@ -820,9 +868,10 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         for (std::int64_t j = 0; j < cols; ++j) dr[j] *= a.scale;
       }
       // dv_j += sum_i W_ij dO_i and dk_j += sum_i dS_ij q_i read the blocks transposed in place
-      accumulate(s, 1, kBlockK, a.go + i0 * a.Ev, a.Ev, cols, rows, a.dv + j0 * a.Ev);
-      accumulate(dw, kBlockK, 1, a.k + j0 * a.E, a.E, rows, cols, a.dq + i0 * a.E);  // dq_i += sum_j dS_ij k_j
-      accumulate(dw, 1, kBlockK, a.q + i0 * a.E, a.E, cols, rows, a.dk + j0 * a.E);
+      accumulate(s, 1, kBlockK, a.go + i0 * a.gs, a.gs, a.Ev, cols, rows, a.dv + j0 * a.dvs, a.dvs);
+      // dq_i += sum_j dS_ij k_j
+      accumulate(dw, kBlockK, 1, a.k + j0 * a.ks, a.ks, a.E, rows, cols, a.dq + i0 * a.dqs, a.dqs);
+      accumulate(dw, 1, kBlockK, a.q + i0 * a.qs, a.qs, a.E, cols, rows, a.dk + j0 * a.dks, a.dks);
     }
   }
 }
@@ -861,7 +910,9 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
   KAEL_CHECK(std::equal(grad.sizes().begin(), grad.sizes().end(), grad_shape.begin(), grad_shape.end()),
              op << ": expected grad of shape " << shape_str(grad_shape) << ", got " << shape_str(grad.sizes()));
   const ScalarType acc = is_reduced_floating(query.dtype()) ? ScalarType::Float32 : query.dtype();
-  Tensor dq = alloc_cpu(shaped(L, E), acc), dk = alloc_cpu(shaped(S, E), acc), dv = alloc_cpu(shaped(S, Ev), acc);
+  // each gradient laid out as its input (see alloc_like_layout)
+  Tensor dq = alloc_like_layout(shaped(L, E), query, acc), dk = alloc_like_layout(shaped(S, E), key, acc),
+         dv = alloc_like_layout(shaped(S, Ev), value, acc);
   KAEL_CHECK(!mask_grad || (attn_mask && attn_mask->dtype() != ScalarType::Bool),
              op << ": a mask gradient needs a floating attn_mask");
   // every element written (a mask excludes is_causal, so each row visits every key)
@@ -875,7 +926,8 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
   auto as_acc = [&](const Tensor& t) {
     return t.dtype() == acc && t.is_contiguous() ? t : to_dtype_cpu(kael::contiguous(t), acc);
   };
-  const Tensor q = as_acc(query), k = as_acc(key), v = as_acc(value), g = as_acc(grad);
+  auto rows_of = [&](const Tensor& t) { return readable_in_place(t, acc) ? t : as_acc(t); };
+  const Tensor q = rows_of(query), k = rows_of(key), v = rows_of(value), g = rows_of(grad);
   Mask mask;
   Tensor mask_t;
   std::vector<std::int64_t> m_off;
@@ -889,6 +941,10 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
   const std::vector<std::int64_t> q_off = batch_offsets(batch, q.sizes(), q.strides());
   const std::vector<std::int64_t> k_off = batch_offsets(batch, k.sizes(), k.strides());
   const std::vector<std::int64_t> kp_off = packed_offsets(batch, k), vp_off = packed_offsets(batch, v);
+  const std::vector<std::int64_t> g_off = batch_offsets(batch, g.sizes(), g.strides());
+  const std::vector<std::int64_t> dq_off = batch_offsets(batch, dq.sizes(), dq.strides());
+  const std::vector<std::int64_t> dk_off = batch_offsets(batch, dk.sizes(), dk.strides());
+  const std::vector<std::int64_t> dv_off = batch_offsets(batch, dv.sizes(), dv.strides());
   std::int64_t k_batches = 1, v_batches = 1;
   for (std::int64_t b : batch_of(k)) k_batches *= b;
   for (std::int64_t b : batch_of(v)) v_batches *= b;
@@ -901,24 +957,30 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
   visit_dtype(acc, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      pack_tiles(k.data<T>(), kp.data<T>(), k_batches, S, E);
-      pack_tiles(v.data<T>(), vp.data<T>(), v_batches, S, Ev);
+      pack_tiles(k.data<T>(), own_batch_offsets(k), row_stride(k), kp.data<T>(), k_batches, S, E);
+      pack_tiles(v.data<T>(), own_batch_offsets(v), row_stride(v), vp.data<T>(), v_batches, S, Ev);
+      const std::int64_t dqs = row_stride(dq), dks = row_stride(dk), dvs = row_stride(dv);
+      auto zero_rows = [](T* p, std::int64_t rows, std::int64_t stride, std::int64_t width) {
+        for (std::int64_t i = 0; i < rows; ++i) std::fill(p + i * stride, p + i * stride + width, T(0));
+      };
       nn::parallel_for(batches, L * S * (E + Ev) * 3, [&](std::int64_t begin, std::int64_t end) {
         std::vector<T> buf;
         for (std::int64_t b = begin; b < end; ++b) {
-          BackwardArgs<T> a{q.data<T>() + q_off[static_cast<std::size_t>(b)],
-                            k.data<T>() + k_off[static_cast<std::size_t>(b)],
-                            kp.data<T>() + kp_off[static_cast<std::size_t>(b)],
-                            vp.data<T>() + vp_off[static_cast<std::size_t>(b)],
-                            g.data<T>() + b * L * Ev,
-                            dq.data<T>() + b * L * E,
-                            dk.data<T>() + b * S * E,
-                            dv.data<T>() + b * S * Ev,
+          const auto bi = static_cast<std::size_t>(b);
+          BackwardArgs<T> a{q.data<T>() + q_off[bi],
+                            k.data<T>() + k_off[bi],
+                            kp.data<T>() + kp_off[bi],
+                            vp.data<T>() + vp_off[bi],
+                            g.data<T>() + g_off[bi],
+                            dq.data<T>() + dq_off[bi],
+                            dk.data<T>() + dk_off[bi],
+                            dv.data<T>() + dv_off[bi],
                             dm.defined() ? dm.data<T>() + b * L * S : nullptr,
-                            L, S, E, Ev, static_cast<T>(scale_value), is_causal, b, &dropout};
-          std::fill(a.dq, a.dq + L * E, T(0));
-          std::fill(a.dk, a.dk + S * E, T(0));
-          std::fill(a.dv, a.dv + S * Ev, T(0));
+                            L, S, E, Ev, row_stride(q), row_stride(k), row_stride(g), dqs, dks, dvs,
+                            static_cast<T>(scale_value), is_causal, b, &dropout};
+          zero_rows(a.dq, L, dqs, E);
+          zero_rows(a.dk, S, dks, E);
+          zero_rows(a.dv, S, dvs, Ev);
           Mask mb = mask;
           if (mask_t.defined())
             mb.data = static_cast<const char*>(mask_t.data_ptr()) +
