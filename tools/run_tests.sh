@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Quick start: set everything up, then run the whole test suite (pytest + GoogleTest via ctest).
+# Quick start and CI (.ci/run): set up everything the tests need (tools/setup_env.sh: the test
+# oracle, GoogleTest, Open MPI, Chromium), build, then run the whole test suite (pytest + GoogleTest via ctest).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup_env.sh
