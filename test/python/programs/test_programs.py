@@ -9,12 +9,19 @@ The bounds, on the largest relative difference of any logged loss over 20 steps:
   them in different orders (GEMM blocking, vector widths, exp/log implementations), so a step's
   loss differs by a few units in the last place (1e-7 relative) and training carries that forward
   with a growth of at most a few times over 20 steps of small learning rates: the runs measure
-  1e-7 to 5e-7. 1e-5 is 20x above that, and 100x below what one real mistake gives (a
-  learning-rate schedule off by one step, a gradient missing a term, a weight perturbed by 1e-4:
-  all show 1e-3 or more within a few steps; test_bound_catches_a_small_change checks one).
+  1e-7 to 5e-7. 1e-5 is 20x above that and still sees small mistakes: a learning rate 0.2% off
+  gives 2e-4 within 20 steps (test_bound_catches_a_small_change), a wrong gradient term or a
+  schedule off by one step far more.
 - the LBFGS time series, float64 as the original: 1e-9. The same argument with a unit roundoff of
   1.1e-16; LBFGS's curvature pairs amplify differences more than first-order steps, and 20 closure
   evaluations of a 60-step LSTM unroll compound them, which the margin leaves room for.
+- the ResNet (run.FLOAT64_CHECK), also run in float64: 1e-9, as LBFGS. Its float32 runs part at a
+  ReLU kink: with BatchNorm before each ReLU, many pre-activations sit near zero, and of the ~300,000
+  per step one lands within rounding of zero and takes opposite signs in torch and kael (step 5,
+  layer2's output, with the default seed); that element's gradient then differs outright and the
+  runs part by 1e-4 over the next steps, while from equal weights the two libraries' gradients agree
+  to 1e-6 at every step. Its float32 difference is held to 1e-3, which such a crossing stays below
+  and a wrong kernel does not; float64 rounding (1e-16) crosses no kink.
 - the autocast program: bfloat16 products under torch.autocast round to 8 significant bits, and a
   float32 sum that lands on either side of a bfloat16 rounding boundary in the two libraries moves
   one element by 2^-8: 1e-3 relative.
@@ -31,8 +38,10 @@ run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 
 STEPS = 20
-BOUNDS = {"time-sequence": 1e-9, "autocast": 1e-3}
 FLOAT32_BOUND = 1e-5
+FLOAT64_BOUND = 1e-9
+KINK_BOUND = 1e-3  # float32 runs of a FLOAT64_CHECK program, which may cross a ReLU kink
+BOUNDS = {"time-sequence": FLOAT64_BOUND, "autocast": 1e-3}
 PROGRAM_FILES = sorted({prog for _, prog, _, _ in run.PROGRAMS})
 
 
@@ -83,8 +92,12 @@ def test_program_runs_on_kael_and_matches_torch(name, tmp_path):
     assert row["runs"], row["error"]
     assert row["error"] is None, row["error"]
     assert row["steps"] >= STEPS, row
-    bound = BOUNDS.get(name, FLOAT32_BOUND)
-    assert row["max_rel_diff"] <= bound, (row["max_rel_diff"], row["worst_at"])
+    if name in run.FLOAT64_CHECK:
+        assert row["max_rel_diff64"] <= FLOAT64_BOUND, (row["max_rel_diff64"], row["worst_at64"])
+        assert row["max_rel_diff"] <= KINK_BOUND, (row["max_rel_diff"], row["worst_at"])
+    else:
+        bound = BOUNDS.get(name, FLOAT32_BOUND)
+        assert row["max_rel_diff"] <= bound, (row["max_rel_diff"], row["worst_at"])
     assert row["default_run"] == "ok", row["default_run"]  # with dropout (and random noise) on
 
 

@@ -2,7 +2,7 @@
 bias, BatchNorm2d, basic residual blocks with a 1x1 projection shortcut where the shape changes,
 AdaptiveAvgPool2d, kaiming-normal init, SGD with momentum, Nesterov and weight decay under
 CosineAnnealingLR, CrossEntropyLoss with label smoothing, random horizontal flips, and an eval pass
-on the running statistics.
+on the running statistics. --dtype float64 trains it in double precision (model.to(dtype=...)).
 
 The images are synthetic 3x16x16 class-dependent textures from a seeded NumPy generator; the flips
 are drawn by NumPy too.
@@ -99,6 +99,7 @@ def main(argv=None):
     parser.add_argument('--lr', type=float, default=0.05)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=int, default=0)
+    parser.add_argument('--dtype', default='float32', choices=['float32', 'float64'])
     parser.add_argument('--init', default='', help='start from these weights (.npz of a state_dict)')
     parser.add_argument('--save-init', default='', help='write the initial weights (.npz) before training')
     parser.add_argument('--log', default='', help='write one JSON line per step (loss, seconds)')
@@ -125,7 +126,8 @@ def main(argv=None):
         net.load_state_dict({k: torch.from_numpy(w[k]) for k in w.files})
     if args.save_init:
         np.savez(args.save_init, **{k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
-    net = net.to(device)
+    dtype = getattr(torch, args.dtype)
+    net = net.to(device=device, dtype=dtype)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     optimizer = optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
     scheduler = CosineAnnealingLR(optimizer, T_max=args.steps)
@@ -135,7 +137,7 @@ def main(argv=None):
         test_loss, correct, total = 0, 0, 0
         with torch.no_grad():
             for inputs, targets in testloader:
-                inputs, targets = inputs.to(device), targets.to(device)
+                inputs, targets = inputs.to(device, dtype), targets.to(device)
                 outputs = net(inputs)
                 test_loss += criterion(outputs, targets).item() * targets.size(0)
                 _, predicted = outputs.max(1)
@@ -156,7 +158,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             flip = torch.from_numpy(flips.random(inputs.size(0)) < 0.5).view(-1, 1, 1, 1)
             inputs = torch.where(flip, inputs.flip(3), inputs)
-            inputs, targets = inputs.to(device), targets.to(device)
+            inputs, targets = inputs.to(device, dtype), targets.to(device)
             optimizer.zero_grad()
             outputs = net(inputs)
             loss = criterion(outputs, targets)
