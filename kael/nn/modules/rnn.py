@@ -216,7 +216,7 @@ class RNNBase(Module):
             sorted_indices = unsorted_indices = None
             if input.dim() not in (2, 3):
                 raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
-                                 f"{'instead' if lstm else 'tensor instead'}")
+                                 f"{'tensor instead' if self.mode.startswith('RNN') else 'instead'}")
             is_batched = input.dim() == 3
             batch_dim = 0 if self.batch_first else 1
             if not is_batched:
@@ -317,12 +317,6 @@ class RNN(RNNBase):
             object.__setattr__(self, name, value)
             return
         super().__setattr__(name, value)
-
-    def extra_repr(self):
-        s = super().extra_repr()
-        if self.nonlinearity != "tanh":
-            s += f", nonlinearity={self.nonlinearity}"
-        return s
 
 
 class LSTM(RNNBase):
