@@ -12,13 +12,12 @@ def _grads(parameters):
     return [g for g in (getattr(p, "grad", None) for p in parameters) if g is not None]
 
 
-def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=True, foreach=None):
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The norm of the tensors' norms (of order norm_type), as one tensor: of gradients, say
     `get_total_norm([p.grad for p in params if p.grad is not None])`, then
     `clip_grads_with_norm_(params, max_norm, total)` scales them.
 
-    A NaN or infinite total raises ValueError unless error_if_nonfinite=False (torch's default is
-    False and its error a RuntimeError; kael's clip_grad_norm_ raises by default, docs/decisions/nn-optim-data.md).
+    A NaN or infinite total raises RuntimeError when error_if_nonfinite=True (default False, as torch).
     """
     if isinstance(tensors, kael.Tensor):
         tensors = [tensors]
@@ -34,7 +33,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=True, foreach=None
             norms = [t.norm(norm_type) for t in tensors]
             total_norm = kael.stack(norms).norm(norm_type)
         if error_if_nonfinite and not bool(kael.isfinite(total_norm).item()):
-            raise ValueError(f"get_total_norm: the total norm of order {norm_type} for gradients from "
+            raise RuntimeError(f"get_total_norm: the total norm of order {norm_type} for gradients from "
                              f"`parameters` is non-finite ({total_norm.item()}), so it cannot be clipped. To disable "
                              "this error and scale the gradients by the non-finite norm anyway, set "
                              "`error_if_nonfinite=False`")
@@ -56,12 +55,13 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             g.mul_(clip_coef_clamped.to(dtype=g.dtype))
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=True, foreach=None):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scales the gradients so that their total norm (the norm of the per-gradient norms) is at
     most max_norm, and returns the total norm before clipping.
 
-    A NaN or infinite total norm raises ValueError (unless error_if_nonfinite=False, when the
-    gradients are scaled as PyTorch scales them) before any gradient is touched.
+    With error_if_nonfinite=True a NaN or infinite total norm raises RuntimeError before any
+    gradient is touched; by default (False, as torch) the gradients are scaled by it as torch
+    scales them.
     """
     if isinstance(parameters, kael.Tensor):
         parameters = [parameters]
@@ -71,13 +71,13 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=True
         return kael.tensor(0.0)
     try:
         total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
-    except ValueError as e:
-        raise ValueError("clip_grad_norm_" + str(e)[len("get_total_norm"):]) from None
+    except RuntimeError as e:
+        raise RuntimeError("clip_grad_norm_" + str(e)[len("get_total_norm"):]) from None
     clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
     return total_norm
 
 
-def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=True, foreach=None):
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Deprecated (as in torch, with a FutureWarning): clip_grad_norm_."""
     warnings.warn("`kael.nn.utils.clip_grad_norm` is now deprecated in favor of `kael.nn.utils.clip_grad_norm_`.",
                   FutureWarning, stacklevel=2)

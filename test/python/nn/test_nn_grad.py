@@ -213,12 +213,24 @@ def test_clip_grad_norm_keeps_the_gradients_dtype(norm_type, dtypes):
 def test_clip_grad_norm_non_finite_raises_before_touching_gradients():
     for bad in (math.inf, math.nan):
         params = with_grads([[1.0, bad], [2.0]])
-        with pytest.raises(ValueError, match="non-finite"):
-            nn.utils.clip_grad_norm_(params, 1.0)
+        with pytest.raises(RuntimeError, match="clip_grad_norm_: .*non-finite"):
+            nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
         assert params[1].grad.tolist() == [2.0]
+        tparams = [torch.tensor(v, requires_grad=True) for v in ([1.0, bad], [2.0])]
+        for t in tparams:
+            t.grad = t.detach().clone()
+        with pytest.raises(RuntimeError, match="non-finite"):
+            torch.nn.utils.clip_grad_norm_(tparams, 1.0, error_if_nonfinite=True)
+    # torch's default (False) scales by the non-finite norm
     params = with_grads([[1.0, math.inf], [2.0]])
-    total = nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=False)
-    assert math.isinf(total.item())
+    tparams = [torch.tensor(v, requires_grad=True) for v in ([1.0, math.inf], [2.0])]
+    for t in tparams:
+        t.grad = t.detach().clone()
+    total = nn.utils.clip_grad_norm_(params, 1.0)
+    ttotal = torch.nn.utils.clip_grad_norm_(tparams, 1.0)
+    assert math.isinf(total.item()) and math.isinf(ttotal.item())
+    for k, t in zip(params, tparams):
+        assert str(k.grad.tolist()) == str(t.grad.tolist())
 
 
 def test_clip_grad_value_matches_torch():
@@ -254,9 +266,9 @@ def test_total_norm_then_clip_with_it_matches_torch(norm_type):
     torch.nn.utils.clip_grads_with_norm_(tp[1], 0.5, torch.tensor(10.0))
     check(kp[1].grad, tp[1].grad)
     check(nn.utils.get_total_norm([]), torch.nn.utils.get_total_norm([]))
-    with pytest.raises(ValueError, match="get_total_norm: the total norm of order 2.0 .* is non-finite"):
-        nn.utils.get_total_norm([kael.tensor([1.0, math.nan])])
-    assert math.isnan(nn.utils.get_total_norm([kael.tensor([1.0, math.nan])], error_if_nonfinite=False).item())
+    with pytest.raises(RuntimeError, match="get_total_norm: the total norm of order 2.0 .* is non-finite"):
+        nn.utils.get_total_norm([kael.tensor([1.0, math.nan])], error_if_nonfinite=True)
+    assert math.isnan(nn.utils.get_total_norm([kael.tensor([1.0, math.nan])]).item())
 
 
 def test_clip_grad_norm_takes_a_generator_and_the_deprecated_name_warns():
