@@ -192,7 +192,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     """Stacks sequences of shapes (L_i, *) into (max L, B, *) ((B, max L, *) with batch_first), padded on
     padding_side ('right' or 'left') with padding_value."""
     if padding_side not in ("left", "right"):
-        raise ValueError(f"pad_sequence: Expected padding_side to be one of left or right, but got {padding_side}.")
+        raise RuntimeError(f"pad_sequence: Expected padding_side to be one of left or right, but got {padding_side}.")
     if isinstance(sequences, kael.Tensor):
         sequences = sequences.unbind(0)
     sequences = list(sequences)
