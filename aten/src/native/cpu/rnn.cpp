@@ -31,6 +31,7 @@
 #include "kael/native/gemm.h"
 #include "kael/native/pointwise.h"
 #include "kael/native/vec_math.h"
+#include "kael/runtime/threads.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -201,6 +202,20 @@ void mm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int
   }
   if (m <= kSmallM && gemm_small_m(m, n, k, a, a_rs, a_cs, b, ScalarType::Float32, b_rs, b_cs, c, ldc, acc)) return;
   if (gemm_f32_available()) {
+    // A step's product (20 x 1024 x 256 in the LSTM language model) is below gemm_f32's own
+    // threading size; split its columns (32-column panels) among the threads here when there are
+    // several. Every C element is still one gemm_f32 sum, so the bits do not change.
+    const std::int64_t work = m * n * k;
+    if (work < kGemmParallelWork && work >= (std::int64_t{1} << 20) && n >= 128 && get_num_threads() > 1 &&
+        !in_parallel_region()) {
+      const std::int64_t panels = (n + 31) / 32;
+      kael::parallel_for(0, panels, std::max<std::int64_t>(1, panels / get_num_threads()),
+                         [&](std::int64_t p0, std::int64_t p1) {
+                           const std::int64_t j0 = p0 * 32, j1 = std::min(n, p1 * 32);
+                           gemm_f32(m, j1 - j0, k, a, a_rs, a_cs, b + j0 * b_cs, b_rs, b_cs, c + j0, ldc, acc);
+                         });
+      return;
+    }
     gemm_f32(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, acc);
     return;
   }
@@ -255,6 +270,18 @@ void rows_for(std::int64_t rows, std::int64_t cost, const F& f) {
   nn::parallel_for(rows, cost, f);
 }
 
+// The transpose of a row-major (rows, cols) matrix, row-major.
+template <typename T>
+std::vector<T> transposed(const T* a, std::int64_t rows, std::int64_t cols) {
+  std::vector<T> t(static_cast<std::size_t>(rows * cols));
+  constexpr std::int64_t kTile = 32;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (std::int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) t[c * rows + r] = a[r * cols + c];
+  return t;
+}
+
 template <typename T>
 std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse) {
   const std::int64_t N = p.N, I = p.I, H = p.H, P = p.P, B = p.B, G = p.G, GH = p.G * p.H;
@@ -271,8 +298,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
   T* c = lstm ? c_n.data<T>() : nullptr;
   const T* x = p.x.data<T>();
   const T* w_ih = p.w_ih.data<T>();
-  const T* w_hh = p.w_hh.data<T>();
-  const T* w_hr = p.proj ? p.w_hr.data<T>() : nullptr;
+  // w_hh^T (P, GH) and w_hr^T (H, P) as row-major copies, made once for all the steps: the GEMM
+  // then reads B's rows where they lie instead of transposing B again at every step.
+  const std::vector<T> w_hh_t = transposed(p.w_hh.data<T>(), GH, P);
+  const std::vector<T> w_hr_t = p.proj ? transposed(p.w_hr.data<T>(), P, H) : std::vector<T>();
+  const T* w_hh = w_hh_t.data();
+  const T* w_hr = p.proj ? w_hr_t.data() : nullptr;
   const T* b_ih = p.bias ? p.b_ih.data<T>() : nullptr;
   const T* b_hh = p.bias ? p.b_hh.data<T>() : nullptr;
   std::memcpy(h, p.h0.data<T>(), sizeof(T) * B * P);
@@ -300,7 +331,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
         if (p.bias) std::memcpy(hgp + r * GH, b_hh, sizeof(T) * GH);
         else std::fill(hgp + r * GH, hgp + (r + 1) * GH, T(0));
       }
-      mm(bs, GH, P, hp, P, 1, w_hh, 1, P, hgp, GH, true);
+      mm(bs, GH, P, hp, P, 1, w_hh, GH, 1, hgp, GH, true);
       T* hn = W + L.hn + off * H;
       rows_for(bs, 8 * H, [&](std::int64_t r0, std::int64_t r1) {
         for (std::int64_t r = r0; r < r1; ++r) {
@@ -324,7 +355,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
       std::memcpy(h, out + off * P, sizeof(T) * bs * P);
       continue;
     }
-    mm(bs, GH, P, hp, P, 1, w_hh, 1, P, g, GH, true);
+    mm(bs, GH, P, hp, P, 1, w_hh, GH, 1, g, GH, true);
     if (lstm) {
       T* cp = W + L.cprev + off * H;
       T* tc = W + L.tanhc + off * H;
@@ -353,7 +384,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
           }
         }
       });
-      if (p.proj) mm(bs, P, H, hpre, H, 1, w_hr, 1, H, out + off * P, P, false);
+      if (p.proj) mm(bs, P, H, hpre, H, 1, w_hr, P, 1, out + off * P, P, false);
     } else {
       const bool relu = p.mode == Mode::Relu;
       rows_for(bs, 4 * H, [&](std::int64_t r0, std::int64_t r1) {
