@@ -68,15 +68,18 @@ PROMOTION: tuple[tuple[DType, ...], ...] = tuple(tuple(promote(a, b) for b in DT
 
 # Dispatch keys from lowest to highest priority. A kernel registered for an alias key
 # is registered for every key the alias names.
-# Python (the __torch_dispatch__-style key) sees every op below autograd.
-DISPATCH_KEYS: tuple[str, ...] = ("CPU", "CUDA", "Python", "Autograd")
+# Python (the __torch_dispatch__-style key) sees every op below autograd. Autocast, above
+# autograd, is on the thread's included keys while autocast is enabled: the ops of its table
+# (aten/src/autocast/autocast.cpp) cast their arguments there, every other op falls through.
+DISPATCH_KEYS: tuple[str, ...] = ("CPU", "CUDA", "Python", "Autograd", "Autocast")
 BACKEND_KEYS: tuple[str, ...] = ("CPU", "CUDA")
 # Keys whose slots, without a kernel, fall through (or call a registered boxed fallback).
-FALLTHROUGH_KEYS: tuple[str, ...] = ("Python", "Autograd")
+FALLTHROUGH_KEYS: tuple[str, ...] = ("Python", "Autograd", "Autocast")
 ALIAS_KEYS: dict[str, tuple[str, ...]] = {
     # One device-agnostic kernel for every backend; autograd needs a derivative for the op.
     "CompositeExplicit": BACKEND_KEYS,
     # A kernel that only calls other ops: it runs at every key, above autograd, so autograd
     # and the Python key see the ops it calls and the op needs no derivative of its own.
-    "CompositeImplicit": DISPATCH_KEYS,
+    # Autocast is not among them: an op without an autocast kernel falls through it.
+    "CompositeImplicit": tuple(k for k in DISPATCH_KEYS if k != "Autocast"),
 }

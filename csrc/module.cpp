@@ -20,6 +20,7 @@ namespace kael::python {
 
 void append_generated_functions(std::vector<PyMethodDef>& out);
 void append_dispatch_functions(std::vector<PyMethodDef>& out);
+void append_autocast_functions(std::vector<PyMethodDef>& out);  // autocast.cpp
 void append_owner_functions(std::vector<PyMethodDef>& out);
 void append_parallel_functions(std::vector<PyMethodDef>& out);
 void append_safetensors_functions(std::vector<PyMethodDef>& out);  // libs/safetensors.cpp
@@ -296,6 +297,7 @@ PyMODINIT_FUNC PyInit__C() {
     append_gpt_generate_functions(functions);
     append_generated_functions(functions);
     append_dispatch_functions(functions);
+    append_autocast_functions(functions);
     append_autograd_functions(functions);
     functions.push_back({nullptr, nullptr, 0, nullptr});
   }

@@ -93,6 +93,15 @@ from kael.autograd.grad_mode import enable_grad, inference_mode, no_grad, set_gr
 
 __all__ += ["autograd", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]
 
+# ---- autocast (kael/amp/autocast_mode.py; kael.cpu.amp and kael.cuda.amp hold torch's deprecated spellings)
+from kael.amp import autocast_mode as _autocast_mode  # noqa: E402
+from kael.amp.autocast_mode import autocast  # noqa: E402,F401
+globals().update({_name: getattr(_autocast_mode, _name) for _name in _autocast_mode.STATE_FUNCTIONS})
+_autocast_mode.wrap_python_composites()  # PyTorch's autocast ops that kael writes in Python
+from kael import cpu  # noqa: E402,F401
+
+__all__ += ["autocast", "cpu"] + _autocast_mode.STATE_FUNCTIONS
+
 # ---- optim and data (pure Python; kael.nn is imported above)
 from kael import data, optim  # noqa: E402,F401
 from kael.utils import data as _utils_data  # noqa: E402  (torch.utils.data's path: kael.data's objects)

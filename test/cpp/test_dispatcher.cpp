@@ -50,14 +50,16 @@ TEST(DispatchKeySet, SingleKey) {
 }
 
 TEST(DispatchKeySet, HighestIsHighestPriorityKey) {
-  // Priority order is the enum order: CPU < CUDA < Python < Autograd.
+  // Priority order is the enum order: CPU < CUDA < Python < Autograd < Autocast.
   EXPECT_EQ((DispatchKeySet(DispatchKey::CPU) | DispatchKeySet(DispatchKey::Autograd)).highest(),
             DispatchKey::Autograd);
   EXPECT_EQ((DispatchKeySet(DispatchKey::Python) | DispatchKeySet(DispatchKey::CPU)).highest(), DispatchKey::Python);
   EXPECT_EQ((DispatchKeySet(DispatchKey::Python) | DispatchKeySet(DispatchKey::Autograd)).highest(),
             DispatchKey::Autograd);
   EXPECT_EQ((DispatchKeySet(DispatchKey::CPU) | DispatchKeySet(DispatchKey::CUDA)).highest(), DispatchKey::CUDA);
-  EXPECT_EQ(DispatchKeySet::all().highest(), DispatchKey::Autograd);
+  EXPECT_EQ(DispatchKeySet::all().highest(), DispatchKey::Autocast);
+  EXPECT_EQ((DispatchKeySet(DispatchKey::Autocast) | DispatchKeySet(DispatchKey::Autograd)).highest(),
+            DispatchKey::Autocast);
   static_assert(DispatchKeySet(DispatchKey::Autograd).add(DispatchKey::CPU).highest() == DispatchKey::Autograd);
 }
 
@@ -86,7 +88,9 @@ TEST(DispatchKeySet, UnionIntersectionDifference) {
   for (int k = 0; k < kael::kNumDispatchKeys; ++k) EXPECT_TRUE(DispatchKeySet::all().has(static_cast<DispatchKey>(k)));
   EXPECT_EQ(DispatchKeySet::from_bits(0b101), cpu | DispatchKeySet(DispatchKey::Python));
   // below(k): the keys a kernel at k redispatches to.
-  EXPECT_EQ(DispatchKeySet::all().below(DispatchKey::Autograd), DispatchKeySet::all().remove(DispatchKey::Autograd));
+  EXPECT_EQ(DispatchKeySet::all().below(DispatchKey::Autocast), DispatchKeySet::all().remove(DispatchKey::Autocast));
+  EXPECT_EQ(DispatchKeySet::all().below(DispatchKey::Autograd),
+            DispatchKeySet::all().remove(DispatchKey::Autocast).remove(DispatchKey::Autograd));
   EXPECT_EQ(u.below(DispatchKey::Autograd), cpu);
   EXPECT_EQ((cpu | py).below(DispatchKey::Python), cpu);
   EXPECT_TRUE(u.below(DispatchKey::CPU).empty());
@@ -97,6 +101,7 @@ TEST(DispatchKeySet, KeyNames) {
   EXPECT_STREQ(dispatch::key_name(DispatchKey::CUDA), "CUDA");
   EXPECT_STREQ(dispatch::key_name(DispatchKey::Autograd), "Autograd");
   EXPECT_STREQ(dispatch::key_name(DispatchKey::Python), "Python");
+  EXPECT_STREQ(dispatch::key_name(DispatchKey::Autocast), "Autocast");
 }
 
 // ---------------------------------------------------------------- select_key
@@ -520,6 +525,37 @@ TEST(Boxed, WithoutAFallbackThePythonKeyFallsThrough) {
   a.impl()->add_keys(DispatchKeySet(DispatchKey::Python));
   EXPECT_EQ(kael::add(a, a).data<std::int64_t>()[2], 4);
   EXPECT_THROW(dispatch::set_fallback(DispatchKey::CPU, &logging_fallback), kael::ValueError);
+}
+
+void boxed_logging_kernel(const dispatch::OpEntry& op, DispatchKeySet, dispatch::Stack& stack) {
+  g_log.emplace_back(std::string("boxed ") + op.name);
+  dispatch::ExcludeGuard below(DispatchKeySet(DispatchKey::Autocast));
+  dispatch::call_boxed(op, stack);
+}
+
+TEST(Boxed, ABoxedKernelServesItsOpWhileOtherOpsFallThrough) {
+  const dispatch::OpEntry& neg = *dispatch::find_op("neg");
+  const dispatch::OpEntry& abs = *dispatch::find_op("abs");
+  EXPECT_EQ(dispatch::set_boxed_kernel(neg, DispatchKey::Autocast, &boxed_logging_kernel), nullptr);
+  EXPECT_TRUE(neg.has_kernel(DispatchKey::Autocast));
+  EXPECT_FALSE(abs.has_kernel(DispatchKey::Autocast));
+  g_log.clear();
+  {
+    dispatch::IncludeGuard on(DispatchKeySet(DispatchKey::Autocast));
+    EXPECT_EQ(kael::neg(kael::arange(3)).data<std::int64_t>()[2], -2);
+    EXPECT_EQ(kael::abs(kael::arange(3)).data<std::int64_t>()[2], 2);  // no kernel: falls through
+  }
+  kael::neg(kael::arange(3));  // the key is not on the thread
+  EXPECT_EQ((std::vector<std::string>{"boxed neg"}), g_log);
+  EXPECT_EQ(dispatch::set_boxed_kernel(neg, DispatchKey::Autocast, nullptr), &boxed_logging_kernel);
+  EXPECT_FALSE(neg.has_kernel(DispatchKey::Autocast));
+  g_log.clear();
+  {
+    dispatch::IncludeGuard on(DispatchKeySet(DispatchKey::Autocast));
+    kael::neg(kael::arange(3));
+  }
+  EXPECT_TRUE(g_log.empty());
+  EXPECT_THROW(dispatch::set_boxed_kernel(neg, DispatchKey::CPU, &boxed_logging_kernel), kael::ValueError);
 }
 
 // ---------------------------------------------------------------- owning arguments

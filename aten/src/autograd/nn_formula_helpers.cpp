@@ -146,7 +146,7 @@ Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArr
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
   if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype() &&
-      (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) && grad.is_contiguous() &&
+      is_floating(self.dtype()) && grad.is_contiguous() &&
       self.is_contiguous() &&
       std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
     return native::gelu_backward_cpu(grad, self);
@@ -155,7 +155,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
 
 Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self) {
   if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype() &&
-      (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) && grad.is_contiguous() &&
+      is_floating(self.dtype()) && grad.is_contiguous() &&
       self.is_contiguous() &&
       std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
     return native::gelu_tanh_backward_cpu(grad, self);

@@ -11,6 +11,24 @@ namespace kael::dispatch {
 namespace {
 std::atomic<BoxedKernel> g_fallbacks[kNumDispatchKeys];
 std::mutex g_registration_mutex;  // serialises writers; readers load the slots atomically
+
+// The boxed kernels of set_boxed_kernel, per key: an append-only table of (op, kernel) read
+// without a lock (a slot's op is written once, before the count that publishes it).
+constexpr int kMaxBoxedKernels = 512;
+struct BoxedSlot {
+  std::atomic<const OpEntry*> op{nullptr};
+  std::atomic<BoxedKernel> fn{nullptr};
+};
+BoxedSlot g_boxed[kNumDispatchKeys][kMaxBoxedKernels];
+std::atomic<int> g_boxed_count[kNumDispatchKeys];
+
+BoxedKernel boxed_kernel(const OpEntry& op, DispatchKey key) {
+  const int k = static_cast<int>(key);
+  const int n = g_boxed_count[k].load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (g_boxed[k][i].op.load(std::memory_order_relaxed) == &op) return g_boxed[k][i].fn.load(std::memory_order_acquire);
+  return nullptr;
+}
 }  // namespace
 
 const char* IValue::tag_name(Tag t) {
@@ -106,9 +124,37 @@ BoxedKernel set_fallback(DispatchKey key, BoxedKernel fn) {
 
 void call_fallback(const OpEntry& op, DispatchKeySet ks, Stack& stack) {
   const DispatchKey key = ks.highest();
-  BoxedKernel fn = fallback(key);
+  BoxedKernel fn = boxed_kernel(op, key);
+  if (fn == nullptr) fn = fallback(key);
   KAEL_CHECK(fn != nullptr, op.name << ": no kernel and no fallback for " << key_name(key));
   fn(op, ks, stack);
+}
+
+BoxedKernel set_boxed_kernel(const OpEntry& op, DispatchKey key, BoxedKernel fn) {
+  KAEL_CHECK_VALUE(!kBackendKeys.has(key),
+                   "set_boxed_kernel: " << op.name << ": a backend key takes unboxed kernels, not " << key_name(key));
+  std::lock_guard<std::mutex> lock(g_registration_mutex);
+  const int k = static_cast<int>(key);
+  OpEntry& entry = const_cast<OpEntry&>(op);  // the entries are the generated (mutable) globals
+  const int n = g_boxed_count[k].load(std::memory_order_relaxed);
+  int slot = n;
+  for (int i = 0; i < n; ++i)
+    if (g_boxed[k][i].op.load(std::memory_order_relaxed) == &op) slot = i;
+  BoxedKernel old = nullptr;
+  if (slot == n) {
+    if (fn == nullptr) return nullptr;
+    KAEL_CHECK(n < kMaxBoxedKernels, "set_boxed_kernel: more than " << kMaxBoxedKernels << " boxed kernels for "
+                                                                    << key_name(key));
+    g_boxed[k][n].op.store(&op, std::memory_order_relaxed);
+    g_boxed[k][n].fn.store(fn, std::memory_order_release);
+    g_boxed_count[k].store(n + 1, std::memory_order_release);
+  } else {
+    old = g_boxed[k][slot].fn.exchange(fn, std::memory_order_acq_rel);
+  }
+  // The slot calls the generated boxing adapter, which finds fn through call_fallback.
+  entry.kernels[k] = entry.defaults[k];
+  entry.missing = fn ? entry.missing.remove(key) : entry.missing.add(key);
+  return old;
 }
 
 KernelFn set_kernel(const char* name, DispatchKey key, KernelFn fn) {

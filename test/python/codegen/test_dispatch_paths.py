@@ -229,6 +229,8 @@ MODULE_OTHER |= {"_parse_idx", "_set_data_"}
 MODULE_OTHER |= {"_build_config"}
 # optim: the fused Adam(W) step writes parameters and buffers in place with its own kernel
 MODULE_OTHER |= {"_adam_update"}
+# autocast: the thread's state (csrc/autocast.cpp); its casts are `to` calls through the dispatcher
+MODULE_OTHER |= {n for n in dir(kael._C) if n.startswith("_autocast_")}
 # the GPT (csrc/libs/gpt_*.cpp): its forward is a composition of registered ops through the C++ API
 # (autograd records it as any op), its decoder a library kernel over the weights and its own KV caches
 MODULE_OTHER |= {"_gpt_parameters", "_gpt_forward", "_gpt_generate", "_GptDecoder"}

@@ -11,7 +11,8 @@
 // A call takes the union of its tensor arguments' key sets, removes the thread's excluded
 // keys and the keys that fall through for this op, and calls the kernel of the highest
 // remaining key with that set. Keys, lowest priority first: CPU, CUDA (backends) < Python
-// (sees every op below autograd) < Autograd.
+// (sees every op below autograd) < Autograd < Autocast (on the thread's included keys while
+// autocast is enabled; only the ops of its table have kernels there).
 //
 // - Redispatch: a kernel at key K calls the op again for the keys below its own through
 //   `kael::redispatch::<op>(ks.below(K), ...)` (generated next to `kael::<op>`).
@@ -66,8 +67,9 @@ inline thread_local DispatchKeySet tls_included KAEL_FAST_TLS;
 
 namespace detail {
 // Keys that fall through for ops without a kernel at them (no boxed fallback registered).
-inline std::atomic<std::uint32_t> fallthrough_bits{
-    (1u << static_cast<unsigned>(DispatchKey::Python)) | (1u << static_cast<unsigned>(DispatchKey::Autograd))};
+inline std::atomic<std::uint32_t> fallthrough_bits{(1u << static_cast<unsigned>(DispatchKey::Python)) |
+                                                    (1u << static_cast<unsigned>(DispatchKey::Autograd)) |
+                                                    (1u << static_cast<unsigned>(DispatchKey::Autocast))};
 }  // namespace detail
 
 inline DispatchKeySet fallthrough_keys() {
@@ -101,8 +103,15 @@ BoxedKernel fallback(DispatchKey key);
 // Registers (or, with null, removes) the boxed fallback of the Python or Autograd key; returns
 // the previous one. Ops without a kernel at that key then call it instead of falling through.
 BoxedKernel set_fallback(DispatchKey key, BoxedKernel fn);
-// Called by the generated adapters in a key's slot: runs the key's fallback (there must be one).
+// Called by the generated adapters in a key's slot: runs the op's boxed kernel at the key
+// (set_boxed_kernel), else the key's fallback (there must be one).
 void call_fallback(const OpEntry& op, DispatchKeySet ks, Stack& stack);
+
+// Installs `fn` as the kernel of `op` at the non-backend key `key`, in boxed form: the slot gets
+// the op's generated boxing adapter, which calls fn. One function so serves a table of ops
+// (the autocast kernels, aten/src/autocast/autocast.cpp) while every other op keeps falling
+// through the key. A null fn removes it. Returns the previous boxed kernel (or null).
+BoxedKernel set_boxed_kernel(const OpEntry& op, DispatchKey key, BoxedKernel fn);
 
 // Replaces the kernel of `op` at `key` (tests and extensions); returns the previous one. A
 // null kernel removes it (the slot then falls through or raises as described above).

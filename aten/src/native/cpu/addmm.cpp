@@ -61,7 +61,10 @@ Tensor multiply_add(const char* op, const Tensor& self, const Tensor& a, const T
   }
   if (!is_reduced_floating(dtype)) return combine(op, self, kael::matmul(a, b), beta, alpha);
   const auto f32 = [](const Tensor& t) { return kael::to(t, ScalarType::Float32); };
-  return kael::to(combine(op, f32(self), kael::matmul(f32(a), f32(b)), beta, alpha), dtype);
+  // oneDNN reads the half operands and sums in float32: no float32 copy of the weight per call.
+  Tensor product = matmul_float32_cpu(a, b);
+  if (!product.defined()) product = kael::matmul(f32(a), f32(b));
+  return kael::to(combine(op, f32(self), product, beta, alpha), dtype);
 }
 
 }  // namespace

@@ -174,7 +174,9 @@ bool dnnl_supports(ScalarType t) {
   return t == ScalarType::Float32;
 }
 
-// out <- a @ b (+ bias, a contiguous row of out's last dim, added in oneDNN's accumulator).
+// out <- a @ b (+ bias, a contiguous row of out's last dim, added in oneDNN's accumulator). a and b
+// share a dtype; out (and bias) may be float32 with half a and b: oneDNN reads the half operands,
+// accumulates in float32 and writes float32, with no float32 copy of a or b.
 void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor* bias = nullptr) {
   const Tensor a = dnnl_layout(a_in);
   const Tensor b = dnnl_layout(b_in);
@@ -185,6 +187,8 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
   std::vector<std::int64_t> key;
   key.reserve(4 * a.dim() + 3);
   key.push_back(static_cast<std::int64_t>(out.dtype()));
+  key.push_back(static_cast<std::int64_t>(a.dtype()));
+  key.push_back(bias != nullptr ? static_cast<std::int64_t>(bias->dtype()) : -1);
   key.push_back(openmp_threads());
   key.push_back(bias != nullptr ? 1 : 0);
   key.push_back(a.dim());
@@ -194,10 +198,10 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     key.push_back(b.sizes()[i]);
     key.push_back(b.strides()[i]);
   }
-  const dnnl::memory::data_type dt = dnnl_type(out.dtype());
-  const dnnl::memory::desc a_md(dims_of(a.sizes()), dt, dims_of(a.strides()));
-  const dnnl::memory::desc b_md(dims_of(b.sizes()), dt, dims_of(b.strides()));
-  const dnnl::memory::desc o_md(dims_of(out.sizes()), dt, dims_of(out.strides()));
+  const dnnl::memory::data_type src_dt = dnnl_type(a.dtype());
+  const dnnl::memory::desc a_md(dims_of(a.sizes()), src_dt, dims_of(a.strides()));
+  const dnnl::memory::desc b_md(dims_of(b.sizes()), src_dt, dims_of(b.strides()));
+  const dnnl::memory::desc o_md(dims_of(out.sizes()), dnnl_type(out.dtype()), dims_of(out.strides()));
   dnnl::memory::desc bias_md;
   if (bias != nullptr) {
     // a row of out's width, broadcast over the other dims
@@ -205,7 +209,7 @@ void matmul_dnnl(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     dnnl::memory::dims bias_dims(static_cast<std::size_t>(out.dim()), 1), bias_strides(bias_dims.size(), width);
     bias_dims.back() = width;
     bias_strides.back() = 1;
-    bias_md = dnnl::memory::desc(bias_dims, dt, bias_strides);
+    bias_md = dnnl::memory::desc(bias_dims, dnnl_type(bias->dtype()), bias_strides);
   }
   dnnl::matmul prim;
   {
@@ -402,14 +406,16 @@ Tensor matmul_cpu(const Tensor& self, const Tensor& other) {
 }
 
 Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2) {
-  if (mat1.dtype() != ScalarType::Float32 || mat2.dtype() != ScalarType::Float32 ||
-      bias.dtype() != ScalarType::Float32 || mat1.dim() != 2 || mat2.dim() != 2 || bias.dim() != 1 ||
-      !bias.is_contiguous() || !bias.device().is_cpu() || !mat1.device().is_cpu() || !mat2.device().is_cpu())
+  const ScalarType dtype = mat1.dtype();
+  const bool half = is_reduced_floating(dtype);
+  if ((dtype != ScalarType::Float32 && !(half && dnnl_supports(dtype))) || mat2.dtype() != dtype ||
+      bias.dtype() != dtype || mat1.dim() != 2 || mat2.dim() != 2 || bias.dim() != 1 || !bias.is_contiguous() ||
+      !bias.device().is_cpu() || !mat1.device().is_cpu() || !mat2.device().is_cpu())
     return Tensor();
   const std::int64_t n = mat1.sizes()[0], k = mat1.sizes()[1], m = mat2.sizes()[1];
   if (mat2.sizes()[0] != k || bias.sizes()[0] != m || n * m * k <= kSmallProduct || k == 0) return Tensor();
   const DimVector shape{n, m};
-  Tensor out = alloc_cpu(shape, ScalarType::Float32);
+  Tensor out = alloc_cpu(shape, dtype);
   Tensor a = mat1, b = mat2, c = bias;
   UnlockedSection section;
   if (section.active()) {
@@ -418,7 +424,7 @@ Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2
     c = section.own(c);
   }
   section.unlock();
-  if (use_gemm(m)) {
+  if (!half && use_gemm(m)) {
     // out's rows start as the bias; the product is added to them.
     const float* bias_row = c.data<float>();
     float* o = out.data<float>();
@@ -427,6 +433,30 @@ Tensor addmm_bias_cpu(const Tensor& bias, const Tensor& mat1, const Tensor& mat2
   } else {
     matmul_dnnl(a, b, out, &c);
   }
+  return out;
+}
+
+Tensor matmul_float32_cpu(const Tensor& mat1, const Tensor& mat2) {
+  const ScalarType dtype = mat1.dtype();
+  const std::int64_t nd = mat1.dim();
+  if (!is_reduced_floating(dtype) || mat2.dtype() != dtype || !dnnl_supports(dtype) || nd < 2 || nd > 3 ||
+      mat2.dim() != nd || !mat1.device().is_cpu() || !mat2.device().is_cpu())
+    return Tensor();
+  if (nd == 3 && mat1.sizes()[0] != mat2.sizes()[0]) return Tensor();
+  const std::int64_t k = mat1.sizes()[nd - 1];
+  if (mat2.sizes()[nd - 2] != k || k == 0 || mat1.numel() == 0 || mat2.numel() == 0) return Tensor();
+  DimVector shape;
+  for (std::int64_t i = 0; i + 1 < nd; ++i) shape.push_back(mat1.sizes()[i]);
+  shape.push_back(mat2.sizes()[nd - 1]);
+  Tensor out = alloc_cpu(shape, ScalarType::Float32);
+  Tensor a = mat1, b = mat2;
+  UnlockedSection section;
+  if (section.active()) {
+    a = section.own(a);
+    b = section.own(b);
+  }
+  section.unlock();
+  matmul_dnnl(a, b, out);
   return out;
 }
 

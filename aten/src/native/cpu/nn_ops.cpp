@@ -778,25 +778,27 @@ Tensor layer_norm_backward_weight_cpu(const Tensor& grad, const Tensor& self, st
 
 Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& self) {
   KAEL_CHECK(grad.device().is_cpu() && self.device().is_cpu() && grad.dtype() == self.dtype() &&
-                 (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) &&
-                 grad.is_contiguous() && self.is_contiguous() &&
+                 is_floating(self.dtype()) && grad.is_contiguous() && self.is_contiguous() &&
                  std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()),
-             "gelu_backward: expected contiguous float32 or float64 CPU tensors of one shape and dtype");
+             "gelu_backward: expected contiguous floating CPU tensors of one shape and dtype");
   Tensor result = alloc_cpu(self.sizes(), self.dtype());
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* g = grad.data<T>();
-      const T* x = self.data<T>();
-      T* out = result.data<T>();
+    if constexpr (std::is_floating_point_v<T> || is_reduced_floating_v<T>) {
+      // float16/bfloat16 compute in float32 and round once, as PyTorch's kernel
+      using S = T;
+      using C = std::conditional_t<is_reduced_floating_v<S>, float, S>;
+      const S* g = grad.data<S>();
+      const S* x = self.data<S>();
+      S* out = result.data<S>();
       // math::gelu_grad written out with the always-inlined erf and exp, so that the loop
       // vectorises (a call of gelu_grad per element costs ~10 ns)
       parallel_for(self.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
-          const T a = x[i];
-          const T cdf = T(0.5) * (T(1) + math::erf(a * T(0.70710678118654752440)));
-          const T pdf = math::exp(T(-0.5) * a * a) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
-          out[i] = g[i] * (cdf + a * pdf);
+          const C a = static_cast<C>(x[i]);
+          const C cdf = C(0.5) * (C(1) + math::erf(a * C(0.70710678118654752440)));
+          const C pdf = math::exp(C(-0.5) * a * a) * C(0.39894228040143267794);  // 1 / sqrt(2 pi)
+          out[i] = static_cast<S>(static_cast<C>(g[i]) * (cdf + a * pdf));
         }
       });
     }
@@ -812,25 +814,27 @@ Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& self) {
 // math::gelu_tanh_grad's (inf * 0).
 Tensor gelu_tanh_backward_cpu(const Tensor& grad, const Tensor& self) {
   KAEL_CHECK(grad.device().is_cpu() && self.device().is_cpu() && grad.dtype() == self.dtype() &&
-                 (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64) &&
-                 grad.is_contiguous() && self.is_contiguous() &&
+                 is_floating(self.dtype()) && grad.is_contiguous() && self.is_contiguous() &&
                  std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()),
-             "gelu_tanh_backward: expected contiguous float32 or float64 CPU tensors of one shape and dtype");
+             "gelu_tanh_backward: expected contiguous floating CPU tensors of one shape and dtype");
   Tensor result = alloc_cpu(self.sizes(), self.dtype());
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* g = grad.data<T>();
-      const T* x = self.data<T>();
-      T* out = result.data<T>();
-      constexpr T c1 = T(-2.0 * 0.79788456080286535588);             // -2 sqrt(2 / pi)
-      constexpr T c3 = T(-2.0 * 0.79788456080286535588 * 0.044715);  // c1 0.044715
+    if constexpr (std::is_floating_point_v<T> || is_reduced_floating_v<T>) {
+      // float16/bfloat16 compute in float32 and round once, as PyTorch's kernel
+      using S = T;
+      using C = std::conditional_t<is_reduced_floating_v<S>, float, S>;
+      const S* g = grad.data<S>();
+      const S* x = self.data<S>();
+      S* out = result.data<S>();
+      constexpr C c1 = C(-2.0 * 0.79788456080286535588);             // -2 sqrt(2 / pi)
+      constexpr C c3 = C(-2.0 * 0.79788456080286535588 * 0.044715);  // c1 0.044715
       parallel_for(self.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
-          const T a = x[i];
-          const T a2 = a * a;
-          const T s = T(1) / (T(1) + math::exp(a * (c1 + c3 * a2)));
-          out[i] = g[i] * (s * (T(1) - a * (T(1) - s) * (c1 + T(3) * c3 * a2)));
+          const C a = static_cast<C>(x[i]);
+          const C a2 = a * a;
+          const C s = C(1) / (C(1) + math::exp(a * (c1 + c3 * a2)));
+          out[i] = static_cast<S>(static_cast<C>(g[i]) * (s * (C(1) - a * (C(1) - s) * (c1 + C(3) * c3 * a2))));
         }
       });
     }

@@ -1,0 +1,5 @@
+"""kael.cpu.amp: torch.cpu.amp's deprecated autocast, for kael.amp.autocast('cpu', ...)."""
+from kael.cpu.amp.autocast_mode import autocast  # noqa: F401
+from kael.cpu.amp.grad_scaler import GradScaler  # noqa: F401
+
+__all__ = ["autocast", "GradScaler"]
