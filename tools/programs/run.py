@@ -143,8 +143,20 @@ def _read_log(path):
     return losses, times
 
 
+def _perturbed(init, out, rel=6e-8, seed=0):
+    """A copy of the initial weights with each float multiplied by 1 + rel * N(0, 1): a change of
+    the size of one rounding, to measure how far torch's own runs part from such a change."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    w = dict(np.load(init))
+    for k, v in w.items():
+        if v.dtype.kind == "f":
+            w[k] = (v * (1 + rel * rng.standard_normal(v.shape))).astype(v.dtype)
+    np.savez(out, **w)
+
+
 def run_program(name, prog, variant, compare, steps, threads, workdir, python=sys.executable, timeout=600,
-                smoke_steps=3, kael_extra=()):
+                smoke_steps=3, kael_extra=(), spread=False):
     """One row of the table: runs torch, then kael from torch's initial weights, then kael with the
     program's defaults for a few steps. kael_extra: arguments given to the kael run only (to check
     that the comparison notices a change)."""
@@ -179,6 +191,14 @@ def run_program(name, prog, variant, compare, steps, threads, workdir, python=sy
             row["error"] = "float64: " + (err or diff)
             return row
         row["max_rel_diff64"], row["worst_at64"] = diff[0], diff[1]
+    if spread:
+        pinit, plog = os.path.join(workdir, name + ".perturbed.npz"), os.path.join(workdir, name + ".spread.jsonl")
+        _perturbed(init, pinit)
+        _, err, _ = _run(python, torch_path, common + ["--init", pinit, "--log", plog], threads, timeout)
+        if not err:
+            t_losses, _ = _read_log(tlog)
+            p_losses, _ = _read_log(plog)
+            row["torch_spread"] = max(abs(b - a) / max(abs(a), 1e-30) for (_, a), (_, b) in zip(t_losses, p_losses))
     if smoke_steps:
         _, err, _ = _run(python, kael_path, variant + ["--steps", str(smoke_steps), "--threads", str(threads)],
                          threads, timeout)
@@ -208,15 +228,17 @@ def _compare(python, torch_path, kael_path, args, init, tlog, klog, threads, tim
 
 
 def format_table(rows, markdown=False):
-    head = ["program", "runs on kael", "steps", "max rel. loss diff", "float64 diff", "kael/torch step time",
-            "torch ms", "kael ms", "with dropout/noise"]
+    spread = any(r.get("torch_spread") is not None for r in rows)
+    head = ["program", "runs on kael", "steps", "max rel. loss diff"] + (["torch spread"] if spread else []) + [
+        "float64 diff", "kael/torch step time", "torch ms", "kael ms", "with dropout/noise"]
     body = []
     for r in rows:
         runs = "yes" if r["runs"] else f"no: {r['error']}"
         if r["runs"] and r["error"]:
             runs = f"yes, but {r['error']}"
         body.append([r["program"], runs, str(r["steps"]),
-                     "" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.1e}",
+                     "" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.1e}"] + (
+                     [f"{r['torch_spread']:.1e}" if r.get("torch_spread") is not None else ""] if spread else []) + [
                      f"{r['max_rel_diff64']:.1e}" if r.get("max_rel_diff64") is not None else "",
                      "" if r["ratio"] is None else f"{r['ratio']:.2f}",
                      "" if r["torch_ms"] is None else f"{r['torch_ms']:.2f}",
@@ -241,6 +263,8 @@ def main(argv=None):
     p.add_argument("--smoke-steps", type=int, default=3, help="steps of the kael run with the program's defaults "
                    "(dropout on); 0 skips it")
     p.add_argument("--timeout", type=int, default=600, help="seconds each run may take")
+    p.add_argument("--spread", action="store_true", help="also run torch from its initial weights changed by one "
+                   "rounding (relative 6e-8 noise) and show how far torch's own losses part (the 'torch spread')")
     p.add_argument("--write-kael", default="", help="write the kael copies into this folder and stop")
     p.add_argument("--diff", action="store_true", help="print the diff of each kael copy against its torch program")
     args = p.parse_args(argv)
@@ -264,7 +288,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="kael_programs_") as workdir:
         for name, prog, variant, compare in selected:
             row = run_program(name, prog, variant, compare, args.steps, args.threads, workdir,
-                              timeout=args.timeout, smoke_steps=args.smoke_steps)
+                              timeout=args.timeout, smoke_steps=args.smoke_steps, spread=args.spread)
             rows.append(row)
             print(f"{name}: {'runs' if row['runs'] else 'fails'}", file=sys.stderr, flush=True)
     print(format_table(rows, args.markdown))
