@@ -33,6 +33,7 @@ Tensor conv_nd(const char* op, int nd, const Tensor& input, const Tensor& weight
   const Tensor x = batched ? input : kael::unsqueeze(input, 0);
   conv::check_and_geometry(op, x, weight, bias ? &*bias : nullptr, stride, padding, dilation, transposed,
                            output_padding, groups);
+  conv::check_dtype(op, x.dtype(), transposed);
   Tensor out = kael::convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   if (narrow_start != nullptr)
     for (int i = 0; i < nd; ++i)

@@ -94,11 +94,7 @@ inline Geometry check_and_geometry(const char* op, const Tensor& input, const Te
                  op << ": output padding must be smaller than either stride or dilation, but got output_padding="
                     << list_str(output_padding) << ", stride=" << list_str(stride)
                     << ", dilation=" << list_str(dilation));
-  } else {
-    for (int i = 0; i < nd; ++i)
-      KAEL_CHECK(output_padding[i] == 0, op << ": output_padding is only for transposed convolutions, got "
-                                            << list_str(output_padding));
-  }
+  }  // (a plain convolution ignores output_padding, as PyTorch's convolution does)
   const std::int64_t w0 = weight.sizes()[0];
   KAEL_CHECK(w0 >= groups, op << ": Given groups=" << groups << ", expected weight to be at least " << groups
                               << " at dimension 0, but got weight of size " << list_str(weight.sizes()) << " instead");
@@ -116,6 +112,15 @@ inline Geometry check_and_geometry(const char* op, const Tensor& input, const Te
                                      << ", expected input" << list_str(input.sizes()) << " to have " << w0
                                      << " channels, but got " << in_channels << " channels instead");
   }
+  // As PyTorch: an empty input must be empty in its batch or channel dim (its result is then
+  // empty too), and a non-empty one needs a non-empty weight.
+  if (input.numel() == 0)
+    KAEL_CHECK(input.sizes()[0] == 0 || in_channels == 0,
+               op << ": Only zero batch or zero channel inputs are supported, but got input shape: "
+                  << list_str(input.sizes()));
+  else
+    KAEL_CHECK(weight.numel() > 0, op << ": expected a non-empty weight for a non-empty input, but got weight of size "
+                                      << list_str(weight.sizes()));
   const std::int64_t out_channels = transposed ? weight.sizes()[1] * groups : w0;
   if (bias != nullptr)
     KAEL_CHECK(bias->dim() == 1 && bias->sizes()[0] == out_channels,
@@ -166,6 +171,13 @@ inline Geometry check_and_geometry(const char* op, const Tensor& input, const Te
     }
   }
   return geo;
+}
+
+// The dtypes each kind of convolution computes (as PyTorch's CPU kernels): every dtype but bool;
+// a transposed one the floating dtypes and int64.
+inline void check_dtype(const char* op, ScalarType t, bool transposed) {
+  KAEL_CHECK(t != ScalarType::Bool && (!transposed || is_floating(t) || t == ScalarType::Int64),
+             op << ": not implemented for dtype " << t);
 }
 
 }  // namespace kael::native::conv

@@ -48,6 +48,9 @@ NO_FORMULA = {
     "scatter.value_reduce": "scatter with reduce=: not differentiable in PyTorch either",
     "scatter_.src_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
     "scatter_.value_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
+    "convolution_backward_input": "convolution's double backward is not implemented yet",
+    "convolution_backward_weight": "convolution's double backward is not implemented yet",
+    "convolution_backward_bias": "convolution's double backward is not implemented yet",
 }
 
 
@@ -172,6 +175,35 @@ def _ce_backward(L, g, x, t, ignore_index, label_smoothing):
     return torch.autograd.grad(losses, x, g, create_graph=True)[0]
 
 
+# Pooling and resampling backward ops: the gradient of the forward op at a fixed input, taken with
+# create_graph, as a function of the upstream gradient g (kael's graph records the backward op).
+_POOL_FORWARD = {
+    "max": ((1, 2, 6, 6), lambda L, x: F(L).max_pool2d(x, 3, 2, 1)),
+    "avg": ((1, 2, 7, 7), lambda L, x: F(L).avg_pool2d(x, 3, 2, 1, False, False)),
+    "adaptive_avg": ((1, 2, 5, 7), lambda L, x: F(L).adaptive_avg_pool2d(x, (3, 2))),
+    "nearest": ((1, 2, 3, 4), lambda L, x: F(L).interpolate(x, scale_factor=1.7)),
+    "bilinear": ((1, 2, 3, 4), lambda L, x: F(L).interpolate(x, (5, 7), mode="bilinear", align_corners=True)),
+}
+
+
+def _fixed_input(L, shape, like):
+    n = int(np.prod(shape))
+    t = (torch.randperm(n, generator=torch.Generator().manual_seed(7)).double() / n - 0.5).reshape(shape)
+    name = str(like.dtype).rsplit(".", 1)[-1]
+    return to_kael(t).to(getattr(kael, name)) if L is kael else t.to(getattr(torch, name))
+
+
+def _pool_backward(L, kind, g):
+    shape, forward = _POOL_FORWARD[kind]
+    with L.enable_grad():  # gradcheck evaluates the case under no_grad
+        x = _fixed_input(L, shape, g).requires_grad_()
+        return L.autograd.grad(forward(L, x), x, g, create_graph=True)[0]
+
+
+def _unpool_indices(L, x):
+    return F(L).max_pool2d(_fixed_input(L, (1, 2, 6, 6), x), 2, return_indices=True)[1]
+
+
 def _standardize(L, x):
     return L.standardize(x, [4]) if L is kael else F(torch).layer_norm(x, (4,))
 
@@ -247,7 +279,31 @@ CASES = {
     "standardize": [C(_standardize, f(3, 4))],
     "layer_norm": [C(lambda L, x, w, b: F(L).layer_norm(x, (4,), w, b), f(3, 4), f(4), f(4))],
     "embedding": [C(lambda L, i, w: F(L).embedding(i, w), idx(5, high=6), f(6, 3))],
+    "convolution": [C(lambda L, x, w, b: F(L).conv2d(x, w, b, 2, 1, 1, 2), f(2, 4, 5, 5), f(6, 2, 3, 3), f(6)),
+                    C(lambda L, x, w: F(L).conv1d(x, w, None, 1, 2, 2), f(2, 3, 6), f(4, 3, 2)),
+                    C(lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, 2, 1, 1, 2), f(1, 4, 3, 3), f(4, 3, 2, 3),
+                      f(6))],
     "cross_entropy_losses": [C(lambda L, x, t: F(L).cross_entropy(x, t, reduction="none"), f(4, 5), idx(4, high=5))],
+    "max_pool2d_with_indices": [C(lambda L, x: F(L).max_pool2d(x, 3, 2, 1), f(2, 3, 7, 7)),
+                                C(lambda L, x: F(L).max_pool2d(x, 2, 1, 0, 2, True), f(3, 6, 5)),
+                                C(lambda L, x: F(L).max_pool1d(x, 3, 2, 1), f(2, 3, 7))],
+    "max_pool2d_with_indices_backward": [C(lambda L, g: _pool_backward(L, "max", g), f(1, 2, 3, 3))],
+    "avg_pool2d": [C(lambda L, x: F(L).avg_pool2d(x, 3, 2, 1, False, False), f(2, 3, 7, 7)),
+                   C(lambda L, x: F(L).avg_pool2d(x, 2, 1, 1, True, True, 3), f(3, 6, 5))],
+    "avg_pool2d_backward": [C(lambda L, g: _pool_backward(L, "avg", g), f(1, 2, 4, 4))],
+    "adaptive_avg_pool2d": [C(lambda L, x: F(L).adaptive_avg_pool2d(x, (3, 2)), f(2, 3, 7, 5))],
+    "adaptive_avg_pool2d_backward": [C(lambda L, g: _pool_backward(L, "adaptive_avg", g), f(1, 2, 3, 2))],
+    "adaptive_max_pool2d": [C(lambda L, x: F(L).adaptive_max_pool2d(x, (3, 2)), f(2, 3, 7, 5))],
+    "max_unpool2d": [C(lambda L, x: F(L).max_unpool2d(x, _unpool_indices(L, x), 2), f(1, 2, 3, 3))],
+    "upsample_nearest2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7), f(1, 2, 3, 4)),
+                           C(lambda L, x: F(L).interpolate(x, (5, 9)), f(2, 2, 3, 4))],
+    "upsample_nearest2d_backward": [C(lambda L, g: _pool_backward(L, "nearest", g), f(1, 2, 5, 6))],
+    "upsample_bilinear2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="bilinear"), f(1, 2, 3, 4)),
+                            C(lambda L, x: F(L).interpolate(x, (5, 2), mode="bilinear", align_corners=True),
+                              f(2, 2, 3, 4))],
+    "upsample_bilinear2d_backward": [C(lambda L, g: _pool_backward(L, "bilinear", g), f(1, 2, 5, 7))],
+    "im2col": [C(lambda L, x: F(L).unfold(x, 2, 1, 1, 2), f(2, 3, 5, 4))],
+    "col2im": [C(lambda L, c: F(L).fold(c, (5, 4), 2, 1, 1, 2), f(2, 12, 9))],
     "addmm": [C(lambda L, c, a, b: L.addmm(c, a, b, beta=0.5, alpha=2.0), f(3, 5), f(3, 4), f(4, 5)),
               C(lambda L, c, a, b: L.addmm(c, a, b), f(5), f(3, 4), f(4, 5))],
     "bmm": [C(lambda L, a, b: L.bmm(a, b), f(2, 3, 4), f(2, 4, 5))],

@@ -108,6 +108,8 @@ def _arguments(f, shapes, main, dim=None):
                 :1 if p.name == "indices" else 2])
         elif p.has_default:
             continue  # its default
+        elif base == "Tensor":  # an optional tensor without a default (convolution's bias)
+            value = ("lit", None)
         elif base == "int":
             value = ("lit", _int_arg(p, shape))
         elif base == "int[]":
