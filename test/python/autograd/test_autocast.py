@@ -67,6 +67,11 @@ LOWER_CASES = {
     "F.linear_2d": (lambda lib, x, w, b: lib.nn.functional.linear(x, w, b), [(5, 8), (6, 8), (6,)]),
     "F.linear_no_bias": (lambda lib, x, w: lib.nn.functional.linear(x, w), [(3, 8), (6, 8)]),
     "F.prelu": (lambda lib, x, w: lib.nn.functional.prelu(x, w), [(3, 4, 5), (4,)]),
+    "F.conv1d": (lambda lib, x, w, b: lib.nn.functional.conv1d(x, w, b, padding=1), [(2, 3, 7), (4, 3, 3), (4,)]),
+    "F.conv2d": (lambda lib, x, w, b: lib.nn.functional.conv2d(x, w, b, stride=2), [(2, 3, 6, 6), (4, 3, 3, 3), (4,)]),
+    "F.conv_transpose1d": (lambda lib, x, w: lib.nn.functional.conv_transpose1d(x, w), [(2, 3, 5), (3, 2, 3)]),
+    "F.conv_transpose2d": (lambda lib, x, w: lib.nn.functional.conv_transpose2d(x, w, stride=2),
+                           [(1, 3, 4, 4), (3, 2, 3, 3)]),
 }
 
 
