@@ -39,8 +39,9 @@ def _origin(name, value):
     """Where a public callable comes from: 'alias' (a generated binding under another name), the
     module of a Python function (its code's file, so a functools.wraps wrapper counts as Python),
     or 'kael._C' for a hand-written C function or method."""
-    code = getattr(inspect.unwrap(value) if hasattr(value, "__wrapped__") and not hasattr(value, "__code__")
-                   else value, "__code__", None)
+    # autocast's wrapper of a Python composite (kael/amp/autocast_mode.py) counts as the composite
+    unwrap = hasattr(value, "__wrapped__") and (not hasattr(value, "__code__") or hasattr(value, "__kael_autocast__"))
+    code = getattr(inspect.unwrap(value) if unwrap else value, "__code__", None)
     if code is None and hasattr(value, "__wrapped__"):
         code = getattr(inspect.unwrap(value), "__code__", None)
     if code is not None:
