@@ -63,7 +63,7 @@ STEPS_PER_STEP = {"time_sequence_prediction": 10}
 # takes opposite signs in the two libraries, one element's gradient differs outright, and the
 # trajectories part by far more than rounding (docs/compat.md). They are also compared in float64,
 # where rounding is 1e-16 and no kink is crossed.
-FLOAT64_CHECK = {"resnet": ["--dtype", "float64"]}
+FLOAT64_CHECK = {"mnist": ["--dtype", "float64"], "resnet": ["--dtype", "float64"]}
 
 _IMPORT_TORCH = re.compile(r"^(\s*)import torch(\s+as\s+(\w+))?\s*(#.*)?$")
 _IMPORT_TORCH_SUB = re.compile(r"^(\s*)import torch\.([\w.]+)(\s+as\s+\w+)?\s*(#.*)?$")
@@ -143,15 +143,16 @@ def _read_log(path):
     return losses, times
 
 
-def _perturbed(init, out, rel=6e-8, seed=0):
-    """A copy of the initial weights with each float multiplied by 1 + rel * N(0, 1): a change of
-    the size of one rounding, to measure how far torch's own runs part from such a change."""
+def _perturbed(init, out, seed=0):
+    """A copy of the initial weights with each float multiplied by 1 + u * N(0, 1), u the unit
+    roundoff of its dtype: a change of the size of one rounding, to measure how far torch's own runs
+    part from such a change."""
     import numpy as np
     rng = np.random.default_rng(seed)
     w = dict(np.load(init))
     for k, v in w.items():
         if v.dtype.kind == "f":
-            w[k] = (v * (1 + rel * rng.standard_normal(v.shape))).astype(v.dtype)
+            w[k] = (v * (1 + np.finfo(v.dtype).eps / 2 * rng.standard_normal(v.shape))).astype(v.dtype)
     np.savez(out, **w)
 
 
@@ -264,7 +265,7 @@ def main(argv=None):
                    "(dropout on); 0 skips it")
     p.add_argument("--timeout", type=int, default=600, help="seconds each run may take")
     p.add_argument("--spread", action="store_true", help="also run torch from its initial weights changed by one "
-                   "rounding (relative 6e-8 noise) and show how far torch's own losses part (the 'torch spread')")
+                   "rounding (relative noise of the unit roundoff) and show how far torch's own losses part (the 'torch spread')")
     p.add_argument("--write-kael", default="", help="write the kael copies into this folder and stop")
     p.add_argument("--diff", action="store_true", help="print the diff of each kael copy against its torch program")
     args = p.parse_args(argv)

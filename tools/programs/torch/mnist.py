@@ -1,7 +1,7 @@
 """An MNIST-shaped convolutional classifier in the manner of pytorch/examples' mnist: two 3x3
 convolutions, max pooling, Dropout2d and Dropout, two linear layers, log_softmax with nll_loss,
 Adadelta with a StepLR decay per epoch, a test pass that sums the loss and counts the hits, and a
-saved state_dict.
+saved state_dict. --dtype float64 trains it in double precision (model.to(dtype=...)).
 
 The images are synthetic 1x28x28 digits-like patterns (a class-dependent stroke plus noise, from a
 seeded NumPy generator), normalised with MNIST's mean and standard deviation.
@@ -70,7 +70,7 @@ def train(args, model, device, train_loader, optimizer, epoch, state, log):
         if state['step'] >= args.steps:
             return
         t0 = time.perf_counter()
-        data, target = data.to(device), target.to(device)
+        data, target = data.to(device, next(model.parameters()).dtype), target.to(device)
         optimizer.zero_grad()
         output = model(data)
         loss = F.nll_loss(output, target)
@@ -93,7 +93,7 @@ def test(model, device, test_loader):
     correct = 0
     with torch.no_grad():
         for data, target in test_loader:
-            data, target = data.to(device), target.to(device)
+            data, target = data.to(device, next(model.parameters()).dtype), target.to(device)
             output = model(data)
             test_loss += F.nll_loss(output, target, reduction='sum').item()  # sum up batch loss
             pred = output.argmax(dim=1, keepdim=True)  # index of the max log-probability
@@ -117,6 +117,7 @@ def main(argv=None):
     parser.add_argument('--no-cuda', action='store_true', default=False)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--threads', type=int, default=0)
+    parser.add_argument('--dtype', default='float32', choices=['float32', 'float64'])
     parser.add_argument('--log-interval', type=int, default=5)
     parser.add_argument('--save-model', action='store_true', default=True)
     parser.add_argument('--init', default='', help='start from these weights (.npz of a state_dict)')
@@ -151,7 +152,8 @@ def main(argv=None):
         model.load_state_dict({k: torch.from_numpy(w[k]) for k in w.files})
     if args.save_init:
         np.savez(args.save_init, **{k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
-    model = model.to(device)
+    dtype = getattr(torch, args.dtype)
+    model = model.to(device=device, dtype=dtype)
     optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
 
     scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
@@ -169,7 +171,7 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory(prefix='mnist_')  # removed at exit
         path = os.path.join(tmp.name, "mnist_cnn.pt")
         torch.save(model.state_dict(), path)
-        model2 = Net()
+        model2 = Net().to(dtype=dtype)
         model2.load_state_dict(torch.load(path, weights_only=True))
         assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model2.state_dict().values()))
     if log:
