@@ -2,8 +2,7 @@
 and autocast (kael/amp/autocast_mode.py)."""
 from kael.amp.grad_scaler import GradScaler  # noqa: F401
 
-# autocast and its helpers live in kael/amp/autocast_mode.py; the coordinator enables this line
-# (and the names in __all__) once that module is in (docs/decisions/namespaces.md):
-# from kael.amp.autocast_mode import autocast, custom_bwd, custom_fwd, is_autocast_available  # noqa
+# autocast and its helpers live in kael/amp/autocast_mode.py (docs/decisions/autocast.md)
+from kael.amp.autocast_mode import autocast, custom_bwd, custom_fwd, is_autocast_available  # noqa: F401,E402
 
-__all__ = ["GradScaler"]
+__all__ = ["GradScaler", "autocast", "custom_bwd", "custom_fwd", "is_autocast_available"]

@@ -643,3 +643,12 @@ def test_autocast_loss_curve_follows_float32():
     f32, amp = run(False), run(True)
     assert f32[-1] < 0.7 * f32[0]  # it learns
     assert np.all(np.abs(amp - f32) <= 0.02 * f32), (f32, amp)
+
+
+def test_the_names_torch_exports():
+    assert kael.amp.autocast is kael.autocast
+    assert sorted(kael.amp.__all__) == sorted(torch.amp.__all__)
+    for name in ("is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype",
+                 "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
+                 "autocast_increment_nesting", "autocast_decrement_nesting"):
+        assert callable(getattr(kael, name)) and hasattr(torch, name), name
