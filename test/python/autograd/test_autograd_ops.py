@@ -51,6 +51,7 @@ NO_FORMULA = {
     "convolution_backward_input": "convolution's double backward is not implemented yet",
     "convolution_backward_weight": "convolution's double backward is not implemented yet",
     "convolution_backward_bias": "convolution's double backward is not implemented yet",
+    "_rnn_layer_backward": "recurrent layers' double backward is not implemented",
 }
 
 
@@ -208,7 +209,45 @@ def _standardize(L, x):
     return L.standardize(x, [4]) if L is kael else F(torch).layer_norm(x, (4,))
 
 
+def _rnn_layer(L, mode, x, hx, weights, has_biases, reverse=False, batch_sizes=None):
+    """One recurrent layer: kael's _rnn_layer over (T, B, I) rows (or packed rows with
+    batch_sizes); torch's _VF layer (a reverse direction as the forward one over the flipped
+    sequence). Returns the output and the final states."""
+    lstm = mode == "LSTM"
+    if L is kael:
+        if batch_sizes is None:
+            steps, batch = x.shape[0], x.shape[1]
+            rows, sizes = x.reshape(steps * batch, x.shape[2]), [batch] * steps
+        else:
+            rows, sizes = x, batch_sizes
+        states = [h[0] for h in hx] if lstm else [hx[0]]
+        out, h, c, _ = kael._C._rnn_layer([rows] + states + list(weights), sizes, mode, has_biases, reverse)
+        if batch_sizes is None:
+            out = out.reshape(x.shape[0], x.shape[1], out.shape[1])
+        return (out, h.unsqueeze(0), c.unsqueeze(0)) if lstm else (out, h.unsqueeze(0))
+    fn = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}[mode]
+    if batch_sizes is not None:
+        return tuple(fn(x, torch.tensor(batch_sizes), hx, list(weights), has_biases, 1, 0.0, True, False))
+    res = fn(x.flip(0) if reverse else x, hx, list(weights), has_biases, 1, 0.0, True, False, False)
+    return (res[0].flip(0) if reverse else res[0],) + tuple(res[1:])
+
+
 CASES = {
+    "_rnn_layer": [
+        C(lambda L, x, h, a, b, c, d: _rnn_layer(L, "RNN_TANH", x, h, (a, b, c, d), True),
+          f(4, 2, 3), f(1, 2, 5, domain="unit"), f(5, 3, domain="unit"), f(5, 5, domain="unit"), f(5), f(5)),
+        C(lambda L, x, h, a, b: _rnn_layer(L, "RNN_RELU", x, h, (a, b), False, reverse=True),
+          f(4, 2, 3), f(1, 2, 5, domain="unit"), f(5, 3, domain="unit"), f(5, 5, domain="unit")),
+        C(lambda L, x, h, c0, a, b, c, d, r: _rnn_layer(L, "LSTM", x, (h, c0), (a, b, c, d, r), True, reverse=True),
+          f(3, 2, 2), f(1, 2, 2, domain="unit"), f(1, 2, 3, domain="unit"), f(12, 2, domain="unit"),
+          f(12, 2, domain="unit"), f(12, domain="unit"), f(12, domain="unit"), f(2, 3, domain="unit")),
+        C(lambda L, x, h, a, b, c, d: _rnn_layer(L, "GRU", x, h, (a, b, c, d), True),
+          f(4, 2, 3), f(1, 2, 3, domain="unit"), f(9, 3, domain="unit"), f(9, 3, domain="unit"), f(9, domain="unit"),
+          f(9, domain="unit")),
+        C(lambda L, x, h, c0, a, b: _rnn_layer(L, "LSTM", x, (h, c0), (a, b), False, batch_sizes=[3, 2, 2, 1]),
+          f(8, 2), f(1, 3, 3, domain="unit"), f(1, 3, 3, domain="unit"), f(12, 2, domain="unit"),
+          f(12, 3, domain="unit")),
+    ],
     "max.dim": [C(lambda L, x: x.max(1), f(3, 4)), C(lambda L, x: L.max(x, 0, keepdim=True), f(3, 4)),
                 C(lambda L, x: x.max(-1), f(2, 3, 4)), C(lambda L, x: L.max(x, dim=1, keepdim=True), f(2, 3, 4))],
     "min.dim": [C(lambda L, x: x.min(0), f(3, 4)), C(lambda L, x: L.min(x, 1, True), f(3, 4)),

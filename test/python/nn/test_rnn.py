@@ -246,11 +246,15 @@ def test_one_node_per_layer_direction():
     assert len(names) < 30
 
 
-def test_double_backward_not_silently_wrong():
+def test_grad_and_no_double_backward():
     km = kael.nn.GRU(2, 3)
-    out, h = km(kael.randn(4, 1, 2))
-    (g,) = kael.autograd.grad(out.sum(), [km.weight_hh_l0])
+    x = kael.randn(4, 1, 2, requires_grad=True)
+    out, h = km(x)
+    (g,) = kael.autograd.grad(out.sum(), [km.weight_hh_l0], retain_graph=True)
     assert tuple(g.shape) == (9, 3)
+    # the backward op has no derivative: create_graph raises instead of giving a wrong second order
+    with pytest.raises(RuntimeError, match="_rnn_layer_backward: the derivative is not implemented"):
+        kael.autograd.grad(out.sum(), [x], create_graph=True)
 
 
 # ---------------------------------------------------------------- cells
