@@ -629,3 +629,15 @@ def test_exports():
     for name in ["max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate",
                  "unfold", "fold", "dropout1d", "dropout2d"]:
         assert callable(getattr(F, name))
+
+
+def test_large_pooling_calls_release_the_gil():
+    from helpers import where_the_gil_was_released
+    x = kael.randn(4, 16, 64, 64)
+    where = where_the_gil_was_released(lambda: kael.max_pool2d_with_indices(x, (3, 3), (2, 2), (1, 1), (1, 1), False))
+    assert where is not None and "max_pool2d_with_indices" in where.line
+    where = where_the_gil_was_released(lambda: kael.avg_pool2d(x, (3, 3), (2, 2), (1, 1), False, True, None))
+    assert where is not None and "avg_pool2d" in where.line
+    small = kael.randn(1, 1, 4, 4)
+    assert where_the_gil_was_released(lambda: kael.avg_pool2d(small, (2, 2), (2, 2), (0, 0), False, True, None),
+                                      attempts=20) is None

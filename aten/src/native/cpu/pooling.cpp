@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kael/core/concurrency.h"
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
@@ -217,16 +218,24 @@ Planes backward_planes(const char* op, const Tensor& grad_output, IntArrayRef in
   return p;
 }
 
-// Runs body(src, dst) with src = `in` as a contiguous tensor of the compute dtype and dst a new
-// contiguous result of shape `shape` in that dtype, zero-filled when `zero`; returns dst
-// converted to `in`'s dtype.
+// Runs body(src, dst, extra) with src = `in` as a contiguous tensor of the compute dtype and dst
+// a new contiguous result of shape `shape` in that dtype, zero-filled when `zero`; returns dst
+// converted to `in`'s dtype. The body runs without the caller's lock when the call allows it
+// (Note [Concurrency]), on the call's own copies of src, dst and `extra` (another tensor it reads).
 template <typename F>
-Tensor in_compute_dtype(const Tensor& in, IntArrayRef shape, bool zero, F&& body) {
+Tensor in_compute_dtype(const Tensor& in, IntArrayRef shape, bool zero, F&& body, const Tensor& extra = Tensor()) {
   const ScalarType cd = compute_dtype(in.dtype());
-  const Tensor src = in.dtype() == cd ? contiguous_of(in) : to_dtype_cpu(in, cd);
-  Tensor dst = alloc_cpu(shape, cd);
+  Tensor src = in.dtype() == cd ? contiguous_of(in) : to_dtype_cpu(in, cd);
+  const Tensor dst = alloc_cpu(shape, cd);
   if (zero) fill_cpu(dst, Scalar(0.0));
-  if (dst.numel() > 0 && src.numel() > 0) body(src, dst);
+  if (dst.numel() > 0 && src.numel() > 0) {
+    UnlockedSection section;
+    const Tensor& s = section.own(src);
+    const Tensor& d = section.own(dst);
+    const Tensor& e = extra.defined() ? section.own(extra) : extra;
+    section.unlock();
+    body(s, d, e);
+  }
   return cd == in.dtype() ? dst : to_dtype_cpu(dst, in.dtype());
 }
 
@@ -343,12 +352,17 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_cpu(const Tensor& self, IntAr
   Tensor out = alloc_cpu(shape, self.dtype());
   Tensor idx = alloc_cpu(shape, ScalarType::Int64);
   if (out.numel() == 0) return {out, idx};
-  const Tensor x = contiguous_of(self);
+  Tensor x = contiguous_of(self);
+  UnlockedSection section;
+  const Tensor& xo = section.own(x);
+  const Tensor& oo = section.own(out);
+  const Tensor& io = section.own(idx);
+  section.unlock();
   visit_compute(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* op_ = out.data<T>();
-    std::int64_t* ip = idx.data<std::int64_t>();
+    const T* xp = xo.data<T>();
+    T* op_ = oo.data<T>();
+    std::int64_t* ip = io.data<std::int64_t>();
     const std::int64_t in_plane = g.in.h * g.in.w, out_plane = g.oh * g.ow;
     parallel_for(g.in.planes, out_plane * g.k.h * g.k.w, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t p = p0; p < p1; ++p) {
@@ -381,12 +395,17 @@ std::tuple<Tensor, Tensor> adaptive_max_pool2d_cpu(const Tensor& self, IntArrayR
   Tensor out = alloc_cpu(shape, self.dtype());
   Tensor idx = alloc_cpu(shape, ScalarType::Int64);
   if (out.numel() == 0) return {out, idx};
-  const Tensor x = contiguous_of(self);
+  Tensor x = contiguous_of(self);
+  UnlockedSection section;
+  const Tensor& xo = section.own(x);
+  const Tensor& oo = section.own(out);
+  const Tensor& io = section.own(idx);
+  section.unlock();
   visit_compute(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* op_ = out.data<T>();
-    std::int64_t* ip = idx.data<std::int64_t>();
+    const T* xp = xo.data<T>();
+    T* op_ = oo.data<T>();
+    std::int64_t* ip = io.data<std::int64_t>();
     const std::int64_t in_plane = in.h * in.w, out_plane = o.h * o.w;
     parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t p = p0; p < p1; ++p) {
@@ -416,14 +435,15 @@ Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Ten
                 << shape_str(grad_output.sizes()));
   const Tensor ix = contiguous_of(indices);
   const std::int64_t in_plane = in.h * in.w, out_plane = oh * ow;
-  const std::int64_t* ipx = ix.data<std::int64_t>();
+  const std::int64_t* checked = ix.data<std::int64_t>();
   for (std::int64_t i = 0; i < ix.numel(); ++i)
-    KAEL_CHECK_INDEX(ipx[i] >= 0 && ipx[i] < in_plane,
-                     op << ": index " << ipx[i] << " out of range for a plane of " << in.h << "x" << in.w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& g, const Tensor& dst) {
+    KAEL_CHECK_INDEX(checked[i] >= 0 && checked[i] < in_plane,
+                     op << ": index " << checked[i] << " out of range for a plane of " << in.h << "x" << in.w);
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& g, const Tensor& dst, const Tensor& ix_own) {
     visit_compute(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
+        const std::int64_t* ipx = ix_own.data<std::int64_t>();
         const T* gp = g.data<T>();
         T* dp = dst.data<T>();
         parallel_for(in.planes, out_plane, [&](std::int64_t p0, std::int64_t p1) {
@@ -432,7 +452,7 @@ Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Ten
         });
       }
     });
-  });
+  }, ix);
 }
 
 Tensor max_unpool2d_cpu(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
@@ -515,7 +535,7 @@ Tensor avg_pool2d_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef s
   KAEL_CHECK(is_floating(self.dtype()) || self.dtype() == ScalarType::Int64,
              op << ": not implemented for dtype " << self.dtype());
   const PoolGeometry g = avg_geometry(op, self.sizes(), kernel_size, stride, padding, ceil_mode, divisor_override);
-  return in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out) {
+  return in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (!is_reduced_floating_v<T>) {
@@ -550,7 +570,7 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size
              op << ": input_size must have 3 or 4 elements, got " << shape_str(input_size));
   const PoolGeometry g = avg_geometry(op, input_size, kernel_size, stride, padding, ceil_mode, divisor_override);
   backward_planes(op, grad_output, input_size, g.oh, g.ow);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -582,7 +602,7 @@ Tensor adaptive_avg_pool2d_cpu(const Tensor& self, IntArrayRef output_size) {
   check_dtype(op, self, false);
   const Pair o = adaptive_output(op, output_size);
   const Planes in = planes_of(self.sizes());
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -615,7 +635,7 @@ Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef i
                                         << shape_str(grad_output.sizes()));
   const std::int64_t oh_n = grad_output.sizes()[grad_output.dim() - 2], ow_n = grad_output.sizes()[grad_output.dim() - 1];
   const Planes in = backward_planes(op, grad_output, input_size, oh_n, ow_n);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -649,7 +669,7 @@ Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::
   const Pair o = pair_arg(op, "output_size", output_size);
   check_upsample_input(op, self, o);
   const Planes in = planes_of(self.sizes());
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -676,7 +696,7 @@ Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef ou
   const Pair o = pair_arg(op, "output_size", output_size);
   KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
   const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -717,7 +737,7 @@ Tensor upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, bool
   const Pair o = pair_arg(op, "output_size", output_size);
   check_upsample_input(op, self, o);
   const Planes in = planes_of(self.sizes());
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out) {
+  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -752,7 +772,7 @@ Tensor upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef o
   const Pair o = pair_arg(op, "output_size", output_size);
   KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
   const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst) {
+  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -854,7 +874,7 @@ Tensor col2im_cpu(const Tensor& self, IntArrayRef output_size, IntArrayRef kerne
   shape.push_back(c);
   shape.push_back(os.h);
   shape.push_back(os.w);
-  return in_compute_dtype(self, shape, true, [&](const Tensor& col, const Tensor& dst) {
+  return in_compute_dtype(self, shape, true, [&](const Tensor& col, const Tensor& dst, const Tensor&) {
     visit_compute(col.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (!is_reduced_floating_v<T>) {
