@@ -652,3 +652,14 @@ def test_the_names_torch_exports():
                  "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
                  "autocast_increment_nesting", "autocast_decrement_nesting"):
         assert callable(getattr(kael, name)) and hasattr(torch, name), name
+
+
+def test_cpu_amp_grad_scaler_is_the_deprecated_spelling():
+    import kael.cpu.amp
+
+    with pytest.warns(FutureWarning, match=r"`kael.cpu.amp.GradScaler\(args...\)` is deprecated"):
+        scaler = kael.cpu.amp.GradScaler(init_scale=8.0)
+    with pytest.warns(FutureWarning):
+        tscaler = torch.cpu.amp.GradScaler(init_scale=8.0)
+    assert isinstance(scaler, kael.amp.GradScaler)
+    assert scaler.get_scale() == tscaler.get_scale() == 8.0
