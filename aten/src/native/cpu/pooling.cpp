@@ -475,18 +475,24 @@ Tensor max_unpool2d_cpu(const Tensor& self, const Tensor& indices, IntArrayRef o
   const Planes in = planes_of(self.sizes());
   const std::int64_t out_plane = o.h * o.w, in_plane = in.h * in.w;
   const Tensor ix = contiguous_of(indices);
-  const std::int64_t* ipx = ix.data<std::int64_t>();
+  const std::int64_t* checked = ix.data<std::int64_t>();
   for (std::int64_t i = 0; i < ix.numel(); ++i)
-    KAEL_CHECK(ipx[i] >= 0 && ipx[i] < out_plane, op << ": Found an invalid max index: " << ipx[i]
+    KAEL_CHECK(checked[i] >= 0 && checked[i] < out_plane, op << ": Found an invalid max index: " << checked[i]
                                                      << " (output volumes are of size " << o.h << "x" << o.w << ")");
   Tensor out = alloc_cpu(with_plane(in, o.h, o.w), self.dtype());
   fill_cpu(out, Scalar(0.0));
   if (self.numel() == 0) return out;
-  const Tensor x = contiguous_of(self);
+  Tensor x = contiguous_of(self);
+  UnlockedSection section;
+  const Tensor& xo = section.own(x);
+  const Tensor& oo = section.own(out);
+  const Tensor& io = section.own(ix);
+  section.unlock();
   visit_compute(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* dp = out.data<T>();
+    const T* xp = xo.data<T>();
+    T* dp = oo.data<T>();
+    const std::int64_t* ipx = io.data<std::int64_t>();
     parallel_for(in.planes, in_plane, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t p = p0; p < p1; ++p)
         for (std::int64_t i = 0; i < in_plane; ++i) dp[p * out_plane + ipx[p * in_plane + i]] = xp[p * in_plane + i];
@@ -819,11 +825,15 @@ Tensor im2col_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilat
   shape.push_back(blocks);
   Tensor out = alloc_cpu(shape, self.dtype());
   if (out.numel() == 0) return out;
-  const Tensor x = contiguous_of(self);
+  Tensor x = contiguous_of(self);
+  UnlockedSection section;
+  const Tensor& xo = section.own(x);
+  const Tensor& oo = section.own(out);
+  section.unlock();
   visit_compute(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    T* dp = out.data<T>();
+    const T* xp = xo.data<T>();
+    T* dp = oo.data<T>();
     const std::int64_t plane_cols = g.k.h * g.k.w * blocks;
     parallel_for(n * c, plane_cols, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t p = p0; p < p1; ++p) {
