@@ -162,9 +162,13 @@ void loop_forward(const Geometry& g, const T* x, const T* w, T* y) {
         const T* wp = w + (oc * icg + c) * kn;
         for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
           const A wv = static_cast<A>(wp[kk]);
-          A* ap = acc.data() + o;
-          const T* xi = xp + i;
-          for (std::int64_t j = 0; j < len; ++j) ap[j] += static_cast<A>(xi[j * s2]) * wv;
+          A* __restrict ap = acc.data() + o;
+          const T* __restrict xi = xp + i;
+          if (s2 == 1) {  // the common case, vectorised
+            for (std::int64_t j = 0; j < len; ++j) ap[j] += static_cast<A>(xi[j]) * wv;
+          } else {
+            for (std::int64_t j = 0; j < len; ++j) ap[j] += static_cast<A>(xi[j * s2]) * wv;
+          }
         });
       }
       T* yp = y + (n * g.oc + oc) * out_n;
@@ -188,9 +192,13 @@ void loop_backward_data(const Geometry& g, const T* dy, const T* w, T* dx) {
         const T* wp = w + (oc * icg + c) * kn;
         for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
           const A wv = static_cast<A>(wp[kk]);
-          const T* dyo = dyp + o;
-          A* ai = acc.data() + i;
-          for (std::int64_t j = 0; j < len; ++j) ai[j * s2] += static_cast<A>(dyo[j]) * wv;
+          const T* __restrict dyo = dyp + o;
+          A* __restrict ai = acc.data() + i;
+          if (s2 == 1) {
+            for (std::int64_t j = 0; j < len; ++j) ai[j] += static_cast<A>(dyo[j]) * wv;
+          } else {
+            for (std::int64_t j = 0; j < len; ++j) ai[j * s2] += static_cast<A>(dyo[j]) * wv;
+          }
         });
       }
       T* dxp = dx + (n * g.ic + ic) * in_n;
@@ -214,9 +222,13 @@ void loop_backward_weights(const Geometry& g, const T* x, const T* dy, T* dw) {
         const T* dyp = dy + (n * g.oc + oc) * out_n;
         for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
           A sum = A(0);
-          const T* dyo = dyp + o;
-          const T* xi = xp + i;
-          for (std::int64_t j = 0; j < len; ++j) sum += static_cast<A>(dyo[j]) * static_cast<A>(xi[j * s2]);
+          const T* __restrict dyo = dyp + o;
+          const T* __restrict xi = xp + i;
+          if (s2 == 1) {
+            for (std::int64_t j = 0; j < len; ++j) sum += static_cast<A>(dyo[j]) * static_cast<A>(xi[j]);
+          } else {
+            for (std::int64_t j = 0; j < len; ++j) sum += static_cast<A>(dyo[j]) * static_cast<A>(xi[j * s2]);
+          }
           acc[kk] += sum;
         });
       }
