@@ -15,15 +15,18 @@ The bounds, on the largest relative difference of any logged loss over 20 steps:
 - the LBFGS time series, float64 as the original: 1e-9. The same argument with a unit roundoff of
   1.1e-16; LBFGS's curvature pairs amplify differences more than first-order steps, and 20 closure
   evaluations of a 60-step LSTM unroll compound them, which the margin leaves room for.
-- the MNIST CNN and the ResNet (run.FLOAT64_CHECK), also run in float64: 1e-9, as LBFGS. Their
-  float32 runs can part at a ReLU kink: of the ~300,000 pre-activations per step (many near zero
-  after BatchNorm) one may land within rounding of zero and take opposite signs in the two runs;
-  that element's gradient then differs outright and the runs part by 1e-4 over the next steps. The
-  ResNet meets one at step 5 (layer2's output, default seed), while from equal weights the two
-  libraries' gradients agree to 1e-6 at every step; torch itself, from weights changed by one
-  rounding, parts from its own MNIST run by 1e-4 to 1e-3 (run.py --spread). Their float32 difference
-  is held to 1e-3, which such a crossing stays below and a wrong kernel does not; float64 rounding
-  (1e-16) crosses no kink, and there they agree to 1e-15.
+- the MNIST CNN, the ResNet and the U-Net (run.FLOAT64_CHECK), whose float32 runs can part at a
+  ReLU kink: of the ~300,000 pre-activations per step (many near zero after BatchNorm) one may land
+  within rounding of zero and take opposite signs in the two runs; that element's gradient then
+  differs outright and the runs part by 1e-4 to 1e-2 over the next steps. torch does it to itself:
+  from weights changed by one rounding (run.py --spread) its U-Net run parts from the first by 7e-3
+  and its MNIST run by 1e-4 to 1e-3; the ResNet meets a crossing against kael at step 5 (layer2's
+  output, default seed), while from equal weights the two libraries' gradients agree to 1e-6 at
+  every step. So these are held to 1e-9 over all steps in float64 (--dtype float64; rounding of
+  1e-16 crosses no kink, and they agree to 1e-14), and to the float32 bound, 1e-5, over their
+  first run.EARLY_STEPS (5) steps only, where a crossing is rare and a kernel error already shows
+  (a wrong weight gradient parts the runs by 1e-4 at step 1). Their later float32 difference is
+  shown, not bounded.
 - the autocast program: bfloat16 products under torch.autocast round to 8 significant bits, and a
   float32 sum that lands on either side of a bfloat16 rounding boundary in the two libraries moves
   one element by 2^-8: 1e-3 relative.
@@ -42,7 +45,6 @@ _spec.loader.exec_module(run)
 STEPS = 20
 FLOAT32_BOUND = 1e-5
 FLOAT64_BOUND = 1e-9
-KINK_BOUND = 1e-3  # float32 runs of a FLOAT64_CHECK program, which may cross a ReLU kink
 BOUNDS = {"time-sequence": FLOAT64_BOUND, "autocast": 1e-3}
 PROGRAM_FILES = sorted({prog for _, prog, _, _ in run.PROGRAMS})
 
@@ -96,7 +98,7 @@ def test_program_runs_on_kael_and_matches_torch(name, tmp_path):
     assert row["steps"] >= STEPS, row
     if name in run.FLOAT64_CHECK:
         assert row["max_rel_diff64"] <= FLOAT64_BOUND, (row["max_rel_diff64"], row["worst_at64"])
-        assert row["max_rel_diff"] <= KINK_BOUND, (row["max_rel_diff"], row["worst_at"])
+        assert row["early_rel_diff"] <= FLOAT32_BOUND, row["early_rel_diff"]
     else:
         bound = BOUNDS.get(name, FLOAT32_BOUND)
         assert row["max_rel_diff"] <= bound, (row["max_rel_diff"], row["worst_at"])
