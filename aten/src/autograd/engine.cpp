@@ -10,6 +10,7 @@
 #include "kael/autograd/autograd.h"
 #include "kael/autograd/saved_args.h"
 #include "kael/autograd/formula_helpers.h"
+#include "kael/autograd/slice_grad_target.h"
 #include "kael/core/error.h"
 #include "kael/ops/add.h"
 #include "kael/ops/any.h"
@@ -513,6 +514,28 @@ Tensor validate(const Node& fn, std::size_t i, Tensor g, const InputMeta& meta) 
   return g;
 }
 
+// The gradient already held for the tensor a SliceBackward node slices, when the node may add
+// its piece into it in place (Note [Slice gradients added in place]): one owner (the engine's
+// buffer), not a view, its storage its own and allocated by kael, contiguous, and of the node's
+// one input gradient's dtype; null otherwise.
+Tensor* offered_slice_target(const Node& fn, const variable_list& in,
+                             std::unordered_map<Node*, variable_list>& buffers) {
+  if (in.size() != 1 || !in[0].defined() || fn.next_edges().size() != 1) return nullptr;
+  const Edge& e = fn.next_edges()[0];
+  if (!e.is_valid()) return nullptr;
+  auto it = buffers.find(e.function.get());
+  if (it == buffers.end() || it->second.size() <= e.input_nr) return nullptr;
+  Tensor& slot = it->second[e.input_nr];
+  if (!slot.defined() || slot.dtype() != in[0].dtype() || !slot.is_contiguous()) return nullptr;
+  const TensorImpl* impl = slot.impl();
+  // (memory kael did not allocate, from NumPy or DLPack, may be read by its owner)
+  if (impl->use_count() != 1 || impl->is_view() || impl->storage() == nullptr || impl->storage()->use_count() != 1 ||
+      impl->storage()->allocator() == nullptr)
+    return nullptr;
+  if (fn.name() != "SliceBackward0") return nullptr;
+  return &slot;
+}
+
 void check_anomaly(const Node& fn, const variable_list& outputs) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& o = outputs[i];
@@ -641,7 +664,16 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_ou
           if (!in[i].defined() && is_floating(fn->input_metadata()[i].dtype))
             in[i] = kael::zeros(fn->input_metadata()[i].sizes, fn->input_metadata()[i].dtype);
       }
-      out = fn->apply(std::move(in));
+      // Note [Slice gradients added in place]
+      Tensor* slice_target = create_graph ? nullptr : offered_slice_target(*fn, in, buffers);
+      detail::slice_grad_target() = slice_target;
+      try {
+        out = fn->apply(std::move(in));
+      } catch (...) {
+        detail::slice_grad_target() = nullptr;
+        throw;
+      }
+      detail::slice_grad_target() = nullptr;
       if (!keep_graph) fn->release_variables();
       if (AnomalyMode::is_enabled()) check_anomaly(*fn, out);
     }
@@ -655,7 +687,8 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list grad_ou
         variable_list& buf = buffers[next];
         if (buf.size() < next->num_inputs()) buf.resize(next->num_inputs());
         Tensor& slot = buf[e.input_nr];
-        slot = slot.defined() ? kael::add(slot, g) : std::move(g);
+        if (!slot.defined()) slot = std::move(g);
+        else if (!g.is_same(slot)) slot = kael::add(slot, g);  // the same: added in place (see above)
       } else {
         buffers.try_emplace(next);
       }

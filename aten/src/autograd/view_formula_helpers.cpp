@@ -1,7 +1,10 @@
 // Helpers of the derivative formulas of views, copies and cat (see kael/autograd/formula_helpers.h).
+#include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "kael/autograd/formula_helpers.h"
+#include "kael/autograd/slice_grad_target.h"
 #include "kael/core/error.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
@@ -62,8 +65,20 @@ Tensor as_strided_backward(const Tensor& grad, const Tensor& self, IntArrayRef s
   return kael::reshape(kael::index_select(buf, 0, at_self), self.sizes());
 }
 
+Tensor*& slice_grad_target() {
+  thread_local Tensor* target = nullptr;
+  return target;
+}
+
 Tensor slice_backward(const Tensor& grad, IntArrayRef sizes, std::int64_t dim, std::optional<std::int64_t> start,
                       std::optional<std::int64_t> end, std::int64_t step) {
+  // Note [Slice gradients added in place]
+  Tensor* target = std::exchange(slice_grad_target(), nullptr);
+  if (target != nullptr && target->dtype() == grad.dtype() &&
+      std::equal(target->sizes().begin(), target->sizes().end(), sizes.begin(), sizes.end())) {
+    kael::add_(kael::slice(*target, dim, start, end, step), grad);
+    return *target;
+  }
   Tensor g = kael::zeros(sizes, grad.dtype());
   kael::copy_(kael::slice(g, dim, start, end, step), grad);
   return g;
