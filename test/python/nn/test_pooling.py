@@ -299,6 +299,15 @@ def test_adaptive_reduced(dtype):
     run_reduced(lambda t: TF.adaptive_max_pool2d(t, 4), lambda t: F.adaptive_max_pool2d(t, 4), x)
 
 
+def test_adaptive_avg_pool2d_global():
+    """A 1x1 output is torch's mean over (H, W): same rounding on large planes, any rank."""
+    x = torch.randn(2, 8, 112, 112) * 10 + 3
+    run(lambda t: TF.adaptive_avg_pool2d(t, 1), lambda t: F.adaptive_avg_pool2d(t, (1, 1)), x)
+    run(lambda t: TF.adaptive_avg_pool2d(t, 1), lambda t: F.adaptive_avg_pool2d(t, 1), torch.randn(5, 6))
+    # the registered op itself is torch's kernel, _adaptive_avg_pool2d, which sums each window in order
+    check(kael.adaptive_avg_pool2d(to_kael(x), (1, 1)), torch.ops.aten._adaptive_avg_pool2d(x, (1, 1)))
+
+
 def test_adaptive_1d():
     x = torch.randn(2, 3, 11, dtype=torch.float64)
     run(lambda t: TF.adaptive_avg_pool1d(t, 4), lambda t: F.adaptive_avg_pool1d(t, 4), x)
