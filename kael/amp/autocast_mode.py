@@ -290,7 +290,7 @@ def custom_bwd(bwd=None, *, device_type: str):
 # wrap_python_composites() gives each the autocast kernel's behaviour: with CPU autocast on,
 # its floating tensor arguments are cast by the op's policy (kael._C._autocast_cast, the
 # same cast and weight cache as the C++ kernel) and its body runs with autocast off, as the
-# body of a registry op runs below the key. Tensor methods of the same names are not wrapped.
+# body of a registry op runs below the key. The Tensor methods of the kael ones are wrapped too.
 _LOWER, _FP32 = 0, 1
 PYTHON_COMPOSITES = {
     "kael": {"mm": _LOWER, "trace": _FP32, "cdist": _FP32, "quantile": _FP32, "nanquantile": _FP32},
@@ -331,9 +331,18 @@ def wrap_python_composites() -> None:
 
     if not hasattr(_C, "_autocast_cast"):  # a _C built before autocast (a stale build)
         return
+    from kael import _composites, _tensor
+
     for module_name, names in PYTHON_COMPOSITES.items():
         module = importlib.import_module(module_name)
         for name, policy in names.items():
             fn = getattr(module, name, None)
-            if fn is not None and not hasattr(fn, "__kael_autocast__"):
-                setattr(module, name, _autocast_python(fn, policy))
+            if fn is None or hasattr(fn, "__kael_autocast__"):
+                continue
+            wrapped = _autocast_python(fn, policy)
+            setattr(module, name, wrapped)
+            if module is kael and getattr(_composites, name, None) is fn:
+                # the composites module's own callers (x.mm(y) calls its mm) and the Tensor method
+                setattr(_composites, name, wrapped)
+                if name in _composites.METHODS and name != "mm":
+                    _tensor._extend({name: wrapped})

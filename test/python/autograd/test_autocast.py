@@ -663,3 +663,14 @@ def test_cpu_amp_grad_scaler_is_the_deprecated_spelling():
         tscaler = torch.cpu.amp.GradScaler(init_scale=8.0)
     assert isinstance(scaler, kael.amp.GradScaler)
     assert scaler.get_scale() == tscaler.get_scale() == 8.0
+
+
+def test_python_composites_as_methods():
+    a, b = torch.randn(3, 4), torch.randn(4, 2).bfloat16()
+    with torch.autocast("cpu"):
+        tm, tt, tq = a.mm(b), a[:, :3].bfloat16().trace(), a.bfloat16().quantile(0.5)
+    with kael.autocast("cpu"):
+        km, kt, kq = to_kael(a).mm(to_kael(b)), to_kael(a)[:, :3].bfloat16().trace(), to_kael(a).bfloat16().quantile(0.5)
+    for k, t in ((km, tm), (kt, tt), (kq, tq)):
+        assert k.dtype is to_kael(t).dtype
+        check(k, t)
