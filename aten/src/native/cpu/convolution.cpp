@@ -29,6 +29,9 @@
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/flatten.h"
+#include "kael/ops/matmul.h"
+#include "kael/ops/select.h"
+#include "kael/ops/t.h"
 #include "kael/ops/sum.h"
 #include "kael/ops/view.h"
 #include "kael/runtime/threads.h"
@@ -238,6 +241,48 @@ void loop_backward_weights(const Geometry& g, const T* x, const T* dy, T* dw) {
   });
 }
 
+// Zeroes t (written whole by nothing else).
+void zero(const Tensor& t) {
+  if (t.numel() > 0) std::memset(t.data_ptr(), 0, static_cast<std::size_t>(t.numel()) * t.element_size());
+}
+
+// ---- float64 through matmul: the columns of the windows (im2col) of one image and group,
+// times the group's weight rows; the data gradient scatters the columns back (col2im). kael's
+// float64 matmul is many times faster than the direct loops on layers of any size.
+
+// cols (icg * kn, out_n) <- the window elements of x's icg planes (zero where padding).
+template <typename T>
+void im2col(const Geometry& g, const T* x, T* cols) {
+  const std::int64_t icg = g.ic / g.g, in_n = g.in_numel(), out_n = g.out_numel(), kn = g.k_numel(), s2 = g.s[2];
+  std::fill(cols, cols + icg * kn * out_n, T(0));
+  parallel_for(0, icg, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const T* xp = x + c * in_n;
+      for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
+        T* __restrict row = cols + (c * kn + kk) * out_n + o;
+        const T* __restrict xi = xp + i;
+        for (std::int64_t j = 0; j < len; ++j) row[j] = xi[j * s2];
+      });
+    }
+  });
+}
+
+// dx's icg planes += the columns summed back onto the positions they were read from.
+template <typename T>
+void col2im(const Geometry& g, const T* cols, T* dx) {
+  const std::int64_t icg = g.ic / g.g, in_n = g.in_numel(), out_n = g.out_numel(), kn = g.k_numel(), s2 = g.s[2];
+  parallel_for(0, icg, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      T* dp = dx + c * in_n;
+      for_each_tap_row(g, [&](std::int64_t kk, std::int64_t o, std::int64_t len, std::int64_t i) {
+        const T* __restrict row = cols + (c * kn + kk) * out_n + o;
+        T* __restrict di = dp + i;
+        for (std::int64_t j = 0; j < len; ++j) di[j * s2] += row[j];
+      });
+    }
+  });
+}
+
 enum class Role { Forward, BackwardData, BackwardWeights };
 
 // a, b: the role's inputs (contiguous); c: its output (contiguous), all of g's shapes.
@@ -255,6 +300,49 @@ void run_loops(Role role, const Geometry& g, const Tensor& a, const Tensor& b, c
       if (role == Role::BackwardWeights) loop_backward_weights<T>(g, pa, pb, pc);
     }
   });
+}
+
+// The three roles in float64 over im2col/col2im and matmul; a, b, c contiguous.
+void run_gemm(Role role, const Geometry& g, const Tensor& a, const Tensor& b, const Tensor& c) {
+  using T = double;
+  const std::int64_t icg = g.ic / g.g, ocg = g.oc / g.g, K = icg * g.k_numel(), L = g.out_numel(),
+                     in_n = g.in_numel();
+  const DimVector col_shape{K, L};
+  const Tensor cols = alloc_cpu(col_shape, ScalarType::Float64);
+  T* colp = static_cast<T*>(cols.data_ptr());
+  // the weight as (groups, ocg, K); an activation y as (n, groups, ocg, L)
+  const Tensor& w = role == Role::BackwardWeights ? c : b;
+  const DimVector w_shape{g.g, ocg, K}, y_shape{g.n, g.g, ocg, L};
+  const Tensor w3 = kael::view(w, w_shape);
+  if (role == Role::BackwardWeights) zero(c);
+  if (role == Role::BackwardData) zero(c);
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t grp = 0; grp < g.g; ++grp) {
+      const Tensor w_g = kael::select(w3, 0, grp);
+      switch (role) {
+        case Role::Forward: {
+          im2col<T>(g, static_cast<const T*>(a.data_ptr()) + (n * g.ic + grp * icg) * in_n, colp);
+          const Tensor r = kael::matmul(w_g, cols);  // (ocg, L)
+          copy_cpu(kael::select(kael::select(kael::view(c, y_shape), 0, n), 0, grp), r);
+          break;
+        }
+        case Role::BackwardData: {
+          const Tensor dy_g = kael::select(kael::select(kael::view(a, y_shape), 0, n), 0, grp);
+          const Tensor r = kael::matmul(kael::t(w_g), dy_g);  // (K, L), contiguous
+          col2im<T>(g, static_cast<const T*>(r.data_ptr()), static_cast<T*>(c.data_ptr()) + (n * g.ic + grp * icg) * in_n);
+          break;
+        }
+        case Role::BackwardWeights: {
+          im2col<T>(g, static_cast<const T*>(a.data_ptr()) + (n * g.ic + grp * icg) * in_n, colp);
+          const Tensor dy_g = kael::select(kael::select(kael::view(b, y_shape), 0, n), 0, grp);
+          const Tensor r = kael::matmul(dy_g, kael::t(cols));  // (ocg, K), contiguous
+          T* dw = static_cast<T*>(c.data_ptr()) + grp * ocg * K;
+          const T* rp = static_cast<const T*>(r.data_ptr());
+          for (std::int64_t j = 0; j < ocg * K; ++j) dw[j] += rp[j];
+          break;
+        }
+      }
+    }
 }
 
 // ---- oneDNN
@@ -526,11 +614,6 @@ void run_dnnl(Role role, const Plan& plan, const Tensor& a, const Tensor& b, con
 
 // ---- the three roles on tensors
 
-// Zeroes t (written whole by nothing else).
-void zero(const Tensor& t) {
-  if (t.numel() > 0) std::memset(t.data_ptr(), 0, static_cast<std::size_t>(t.numel()) * t.element_size());
-}
-
 // out (n, c, ...) += bias (c), in the accumulation type, rounded once.
 void add_bias(const Tensor& out, const Tensor& bias) {
   const Tensor b = bias.is_contiguous() ? bias : kael::contiguous(bias);
@@ -615,7 +698,11 @@ Tensor run_role(Role role, const Geometry& g, const Tensor& a_in, const Tensor& 
     if (role == Role::BackwardWeights) b = kael::contiguous(b);
   }
   Tensor out = c_cl ? alloc_cpu(c_sizes, dtype) : c;
-  run_loops(role, g, a, b, out);
+  if (dtype == ScalarType::Float64) {
+    run_gemm(role, g, a, b, out);
+  } else {
+    run_loops(role, g, a, b, out);
+  }
   if (bias != nullptr) add_bias(out, bias_c);
   if (!out.is_same(c)) copy_cpu(c, out);
   return c;
