@@ -23,6 +23,9 @@ Method
   `--warmup` steps, then `--runs` timed runs alternating between libraries (so machine noise
   hits both alike); a run is `--steps` steps and reports the time per step. Each cell is the
   median of the runs; the ratio is kael / torch (below 1: kael faster).
+* `--clock wall` (default) times elapsed seconds; `--clock cpu` the process's CPU seconds
+  divided by the thread count (the work's own cost on a machine shared with other work; torch's
+  OpenMP threads spin while they wait, which this counts too).
 * The first step's losses are printed side by side (they agree to float32 rounding).
 """
 from __future__ import annotations
@@ -159,14 +162,22 @@ def make_steps(cfg):
     return {"torch": tstep, "kael": kstep}
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = time.perf_counter
+_divisor = 1
+
+
 def timed(step, steps):
-    t0 = time.perf_counter()
+    t0 = _clock()
     for _ in range(steps):
         step()
-    return (time.perf_counter() - t0) / steps
+    return (_clock() - t0) / steps / _divisor
 
 
-def bench(cfg_name, threads, warmup, steps, runs):
+def bench(cfg_name, threads, warmup, steps, runs, clock):
+    global _clock, _divisor
+    _clock = CLOCK[clock]
+    _divisor = threads if clock == "cpu" else 1
     cfg = CONFIGS[cfg_name]
     torch.set_num_threads(threads)
     kael.set_num_threads(threads)
@@ -219,17 +230,19 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--clock", choices=sorted(CLOCK), default="wall")
     ap.add_argument("--profile", choices=["kael", "torch"])
     args = ap.parse_args()
     if args.profile:
         profile(args.config[0], args.profile, args.threads[0], args.steps)
         return
-    print(f"nanoGPT-style training step, float32, median of {args.runs} runs of {args.steps} steps; "
+    print(f"nanoGPT-style training step, float32, {args.clock} clock, median of {args.runs} runs of "
+          f"{args.steps} steps; "
           f"load average {os.getloadavg()[0]:.2f} at start")
     for cfg_name in args.config:
         print(f"  {cfg_name}: {CONFIGS[cfg_name]}")
         for threads in args.threads:
-            bench(cfg_name, threads, args.warmup, args.steps, args.runs)
+            bench(cfg_name, threads, args.warmup, args.steps, args.runs, args.clock)
 
 
 if __name__ == "__main__":

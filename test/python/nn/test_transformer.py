@@ -121,7 +121,8 @@ def test_encoder(dtype, norm_first, batch_first, mask_kind, training):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_activation_and_bias(activation, bias, norm_first):
     def make(lib):
-        act = {"callable": lib.nn.functional.silu, "module": lib.nn.GELU(approximate="tanh")}.get(activation, activation)
+        act = {"callable": lib.nn.functional.silu,
+               "module": lib.nn.GELU(approximate="tanh")}.get(activation, activation)
         return lib.nn.TransformerEncoderLayer(D, HEADS, FF, dropout=0.0, activation=act, bias=bias,
                                               norm_first=norm_first, batch_first=True)
     t, k = pair(make, torch.float64, True)
@@ -270,7 +271,8 @@ def test_transformer_unbatched_and_custom_parts():
 
 def test_generate_square_subsequent_mask():
     for n in (0, 1, 4):
-        check(kael.nn.Transformer.generate_square_subsequent_mask(n), torch.nn.Transformer.generate_square_subsequent_mask(n))
+        check(kael.nn.Transformer.generate_square_subsequent_mask(n),
+              torch.nn.Transformer.generate_square_subsequent_mask(n))
     check(kael.nn.Transformer.generate_square_subsequent_mask(3, dtype=kael.float64),
           torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64))
 
