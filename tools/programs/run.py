@@ -14,7 +14,8 @@ lines for evaluation losses), --save-init / --init (the initial state_dict as .n
 writes it, the kael run starts from it) and knobs that make runs comparable: --dropout 0, and
 --fixed-noise for the VAE and the DCGAN (their noise from a seeded NumPy generator), since torch's
 and kael's random generators differ (mt19937 and Philox) and dropout masks or noise drawn from them
-cannot agree. Data and batch order come from seeded NumPy generators in both. Each program also
+cannot agree. Data and batch order come from seeded NumPy generators in both. The kael runs cannot
+import torch (a `torch` package that refuses to load is first on their path). Each program also
 runs once more on kael with its own defaults (dropout and random noise on) for a few steps, to show
 that those paths run.
 
@@ -118,8 +119,22 @@ def _first_error(stderr: str, program_path: str) -> str:
     return f"{where} -> {exc}" if where else exc
 
 
-def _run(python, path, args, threads, timeout):
+def _no_torch_dir(path):
+    """A folder holding a `torch` package whose import fails, put first on the kael runs' path: a
+    kael copy that reaches torch (a missed import, a library that imports it) fails instead of
+    quietly running torch's code."""
+    folder = os.path.join(os.path.dirname(path), "_no_torch")
+    if not os.path.exists(os.path.join(folder, "torch", "__init__.py")):
+        os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
+        with open(os.path.join(folder, "torch", "__init__.py"), "w") as f:
+            f.write('raise ImportError("the kael copy of a program imported torch")\n')
+    return folder
+
+
+def _run(python, path, args, threads, timeout, block_torch=False):
     env = dict(os.environ)
+    if block_torch:
+        env["PYTHONPATH"] = os.pathsep.join([_no_torch_dir(path)] + [p for p in [env.get("PYTHONPATH")] if p])
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = str(threads)
     env.setdefault("PYTHONHASHSEED", "0")
@@ -204,7 +219,7 @@ def run_program(name, prog, variant, compare, steps, threads, workdir, python=sy
             row["torch_spread"] = max(abs(b - a) / max(abs(a), 1e-30) for (_, a), (_, b) in zip(t_losses, p_losses))
     if smoke_steps:
         _, err, _ = _run(python, kael_path, variant + ["--steps", str(smoke_steps), "--threads", str(threads)],
-                         threads, timeout)
+                         threads, timeout, block_torch=True)
         row["default_run"] = err or "ok"
     return row
 
@@ -215,7 +230,8 @@ def _compare(python, torch_path, kael_path, args, init, tlog, klog, threads, tim
     _, err, _ = _run(python, torch_path, args + ["--save-init", init, "--log", tlog], threads, timeout)
     if err:
         return "torch: " + err, None
-    _, err, _ = _run(python, kael_path, args + ["--init", init, "--log", klog] + list(kael_extra), threads, timeout)
+    _, err, _ = _run(python, kael_path, args + ["--init", init, "--log", klog] + list(kael_extra), threads, timeout,
+                     block_torch=True)
     if err:
         return err, None
     t_losses, t_times = _read_log(tlog)

@@ -138,3 +138,12 @@ def test_bound_catches_a_small_change(tmp_path):
                           smoke_steps=0, kael_extra=["--learning-rate", "5.01e-3"])
     assert row["runs"], row["error"]
     assert row["max_rel_diff"] > FLOAT32_BOUND, row["max_rel_diff"]
+
+
+def test_kael_runs_cannot_import_torch(tmp_path):
+    script = tmp_path / "copy.py"
+    script.write_text("import torch\n")
+    _, err, _ = run._run(sys.executable, str(script), [], 1, 60, block_torch=True)
+    assert err == "copy.py:1: import torch -> ImportError: the kael copy of a program imported torch"
+    _, err, _ = run._run(sys.executable, str(script), [], 1, 60)
+    assert err is None
