@@ -141,9 +141,9 @@ def test_bound_catches_a_small_change(tmp_path):
 
 
 def test_kael_runs_cannot_import_torch(tmp_path):
-    script = tmp_path / "copy.py"
+    script = tmp_path / "prog.py"
     script.write_text("import torch\n")
     _, err, _ = run._run(sys.executable, str(script), [], 1, 60, block_torch=True)
-    assert err == "copy.py:1: import torch -> ImportError: the kael copy of a program imported torch"
+    assert err == "prog.py:1: import torch -> ImportError: the kael copy of a program imported torch"
     _, err, _ = run._run(sys.executable, str(script), [], 1, 60)
     assert err is None
