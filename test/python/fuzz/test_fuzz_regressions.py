@@ -1528,6 +1528,11 @@ def _sample_tensor(lib, kind):
         "i": lambda: lib.tensor([[0, 1, 2, 1], [2, 0, 1, 1], [1, 1, 0, 2]]),
         "i1": lambda: lib.tensor([0, 2, 1]),
         "b": lambda: lib.tensor([[True, False, True, False]] * 3),
+        # convolution inputs and weights: (N, C, H, W) with C = 3 and (C_out, C_in, kH, kW) / (C_in, C_out, k...)
+        "n4": lambda: lib.arange(48, dtype=lib.float32).reshape(1, 3, 4, 4) / 8 - 3,
+        "w4": lambda: lib.arange(36, dtype=lib.float32).reshape(2, 3, 2, 3) / 16 - 1,
+        "wt4": lambda: lib.arange(36, dtype=lib.float32).reshape(3, 2, 2, 3) / 16 - 1,
+        "wt3": lambda: lib.arange(18, dtype=lib.float32).reshape(3, 2, 3) / 8 - 1,
     }[kind]()
 
 
@@ -1552,6 +1557,8 @@ _OP_SAMPLES = {
     "bincount": {"self": "i1"}, "multinomial": {"self": "p"},
     "randint": {"low": 0, "high": 5}, "randint_like": {"low": 0, "high": 5},
     "random_": {"from": 0, "to": 5}, "embedding_backward": {"indices": "i1", "num_weights": 5},
+    "conv2d": {"self": "n4", "weight": "w4"}, "conv_transpose2d": {"self": "n4", "weight": "wt4"},
+    "conv_transpose1d": {"self": "b3", "weight": "wt3"},
 }
 _STRINGS = {"reduce": "sum", "rounding_mode": "floor", "reduction": "mean", "approximate": "none", "side": "left",
             "indexing": "ij", "equation": "ij->ji", "p": "fro"}
