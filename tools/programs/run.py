@@ -57,6 +57,7 @@ PROGRAMS = [
     ("seq2seq-transformer", "seq2seq_transformer", [], ["--dropout", "0"]),
     ("dcgan", "dcgan", [], ["--fixed-noise"]),
     ("unet", "unet", [], []),
+    ("legacy-regression", "legacy_regression", [], []),
 ]
 # Programs whose --steps counts something larger than a step: time_sequence_prediction's counts
 # LBFGS steps, each of up to --max-iter (10) closure evaluations, which are what it logs.
