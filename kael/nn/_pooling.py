@@ -253,7 +253,7 @@ _MODES = "nearest | linear | bilinear | bicubic | trilinear | area | nearest-exa
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     """Resizes the spatial dims of an (N, C, L) or (N, C, H, W) input to size, or by scale_factor, with
-    mode 'nearest' (torch's floor rule), 'linear' (3-d), 'bilinear' (4-d) or 'area'."""
+    mode 'nearest' (torch's floor rule), 'nearest-exact', 'linear' (3-d), 'bilinear' (4-d) or 'area'."""
     op = "interpolate"
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -302,13 +302,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"{op}: antialias=True is not implemented")
     if output_size is None:  # torch's upsample ops: floor(in * scale), the scale passed on
         output_size = [int(input.shape[i + 2] * scale_factors[i]) for i in range(dim)]
-    if mode in ("nearest", "linear", "bilinear", "area"):
+    if mode in ("nearest", "nearest-exact", "linear", "bilinear", "area"):
         _check_dtype(op, input)
     scales = list(scale_factors) if scale_factors is not None else [None] * max(dim, 0)
     if input.dim() == 3 and mode == "nearest":
         return kael.upsample_nearest2d(input.unsqueeze(-2), (1, output_size[0]), None, scales[0]).squeeze(-2)
     if input.dim() == 4 and mode == "nearest":
         return kael.upsample_nearest2d(input, output_size, scales[0], scales[1])
+    if input.dim() == 3 and mode == "nearest-exact":
+        return kael._C._upsample_nearest_exact2d(input.unsqueeze(-2), (1, output_size[0]), None, scales[0]).squeeze(-2)
+    if input.dim() == 4 and mode == "nearest-exact":
+        return kael._C._upsample_nearest_exact2d(input, output_size, scales[0], scales[1])
     if input.dim() == 3 and mode == "area":
         return adaptive_avg_pool1d(input, output_size)
     if input.dim() == 4 and mode == "area":
@@ -322,7 +326,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"{op}: Got 3D input, but bilinear mode needs 4D input")
     if input.dim() == 4 and mode == "linear":
         raise NotImplementedError(f"{op}: Got 4D input, but linear mode needs 3D input")
-    if input.dim() in (3, 4) and mode in ("nearest-exact", "bicubic", "trilinear"):
+    if input.dim() in (3, 4) and mode in ("bicubic", "trilinear"):
         raise NotImplementedError(f"{op}: mode '{mode}' is not implemented")
     raise NotImplementedError(f"{op}: Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) "
                               f"for the modes: {_MODES} (got {mode})")

@@ -183,6 +183,7 @@ _POOL_FORWARD = {
     "avg": ((1, 2, 7, 7), lambda L, x: F(L).avg_pool2d(x, 3, 2, 1, False, False)),
     "adaptive_avg": ((1, 2, 5, 7), lambda L, x: F(L).adaptive_avg_pool2d(x, (3, 2))),
     "nearest": ((1, 2, 3, 4), lambda L, x: F(L).interpolate(x, scale_factor=1.7)),
+    "nearest_exact": ((1, 2, 3, 4), lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="nearest-exact")),
     "bilinear": ((1, 2, 3, 4), lambda L, x: F(L).interpolate(x, (5, 7), mode="bilinear", align_corners=True)),
 }
 
@@ -337,6 +338,9 @@ CASES = {
     "upsample_nearest2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7), f(1, 2, 3, 4)),
                            C(lambda L, x: F(L).interpolate(x, (5, 9)), f(2, 2, 3, 4))],
     "upsample_nearest2d_backward": [C(lambda L, g: _pool_backward(L, "nearest", g), f(1, 2, 5, 6))],
+    "_upsample_nearest_exact2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="nearest-exact"),
+                                    f(1, 2, 3, 4))],
+    "_upsample_nearest_exact2d_backward": [C(lambda L, g: _pool_backward(L, "nearest_exact", g), f(1, 2, 5, 6))],
     "upsample_bilinear2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="bilinear"), f(1, 2, 3, 4)),
                             C(lambda L, x: F(L).interpolate(x, (5, 2), mode="bilinear", align_corners=True),
                               f(2, 2, 3, 4))],

@@ -368,6 +368,15 @@ def test_interpolate_nearest(kw, dtype):
 
 
 @pytest.mark.parametrize("kw", NEAREST_CASES)
+def test_interpolate_nearest_exact(kw):
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64)
+    run(lambda t: TF.interpolate(t, mode="nearest-exact", **kw), lambda t: F.interpolate(t, mode="nearest-exact", **kw),
+        x)
+    run(lambda t: TF.interpolate(t, mode="nearest-exact", **kw), lambda t: F.interpolate(t, mode="nearest-exact", **kw),
+        x.float(), "channels_last")
+
+
+@pytest.mark.parametrize("kw", NEAREST_CASES)
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_interpolate_bilinear(kw, align_corners, dtype):
@@ -396,7 +405,8 @@ def test_interpolate_reduced(dtype):
 @pytest.mark.parametrize("mode,kw", [("nearest", dict(size=9)), ("nearest", dict(scale_factor=0.6)),
                                      ("linear", dict(size=9)), ("linear", dict(scale_factor=2.5, align_corners=True)),
                                      ("linear", dict(scale_factor=0.4)), ("area", dict(size=4)),
-                                     ("area", dict(scale_factor=0.5))])
+                                     ("area", dict(scale_factor=0.5)), ("nearest-exact", dict(size=4)),
+                                     ("nearest-exact", dict(scale_factor=1.6))])
 def test_interpolate_3d(mode, kw):
     x = torch.randn(2, 3, 7, dtype=torch.float64)
     run(lambda t: TF.interpolate(t, mode=mode, **kw), lambda t: F.interpolate(t, mode=mode, **kw), x)
@@ -409,7 +419,7 @@ def test_interpolate_area_2d():
 
 def test_interpolate_double_backward():
     x = torch.randn(1, 2, 4, 5, dtype=torch.float64)
-    for mode, ac in [("nearest", None), ("bilinear", False), ("bilinear", True)]:
+    for mode, ac in [("nearest", None), ("nearest-exact", None), ("bilinear", False), ("bilinear", True)]:
         tx, kx = x.clone().requires_grad_(), to_kael(x).requires_grad_()
         tg = torch.randn(1, 2, 7, 8, dtype=torch.float64, requires_grad=True)
         kg = to_kael(tg.detach()).requires_grad_()

@@ -263,12 +263,17 @@ LinearTap<A> linear_tap(A ratio, std::int64_t o, std::int64_t in, std::int64_t o
   return {i0, i0 + (i0 < in - 1 ? 1 : 0), A(1) - l1, l1};
 }
 
+// The source index of output o: floor(o * s) (legacy 'nearest', with its shortcuts for the
+// same size and twice the size) or floor((o + 0.5) * s) ('nearest-exact'), s in float32.
+template <bool Exact>
 std::int64_t nearest_source(std::int64_t o, std::int64_t in, std::int64_t out, std::optional<double> scale) {
-  if (out == in) return o;
-  if (out == 2 * in) return o >> 1;
+  if (!Exact && out == in) return o;
+  if (!Exact && out == 2 * in) return o >> 1;
   const float s = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
                                                   : static_cast<float>(in) / static_cast<float>(out);
-  return std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+  const float src = Exact ? static_cast<float>((static_cast<double>(o) + 0.5) * static_cast<double>(s))
+                          : static_cast<float>(o) * s;
+  return std::min(static_cast<std::int64_t>(std::floor(src)), in - 1);
 }
 
 void check_upsample_input(const char* op, const Tensor& self, Pair out) {
@@ -669,9 +674,11 @@ Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef i
 
 // ---- nearest and bilinear resampling
 
-Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
+namespace {
+
+template <bool Exact>
+Tensor upsample_nearest_impl(const char* op, const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
                               std::optional<double> scales_w) {
-  constexpr const char* op = "upsample_nearest2d";
   const Pair o = pair_arg(op, "output_size", output_size);
   check_upsample_input(op, self, o);
   const Planes in = planes_of(self.sizes());
@@ -680,13 +687,13 @@ Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
         std::vector<std::int64_t> src_w(static_cast<std::size_t>(o.w));
-        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source(j, in.w, o.w, scales_w);
+        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source<Exact>(j, in.w, o.w, scales_w);
         const T* xp = x.data<T>();
         T* op_ = out.data<T>();
         parallel_for(in.planes, o.h * o.w, [&](std::int64_t p0, std::int64_t p1) {
           for (std::int64_t p = p0; p < p1; ++p)
             for (std::int64_t i = 0; i < o.h; ++i) {
-              const T* row = xp + p * in.h * in.w + nearest_source(i, in.h, o.h, scales_h) * in.w;
+              const T* row = xp + p * in.h * in.w + nearest_source<Exact>(i, in.h, o.h, scales_h) * in.w;
               T* dst = op_ + (p * o.h + i) * o.w;
               for (std::int64_t j = 0; j < o.w; ++j) dst[j] = row[src_w[static_cast<std::size_t>(j)]];
             }
@@ -696,9 +703,9 @@ Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::
   });
 }
 
-Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+template <bool Exact>
+Tensor upsample_nearest_backward_impl(const char* op, const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
                                        std::optional<double> scales_h, std::optional<double> scales_w) {
-  constexpr const char* op = "upsample_nearest2d_backward";
   const Pair o = pair_arg(op, "output_size", output_size);
   KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
   const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
@@ -707,13 +714,13 @@ Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef ou
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
         std::vector<std::int64_t> src_w(static_cast<std::size_t>(o.w));
-        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source(j, in.w, o.w, scales_w);
+        for (std::int64_t j = 0; j < o.w; ++j) src_w[static_cast<std::size_t>(j)] = nearest_source<Exact>(j, in.w, o.w, scales_w);
         const T* gp = go.data<T>();
         T* dp = dst.data<T>();
         parallel_for(in.planes, o.h * o.w, [&](std::int64_t p0, std::int64_t p1) {
           for (std::int64_t p = p0; p < p1; ++p)
             for (std::int64_t i = 0; i < o.h; ++i) {
-              T* row = dp + p * in.h * in.w + nearest_source(i, in.h, o.h, scales_h) * in.w;
+              T* row = dp + p * in.h * in.w + nearest_source<Exact>(i, in.h, o.h, scales_h) * in.w;
               const T* g = gp + (p * o.h + i) * o.w;
               for (std::int64_t j = 0; j < o.w; ++j) row[src_w[static_cast<std::size_t>(j)]] += g[j];
             }
@@ -721,6 +728,31 @@ Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef ou
       }
     });
   });
+}
+
+}  // namespace
+
+Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
+                              std::optional<double> scales_w) {
+  return upsample_nearest_impl<false>("upsample_nearest2d", self, output_size, scales_h, scales_w);
+}
+
+Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+                                       std::optional<double> scales_h, std::optional<double> scales_w) {
+  return upsample_nearest_backward_impl<false>("upsample_nearest2d_backward", grad_output, output_size, input_size,
+                                               scales_h, scales_w);
+}
+
+Tensor upsample_nearest_exact2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
+                                    std::optional<double> scales_w) {
+  return upsample_nearest_impl<true>("_upsample_nearest_exact2d", self, output_size, scales_h, scales_w);
+}
+
+Tensor upsample_nearest_exact2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size,
+                                             IntArrayRef input_size, std::optional<double> scales_h,
+                                             std::optional<double> scales_w) {
+  return upsample_nearest_backward_impl<true>("_upsample_nearest_exact2d_backward", grad_output, output_size,
+                                              input_size, scales_h, scales_w);
 }
 
 namespace {
