@@ -558,7 +558,7 @@ std::vector<Tensor> backward(const Params& p, TensorList grads, const Tensor& wo
           const T* dhr = dh + r * P;
           if (relu) {
             KAEL_RNN_IVDEP
-            for (std::int64_t j = 0; j < H; ++j) dgr[j] = gr[j] > T(0) ? dhr[j] : T(0);
+            for (std::int64_t j = 0; j < H; ++j) dgr[j] = gr[j] <= T(0) ? T(0) : dhr[j];  // NaN passes, as torch's
           } else {
             KAEL_RNN_IVDEP
             for (std::int64_t j = 0; j < H; ++j) dgr[j] = dhr[j] * (T(1) - gr[j] * gr[j]);
