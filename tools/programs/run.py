@@ -288,7 +288,8 @@ def main(argv=None):
                    "(dropout on); 0 skips it")
     p.add_argument("--timeout", type=int, default=600, help="seconds each run may take")
     p.add_argument("--spread", action="store_true", help="also run torch from its initial weights changed by one "
-                   "rounding (relative noise of the unit roundoff) and show how far torch's own losses part (the 'torch spread')")
+                   "rounding (relative noise of the unit roundoff) and show how far torch's own losses part "
+                   "(the 'torch spread')")
     p.add_argument("--write-kael", default="", help="write the kael copies into this folder and stop")
     p.add_argument("--diff", action="store_true", help="print the diff of each kael copy against its torch program")
     args = p.parse_args(argv)

@@ -175,7 +175,8 @@ def main(argv=None):
             total += targets.size(0)
             correct += predicted.eq(targets).sum().item()
         epoch += 1
-        print(f"epoch {epoch}: loss {train_loss / max(1, len(trainloader)):.4f} acc {100. * correct / max(1, total):.1f}% "
+        print(f"epoch {epoch}: loss {train_loss / max(1, len(trainloader)):.4f} "
+              f"acc {100. * correct / max(1, total):.1f}% "
               f"lr {scheduler.get_last_lr()[0]:.4f}")
         test(epoch)
     running = [m.running_mean.clone() for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
