@@ -70,6 +70,10 @@ from kael import _tensor  # noqa: E402
 from kael._tensor import UntypedStorage, as_tensor, asarray, device, from_dlpack, from_numpy, matmul  # noqa: E402
 from kael import _composites  # noqa: E402
 _composite_names = _composites.install(globals(), _tensor._extend)  # aliases and Python-level composites
+from kael import _memory_format  # noqa: E402  (kael.channels_last & co., memory_format= arguments)
+_tensor._extend(_memory_format.METHODS); globals().update(_memory_format.FUNCTIONS)  # noqa: E702
+from kael._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: E402,F401,E501
+_composite_names = _composite_names + _memory_format.NAMES
 from kael import cuda  # noqa: E402
 from kael import accelerator  # noqa: E402
 from kael._tensor_str import set_printoptions  # noqa: E402

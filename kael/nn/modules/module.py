@@ -384,12 +384,17 @@ class Module:
         """Moves or converts the floating-point parameters and buffers in place: to(device),
         to(dtype), to(device, dtype) or to(tensor). Parameters keep their identity, so an
         optimizer built before the call keeps updating the same objects; buffers are replaced."""
+        memory_format = kwargs.pop("memory_format", None)
+        if memory_format is not None and not isinstance(memory_format, kael.memory_format):
+            raise TypeError(f"to() expects memory_format to be a kael.memory_format, got {type(memory_format).__name__}")
         device, dtype = _parse_to(*args, **kwargs)
         if dtype is not None and not (dtype.is_floating_point if hasattr(dtype, "is_floating_point")
                                       else kael.empty(0, dtype=dtype).is_floating_point()):
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 
         def convert(t):
+            if memory_format is not None and t.dim() in (4, 5):  # as torch: the layout of 4-D/5-D tensors only
+                t = t.to(memory_format=memory_format)
             if t.is_floating_point():
                 return t.to(device if device is not None else t.device, dtype)
             return t.to(device) if device is not None else t
@@ -536,7 +541,7 @@ def _convert_parameter_(parameter, convert):
     """Replaces the data of parameter with convert(parameter), keeping the Python object (and with
     it the optimizer's reference); the gradient is converted the same way."""
     converted = convert(parameter)
-    same = converted.dtype == parameter.dtype and str(converted.device) == str(parameter.device)
+    same = converted is parameter
     grad = getattr(parameter, "grad", None)
     if not same:
         requires_grad = parameter.requires_grad
