@@ -148,11 +148,12 @@ def _contiguous(self, memory_format=contiguous_format):
     return _restrided(self, _strides_for(self.shape, fmt))
 
 
-def _is_contiguous(self, memory_format=contiguous_format):
-    """is_contiguous(memory_format=kael.contiguous_format) -> bool
+def _is_contiguous(self, memory_format=None):
+    """is_contiguous(memory_format=None) -> bool
 
-    Whether the strides are dense in memory_format's dimension order (size-1 dims excepted)."""
-    fmt = _check(memory_format, "is_contiguous")
+    Whether the strides are dense in memory_format's dimension order (size-1 dims excepted);
+    None is kael.contiguous_format."""
+    fmt = contiguous_format if memory_format is None else _check(memory_format, "is_contiguous")
     return _is_contiguous_as(self, contiguous_format if fmt is preserve_format else fmt)
 
 

@@ -184,7 +184,16 @@ def test_pointwise_and_conv_keep_channels_last():
         tconv.weight.copy_(torch.tensor(kconv.weight.detach().numpy()))
         tconv.bias.copy_(torch.tensor(kconv.bias.detach().numpy()))
     kr, tr = kconv(kc), tconv(tc)
+    assert kr.stride() == tr.stride()
     np.testing.assert_allclose(kr.detach().numpy(), tr.detach().numpy(), rtol=1e-4, atol=1e-5)
+    kr, tr = kael.nn.BatchNorm2d(4)(kc), torch.nn.BatchNorm2d(4)(tc)
+    assert kr.stride() == tr.stride()
+    np.testing.assert_allclose(kr.detach().numpy(), tr.detach().numpy(), rtol=1e-4, atol=1e-5)
+    # mixed layouts: the first operand's layout, as torch
+    assert (kc + k).stride() == (tc + t).stride() and (k + kc).stride() == (t + tc).stride()
+    # max_pool2d: same values; kael's result is row-major where torch's stays channels-last
+    kr, tr = kael.nn.functional.max_pool2d(kc, 2), torch.nn.functional.max_pool2d(tc, 2)
+    np.testing.assert_array_equal(kr.numpy(), tr.numpy())
 
 
 def test_module_to_memory_format():
@@ -203,3 +212,11 @@ def test_module_to_memory_format():
     assert kweight.dtype == kael.float64 and kweight.is_contiguous()
     with pytest.raises(TypeError):
         km.to(memory_format="channels_last")
+
+
+def test_module_to_channels_last_rejects_5d():
+    for lib in (kael, torch):
+        module = lib.nn.Module()
+        module.weight = lib.nn.Parameter(lib.ones(1, 2, 1, 1, 1))
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+            module.to(memory_format=lib.channels_last)
