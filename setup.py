@@ -94,9 +94,15 @@ def set_installed_rpath(extension: Path) -> None:
 
 
 class CMakeBuild(build_ext):
+    def run(self) -> None:
+        # setuptools' build_ext.run clears self.inplace while it builds (and copies into the source
+        # tree afterwards): note it first, so `setup.py build_ext --inplace` is a developer build.
+        self.kael_developer = bool(self.inplace) or getattr(self, "editable_mode", False)
+        super().run()
+
     def build_extension(self, ext: Extension) -> None:
         tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
-        developer = self.inplace or getattr(self, "editable_mode", False)
+        developer = getattr(self, "kael_developer", False) or self.inplace or getattr(self, "editable_mode", False)
         build_dir = ROOT / "build" / tag if developer else Path(self.build_temp).resolve() / "cmake"
         if os.environ.get("KAEL_BUILD_DIR"):
             build_dir = Path(os.environ["KAEL_BUILD_DIR"]).resolve()
