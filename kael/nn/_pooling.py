@@ -1,7 +1,7 @@
 """Pooling, resampling, patch and channel-dropout functions of kael.nn.functional.
 
 The registered ops (kael.max_pool2d_with_indices, avg_pool2d, adaptive_avg_pool2d,
-adaptive_max_pool2d, max_unpool2d, upsample_nearest2d, upsample_bilinear2d, im2col, col2im) take
+adaptive_max_pool2d, max_unpool2d, _upsample_nearest2d, _upsample_bilinear2d, im2col, col2im) take
 every argument spelled out in full; these functions are torch's front ends over them: argument
 normalisation (an int for a pair, stride defaulting to kernel_size), the 1-d forms as 2-d ops
 over a plane of height 1, and F.interpolate's choice of op and output size
@@ -306,9 +306,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         _check_dtype(op, input)
     scales = list(scale_factors) if scale_factors is not None else [None] * max(dim, 0)
     if input.dim() == 3 and mode == "nearest":
-        return kael.upsample_nearest2d(input.unsqueeze(-2), (1, output_size[0]), None, scales[0]).squeeze(-2)
+        return kael._C._upsample_nearest2d(input.unsqueeze(-2), (1, output_size[0]), None, scales[0]).squeeze(-2)
     if input.dim() == 4 and mode == "nearest":
-        return kael.upsample_nearest2d(input, output_size, scales[0], scales[1])
+        return kael._C._upsample_nearest2d(input, output_size, scales[0], scales[1])
     if input.dim() == 3 and mode == "nearest-exact":
         return kael._C._upsample_nearest_exact2d(input.unsqueeze(-2), (1, output_size[0]), None, scales[0]).squeeze(-2)
     if input.dim() == 4 and mode == "nearest-exact":
@@ -318,10 +318,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if input.dim() == 4 and mode == "area":
         return adaptive_avg_pool2d(input, output_size)
     if input.dim() == 3 and mode == "linear":
-        return kael.upsample_bilinear2d(input.unsqueeze(-2), (1, output_size[0]), align_corners, None,
+        return kael._C._upsample_bilinear2d(input.unsqueeze(-2), (1, output_size[0]), align_corners, None,
                                         scales[0]).squeeze(-2)
     if input.dim() == 4 and mode == "bilinear":
-        return kael.upsample_bilinear2d(input, output_size, align_corners, scales[0], scales[1])
+        return kael._C._upsample_bilinear2d(input, output_size, align_corners, scales[0], scales[1])
     if input.dim() == 3 and mode == "bilinear":
         raise NotImplementedError(f"{op}: Got 3D input, but bilinear mode needs 4D input")
     if input.dim() == 4 and mode == "linear":

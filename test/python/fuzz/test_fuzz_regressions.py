@@ -1571,10 +1571,6 @@ _NO_BASELINE = {
     # kael's own kernels, no torch function of the name
     "standardize-function", "cross_entropy_losses-function", "cross_entropy_losses_backward-function",
     "embedding_backward-function",
-    # kael's upsample kernels take scales_h/scales_w where torch's take one scale_factors list
-    # (their optional arguments are swept through F.interpolate in test_pooling.py)
-    "upsample_nearest2d-function", "upsample_nearest2d_backward-function", "upsample_bilinear2d-function",
-    "upsample_bilinear2d_backward-function",
 }
 _RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "bernoulli", "rand", "randn", "randint", "normal",
            "randperm", "rand_like", "randn_like", "randint_like", "multinomial", "dropout", "empty", "empty_like",

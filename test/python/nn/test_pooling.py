@@ -451,9 +451,9 @@ def test_interpolate_errors():
     ]
     for fn in cases:
         raises_like(lambda: fn(TF, x), lambda: fn(F, k), "interpolate")
-    raises_like(lambda: TF.interpolate(x, size=0), lambda: F.interpolate(k, size=0), "upsample_nearest2d")
+    raises_like(lambda: TF.interpolate(x, size=0), lambda: F.interpolate(k, size=0), "_upsample_nearest2d")
     raises_like(lambda: TF.interpolate(x, size=0, mode="bilinear"), lambda: F.interpolate(k, size=0, mode="bilinear"),
-                "upsample_bilinear2d")
+                "_upsample_bilinear2d")
 
 
 # ---------------------------------------------------------------- unfold / fold

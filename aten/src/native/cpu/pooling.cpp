@@ -1,6 +1,6 @@
 // Pooling, resampling and patch ops on the CPU: max_pool2d_with_indices, avg_pool2d,
-// adaptive_avg_pool2d, adaptive_max_pool2d, max_unpool2d, upsample_nearest2d,
-// upsample_bilinear2d, im2col and col2im, with the backward kernels (docs/decisions/pooling.md).
+// adaptive_avg_pool2d, adaptive_max_pool2d, max_unpool2d, _upsample_nearest2d,
+// _upsample_bilinear2d, im2col and col2im, with the backward kernels (docs/decisions/pooling.md).
 //
 // Every op works on planes: the last two dims of a (C, H, W) or (N, C, H, W) tensor, read from
 // a contiguous copy when the input is not contiguous (channels_last included); the result is
@@ -732,14 +732,14 @@ Tensor upsample_nearest_backward_impl(const char* op, const Tensor& grad_output,
 
 }  // namespace
 
-Tensor upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
+Tensor _upsample_nearest2d_cpu(const Tensor& self, IntArrayRef output_size, std::optional<double> scales_h,
                               std::optional<double> scales_w) {
-  return upsample_nearest_impl<false>("upsample_nearest2d", self, output_size, scales_h, scales_w);
+  return upsample_nearest_impl<false>("_upsample_nearest2d", self, output_size, scales_h, scales_w);
 }
 
-Tensor upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+Tensor _upsample_nearest2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
                                        std::optional<double> scales_h, std::optional<double> scales_w) {
-  return upsample_nearest_backward_impl<false>("upsample_nearest2d_backward", grad_output, output_size, input_size,
+  return upsample_nearest_backward_impl<false>("_upsample_nearest2d_backward", grad_output, output_size, input_size,
                                                scales_h, scales_w);
 }
 
@@ -769,9 +769,9 @@ std::vector<LinearTap<A>> linear_taps(std::int64_t in, std::int64_t out, bool al
 
 }  // namespace
 
-Tensor upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, bool align_corners,
+Tensor _upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, bool align_corners,
                                std::optional<double> scales_h, std::optional<double> scales_w) {
-  constexpr const char* op = "upsample_bilinear2d";
+  constexpr const char* op = "_upsample_bilinear2d";
   const Pair o = pair_arg(op, "output_size", output_size);
   check_upsample_input(op, self, o);
   const Planes in = planes_of(self.sizes());
@@ -803,10 +803,10 @@ Tensor upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, bool
   });
 }
 
-Tensor upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
+Tensor _upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
                                         bool align_corners, std::optional<double> scales_h,
                                         std::optional<double> scales_w) {
-  constexpr const char* op = "upsample_bilinear2d_backward";
+  constexpr const char* op = "_upsample_bilinear2d_backward";
   const Pair o = pair_arg(op, "output_size", output_size);
   KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
   const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
