@@ -569,6 +569,11 @@ class SavedArg:
     kind: str      # tensor, meta, opt_tensor, list, value, none (not saved: passed empty)
     param: Param
     storage: str   # C++ type of the member (values)
+    # A saved tensor that only some inputs' formulas read: those inputs. The node saves it only
+    # when one of them requires grad (as torch's nodes do), so `x * 2` with a constant 2 keeps no
+    # reference to x and an in-place write to x afterwards is legal. Empty: saved whenever the
+    # node is made (every formula reads it, or it is not a tensor).
+    needed_by: tuple[str, ...] = ()
 
 
 def autograd_args(f: NativeFunction) -> list[SavedArg]:
@@ -576,6 +581,8 @@ def autograd_args(f: NativeFunction) -> list[SavedArg]:
     out = []
     for p in f.schema.params:
         use = _usage(formulas, p.name)
+        users = tuple(name for name, fm in f.derivatives if _usage([fm], p.name) != "none")
+        needed_by = users if len(users) < len(f.derivatives) else ()
         if p.type.is_tensor():
             if use == "none":
                 kind = "none"
@@ -583,9 +590,10 @@ def autograd_args(f: NativeFunction) -> list[SavedArg]:
                 kind = "opt_tensor"
             else:
                 kind = "meta" if use == "meta" else "tensor"
-            out.append(SavedArg(p.name, kind, p, ""))
+            out.append(SavedArg(p.name, kind, p, "", needed_by if kind in ("tensor", "opt_tensor") else ()))
         elif p.type.is_tensor_list():
-            out.append(SavedArg(p.name, "list" if use != "none" else "none_list", p, ""))
+            kind = "list" if use != "none" else "none_list"
+            out.append(SavedArg(p.name, kind, p, "", needed_by if kind == "list" else ()))
         else:
             t = arg_type(f, p)
             storage = f"std::optional<{t.cpp_value}>" if p.type.optional else t.cpp_value
