@@ -164,6 +164,8 @@ def _clone(self, *, memory_format=preserve_format):
     fmt = _check(memory_format, "clone")
     if fmt is preserve_format:
         result = _orig_clone(self)
+        if result.stride() == self.stride():  # the common case; a fresh dense copy with them is right
+            return result
         strides = _preserved_strides(self)
         if tuple(result.stride()) == strides:
             return result
@@ -181,6 +183,8 @@ def _to(self, *args, memory_format=preserve_format, **kwargs):
         if fmt is preserve_format or _suggested_format(self) is fmt:
             return self
         return _restrided(self, _strides_for(self.shape, fmt))
+    if fmt is preserve_format and result.stride() == self.stride():  # the common case, as in clone
+        return result
     strides = _preserved_strides(self) if fmt is preserve_format else _strides_for(self.shape, fmt)
     if tuple(result.stride()) == strides:
         return result
@@ -218,6 +222,10 @@ def _like(name):
     def like(input, *args, memory_format=preserve_format, **kwargs):
         fmt = _check(memory_format, name)
         result = original(input, *args, **kwargs)
+        if not isinstance(result, Tensor) or not isinstance(input, Tensor):  # a __kael_function__ override's
+            return result
+        if fmt is preserve_format and result.stride() == input.stride():  # the common case
+            return result
         return _factory_layout(result, input, fmt, kwargs.get("requires_grad", False))
 
     like.__name__ = like.__qualname__ = name
@@ -228,6 +236,9 @@ def _like(name):
 empty_like = _like("empty_like")
 zeros_like = _like("zeros_like")
 ones_like = _like("ones_like")
+full_like = _like("full_like")
+rand_like = _like("rand_like")
+randn_like = _like("randn_like")
 
 
 def empty(*size, memory_format=contiguous_format, **kwargs):
@@ -251,5 +262,5 @@ def clone(input, *, memory_format=preserve_format):
 
 # kael.<name> replaced by the versions above that take memory_format=
 FUNCTIONS = {"empty": empty, "empty_like": empty_like, "zeros_like": zeros_like, "ones_like": ones_like,
-             "clone": clone}
+             "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like, "clone": clone}
 NAMES = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format"]

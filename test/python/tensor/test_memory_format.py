@@ -132,15 +132,18 @@ def test_factories(shape, name):
         assert tuple(kr.shape) == tuple(tr.shape) and kr.stride() == tr.stride()
     k0, t0 = pair(shape, 3)
     for k, t in layouts(k0, t0):
-        for fn in ("empty_like", "zeros_like", "ones_like"):
-            kr = outcome(lambda: getattr(kael, fn)(k, memory_format=kf))
-            tr = outcome(lambda: getattr(torch, fn)(t, memory_format=tf))
+        for fn, args in (("empty_like", ()), ("zeros_like", ()), ("ones_like", ()), ("full_like", (2.5,)),
+                         ("rand_like", ()), ("randn_like", ())):
+            kr = outcome(lambda: getattr(kael, fn)(k, *args, memory_format=kf))
+            tr = outcome(lambda: getattr(torch, fn)(t, *args, memory_format=tf))
             if isinstance(tr, type):
                 assert kr is tr
                 continue
             assert tuple(kr.shape) == tuple(tr.shape) and kr.stride() == tr.stride(), (fn, k.stride())
-            if fn != "empty_like":
+            if fn in ("zeros_like", "ones_like", "full_like"):
                 np.testing.assert_array_equal(kr.numpy(), tr.numpy())
+            if name == "preserve_format":  # the default
+                assert getattr(kael, fn)(k, *args).stride() == tr.stride()
     kr = kael.zeros_like(k0, memory_format=kael.contiguous_format, requires_grad=True)
     assert kr.requires_grad and kr.is_leaf
 
