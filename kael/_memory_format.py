@@ -257,6 +257,8 @@ METHODS = {"contiguous": _contiguous, "is_contiguous": _is_contiguous, "clone": 
 
 def clone(input, *, memory_format=preserve_format):
     """clone(input, *, memory_format=kael.preserve_format) -> Tensor"""
+    if not isinstance(input, Tensor):  # the parser's TypeError, or a __kael_function__ override's result
+        return _C.clone(input) if memory_format is preserve_format else _C.clone(input, memory_format=memory_format)
     return input.clone(memory_format=memory_format)
 
 

@@ -223,3 +223,15 @@ def test_module_to_channels_last_rejects_5d():
         module.weight = lib.nn.Parameter(lib.ones(1, 2, 1, 1, 1))
         with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
             module.to(memory_format=lib.channels_last)
+
+
+@pytest.mark.parametrize("name", ["clone", "empty_like", "zeros_like", "ones_like", "rand_like", "randn_like"])
+def test_the_memory_format_wrappers_reject_a_non_tensor_as_torch(name):
+    # found by the fuzz suite: kael.clone(-3) raised AttributeError from the wrapper
+    for fmt in (None, "channels_last"):
+        kw = {} if fmt is None else {"memory_format": getattr(kael, fmt)}
+        tkw = {} if fmt is None else {"memory_format": getattr(torch, fmt)}
+        with pytest.raises(TypeError):
+            getattr(torch, name)(-3, **tkw)
+        with pytest.raises(TypeError):
+            getattr(kael, name)(-3, **kw)
