@@ -3,6 +3,7 @@
 // PyTorch's, prefixed with the name of the op the user called.
 #pragma once
 
+#include <limits>
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
@@ -37,6 +38,11 @@ inline DimVector expand_param(const char* op, const char* name, IntArrayRef v, i
   KAEL_CHECK(v.size() == 1 || static_cast<int>(v.size()) == nd,
              op << ": expected " << name << " to be a single integer value or a list of " << nd
                 << " values to match the convolution dimensions, but got " << name << "=" << list_str(v));
+  // Bounded so that the geometry's products (kernel * dilation) cannot overflow.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  for (const std::int64_t x : v)
+    KAEL_CHECK(x >= -kMax && x <= kMax, op << ": " << name << " values must lie within +-" << kMax << ", got " << name
+                                           << "=" << list_str(v));
   DimVector r(static_cast<std::size_t>(nd), v[0]);
   for (int i = 0; i < nd && v.size() > 1; ++i) r[i] = v[i];
   return r;

@@ -35,6 +35,10 @@ struct Pair {
 
 Pair pair_arg(const char* op, const char* name, IntArrayRef v) {
   KAEL_CHECK(v.size() == 2, op << ": " << name << " must have 2 elements, got " << shape_str(v));
+  // Bounded so that the geometry's products (kernel * dilation, kernel_h * kernel_w) cannot overflow.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  KAEL_CHECK(v[0] >= -kMax && v[0] <= kMax && v[1] >= -kMax && v[1] <= kMax,
+             op << ": " << name << " values must lie within +-" << kMax << ", got " << shape_str(v));
   return {v[0], v[1]};
 }
 
