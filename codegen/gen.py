@@ -464,26 +464,34 @@ def qualified_formula(f: NativeFunction) -> str:
     return _CALL.sub(lambda m: m.group(0) if m.group(1) == "T" else f"math::{m.group(1)}(", f.pointwise)
 
 
-def formula_params(f: NativeFunction) -> str:
-    """Parameters of a derivative formula's function: grad, the op's arguments (tensors as Var),
-    and result."""
-    parts = ["const Var& grad"]
+def formula_params(f: NativeFunction, var: bool = True) -> str:
+    """Parameters of a derivative formula's function: grad, the op's arguments, and result.
+    Tensors are Vars where the formula is written (var=True, in formulas.cpp) and Tensors in the
+    declared interface the graph nodes call (var=False): a node's file then needs neither
+    kael/var.h nor kael/ops.h, which change whenever an op is added (Note [Autograd shards])."""
+    tensor = "Var" if var else "Tensor"
+    parts = [f"const {tensor}& grad"]
     for p in f.schema.params:
         if p.type.is_tensor():
-            parts.append(f"{'const std::optional<Var>&' if p.type.optional else 'const Var&'} {p.name}")
+            parts.append(f"{f'const std::optional<{tensor}>&' if p.type.optional else f'const {tensor}&'} {p.name}")
         elif p.type.is_tensor_list():
             parts.append(f"TensorList {p.name}")
         else:
             parts.append(f"{cpp_type(f, p)} {p.name}")
     if f.schema.returns_tuple:
         parts.append("TensorList grads")  # the gradient of every result (grad is the first's)
-        parts += [f"const Var& {n}" for n in f.schema.return_names]
+        parts += [f"const {tensor}& {n}" for n in f.schema.return_names]
     elif f.schema.returns_list:
         parts.append("TensorList grads")  # the gradient of every result (grad is the first's)
         parts.append("const std::vector<Tensor>& result")
     else:
-        parts.append("const Var& result")
+        parts.append(f"const {tensor}& result")
     return ", ".join(parts)
+
+
+def formula_args(f: NativeFunction) -> str:
+    """The names of formula_params(f), in order: the call that forwards them."""
+    return ", ".join(["grad", *(p.name for p in f.schema.params), *formula_results(f)])
 
 
 def formula_results(f: NativeFunction) -> list[str]:
@@ -673,6 +681,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda, qualified_formula=qualified_formula,
         method_params=method_params, method_args=method_args, formula_params=formula_params,
+        formula_args=formula_args,
         formula_results=formula_results, py_return=py_return, pyi_return=pyi_return, cpp_return=cpp_return,
         tuple_returns=tuple_returns(functions),
         registry_name=yaml_path.name,
@@ -688,7 +697,13 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)
     writer.render("var.h.j2", "include/kael/var.h", functions=functions, op_names=set(names), **common)
     differentiable = [f for f in functions if f.derivatives]
-    writer.render("formulas.h.j2", "include/kael/autograd/formulas.h", functions=differentiable, **common)
+    # Note [Autograd shards]: the formulas are declared per shard (kael/autograd/formulas_<k>.h,
+    # the ops of shard k), and a shard's graph nodes include only its own declarations and the
+    # headers of its own ops, so that adding an op or editing a formula recompiles one shard.
+    for i in range(NUM_SHARDS):
+        writer.render("formulas_shard.h.j2", f"include/kael/autograd/formulas_{i}.h", shard=i,
+                      functions=[f for f in differentiable if shard_of(f.name) == i], **common)
+    writer.render("formulas.h.j2", "include/kael/autograd/formulas.h", num_shards=NUM_SHARDS, **common)
     handwritten = [f for f in functions if not f.is_pointwise]
     checked = [f for f in functions if f.check]
     writer.render("native_declarations.h.j2", "include/kael/native/declarations.h",
@@ -718,8 +733,9 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
                                           **common)))
     for i, shard in enumerate(shards):
         group = [f for n in shard for f in by_name[n] if autograd_supported(f)]
+        op_headers = sorted({f.name for f in group} | {"clone"})  # clone: an in-place op saves self's copy
         aten_sources.append(str(writer.render("autograd_functions.cpp.j2", f"src/autograd/functions_{i}.cpp",
-                                              shard=i, functions=group, **common)))
+                                              shard=i, functions=group, op_headers=op_headers, **common)))
     python_sources.append(str(writer.render("python_tables.cpp.j2", "python/tables.cpp", num_shards=NUM_SHARDS,
                                             **common)))
     python_sources.append(str(writer.render("return_types.cpp.j2", "python/return_types.cpp", **common)))

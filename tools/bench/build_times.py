@@ -1,17 +1,22 @@
 """Build times of kael: clean build, no-op rebuild, and the edits docs/build.md lists.
 
-    .venv/bin/python tools/bench/build_times.py [--repeats 3] [--jobs 2] [--markdown]
+    .venv/bin/python tools/bench/build_times.py [--repeats 3] [--jobs 2] [--markdown] [--steps]
+                                                [--keep DIR]
 
 Works on a copy of the committed tree (`git archive HEAD`) in a temporary directory, so the
 checkout is never touched, and builds the `_C` target with CMake + Ninja exactly as
 `pip install -e .` does (Release). Each case runs --repeats times; the table shows the median
-wall time and the number of build steps Ninja ran. Run it on an otherwise idle machine.
+wall time, the median CPU time (user + sys of the build and every compiler it ran, which a busy
+machine inflates far less than the wall time) and the number of build steps Ninja ran. --steps
+lists the steps each incremental case ran; --keep DIR keeps the tree and its build (for
+`.ninja_log`, `ninja -t deps`). Run it on an otherwise idle machine.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,18 +36,28 @@ def find_dnnl_dir() -> str:
     return str(candidate)
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(cmd, cwd):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return elapsed, proc.stdout + proc.stderr
+    return elapsed, children_cpu() - cpu, proc.stdout + proc.stderr
 
 
 def steps(output: str) -> int:
     found = re.findall(r"^\[(\d+)/(\d+)\]", output, re.M)
     return int(found[-1][0]) if found else 0
+
+
+def step_names(output: str) -> list[str]:
+    """What each step built: the object or target after Ninja's `[i/n] Building CXX object`."""
+    return [m.group(1).split()[-1] for m in re.finditer(r"^\[\d+/\d+\] (.*)$", output, re.M)]
 
 
 def warnings_in(output: str) -> list[str]:
@@ -73,17 +88,23 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--steps", action="store_true", help="list the steps of each incremental case")
+    parser.add_argument("--keep", type=Path, help="build in this (new) directory and keep it")
     args = parser.parse_args()
 
-    results: dict[str, list[tuple[float, int]]] = {}
+    results: dict[str, list[tuple[float, float, int]]] = {}
     all_warnings: list[str] = []
 
-    def record(name, elapsed, out):
-        results.setdefault(name, []).append((elapsed, steps(out)))
+    def record(name, elapsed, cpu, out):
+        results.setdefault(name, []).append((elapsed, cpu, steps(out)))
         all_warnings.extend(warnings_in(out))
+        if args.steps and not name.startswith("clean"):
+            print(f"{name}: {', '.join(step_names(out)) or 'nothing'}", file=sys.stderr)
 
+    if args.keep:
+        args.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="kael-build-times-") as tmp:
-        src = Path(tmp) / "src"
+        src = (args.keep or Path(tmp)) / "src"
         src.mkdir()
         archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
@@ -92,6 +113,8 @@ def main() -> int:
         original = registry.read_text()
         formula = "  pointwise: T(1) / a\n"
         assert formula in original, "reciprocal's formula moved; update this script"
+        derivative = "    self: -grad * result * result\n  doc: Returns 1 / x for each element.\n"
+        assert derivative in original, "reciprocal's derivative moved; update this script"
         new_op = ("\n- func: bench_square(Tensor self) -> Tensor\n  variants: [function, method]\n"
                   "  pointwise: a * a\n  doc: Squares each element (build benchmark).\n")
         kernel = src / "aten/src/native/cpu/reduce.cpp"
@@ -104,8 +127,16 @@ def main() -> int:
             record("no-op rebuild", *tree.compile())
             registry.write_text(original.replace(formula, "  pointwise: T(1) / (a)\n"))
             record("edit one pointwise formula in `native_functions.yaml`", *tree.compile())
+            registry.write_text(original.replace(derivative, derivative.replace("-grad * result", "-(grad * result)")))
+            record("edit one derivative formula in `native_functions.yaml`", *tree.compile())
+            registry.write_text(original)
+            tree.compile()
             registry.write_text(original + new_op)
             record("add one pointwise op to `native_functions.yaml`", *tree.compile())
+            registry.write_text(original)
+            tree.compile()
+            registry.write_text(original + new_op + "  derivatives:\n    self: 2 * grad * self\n")
+            record("add one pointwise op with a derivative", *tree.compile())
             registry.write_text(original)
             tree.compile()
             kernel.write_text(kernel.read_text() + "\n")
@@ -115,17 +146,19 @@ def main() -> int:
 
     rows = []
     for name, runs in results.items():
-        med = statistics.median(t for t, _ in runs)
-        n = max(s for _, s in runs)
-        rows.append((name, med, n, [t for t, _ in runs]))
+        med = statistics.median(t for t, _, _ in runs)
+        cpu = statistics.median(c for _, c, _ in runs)
+        n = max(s for _, _, s in runs)
+        rows.append((name, med, cpu, n, [t for t, _, _ in runs]))
     if args.markdown:
-        print("| build | wall time (median) | build steps | runs |")
-        print("|---|---:|---:|---|")
-        for name, med, n, runs in rows:
-            print(f"| {name} | {med:.2f} s | {n} | {', '.join(f'{t:.2f}' for t in runs)} |")
+        print("| build | wall time (median) | CPU time (median) | build steps | runs |")
+        print("|---|---:|---:|---:|---|")
+        for name, med, cpu, n, runs in rows:
+            print(f"| {name} | {med:.2f} s | {cpu:.2f} s | {n} | {', '.join(f'{t:.2f}' for t in runs)} |")
     else:
-        for name, med, n, runs in rows:
-            print(f"{name:70s} {med:8.2f} s  {n:3d} steps  ({', '.join(f'{t:.2f}' for t in runs)})")
+        for name, med, cpu, n, runs in rows:
+            print(f"{name:70s} {med:8.2f} s  cpu {cpu:8.2f} s  {n:3d} steps  "
+                  f"({', '.join(f'{t:.2f}' for t in runs)})")
     unique = sorted(set(all_warnings))
     print(f"\ncompiler warnings: {len(unique)}")
     for w in unique[:20]:
