@@ -765,6 +765,7 @@ def expected_files(names, pointwise_names):
     files |= {f"src/ops_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"python/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}
     files |= {f"src/autograd/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)}  # graph nodes, Autograd kernels
+    files |= {f"include/kael/autograd/formulas_{i}.h" for i in range(gen.NUM_SHARDS)}  # their formulas' declarations
     files |= {f"include/kael/ops/{n}.h" for n in names}
     files |= {f"src/pointwise/{n}.cpp" for n in pointwise_names}
     files |= {f"cuda/pointwise/{n}.cu" for n in pointwise_names}
