@@ -573,31 +573,21 @@ def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None,
     if input.dim() < 2:
         raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
     c = input.shape[1]
-    dims = [0] + list(range(2, input.dim()))
-    shape = [1, c] + [1] * (input.dim() - 2)
     if training:
-        count = input.numel() // c
-        if count <= 1:
+        count = input.numel() // c if c else 0
+        if count == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
-        mean = input.mean(dims)
-        var = input.var(dims, correction=0)
-        if running_mean is not None or running_var is not None:
-            with kael.no_grad():
-                if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
-                if running_var is not None:
-                    running_var.mul_(1 - momentum).add_(var.detach() * (momentum * count / (count - 1)))
-    else:
-        if running_mean is None or running_var is None:
-            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-        mean, var = running_mean, running_var
-    y = (input - mean.reshape(shape)) * kael.rsqrt(var.reshape(shape) + eps)
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
-    return y
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    if input.numel() == 0:  # as torch: no statistics of an empty batch, the running ones untouched
+        out = input.clone()
+        if weight is not None and weight.numel():
+            out = out * weight[0]
+        if bias is not None and bias.numel():
+            out = out + bias[0]
+        return out
+    return kael.native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[0]
 
 
 # ---------------------------------------------------------------- padding

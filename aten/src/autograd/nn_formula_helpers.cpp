@@ -14,12 +14,15 @@
 #include "kael/ops/_sdpa_dropout_mask.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
+#include "kael/ops/detach.h"
 #include "kael/ops/exp.h"
 #include "kael/ops/ge.h"
 #include "kael/ops/log.h"
 #include "kael/ops/matmul.h"
 #include "kael/ops/mean.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/native_batch_norm_backward_input.h"
+#include "kael/ops/native_batch_norm_backward_weight.h"
 #include "kael/ops/reshape.h"
 #include "kael/ops/rsqrt.h"
 #include "kael/ops/softmax.h"
@@ -164,6 +167,70 @@ Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self) {
 
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape) {
   return sum_to_size(grad, normalized_shape);
+}
+
+// ---- batch norm
+
+namespace {
+
+// The dims batch norm reduces over (all but the channel dim 1) and the shape of a per-channel
+// tensor broadcast against the input.
+struct ChannelDims {
+  DimVector dims, shape;
+  explicit ChannelDims(const Tensor& self) {
+    for (std::int64_t d = 0; d < self.dim(); ++d) {
+      if (d != 1) dims.push_back(d);
+      shape.push_back(d == 1 ? self.sizes()[1] : 1);
+    }
+  }
+};
+
+// (self - mean) * invstd of the batch, differentiable in self.
+Tensor batch_xhat(const Tensor& self, const ChannelDims& cd, double eps) {
+  const IntArrayRef d(cd.dims);
+  const Tensor xc = kael::sub(self, kael::mean(self, d, true));
+  return kael::mul(xc, kael::rsqrt(kael::add(kael::mean(kael::mul(xc, xc), d, true), Scalar(eps))));
+}
+
+}  // namespace
+
+Tensor batch_norm_backward_input(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& weight,
+                                 const Tensor& save_mean, const Tensor& save_invstd, bool training, double eps) {
+  const Tensor w = weight ? *weight : Tensor();
+  if (fused_backward({&grad, &self, &w, &save_mean, &save_invstd}))
+    return kael::native_batch_norm_backward_input(grad, self, weight, save_mean, save_invstd, training);
+  const ChannelDims cd(self);
+  const IntArrayRef d(cd.dims), shape(cd.shape);
+  const Tensor g = weight ? kael::mul(grad, kael::reshape(*weight, shape)) : grad;
+  // (save_mean and save_invstd are results of the forward node: detached, so that a graph built here
+  // does not lead back into it; in evaluation they are the running statistics, constants)
+  if (!training) return as_dtype(kael::mul(g, kael::reshape(kael::detach(save_invstd), shape)), self.dtype());
+  // invstd * (g - mean(g) - xhat * mean(g * xhat)), the batch's statistics recomputed from self
+  // so that the gradient is differentiable in self again.
+  const Tensor xhat = batch_xhat(self, cd, eps);
+  const Tensor xc = kael::sub(self, kael::mean(self, d, true));
+  const Tensor invstd = kael::rsqrt(kael::add(kael::mean(kael::mul(xc, xc), d, true), Scalar(eps)));
+  const Tensor centred = kael::sub(g, kael::mean(g, d, true));
+  const Tensor dx = kael::mul(invstd, kael::sub(centred, kael::mul(xhat, kael::mean(kael::mul(g, xhat), d, true))));
+  return as_dtype(dx, self.dtype());
+}
+
+Tensor batch_norm_backward_weight(const Tensor& grad, const Tensor& self, const Tensor& weight, const Tensor& save_mean,
+                                  const Tensor& save_invstd, bool training, double eps) {
+  if (fused_backward({&grad, &self, &save_mean, &save_invstd}))
+    return as_dtype(kael::native_batch_norm_backward_weight(grad, self, save_mean, save_invstd), weight.dtype());
+  const ChannelDims cd(self);
+  const IntArrayRef d(cd.dims), shape(cd.shape);
+  const Tensor xhat =
+      training ? batch_xhat(self, cd, eps)
+               : kael::mul(kael::sub(self, kael::reshape(kael::detach(save_mean), shape)),
+                           kael::reshape(kael::detach(save_invstd), shape));
+  return as_dtype(kael::sum(kael::mul(grad, xhat), d), weight.dtype());
+}
+
+Tensor batch_norm_backward_bias(const Tensor& grad, const Tensor& bias) {
+  const ChannelDims cd(grad);
+  return kael::sum(grad, IntArrayRef(cd.dims), false, bias.dtype());
 }
 
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,

@@ -27,6 +27,11 @@ Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArra
                                  const std::optional<Tensor>& weight, double eps);
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps);
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape);
+Tensor batch_norm_backward_input(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& weight,
+                                 const Tensor& save_mean, const Tensor& save_invstd, bool training, double eps);
+Tensor batch_norm_backward_weight(const Tensor& grad, const Tensor& self, const Tensor& weight, const Tensor& save_mean,
+                                  const Tensor& save_invstd, bool training, double eps);
+Tensor batch_norm_backward_bias(const Tensor& grad, const Tensor& bias);
 Tensor gelu_backward(const Tensor& grad, const Tensor& self);
 Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self);
 Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const Tensor& key, const Tensor& value,
@@ -138,6 +143,19 @@ inline Var layer_norm_backward_weight(const Var& grad, const Var& self, IntArray
 }
 inline Var layer_norm_backward_bias(const Var& grad, IntArrayRef normalized_shape) {
   return detail::layer_norm_backward_bias(grad, normalized_shape);
+}
+// The gradients of native_batch_norm (Note [Fused backward kernels]): the fused kernels when no
+// graph is built, else a differentiable composite that recomputes the batch's statistics from self.
+inline Var batch_norm_backward_input(const Var& grad, const Var& self, const std::optional<Var>& weight,
+                                     const Var& save_mean, const Var& save_invstd, bool training, double eps) {
+  return detail::batch_norm_backward_input(grad, self, as_tensor(weight), save_mean, save_invstd, training, eps);
+}
+inline Var batch_norm_backward_weight(const Var& grad, const Var& self, const std::optional<Var>& weight,
+                                      const Var& save_mean, const Var& save_invstd, bool training, double eps) {
+  return detail::batch_norm_backward_weight(grad, self, *weight, save_mean, save_invstd, training, eps);
+}
+inline Var batch_norm_backward_bias(const Var& grad, const std::optional<Var>& bias) {
+  return detail::batch_norm_backward_bias(grad, *bias);
 }
 // grad * _gelu_grad(self) (one pass on the CPU when no graph is built).
 inline Var gelu_backward(const Var& grad, const Var& self) { return detail::gelu_backward(grad, self); }
