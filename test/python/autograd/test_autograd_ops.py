@@ -52,6 +52,10 @@ NO_FORMULA = {
     "convolution_backward_weight": "convolution's double backward is not implemented yet",
     "convolution_backward_bias": "convolution's double backward is not implemented yet",
     "_rnn_layer_backward": "recurrent layers' double backward is not implemented",
+    "native_batch_norm_backward_input": "fused kernel used only without a graph; double backward goes through a "
+                                        "differentiable composite (test_batch_norm.py)",
+    "native_batch_norm_backward_weight": "fused kernel used only without a graph; double backward goes through a "
+                                         "differentiable composite (test_batch_norm.py)",
 }
 
 
@@ -319,6 +323,11 @@ CASES = {
     "standardize": [C(_standardize, f(3, 4))],
     "layer_norm": [C(lambda L, x, w, b: F(L).layer_norm(x, (4,), w, b), f(3, 4), f(4), f(4))],
     "embedding": [C(lambda L, i, w: F(L).embedding(i, w), idx(5, high=6), f(6, 3))],
+    "native_batch_norm": [C(lambda L, x, w, b: F(L).batch_norm(x, None, None, w, b, training=True), f(4, 3, 5), f(3),
+                            f(3)),
+                          C(lambda L, x, w, b: F(L).batch_norm(x, L.linspace(-1, 1, 3, dtype=x.dtype),
+                                                               L.linspace(0.5, 2, 3, dtype=x.dtype), w, b),
+                            f(2, 3, 2, 2), f(3), f(3))],
     "convolution": [C(lambda L, x, w, b: F(L).conv2d(x, w, b, 2, 1, 1, 2), f(2, 4, 5, 5), f(6, 2, 3, 3), f(6)),
                     C(lambda L, x, w: F(L).conv1d(x, w, None, 1, 2, 2), f(2, 3, 6), f(4, 3, 2)),
                     C(lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, 2, 1, 1, 2), f(1, 4, 3, 3), f(4, 3, 2, 3),

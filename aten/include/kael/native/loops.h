@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
 #include <immintrin.h>
@@ -96,6 +97,107 @@ LoopGeometry<N> make_geometry(IntArrayRef shape, const std::array<OperandView, N
     for (int k = 0; k < N; ++k) g.strides[k].push_back(0);
   }
   return g;
+}
+
+// Note [Repeating inputs]
+// Broadcasting can leave a geometry whose rows are short and whose inputs repeat: x * w with x a
+// channels-last (N, C, H, W) tensor and w of shape (1, C, 1, 1) iterates rows of C elements (w
+// contiguous along them, stride 0 everywhere else), and where(mask, x, zero) with a 0-d `zero`
+// reads one element everywhere. The inner loop then runs C elements at a time (8 in a small
+// U-Net), or a strided loop for the 0-d input, far from its rate. So, for pointwise loops, such
+// an input is copied into a small buffer that repeats it: C elements m times (m rows merged into
+// one, the others' strides scaled by m), or one element a row's length (at most
+// kRepeatElements; a longer row is split first). Every operand of the new inner dim is then
+// contiguous and the loop is the vectorised one. Each element is still computed once from the
+// same values. Only inputs (operands first_input.. N-1) are copied; a written operand never
+// repeats (an output with a stride of 0 would overlap itself and is refused before this).
+inline constexpr std::int64_t kRepeatElements = 1024;
+
+// Rewrites g as described in Note [Repeating inputs] when it pays, with the buffers in `storage`
+// (which must outlive the loop); itemsize is the inputs' element size. Returns whether it did.
+template <int N>
+bool widen_repeating_inputs(LoopGeometry<N>& g, int first_input, std::int64_t itemsize, std::vector<char>& storage) {
+  const int nd = g.ndim();
+  if (g.numel < 2 * 64) return false;
+  // An input that reads one value per row everywhere (stride 0 in every dim): a constant.
+  // An input contiguous along dim 0 and stride 0 in every other dim: a pattern repeated per row.
+  enum Kind : char { kOther, kConstant, kPattern };
+  std::array<Kind, N> kind{};
+  bool any = false;
+  for (int k = first_input; k < N; ++k) {
+    bool rest_zero = true;
+    for (int d = 1; d < nd; ++d) rest_zero = rest_zero && g.strides[k][d] == 0;
+    if (!rest_zero) continue;
+    if (g.strides[k][0] == 0) kind[k] = kConstant;
+    else if (g.strides[k][0] == itemsize && nd >= 2) kind[k] = kPattern;
+    any = any || kind[k] != kOther;
+  }
+  if (!any) return false;
+  const std::int64_t n0 = g.shape[0];
+  bool has_pattern = false;
+  for (int k = 0; k < N; ++k) has_pattern = has_pattern || kind[k] == kPattern;
+  if (has_pattern) {
+    // Merge m rows: every operand that is not repeating must continue from one row to the next.
+    if (n0 >= 64 || nd < 2) return false;
+    for (int k = 0; k < N; ++k)
+      if (kind[k] == kOther && g.strides[k][1] != n0 * g.strides[k][0]) return false;
+    const std::int64_t n1 = g.shape[1];
+    std::int64_t m = std::min<std::int64_t>(n1, kRepeatElements / n0);
+    while (m > 1 && n1 % m != 0) --m;
+    if (m < 2) return false;
+    std::size_t bytes = 0;
+    for (int k = 0; k < N; ++k)
+      if (kind[k] != kOther) bytes += static_cast<std::size_t>(n0 * m * itemsize) + 64;
+    storage.assign(bytes, 0);
+    char* buf = storage.data();
+    for (int k = 0; k < N; ++k) {
+      if (kind[k] == kOther) {
+        g.strides[k][1] *= m;  // (dim 0 unchanged: contiguous across the merged rows)
+        continue;
+      }
+      const std::int64_t row_bytes = n0 * itemsize;
+      for (std::int64_t r = 0; r < m; ++r) {
+        if (kind[k] == kPattern) {
+          std::memcpy(buf + r * row_bytes, g.data[k], static_cast<std::size_t>(row_bytes));
+        } else {
+          for (std::int64_t i = 0; i < n0; ++i) std::memcpy(buf + (r * n0 + i) * itemsize, g.data[k], itemsize);
+        }
+      }
+      g.data[k] = buf;
+      g.strides[k][0] = itemsize;
+      g.strides[k][1] = 0;
+      buf += n0 * m * itemsize + 64;
+    }
+    g.shape[0] = n0 * m;
+    g.shape[1] = n1 / m;
+    return true;
+  }
+  // Constants only: rows of at most kRepeatElements (a longer row split by a divisor of it).
+  std::int64_t len = n0;
+  if (n0 > kRepeatElements) {
+    len = kRepeatElements;
+    while (len >= 64 && n0 % len != 0) --len;
+    if (len < 64) return false;
+  }
+  std::size_t bytes = 0;
+  for (int k = 0; k < N; ++k)
+    if (kind[k] == kConstant) bytes += static_cast<std::size_t>(len * itemsize) + 64;
+  storage.assign(bytes, 0);
+  char* buf = storage.data();
+  if (len != n0) {  // dim 0 becomes (len, n0 / len)
+    g.shape.insert(1, n0 / len);
+    for (int k = 0; k < N; ++k) g.strides[k].insert(1, g.strides[k][0] * len);
+    g.shape[0] = len;
+  }
+  for (int k = 0; k < N; ++k) {
+    if (kind[k] != kConstant) continue;
+    for (std::int64_t i = 0; i < len; ++i) std::memcpy(buf + i * itemsize, g.data[k], itemsize);
+    g.data[k] = buf;
+    g.strides[k][0] = itemsize;
+    for (std::size_t d = 1; d < g.strides[k].size(); ++d) g.strides[k][d] = 0;
+    buf += len * itemsize + 64;
+  }
+  return true;
 }
 
 // The strides of a fresh output laid out in the memory order of the inputs (PyTorch's rule:

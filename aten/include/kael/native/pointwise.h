@@ -248,7 +248,9 @@ void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
   std::array<OperandView, K + 1> ops;
   ops[0] = view_of(out);
   for (int k = 0; k < K; ++k) ops[k + 1] = view_of(*in[k]);
-  const LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
+  LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
+  std::vector<char> repeated;  // Note [Repeating inputs] in kael/native/loops.h
+  widen_repeating_inputs<K + 1>(g, 1, static_cast<std::int64_t>(sizeof(T)), repeated);
   run_loop<K + 1>(g, inner);
 }
 
