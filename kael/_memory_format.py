@@ -129,7 +129,38 @@ def _preserved_strides(t):
     otherwise the format t's strides suggest (channels-last or contiguous)."""
     if _is_non_overlapping_and_dense(t):
         return tuple(t.stride())
-    return _strides_for(t.shape, _suggested_format(t))
+    return _dense_strides_in_memory_order(tuple(t.shape), tuple(t.stride()))
+
+
+def _dense_strides_in_memory_order(shape, strides):
+    """Dense strides with the dims in the order of t's strides (torch's infer_dense_strides, the
+    order a pointwise op's output takes): dims sorted fastest first by stride, a stride of 0 or a
+    size-1 dim leaving the order as it is."""
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))  # fastest first
+
+    def should_swap(d0, d1):
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 != s1:
+            return 1 if s0 > s1 else -1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    out, s = [0] * nd, 1
+    for d in perm:
+        out[d] = s
+        s *= max(shape[d], 1)
+    return tuple(out)
 
 
 def _contiguous(self, memory_format=contiguous_format):

@@ -235,3 +235,37 @@ def test_the_memory_format_wrappers_reject_a_non_tensor_as_torch(name):
             getattr(torch, name)(-3, **tkw)
         with pytest.raises(TypeError):
             getattr(kael, name)(-3, **kw)
+
+
+# ---- dtype conversions keep the layout (torch's preserve_format), whatever spelling converts
+
+LAYOUTS = {
+    "channels_last": lambda L: L.randn(2, 3, 4, 5).contiguous(memory_format=L.channels_last),
+    "channels_last_sliced": lambda L: L.randn(2, 3, 4, 5).contiguous(memory_format=L.channels_last)[:, :2],
+    "transposed": lambda L: L.randn(5, 4).t(),
+    "transposed_step": lambda L: L.randn(5, 4).t()[::2],
+    "expanded": lambda L: L.randn(2, 3).expand(4, 2, 3),
+    "expanded_middle": lambda L: L.randn(3, 1, 4).expand(3, 2, 4),
+    "column_slice": lambda L: L.randn(4, 3)[:, :2],
+    "channels_last_3d": lambda L: L.randn(2, 3, 2, 2, 2).contiguous(memory_format=L.channels_last_3d),
+}
+CONVERSIONS = {
+    "double": lambda L, t: t.double(), "float": lambda L, t: t.float(), "half": lambda L, t: t.half(),
+    "bfloat16": lambda L, t: t.bfloat16(), "long": lambda L, t: t.long(), "int": lambda L, t: t.int(),
+    "bool": lambda L, t: t.bool(), "to_dtype": lambda L, t: t.to(L.float64),
+    "to_device_dtype": lambda L, t: t.to("cpu", L.int16), "type": lambda L, t: t.type(L.float64),
+    "compare_then_float": lambda L, t: (t > 0).float(),
+    # the other preserve_format copies
+    "clone": lambda L, t: t.clone(), "empty_like": lambda L, t: L.empty_like(t),
+    "zeros_like": lambda L, t: L.zeros_like(t, dtype=L.float64),
+}
+
+
+@pytest.mark.parametrize("conversion", list(CONVERSIONS))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_conversions_keep_the_layout(layout, conversion):
+    kt = CONVERSIONS[conversion](kael, LAYOUTS[layout](kael))
+    tt = CONVERSIONS[conversion](torch, LAYOUTS[layout](torch))
+    assert tuple(kt.shape) == tuple(tt.shape)
+    assert str(kt.dtype).split(".")[1] == str(tt.dtype).split(".")[1]
+    assert kt.stride() == tt.stride()

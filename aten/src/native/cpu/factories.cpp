@@ -6,10 +6,12 @@
 #include <type_traits>
 
 #include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/copy_.h"
 #include "kael/ops/empty.h"
+#include "kael/ops/empty_strided.h"
 #include "kael/ops/fill_.h"
 
 namespace kael::native {
@@ -310,7 +312,13 @@ Tensor to_device_cpu(const Tensor& self, Device device, std::optional<ScalarType
   check_cpu("to", device);
   const ScalarType target = dtype.value_or(self.dtype());
   if (target == self.dtype() && !copy) return self;
-  Tensor out = kael::empty(self.sizes(), target, device);
+  // PyTorch's preserve_format: a dense input keeps its strides (a channels-last or transposed
+  // tensor converts to one laid out the same way, so the ops that read both walk them together);
+  // any other gets dense strides in its memory order, as a pointwise op's output would.
+  const OperandView view = view_of(self);
+  const DimVector strides = is_non_overlapping_and_dense(self) ? DimVector(self.strides())
+                                                               : output_strides_like(self.sizes(), &view, 1);
+  Tensor out = kael::empty_strided(self.sizes(), strides, target, device);
   kael::copy_(out, self);
   return out;
 }
