@@ -36,6 +36,7 @@ POINTWISE_BY_HAND = {
     "_nan_to_num": "test_pointwise_more.py",  # through nan_to_num
     "_gelu": "test_pointwise_more.py", "_gelu_tanh": "test_pointwise_more.py",  # through gelu
     "_gelu_grad": "test_pointwise_more.py", "_gelu_tanh_grad": "test_pointwise_more.py",
+    "_threshold_backward": "test_pointwise_more.py",  # through relu's gradient
     "silu": "test_pointwise_more.py", "softplus": "test_pointwise_more.py",
     "_round_decimals": "test_forms.py",  # through round(decimals=)
 }

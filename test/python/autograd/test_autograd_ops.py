@@ -276,6 +276,8 @@ CASES = {
     "index_put_": [C(lambda L, x, i, v: (x * 1).index_put_((i,), v), f(4, 3), perm_idx(3), f(3, 3)),
                    C(lambda L, x, i, v: (x * 1).index_put_((i,), v, accumulate=True), f(4, 3), idx(6, high=4),
                      f(3))],
+    "_threshold_backward": [C(lambda L, g, x: kael._C._threshold_backward(g, x, 0.25) if L is kael else
+                              torch.ops.aten.threshold_backward(g, x, 0.25), f(3, 4), f(3, 4))],
     "_gelu_grad": [C(lambda L, x: kael._C._gelu_grad(x) if L is kael else
                      torch.ops.aten.gelu_backward(torch.ones_like(x), x), f(3, 4))],
     "_gelu_tanh_grad": [C(lambda L, x: kael._C._gelu_tanh_grad(x) if L is kael else

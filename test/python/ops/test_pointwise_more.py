@@ -238,6 +238,25 @@ def test_gelu_derivative_kernels_match_torch_backward(dtype):
         check(fn(to_kael(x)), expected)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_NAMES)
+def test_threshold_backward_matches_torch(dtype):
+    # relu's gradient from its result, one pass: grad where self > threshold, else 0 (NaN self: grad)
+    d = getattr(torch, dtype)
+    x = torch.cat([torch.randn(100, dtype=torch.float64) * 3,
+                   torch.tensor([0.0, -0.0, 0.25, NAN, INF, -INF, 1e-30])]).to(d)
+    g = torch.cat([torch.randn(100, dtype=torch.float64), torch.tensor([1.0, 2.0, 3.0, 4.0, INF, NAN, -1.0])]).to(d)
+    for threshold in (0, 0.25, -1.5):
+        check(kael._C._threshold_backward(to_kael(g), to_kael(x), threshold),
+              torch.ops.aten.threshold_backward(g, x, threshold))
+    # broadcast and strided operands, and relu's gradient end to end
+    check(kael._C._threshold_backward(to_kael(g[:6].reshape(3, 2).t()), to_kael(x[:3]), 0),
+          torch.ops.aten.threshold_backward(g[:6].reshape(3, 2).t(), x[:3], 0))
+    xk, xt = to_kael(x).requires_grad_(), x.clone().requires_grad_()
+    kael.relu(xk).backward(to_kael(g))
+    torch.relu(xt).backward(g)
+    check(xk.grad, xt.grad)
+
+
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 def test_silu_and_softplus_match_torch(dtype):
     compare(lambda lib, x: (TF if lib is torch else KF).silu(x), ((4, 5), dtype, "T"))

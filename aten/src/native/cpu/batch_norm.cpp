@@ -230,18 +230,27 @@ std::vector<double> channel_sums(const Layout& L, PlaneRun&& plane_run, Row&& ro
     });
     return out;
   }
+  // Each block adds its rows into kSets sets of accumulators in turn (row r into set r % kSets):
+  // a row's additions then do not wait for the previous row's, which with a few channels (C = 8:
+  // one vector per row) would leave the loop bound by the latency of one add.
+  constexpr std::int64_t kSets = 4;
   const std::int64_t per_block = block_rows(C);
   const std::int64_t blocks = (L.outer + per_block - 1) / per_block;
-  std::vector<double> partial(static_cast<std::size_t>(blocks * K * C), 0.0);
+  const std::int64_t set_size = K * C;
+  std::vector<double> partial(static_cast<std::size_t>(blocks * kSets * set_size), 0.0);
   nn::parallel_for(blocks, per_block * C, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t b = begin; b < end; ++b) {
-      double* acc = partial.data() + b * K * C;
-      const std::int64_t r1 = std::min(L.outer, (b + 1) * per_block);
-      for (std::int64_t r = b * per_block; r < r1; ++r) row(r, acc);
+      double* acc = partial.data() + b * kSets * set_size;
+      const std::int64_t r0 = b * per_block, r1 = std::min(L.outer, (b + 1) * per_block);
+      std::int64_t r = r0;
+      for (; r + kSets <= r1; r += kSets)
+        for (std::int64_t j = 0; j < kSets; ++j) row(r + j, acc + j * set_size);
+      for (; r < r1; ++r) row(r, acc);
     }
   });
-  for (std::int64_t b = 0; b < blocks; ++b)
-    for (std::int64_t i = 0; i < K * C; ++i) out[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(b * K * C + i)];
+  for (std::int64_t b = 0; b < blocks * kSets; ++b)
+    for (std::int64_t i = 0; i < set_size; ++i)
+      out[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(b * set_size + i)];
   return out;
 }
 
