@@ -60,6 +60,15 @@ def step_names(output: str) -> list[str]:
     return [m.group(1).split()[-1] for m in re.finditer(r"^\[\d+/\d+\] (.*)$", output, re.M)]
 
 
+def slowest_steps(log: Path, n: int) -> list[tuple[int, str]]:
+    """The n longest steps recorded in a .ninja_log (start and end in ms, then the output)."""
+    steps = {}
+    for line in log.read_text().splitlines()[1:]:
+        start, end, _, output, _ = line.split("\t")
+        steps[output] = int(end) - int(start)
+    return sorted(((ms, name) for name, ms in steps.items()), reverse=True)[:n]
+
+
 def warnings_in(output: str) -> list[str]:
     return [line for line in output.splitlines() if "warning:" in line]
 
@@ -90,6 +99,8 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--steps", action="store_true", help="list the steps of each incremental case")
     parser.add_argument("--keep", type=Path, help="build in this (new) directory and keep it")
+    parser.add_argument("--top", type=int, default=0, metavar="N",
+                        help="list the N slowest steps of the (last) clean build, from .ninja_log")
     args = parser.parse_args()
 
     results: dict[str, list[tuple[float, float, int]]] = {}
@@ -124,9 +135,12 @@ def main() -> int:
             shutil.rmtree(tree.build, ignore_errors=True)
             record("clean: configure + codegen", *tree.configure())
             record("clean: compile + link `kael._C`", *tree.compile())
+            slowest = slowest_steps(tree.build / ".ninja_log", args.top)
             record("no-op rebuild", *tree.compile())
             registry.write_text(original.replace(formula, "  pointwise: T(1) / (a)\n"))
             record("edit one pointwise formula in `native_functions.yaml`", *tree.compile())
+            registry.write_text(original)
+            tree.compile()
             registry.write_text(original.replace(derivative, derivative.replace("-grad * result", "-(grad * result)")))
             record("edit one derivative formula in `native_functions.yaml`", *tree.compile())
             registry.write_text(original)
@@ -159,6 +173,10 @@ def main() -> int:
         for name, med, cpu, n, runs in rows:
             print(f"{name:70s} {med:8.2f} s  cpu {cpu:8.2f} s  {n:3d} steps  "
                   f"({', '.join(f'{t:.2f}' for t in runs)})")
+    if args.top:
+        print(f"\nslowest steps of the clean build (wall time of each, {args.jobs} jobs):")
+        for ms, name in slowest:
+            print(f"  {ms / 1000:7.2f} s  {name}")
     unique = sorted(set(all_warnings))
     print(f"\ncompiler warnings: {len(unique)}")
     for w in unique[:20]:
