@@ -12,6 +12,7 @@
 #include "kael/autograd/formula_helpers.h"
 #include "kael/autograd/slice_grad_target.h"
 #include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/ops/add.h"
 #include "kael/ops/any.h"
 #include "kael/ops/as_strided.h"
@@ -19,6 +20,7 @@
 #include "kael/ops/contiguous.h"
 #include "kael/ops/copy_.h"
 #include "kael/ops/empty.h"
+#include "kael/ops/empty_strided.h"
 #include "kael/ops/expand.h"
 #include "kael/ops/full.h"
 #include "kael/ops/isnan.h"
@@ -316,20 +318,44 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable))
 }
 
 namespace {
-// A copy of g that nothing else refers to (the engine may hand one tensor to several leaves).
+// PyTorch's gradient layout contract: the .grad of a dense, non-overlapping variable has the
+// variable's strides (a channels-last weight gets a channels-last gradient), any other variable's
+// is contiguous. Strides of size-1 dims do not count.
+bool has_grad_layout(const Tensor& g, const Tensor& variable) {
+  if (!is_non_overlapping_and_dense(variable)) return g.is_contiguous();
+  const IntArrayRef sizes = variable.sizes(), vs = variable.strides(), gs = g.strides();
+  if (!std::equal(sizes.begin(), sizes.end(), g.sizes().begin(), g.sizes().end())) return false;
+  for (std::size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1 && vs[d] != gs[d]) return false;
+  return true;
+}
+
+// A contiguous copy of g that nothing else refers to (the engine may hand one tensor to several
+// leaves).
 Tensor fresh_copy(const Tensor& g) {
   Tensor c = kael::clone(g);
   return c.is_contiguous() ? c : kael::contiguous(c);
 }
 
-// g itself where the caller holds the only reference to it and to its memory and it is
-// contiguous (as PyTorch's AccumulateGrad steals such a gradient), else fresh_copy(g). A
+// The same laid out as the contract asks for variable's .grad.
+Tensor fresh_copy(const Tensor& g, const Tensor& variable) {
+  if (is_non_overlapping_and_dense(variable) && !variable.is_contiguous()) {
+    Tensor c = kael::empty_strided(variable.sizes(), variable.strides(), g.dtype(), g.device());
+    kael::copy_(c, g);
+    return c;
+  }
+  return fresh_copy(g);
+}
+
+// g itself where the caller holds the only reference to it and to its memory and it has the
+// contract's layout (as PyTorch's AccumulateGrad steals such a gradient), else fresh_copy(g). A
 // gradient that a hook, the caller of backward or another leaf still holds is copied, so that
 // nothing outside sees a later change of .grad (an optimizer's in-place step, zero_) or changes
 // it. Saves a copy of every parameter's gradient per backward, and the allocation it faults in.
-Tensor take_or_copy(Tensor&& g) {
-  if (g.is_contiguous() && g.impl()->use_count() == 1 && g.impl()->storage()->use_count() == 1) return std::move(g);
-  return fresh_copy(g);
+Tensor take_or_copy(Tensor&& g, const Tensor& variable) {
+  if (has_grad_layout(g, variable) && g.impl()->use_count() == 1 && g.impl()->storage()->use_count() == 1)
+    return std::move(g);
+  return fresh_copy(g, variable);
 }
 }  // namespace
 
@@ -349,7 +375,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   if (!g.defined()) return {};
   std::lock_guard<std::mutex> lock(mutex);
   if (!m.grad.defined()) {
-    m.grad = GradMode::is_enabled() ? g : take_or_copy(std::move(g));
+    m.grad = GradMode::is_enabled() ? g : take_or_copy(std::move(g), variable_);
   } else if (!GradMode::is_enabled() && !requires_grad(m.grad)) {
     kael::add_(m.grad, g);
   } else {

@@ -283,6 +283,13 @@ def _is_nan(v):
 
 
 EXPECTED_DIFFERENCES = [
+    ("native_batch_norm", 0, lambda p, l, kv, tv: l is not None and "3.4028234663852886e+38" in l
+     and math.isfinite(kv) and math.isfinite(tv) and abs(kv - tv) <= 1e-4 * abs(tv),
+     "kael's batch norm adds the gradient's two per-channel sums in float64 (as its statistics, "
+     "docs/decisions/batch-norm.md), torch's float32 kernel in float32: with the weight at the largest "
+     "float32 the input gradient's last bits differ, 1.3e-6 relative and 1.6e-5 on an element whose "
+     "dy - mean(dy) - (x - mean) * k cancels, and kael's are the closer to the float64 result (3e-7 "
+     "against torch's up to 6e-6 on random inputs)"),
     ("prod", 0, lambda p, l, kv, tv: l is not None and "3.4028234663852886e+38" in l and math.isinf(tv)
      and math.isfinite(kv),
      "kael's float32 prod accumulates in float64 (as its sums, docs/decisions/sums.md \"float32 sums\" and "

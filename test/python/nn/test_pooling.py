@@ -1,6 +1,8 @@
 """Pooling, resampling, fold/unfold and channel dropout against torch: values, indices, gradients,
 shapes, layouts, dtypes and exception classes."""
 import math
+
+import numpy as np
 import warnings
 
 import pytest
@@ -660,3 +662,52 @@ def test_large_pooling_calls_release_the_gil():
     small = kael.randn(1, 1, 4, 4)
     assert where_the_gil_was_released(lambda: kael.avg_pool2d(small, (2, 2), (2, 2), (0, 0), False, True, None),
                                       attempts=20) is None
+
+
+# ---- channels-last max pooling: pooled where it lies, channels-last values, indices and gradient
+
+CL_POOLS = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+            dict(kernel_size=3, stride=1, dilation=2, ceil_mode=True), dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bfloat16"])
+@pytest.mark.parametrize("args", CL_POOLS, ids=str)
+def test_max_pool2d_channels_last(args, dtype):
+    a = np.random.default_rng(0).standard_normal((2, 5, 9, 8)) * 3
+    a[0, 1, 2, 2] = np.nan
+    a[1, 2] = -np.inf  # a channel of -inf: every window keeps its first index
+    a[0, 3, 0:4, 0:4] = 1.0  # ties: the first wins
+    if dtype == "int32":
+        a = np.nan_to_num(a, neginf=-5).round()
+    res = {}
+    for L in (torch, kael):
+        x = L.tensor(a).to(getattr(L, dtype)).contiguous(memory_format=L.channels_last)
+        floating = dtype in ("float32", "float64")
+        if floating:
+            x.requires_grad_()
+        y, i = L.nn.functional.max_pool2d(x, return_indices=True, **args)
+        grad = None
+        if floating:
+            g = L.tensor(np.random.default_rng(1).standard_normal(tuple(y.shape))).to(y.dtype)
+            y.backward(g.contiguous(memory_format=L.channels_last))
+            grad = x.grad
+        res[L.__name__] = (y, i, grad)
+    (ky, ki, kg), (ty, ti, tg) = res["kael"], res["torch"]
+    np.testing.assert_array_equal(ky.float().detach().numpy(), ty.float().detach().numpy())
+    np.testing.assert_array_equal(ki.numpy(), ti.numpy())
+    assert ky.stride() == ty.stride() and ki.stride() == ti.stride()
+    if tg is not None:
+        np.testing.assert_allclose(kg.numpy(), tg.numpy(), rtol=1e-12, atol=0)
+        assert kg.stride() == tg.stride()
+
+
+def test_max_pool2d_channels_last_gradient_from_row_major():
+    # a row-major gradient for channels-last indices is laid out as them first
+    a = np.random.default_rng(3).standard_normal((2, 4, 6, 6))
+    grads = {}
+    for L in (torch, kael):
+        x = L.tensor(a).contiguous(memory_format=L.channels_last).requires_grad_()
+        y = L.nn.functional.max_pool2d(x, 3, 1)
+        y.backward(L.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
+        grads[L.__name__] = x.grad.numpy()
+    np.testing.assert_array_equal(grads["kael"], grads["torch"])

@@ -269,3 +269,29 @@ def test_conversions_keep_the_layout(layout, conversion):
     assert tuple(kt.shape) == tuple(tt.shape)
     assert str(kt.dtype).split(".")[1] == str(tt.dtype).split(".")[1]
     assert kt.stride() == tt.stride()
+
+
+# ---- a leaf's .grad takes the leaf's layout (torch's gradient layout contract)
+
+LEAVES = {
+    "channels_last": lambda L: L.randn(2, 3, 4, 5).contiguous(memory_format=L.channels_last),
+    "transposed": lambda L: L.randn(5, 4).t(),
+    "non_dense": lambda L: L.randn(4, 6)[:, ::2],
+    "contiguous": lambda L: L.randn(3, 4),
+}
+GRADS = {  # a gradient arriving row-major, in the leaf's own layout, or accumulated twice
+    "row_major": lambda L, x: (x * L.ones(tuple(x.shape)).contiguous()).sum(),
+    "same_layout": lambda L, x: (x * 2).sum(),
+    "twice": lambda L, x: (x * 2).sum() + (x * 3).sum(),
+}
+
+
+@pytest.mark.parametrize("grad", list(GRADS))
+@pytest.mark.parametrize("leaf", list(LEAVES))
+def test_leaf_gradient_layout(leaf, grad):
+    strides = {}
+    for L in (torch, kael):
+        x = LEAVES[leaf](L).detach().requires_grad_()
+        GRADS[grad](L, x).backward()
+        strides[L.__name__] = x.grad.stride()
+    assert strides["kael"] == strides["torch"]

@@ -29,6 +29,7 @@
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
+#include "layout.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -45,27 +46,12 @@ struct Layout {
   std::int64_t count() const { return outer * inner; }  // elements per channel
 };
 
-// Whether t (4-d or 5-d, as PyTorch's channels_last and channels_last_3d) is dense with dim 1 innermost and the others in order (channels-last).
-bool channels_last_dense(const Tensor& t) {
-  const IntArrayRef sizes = t.sizes(), strides = t.strides();
-  std::int64_t expected = 1;
-  const auto next = [&](std::int64_t d) {
-    if (sizes[d] != 1 && strides[d] != expected) return false;
-    expected *= sizes[d];
-    return true;
-  };
-  if (!next(1)) return false;
-  for (std::int64_t d = t.dim() - 1; d >= 2; --d)
-    if (!next(d)) return false;
-  return next(0);
-}
-
 // x in a layout the kernels walk (itself when dense in one), and that layout.
 Tensor arrange(const Tensor& x, Layout& layout) {
   std::int64_t per_sample = x.numel() == 0 ? 0 : 1;  // (an empty tensor's other dims' product may overflow)
   for (std::int64_t d = 2; d < x.dim() && per_sample != 0; ++d) per_sample *= x.sizes()[d];
   layout.channels = x.sizes()[1];
-  if ((x.dim() == 4 || x.dim() == 5) && !x.is_contiguous() && channels_last_dense(x)) {
+  if (!x.is_contiguous() && channels_last_dense(x)) {
     layout.rows = true;
     layout.outer = x.sizes()[0] * per_sample;
     layout.inner = 1;
@@ -518,18 +504,19 @@ Tensor native_batch_norm_backward_input_cpu(const Tensor& grad_output, const Ten
       const std::vector<T> mean = values_of<T>(save_mean);
       const std::vector<T> invstd = values_of<T>(save_invstd);
       const std::vector<T> w = weight ? values_of<T>(*weight) : std::vector<T>(static_cast<std::size_t>(C), T(1));
-      std::vector<T> scale(static_cast<std::size_t>(C));  // invstd * weight
-      for (std::int64_t c = 0; c < C; ++c) scale[c] = invstd[c] * w[c];
-      const T* s = scale.data();
+      // Multiplied by invstd, then by the weight, in that order (torch's): invstd * weight may
+      // overflow where the product with the gradient first does not.
+      const T* is = invstd.data();
+      const T* ws = w.data();
       if (!training) {
         for_each_element(
             L,
             [&](std::int64_t c, std::int64_t off, std::int64_t n) {
-              const T sc = s[c];
-              for (std::int64_t i = 0; i < n; ++i) out[off + i] = g[off + i] * sc;
+              const T ic = is[c], wc = ws[c];
+              for (std::int64_t i = 0; i < n; ++i) out[off + i] = g[off + i] * ic * wc;
             },
             [&](std::int64_t off) {
-              for (std::int64_t c = 0; c < C; ++c) out[off + c] = g[off + c] * s[c];
+              for (std::int64_t c = 0; c < C; ++c) out[off + c] = g[off + c] * is[c] * ws[c];
             });
         return;
       }
@@ -547,11 +534,13 @@ Tensor native_batch_norm_backward_input_cpu(const Tensor& grad_output, const Ten
       for_each_element(
           L,
           [&](std::int64_t c, std::int64_t off, std::int64_t len) {
-            const T gmc = gm[c], kc = kp[c], mc = mp[c], sc = s[c];
-            for (std::int64_t i = 0; i < len; ++i) out[off + i] = (g[off + i] - gmc - (x[off + i] - mc) * kc) * sc;
+            const T gmc = gm[c], kc = kp[c], mc = mp[c], ic = is[c], wc = ws[c];
+            for (std::int64_t i = 0; i < len; ++i)
+              out[off + i] = (g[off + i] - gmc - (x[off + i] - mc) * kc) * ic * wc;
           },
           [&](std::int64_t off) {
-            for (std::int64_t c = 0; c < C; ++c) out[off + c] = (g[off + c] - gm[c] - (x[off + c] - mp[c]) * kp[c]) * s[c];
+            for (std::int64_t c = 0; c < C; ++c)
+              out[off + c] = (g[off + c] - gm[c] - (x[off + c] - mp[c]) * kp[c]) * is[c] * ws[c];
           });
     }
   });

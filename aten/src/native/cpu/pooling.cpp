@@ -21,6 +21,7 @@
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
+#include "layout.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -347,6 +348,64 @@ void for_each_patch_element(const PatchGeometry& g, F&& f) {
   }
 }
 
+// Note [Channels-last max pooling]
+// A channels-last (N, C, H, W) input is pooled where it lies, the channels innermost: each output
+// position scans its window once, comparing C-long runs, and the values and indices are written
+// channels-last, as torch's are (indices are still h * W + w within each channel's plane). A
+// row-major input keeps the planar loops. The backward pass of such indices adds each gradient
+// into a channels-last result the same way.
+std::tuple<Tensor, Tensor> max_pool2d_channels_last(const Tensor& self, const PoolGeometry& g, const DimVector& shape) {
+  const DimVector strides = channels_last_strides(shape);
+  Tensor out = alloc_strided_cpu(shape, strides, self.dtype());
+  Tensor idx = alloc_strided_cpu(shape, strides, ScalarType::Int64);
+  const std::int64_t n = self.sizes()[0], c = self.sizes()[1], h = g.in.h, w = g.in.w;
+  UnlockedSection section;
+  const Tensor& xo = section.own(self);
+  const Tensor& oo = section.own(out);
+  const Tensor& io = section.own(idx);
+  section.unlock();
+  visit_compute(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* xp = xo.data<T>();
+    T* op_ = oo.data<T>();
+    std::int64_t* ip = io.data<std::int64_t>();
+    parallel_for(n * g.oh, g.ow * c * g.k.h * g.k.w, [&](std::int64_t r0, std::int64_t r1) {
+      std::vector<A> best(static_cast<std::size_t>(c));
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t b = r / g.oh, oh = r % g.oh;
+        std::int64_t h0 = oh * g.s.h - g.p.h;
+        const std::int64_t h1 = std::min(h0 + (g.k.h - 1) * g.d.h + 1, h);
+        while (h0 < 0) h0 += g.d.h;
+        for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+          std::int64_t w0 = ow * g.s.w - g.p.w;
+          const std::int64_t w1 = std::min(w0 + (g.k.w - 1) * g.d.w + 1, w);
+          while (w0 < 0) w0 += g.d.w;
+          const std::int64_t o = ((b * g.oh + oh) * g.ow + ow) * c;
+          std::int64_t* oi = ip + o;
+          std::fill(best.begin(), best.end(), lowest_value<T>());
+          std::fill(oi, oi + c, h0 * w + w0);  // (an all -inf window keeps its first element's index)
+          for (std::int64_t ih = h0; ih < h1; ih += g.d.h) {
+            for (std::int64_t iw = w0; iw < w1; iw += g.d.w) {
+              const T* src = xp + ((b * h + ih) * w + iw) * c;
+              const std::int64_t at = ih * w + iw;
+              for (std::int64_t ch = 0; ch < c; ++ch) {  // window_max's rule, per channel
+                const A v = static_cast<A>(src[ch]);
+                if (v > best[ch] || is_nan_value(v)) {
+                  best[ch] = v;
+                  oi[ch] = at;
+                }
+              }
+            }
+          }
+          for (std::int64_t ch = 0; ch < c; ++ch) op_[o + ch] = static_cast<T>(best[ch]);
+        }
+      }
+    });
+  });
+  return {out, idx};
+}
+
 }  // namespace
 
 // ---- max pooling
@@ -358,6 +417,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices_cpu(const Tensor& self, IntAr
   check_dtype(op, self, true);
   const PoolGeometry g = pool_geometry(op, self.sizes(), kernel_size, stride, padding, dilation, ceil_mode);
   const DimVector shape = with_plane(g.in, g.oh, g.ow);
+  if (self.numel() > 0 && !self.is_contiguous() && channels_last_dense(self))
+    return max_pool2d_channels_last(self, g, shape);
   Tensor out = alloc_cpu(shape, self.dtype());
   Tensor idx = alloc_cpu(shape, ScalarType::Int64);
   if (out.numel() == 0) return {out, idx};
@@ -442,8 +503,47 @@ Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Ten
                  std::equal(indices.sizes().begin(), indices.sizes().end(), grad_output.sizes().begin()),
              op << ": indices of shape " << shape_str(indices.sizes()) << " do not match grad_output of shape "
                 << shape_str(grad_output.sizes()));
-  const Tensor ix = contiguous_of(indices);
   const std::int64_t in_plane = in.h * in.w, out_plane = oh * ow;
+  if (indices.numel() > 0 && indices.dim() == 4 && !indices.is_contiguous() && channels_last_dense(indices) &&
+      (grad_output.dtype() == ScalarType::Float32 || grad_output.dtype() == ScalarType::Float64)) {
+    // Note [Channels-last max pooling]: indices from a channels-last forward pass
+    const std::int64_t* checked = indices.data<std::int64_t>();
+    for (std::int64_t i = 0; i < indices.numel(); ++i)
+      KAEL_CHECK_INDEX(checked[i] >= 0 && checked[i] < in_plane,
+                       op << ": index " << checked[i] << " out of range for a plane of " << in.h << "x" << in.w);
+    const std::int64_t n = input_size[0], c = input_size[1];
+    const DimVector in_strides = channels_last_strides(input_size);
+    Tensor dst = alloc_strided_cpu(input_size, in_strides, grad_output.dtype());
+    fill_cpu(dst, Scalar(0.0));
+    Tensor g = grad_output;
+    if (!std::equal(g.strides().begin(), g.strides().end(), indices.strides().begin(), indices.strides().end())) {
+      g = alloc_strided_cpu(grad_output.sizes(), indices.strides(), grad_output.dtype());
+      copy_cpu(g, grad_output);
+    }
+    UnlockedSection section;
+    const Tensor& go = section.own(g);
+    const Tensor& io = section.own(indices);
+    const Tensor& dso = section.own(dst);
+    section.unlock();
+    visit_dtype(grad_output.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        const T* gp = go.data<T>();
+        const std::int64_t* ipx = io.data<std::int64_t>();
+        T* dp = dso.data<T>();
+        parallel_for(n, out_plane * c, [&](std::int64_t b0, std::int64_t b1) {  // samples never share a plane
+          for (std::int64_t b = b0; b < b1; ++b)
+            for (std::int64_t pos = 0; pos < out_plane; ++pos) {
+              const std::int64_t o = (b * out_plane + pos) * c;
+              T* base = dp + b * in_plane * c;
+              for (std::int64_t ch = 0; ch < c; ++ch) base[ipx[o + ch] * c + ch] += gp[o + ch];
+            }
+        });
+      }
+    });
+    return dst;
+  }
+  const Tensor ix = contiguous_of(indices);
   const std::int64_t* checked = ix.data<std::int64_t>();
   for (std::int64_t i = 0; i < ix.numel(); ++i)
     KAEL_CHECK_INDEX(checked[i] >= 0 && checked[i] < in_plane,
