@@ -14,9 +14,11 @@ lists the steps each incremental case ran; --keep DIR keeps the tree and its bui
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -69,6 +71,24 @@ def slowest_steps(log: Path, n: int) -> list[tuple[int, str]]:
     return sorted(((ms, name) for name, ms in steps.items()), reverse=True)[:n]
 
 
+def compile_cpu_alone(build: Path, outputs: list[str]) -> dict[str, float]:
+    """CPU time of each object's compile command (compile_commands.json) run alone, to /dev/null."""
+    commands = json.loads((build / "compile_commands.json").read_text())
+    out = {}
+    for entry in commands:
+        args = shlex.split(entry["command"])
+        if "-o" not in args:
+            continue
+        i = args.index("-o")
+        if args[i + 1] not in outputs:
+            continue
+        target, args[i + 1] = args[i + 1], os.devnull
+        start = children_cpu()
+        subprocess.run(args, cwd=entry["directory"], check=True, capture_output=True)
+        out[target] = children_cpu() - start
+    return out
+
+
 def warnings_in(output: str) -> list[str]:
     return [line for line in output.splitlines() if "warning:" in line]
 
@@ -100,7 +120,8 @@ def main() -> int:
     parser.add_argument("--steps", action="store_true", help="list the steps of each incremental case")
     parser.add_argument("--keep", type=Path, help="build in this (new) directory and keep it")
     parser.add_argument("--top", type=int, default=0, metavar="N",
-                        help="list the N slowest steps of the (last) clean build, from .ninja_log")
+                        help="list the N slowest steps of the (last) clean build, from .ninja_log, "
+                             "and the CPU time of each of those compiles rerun alone")
     args = parser.parse_args()
 
     results: dict[str, list[tuple[float, float, int]]] = {}
@@ -136,6 +157,7 @@ def main() -> int:
             record("clean: configure + codegen", *tree.configure())
             record("clean: compile + link `kael._C`", *tree.compile())
             slowest = slowest_steps(tree.build / ".ninja_log", args.top)
+            alone = compile_cpu_alone(tree.build, [name for _, name in slowest])
             record("no-op rebuild", *tree.compile())
             registry.write_text(original.replace(formula, "  pointwise: T(1) / (a)\n"))
             record("edit one pointwise formula in `native_functions.yaml`", *tree.compile())
@@ -174,9 +196,11 @@ def main() -> int:
             print(f"{name:70s} {med:8.2f} s  cpu {cpu:8.2f} s  {n:3d} steps  "
                   f"({', '.join(f'{t:.2f}' for t in runs)})")
     if args.top:
-        print(f"\nslowest steps of the clean build (wall time of each, {args.jobs} jobs):")
+        print(f"\nslowest steps of the clean build (wall time in the build with {args.jobs} jobs; "
+              "CPU time compiled again alone):")
         for ms, name in slowest:
-            print(f"  {ms / 1000:7.2f} s  {name}")
+            cpu = f"{alone[name]:7.2f} s" if name in alone else "      -  "
+            print(f"  {ms / 1000:7.2f} s  cpu {cpu}  {name}")
     unique = sorted(set(all_warnings))
     print(f"\ncompiler warnings: {len(unique)}")
     for w in unique[:20]:
