@@ -30,7 +30,10 @@ def data(shape, kind, dtype, lib, seed):
     return layout(lib.tensor(a.astype(dtype)), kind, lib)
 
 
-SHAPES = [(8, 3), (6, 4, 5), (4, 3, 5, 6), (2, 3, 2, 3, 4), (5, 8, 1, 1), (3, 16, 4, 4)]
+# (channels-last rows are summed in lanes of 64 elements, m = 64 / C rows at a time, over fixed
+# blocks of rows: C dividing 64 or not, several blocks, a last group of fewer than m rows)
+SHAPES = [(8, 3), (6, 4, 5), (4, 3, 5, 6), (2, 3, 2, 3, 4), (5, 8, 1, 1), (3, 16, 4, 4), (3, 8, 15, 15),
+          (2, 96, 3, 5), (20, 64, 9, 9)]
 
 
 # (a 2-d input has no spatial dims to transpose)
@@ -42,28 +45,30 @@ CASES = [(s, k) for s in SHAPES for k in ("contiguous", "channels_last", "transp
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_values_gradients_and_running_stats(shape, kind, dtype, training, affine):
+    # float32 is held to the float64 result of the same (float32) inputs: torch's own float32
+    # kernel sums in float32 and is farther from it than kael (the weight's gradient of a
+    # (20, 64, 9, 9) batch: 4.5e-6 relative against kael's 1e-6); its dtypes and layouts are
+    # still compared with torch's float32 run.
     c = shape[1]
+    rng = np.random.default_rng(3)
+    w0, g0 = rng.standard_normal(c).astype(dtype), rng.standard_normal(shape).astype(dtype)
     out = {}
-    for lib in (torch, kael):
-        x = data(shape, kind, dtype, lib, 1).requires_grad_()
-        w = lib.tensor((RNG.standard_normal(c) if lib is torch else out["w"]).astype(dtype), requires_grad=True) \
-            if affine else None
-        if affine and lib is torch:
-            out["w"] = w.detach().numpy().copy()
-        b = lib.tensor(np.linspace(-1, 1, c).astype(dtype), requires_grad=True) if affine else None
-        rm = lib.tensor(np.linspace(-0.5, 0.5, c).astype(dtype))
-        rv = lib.tensor(np.linspace(0.5, 2.0, c).astype(dtype))
+    for lib, run_dtype in ((torch, dtype), (torch, "float64"), (kael, dtype)):
+        x = data(shape, kind, dtype, lib, 1).to(getattr(lib, run_dtype)).requires_grad_()
+        w = lib.tensor(w0.astype(run_dtype), requires_grad=True) if affine else None
+        b = lib.tensor(np.linspace(-1, 1, c).astype(dtype).astype(run_dtype), requires_grad=True) if affine else None
+        rm = lib.tensor(np.linspace(-0.5, 0.5, c).astype(dtype).astype(run_dtype))
+        rv = lib.tensor(np.linspace(0.5, 2.0, c).astype(dtype).astype(run_dtype))
         y = (TF if lib is torch else KF).batch_norm(x, rm, rv, w, b, training=training, momentum=0.3, eps=1e-3)
-        g = lib.tensor(np.random.default_rng(2).standard_normal(shape).astype(dtype))
-        y.backward(layout(g, "contiguous", lib))
-        out[lib.__name__] = dict(y=y, x=x.grad, w=w.grad if affine else None, b=b.grad if affine else None,
-                                 rm=rm, rv=rv, y_strides=y.stride())
-    t, k = out["torch"], out["kael"]
+        y.backward(lib.tensor(g0.astype(run_dtype)))
+        out[(lib.__name__, run_dtype)] = dict(y=y, x=x.grad, w=w.grad if affine else None,
+                                              b=b.grad if affine else None, rm=rm, rv=rv, y_strides=y.stride())
+    t, k, ref = out[("torch", dtype)], out[("kael", dtype)], out[("torch", "float64")]
     for name in ("y", "x", "w", "b", "rm", "rv"):
         if t[name] is None:
             continue
         assert str(k[name].dtype).split(".")[1] == str(t[name].dtype).split(".")[1]
-        np.testing.assert_allclose(k[name].detach().numpy(), t[name].detach().numpy(), **TOL[dtype], err_msg=name)
+        np.testing.assert_allclose(k[name].detach().numpy(), ref[name].detach().numpy(), **TOL[dtype], err_msg=name)
     assert k["y_strides"] == t["y_strides"]  # channels-last in, channels-last out
 
 

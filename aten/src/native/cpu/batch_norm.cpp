@@ -200,10 +200,20 @@ void dot_run(const T* x, const T* dy, std::int64_t n, double m, double& sum_dy, 
 // Rows per block of the rows layout's reductions (fixed: the sums do not depend on the threads).
 std::int64_t block_rows(std::int64_t channels) { return std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(channels, 1)); }
 
-// out[k * C + c] = sum over the channel's elements of f_k, for K sums computed together.
-// planes: f(run pointer(s) index) via `run(c, o, acc)`; rows: `row(r, acc)` adds a row into acc[K][C].
-template <int K, typename PlaneRun, typename Row>
-std::vector<double> channel_sums(const Layout& L, PlaneRun&& plane_run, Row&& row) {
+// The rows layout's sums run over lanes: W = m * C consecutive elements (m rows, m = 64 / C at
+// least 1) read as one flat run, lane j holding channel j % C, so that the inner loop is W long
+// however few the channels (C = 8: 64 lanes rather than 8).
+constexpr std::int64_t kLaneWidth = 64;
+std::int64_t lane_rows(std::int64_t channels) {
+  return std::max<std::int64_t>(1, kLaneWidth / std::max<std::int64_t>(channels, 1));
+}
+
+// out[k * C + c] = sum over the channel's elements of K quantities computed together.
+// planes: plane_run(c, o, acc) adds the run of sample o, channel c into acc[0..K);
+// rows: lanes(offset, width, acc) adds the `width` elements from flat offset `offset` (a whole
+// number of rows) into acc[k * W + j] (j < width, channel j % C).
+template <int K, typename PlaneRun, typename Lanes>
+std::vector<double> channel_sums(const Layout& L, PlaneRun&& plane_run, Lanes&& lanes) {
   const std::int64_t C = L.channels;
   std::vector<double> out(static_cast<std::size_t>(K * C), 0.0);
   if (!L.rows) {
@@ -216,27 +226,39 @@ std::vector<double> channel_sums(const Layout& L, PlaneRun&& plane_run, Row&& ro
     });
     return out;
   }
-  // Each block adds its rows into kSets sets of accumulators in turn (row r into set r % kSets):
-  // a row's additions then do not wait for the previous row's, which with a few channels (C = 8:
-  // one vector per row) would leave the loop bound by the latency of one add.
-  constexpr std::int64_t kSets = 4;
-  const std::int64_t per_block = block_rows(C);
-  const std::int64_t blocks = (L.outer + per_block - 1) / per_block;
-  const std::int64_t set_size = K * C;
-  std::vector<double> partial(static_cast<std::size_t>(blocks * kSets * set_size), 0.0);
+  const std::int64_t m = lane_rows(C), W = m * C;
+  const std::int64_t per_block = (block_rows(C) + m - 1) / m * m;  // whole lane groups; fixed, so the
+  const std::int64_t blocks = (L.outer + per_block - 1) / per_block;  // sums do not depend on threads
+  std::vector<double> partial(static_cast<std::size_t>(blocks * K * W), 0.0);
   nn::parallel_for(blocks, per_block * C, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t b = begin; b < end; ++b) {
-      double* acc = partial.data() + b * kSets * set_size;
+      double* acc = partial.data() + b * K * W;
       const std::int64_t r0 = b * per_block, r1 = std::min(L.outer, (b + 1) * per_block);
       std::int64_t r = r0;
-      for (; r + kSets <= r1; r += kSets)
-        for (std::int64_t j = 0; j < kSets; ++j) row(r + j, acc + j * set_size);
-      for (; r < r1; ++r) row(r, acc);
+      if (W == kLaneWidth) {
+        // The usual case (C divides 64): a width known when compiling and accumulators on the
+        // stack, which the compiler keeps in registers across the block.
+        alignas(64) double local[K * kLaneWidth] = {};
+        for (; r + m <= r1; r += m) lanes(r * C, std::integral_constant<std::int64_t, kLaneWidth>{}, local);
+        for (std::int64_t i = 0; i < K * kLaneWidth; ++i) acc[i] += local[i];
+      }
+      for (; r + m <= r1; r += m) lanes(r * C, W, acc);
+      for (; r < r1; ++r) lanes(r * C, C, acc);
     }
   });
-  for (std::int64_t b = 0; b < blocks * kSets; ++b)
-    for (std::int64_t i = 0; i < set_size; ++i)
-      out[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(b * set_size + i)];
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (int k = 0; k < K; ++k)
+      for (std::int64_t j = 0; j < W; ++j)
+        out[static_cast<std::size_t>(k * C + j % C)] += partial[static_cast<std::size_t>((b * K + k) * W + j)];
+  return out;
+}
+
+// A per-channel vector repeated over the W lanes of channel_sums.
+template <typename T>
+std::vector<T> repeated_lanes(const T* v, std::int64_t C) {
+  const std::int64_t W = lane_rows(C) * C;
+  std::vector<T> out(static_cast<std::size_t>(W));
+  for (std::int64_t j = 0; j < W; ++j) out[static_cast<std::size_t>(j)] = v[j % C];
   return out;
 }
 
@@ -247,19 +269,21 @@ void moments(const T* x, const Layout& L, std::vector<double>& mean, std::vector
   const double n = static_cast<double>(L.count());
   mean = channel_sums<1>(
       L, [&](std::int64_t c, std::int64_t o, double* acc) { acc[0] += sum_run(x + (o * C + c) * I, I); },
-      [&](std::int64_t r, double* acc) {
-        const T* xr = x + r * C;
-        for (std::int64_t c = 0; c < C; ++c) acc[c] += static_cast<double>(xr[c]);
+      [&](std::int64_t off, auto width, double* acc) {
+        const T* xr = x + off;
+        for (std::int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(xr[j]);
       });
   for (double& m : mean) m /= n;
   const double* mp = mean.data();
+  const std::vector<double> mean_lanes = L.rows ? repeated_lanes(mp, C) : std::vector<double>();
+  const double* ml = mean_lanes.data();
   m2 = channel_sums<1>(
       L, [&](std::int64_t c, std::int64_t o, double* acc) { acc[0] += squares_run(x + (o * C + c) * I, I, mp[c]); },
-      [&](std::int64_t r, double* acc) {
-        const T* xr = x + r * C;
-        for (std::int64_t c = 0; c < C; ++c) {
-          const double d = static_cast<double>(xr[c]) - mp[c];
-          acc[c] += d * d;
+      [&](std::int64_t off, auto width, double* acc) {
+        const T* xr = x + off;
+        for (std::int64_t j = 0; j < width; ++j) {
+          const double d = static_cast<double>(xr[j]) - ml[j];
+          acc[j] += d * d;
         }
       });
 }
@@ -269,6 +293,11 @@ template <typename T>
 std::vector<double> grad_sums(const T* x, const T* dy, const Layout& L, const std::vector<T>& mean) {
   const std::int64_t C = L.channels, I = L.inner;
   const T* mp = mean.data();
+  std::vector<double> mean_d(static_cast<std::size_t>(C));
+  for (std::int64_t c = 0; c < C; ++c) mean_d[c] = static_cast<double>(mp[c]);
+  const std::vector<double> mean_lanes = L.rows ? repeated_lanes(mean_d.data(), C) : std::vector<double>();
+  const double* ml = mean_lanes.data();
+  const std::int64_t W = lane_rows(C) * C;
   return channel_sums<2>(
       L,
       [&](std::int64_t c, std::int64_t o, double* acc) {
@@ -278,15 +307,15 @@ std::vector<double> grad_sums(const T* x, const T* dy, const Layout& L, const st
         acc[0] += g;
         acc[1] += d;
       },
-      [&](std::int64_t r, double* acc) {
-        const T* xr = x + r * C;
-        const T* gr = dy + r * C;
+      [&](std::int64_t off, auto width, double* acc) {
+        const T* xr = x + off;
+        const T* gr = dy + off;
         double* g = acc;
-        double* d = acc + C;
-        for (std::int64_t c = 0; c < C; ++c) {
-          const double v = static_cast<double>(gr[c]);
-          g[c] += v;
-          d[c] += (static_cast<double>(xr[c]) - static_cast<double>(mp[c])) * v;
+        double* d = acc + W;
+        for (std::int64_t j = 0; j < width; ++j) {
+          const double v = static_cast<double>(gr[j]);
+          g[j] += v;
+          d[j] += (static_cast<double>(xr[j]) - ml[j]) * v;
         }
       });
 }
