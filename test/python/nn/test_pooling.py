@@ -711,3 +711,33 @@ def test_max_pool2d_channels_last_gradient_from_row_major():
         y.backward(L.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
         grads[L.__name__] = x.grad.numpy()
     np.testing.assert_array_equal(grads["kael"], grads["torch"])
+
+
+# ---- channels-last bilinear interpolation: where the input lies, the planar loop's bits
+
+CL_BILINEAR = [dict(scale_factor=2, align_corners=True), dict(size=(9, 13), align_corners=False),
+               dict(scale_factor=0.5), dict(size=(7, 6))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("args", CL_BILINEAR, ids=str)
+def test_bilinear_channels_last(args, dtype):
+    a = np.random.default_rng(4).standard_normal((2, 5, 7, 6))
+    g_shape, res = None, {}
+    for L in (torch, kael):
+        x = L.tensor(a).to(getattr(L, dtype)).contiguous(memory_format=L.channels_last).requires_grad_()
+        y = L.nn.functional.interpolate(x, mode="bilinear", **args)
+        g_shape = tuple(y.shape)
+        y.backward(L.tensor(np.random.default_rng(5).standard_normal(g_shape)).to(y.dtype))
+        res[L.__name__] = (y, x.grad)
+    (ky, kg), (ty, tg) = res["kael"], res["torch"]
+    assert ky.stride() == ty.stride() and kg.stride() == tg.stride()
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == "float32" else dict(rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(ky.detach().numpy(), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(kg.numpy(), tg.numpy(), **tol)
+    # the same bits as the row-major (planar) loop
+    xr = kael.tensor(a).to(getattr(kael, dtype)).requires_grad_()
+    yr = kael.nn.functional.interpolate(xr, mode="bilinear", **args)
+    yr.backward(kael.tensor(np.random.default_rng(5).standard_normal(g_shape)).to(yr.dtype))
+    np.testing.assert_array_equal(ky.detach().numpy(), yr.detach().numpy())
+    np.testing.assert_array_equal(kg.numpy(), xr.grad.numpy())
