@@ -10,41 +10,35 @@ Workloads
   forward, then backward of out.sum() (input and weight gradients).
 * lenet: a LeNet-5 training step, batch 64 of 1x28x28: conv 1->6 5x5 (pad 2), relu, max_pool 2,
   conv 6->16 5x5, relu, max_pool 2, linears 400->120->84->10, cross_entropy, backward, SGD step.
-  Without kael's max_pool2d (kael.nn.functional.max_pool2d) it says so and times the two
-  convolutions alone.
 
-Method: the same weights and inputs in both libraries; after --warmup calls each, --runs rounds
-alternating kael and torch, each round timing --steps calls; the figure is the median over the
-rounds of the time per call. Ratio = torch time / kael time (above 1: kael faster). Report the
-machine's load (`uptime`) with the figures: on a shared machine they move.
+Method: each library runs in a process of its own that imports only it, as a program does: torch
+ships its own GNU OpenMP under the same soname as the one oneDNN uses, so in one process the
+first library loaded decides the other's OpenMP (torch's spinning threads then take kael's CPUs
+at 2 threads, or kael's sleeping ones slow torch's). The same weights and inputs (NumPy, seeded)
+in both; after --warmup calls, --runs rounds each timing --steps calls; the figure is the median
+over the rounds of the time per call. The two processes run one after the other, the pair
+repeated --pairs times (the figure: the median of the per-process medians). Ratio = torch time /
+kael time (above 1: kael faster). Report the machine's load (`uptime`) with the figures.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
-import torch
-
-import kael
-
-
-def to_kael(t, requires_grad=False):
-    out = kael.tensor(t.detach().numpy())
-    return out.requires_grad_() if requires_grad else out
 
 
 def resnet_case(lib, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
     w = (rng.standard_normal((64, 64, 3, 3), dtype=np.float32) * 0.05)
-    if lib is torch:
-        xt, wt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()
-        F = torch.nn.functional
-    else:
-        xt, wt = kael.tensor(x).requires_grad_(), kael.tensor(w).requires_grad_()
-        F = kael.nn.functional
+    xt, wt = lib.tensor(x).requires_grad_(), lib.tensor(w).requires_grad_()
+    F = lib.nn.functional
 
     def step():
         xt.grad = None
@@ -53,39 +47,31 @@ def resnet_case(lib, seed=0):
     return step
 
 
-def lenet_case(lib, with_pool, seed=0):
+def lenet_case(lib, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((64, 1, 28, 28), dtype=np.float32)
     y = rng.integers(0, 10, 64)
-    torch.manual_seed(seed)
-    tm = torch.nn.ModuleDict(dict(c1=torch.nn.Conv2d(1, 6, 5, padding=2), c2=torch.nn.Conv2d(6, 16, 5),
-                                  f1=torch.nn.Linear(400, 120), f2=torch.nn.Linear(120, 84), f3=torch.nn.Linear(84, 10)))
-    if lib is torch:
-        m, F, xt, yt = tm, torch.nn.functional, torch.from_numpy(x), torch.from_numpy(y)
-    else:
-        m = kael.nn.ModuleDict(dict(c1=kael.nn.Conv2d(1, 6, 5, padding=2), c2=kael.nn.Conv2d(6, 16, 5),
-                                    f1=kael.nn.Linear(400, 120), f2=kael.nn.Linear(120, 84),
-                                    f3=kael.nn.Linear(84, 10)))
-        m.load_state_dict({k: to_kael(v) for k, v in tm.state_dict().items()})
-        F, xt, yt = kael.nn.functional, kael.tensor(x), kael.tensor(y)
+    nn = lib.nn
+    m = nn.ModuleDict(dict(c1=nn.Conv2d(1, 6, 5, padding=2), c2=nn.Conv2d(6, 16, 5), f1=nn.Linear(400, 120),
+                           f2=nn.Linear(120, 84), f3=nn.Linear(84, 10)))
+    init = np.random.default_rng(seed + 1)
+    m.load_state_dict({k: lib.tensor((init.standard_normal(tuple(v.shape)) * 0.1).astype(np.float32))
+                       for k, v in m.state_dict().items()})
+    F, xt, yt = nn.functional, lib.tensor(x), lib.tensor(y)
     opt = lib.optim.SGD(m.parameters(), lr=0.01)
 
     def step():
         opt.zero_grad()
-        h = F.relu(m["c1"](xt))
-        if with_pool:
-            h = F.max_pool2d(h, 2)
-        h = F.relu(m["c2"](h))
-        if with_pool:
-            h = F.max_pool2d(h, 2)
-            h = F.relu(m["f1"](h.flatten(1)))
-            h = F.relu(m["f2"](h))
-            loss = F.cross_entropy(m["f3"](h), yt)
-        else:
-            loss = h.sum()
-        loss.backward()
+        h = F.max_pool2d(F.relu(m["c1"](xt)), 2)
+        h = F.max_pool2d(F.relu(m["c2"](h)), 2)
+        h = F.relu(m["f1"](h.flatten(1)))
+        h = F.relu(m["f2"](h))
+        F.cross_entropy(m["f3"](h), yt).backward()
         opt.step()
     return step
+
+
+CASES = {"resnet": ("resnet 3x3 64->64 56x56 N=8", resnet_case), "lenet": ("lenet step, batch 64", lenet_case)}
 
 
 def timed(step, steps):
@@ -95,20 +81,25 @@ def timed(step, steps):
     return (time.perf_counter() - t0) / steps
 
 
-def measure(name, make, threads, args):
-    torch.set_num_threads(threads)
-    kael.set_num_threads(threads)
-    ks, ts = make(kael), make(torch)
+def worker(lib_name, case, threads, args):
+    """Runs in its own process: prints the median time per call of one library."""
+    if lib_name == "torch":
+        import torch as lib
+    else:
+        import kael as lib
+    lib.set_num_threads(threads)
+    step = CASES[case][1](lib)
     for _ in range(args.warmup):
-        ks()
-        ts()
-    kt, tt = [], []
-    for _ in range(args.runs):
-        kt.append(timed(ks, args.steps))
-        tt.append(timed(ts, args.steps))
-    k, t = statistics.median(kt), statistics.median(tt)
-    print(f"{name:<28} threads={threads}  kael {k * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  torch/kael {t / k:5.2f}",
-          flush=True)
+        step()
+    times = [timed(step, args.steps) for _ in range(args.runs)]
+    print(json.dumps({"median": statistics.median(times)}))
+
+
+def run_worker(lib_name, case, threads, args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib_name, "--only", case, "--threads", str(threads),
+           "--runs", str(args.runs), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["median"]
 
 
 def main():
@@ -117,17 +108,25 @@ def main():
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--only", choices=["resnet", "lenet"], default=None)
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--only", choices=sorted(CASES), default=None)
+    p.add_argument("--worker", choices=["kael", "torch"], help=argparse.SUPPRESS)
     args = p.parse_args()
-    with_pool = hasattr(kael.nn.functional, "max_pool2d")
-    if not with_pool:
-        print("kael has no max_pool2d: the lenet figures are the two convolutions alone (relu, sum, SGD step)")
+    if args.worker:
+        worker(args.worker, args.only, args.threads[0], args)
+        return
+    print(f"load average {os.getloadavg()[0]:.2f} at start; each library in its own process")
     for threads in args.threads:
-        if args.only in (None, "resnet"):
-            measure("resnet 3x3 64->64 56x56 N=8", resnet_case, threads, args)
-        if args.only in (None, "lenet"):
-            measure("lenet step, batch 64" if with_pool else "lenet convs, batch 64",
-                    lambda lib: lenet_case(lib, with_pool), threads, args)
+        for case in CASES:
+            if args.only not in (None, case):
+                continue
+            ks, ts = [], []
+            for _ in range(args.pairs):
+                ks.append(run_worker("kael", case, threads, args))
+                ts.append(run_worker("torch", case, threads, args))
+            k, t = statistics.median(ks), statistics.median(ts)
+            print(f"{CASES[case][0]:<28} threads={threads}  kael {k * 1e3:8.2f} ms  torch {t * 1e3:8.2f} ms  "
+                  f"torch/kael {t / k:5.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 #include <optional>
 #include <memory>
 #include <type_traits>
@@ -543,9 +544,44 @@ std::shared_ptr<const Plan> make_plan(Role role, const Geometry& g, dt d, bool c
   return plan;
 }
 
-std::shared_ptr<const Plan> get_plan(Role role, const Geometry& g, ScalarType dtype, bool channels_last, bool bias) {
+// Note [Small convolutions on one thread]
+// oneDNN runs on GNU OpenMP, whose idle threads kael lets sleep (OMP_WAIT_POLICY=PASSIVE, set in
+// kael/__init__.py so that they do not spin on the CPUs kael's own pool needs). Waking them for a
+// region costs tens to hundreds of microseconds on a virtual machine, as much as a small
+// convolution takes on one thread: LeNet's (8 and 15 million multiply-adds) ran slower on two
+// threads than on one. So a convolution of fewer than kSerialMacs multiply-adds is planned and
+// run for one OpenMP thread (the plan's key holds the thread count); larger ones use them all.
+constexpr double kSerialMacs = 32e6;
+
+int dnnl_threads(const Geometry& g) {
+  const int n = openmp_threads();
+  if (n <= 1) return n;
+  const double macs = static_cast<double>(g.n) * static_cast<double>(g.oc) * static_cast<double>(g.out_numel()) *
+                      static_cast<double>(g.ic / std::max<std::int64_t>(g.g, 1)) * static_cast<double>(g.k_numel());
+  return macs < kSerialMacs ? 1 : n;
+}
+
+// The calling thread's OpenMP thread count set to n for a scope (kael's count again after it;
+// sync_openmp_threads() has applied that one already).
+class OpenMPThreadsScope {
+ public:
+  explicit OpenMPThreadsScope(int n) : changed_(n != openmp_threads()) {
+    if (changed_) omp_set_num_threads(n);
+  }
+  ~OpenMPThreadsScope() {
+    if (changed_) omp_set_num_threads(openmp_threads());
+  }
+  OpenMPThreadsScope(const OpenMPThreadsScope&) = delete;
+  OpenMPThreadsScope& operator=(const OpenMPThreadsScope&) = delete;
+
+ private:
+  bool changed_;
+};
+
+std::shared_ptr<const Plan> get_plan(Role role, const Geometry& g, ScalarType dtype, bool channels_last, bool bias,
+                                     int threads) {
   std::vector<std::int64_t> key{static_cast<std::int64_t>(role), static_cast<std::int64_t>(dtype),
-                                channels_last ? 1 : 0, bias ? 1 : 0, openmp_threads(), g.nd, g.n, g.g, g.ic, g.oc};
+                                channels_last ? 1 : 0, bias ? 1 : 0, threads, g.nd, g.n, g.g, g.ic, g.oc};
   for (int i = 0; i < g.nd; ++i)
     for (const std::int64_t v : {g.in[i], g.out[i], g.k[i], g.s[i], g.p[i], g.d[i]}) key.push_back(v);
   PlanCache& c = cache();
@@ -688,7 +724,9 @@ Tensor run_role(Role role, const Geometry& g, const Tensor& a_in, const Tensor& 
   if (bias != nullptr) bias_c = bias->is_contiguous() ? *bias : kael::contiguous(*bias);
   if (dnnl_supports(dtype) && dnnl_geometry_ok(g)) {
     sync_openmp_threads();
-    const std::shared_ptr<const Plan> plan = get_plan(role, g, dtype, cl, bias != nullptr);
+    const int threads = dnnl_threads(g);  // Note [Small convolutions on one thread]
+    const OpenMPThreadsScope scope(threads);
+    const std::shared_ptr<const Plan> plan = get_plan(role, g, dtype, cl, bias != nullptr, threads);
     run_dnnl(role, *plan, a, b, c, bias != nullptr ? &bias_c : nullptr);
     return c;
   }
