@@ -83,21 +83,7 @@ Tensor match_layout(const Tensor& t, const Tensor& like, ScalarType dtype) {
 
 ScalarType compute_dtype(ScalarType t) { return is_reduced_floating(t) ? ScalarType::Float32 : t; }
 
-const char* torch_type_name(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool: return "Bool";
-    case ScalarType::UInt8: return "Byte";
-    case ScalarType::Int8: return "Char";
-    case ScalarType::Int16: return "Short";
-    case ScalarType::Int32: return "Int";
-    case ScalarType::Int64: return "Long";
-    case ScalarType::Float16: return "Half";
-    case ScalarType::BFloat16: return "BFloat16";
-    case ScalarType::Float32: return "Float";
-    case ScalarType::Float64: return "Double";
-  }
-  return "?";
-}
+using nn::torch_type_name;
 
 void check_input(const char* op, const Tensor& self) {
   check_same_device(op, kCPU, self.device());

@@ -36,6 +36,7 @@
 #include "kael/ops/sum.h"
 #include "kael/ops/view.h"
 #include "kael/runtime/threads.h"
+#include "layout.h"
 
 namespace kael::native {
 
@@ -46,30 +47,13 @@ constexpr int kS = conv::kMaxSpatial;
 
 // ---- layouts
 
-// Whether t (rank 4 or 5) is dense in channels-last order (n, spatial..., c), as
-// memory_format=torch.channels_last makes it; dims of size 1 may have any stride.
-bool is_channels_last(const Tensor& t) {
-  if (t.dim() < 4) return false;
-  const std::int64_t nd = t.dim();
-  // order from innermost: c, last spatial ... first spatial, n
-  std::vector<std::int64_t> order{1};
-  for (std::int64_t i = nd - 1; i >= 2; --i) order.push_back(i);
-  order.push_back(0);
-  std::int64_t expected = 1;
-  for (const std::int64_t dim : order) {
-    if (t.sizes()[dim] != 1 && t.strides()[dim] != expected) return false;
-    expected *= t.sizes()[dim];
-  }
-  return true;
-}
-
 // t dense in contiguous or channels-last order: t itself or a contiguous copy.
 Tensor dense(const Tensor& t, bool* channels_last) {
   if (t.is_contiguous()) {
     *channels_last = false;
     return t;
   }
-  if (is_channels_last(t)) {
+  if (channels_last_dense(t)) {
     *channels_last = true;
     return t;
   }
@@ -79,20 +63,10 @@ Tensor dense(const Tensor& t, bool* channels_last) {
 
 // The strides of a dense tensor of these sizes in contiguous or channels-last order.
 DimVector dense_strides(IntArrayRef sizes, bool channels_last) {
+  if (channels_last) return channels_last_strides(sizes);
   const std::size_t nd = sizes.size();
   DimVector st(nd, 1);
-  if (!channels_last) {
-    for (std::size_t i = nd - 1; i-- > 0;) st[i] = st[i + 1] * sizes[i + 1];
-    return st;
-  }
-  std::int64_t step = 1;
-  st[1] = step;
-  step *= sizes[1];
-  for (std::size_t i = nd - 1; i >= 2; --i) {
-    st[i] = step;
-    step *= sizes[i];
-  }
-  st[0] = step;
+  for (std::size_t i = nd - 1; i-- > 0;) st[i] = st[i + 1] * sizes[i + 1];
   return st;
 }
 

@@ -30,21 +30,7 @@ using nn::parallel_for;
 
 constexpr int kLanes = 16;
 
-const char* torch_type_name(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool: return "Bool";
-    case ScalarType::UInt8: return "Byte";
-    case ScalarType::Int8: return "Char";
-    case ScalarType::Int16: return "Short";
-    case ScalarType::Int32: return "Int";
-    case ScalarType::Int64: return "Long";
-    case ScalarType::Float16: return "Half";
-    case ScalarType::BFloat16: return "BFloat16";
-    case ScalarType::Float32: return "Float";
-    case ScalarType::Float64: return "Double";
-  }
-  return "?";
-}
+using nn::torch_type_name;
 
 void check_floating(const char* op, ScalarType t) {
   KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t << " (\"" << op << "\" not implemented for '"
