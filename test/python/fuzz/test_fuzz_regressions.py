@@ -1761,8 +1761,10 @@ def test_complex_operand_of_an_operator_raises_type_error(op, z):
 def test_complex_input_of_a_pointwise_op_raises_type_error_naming_it(f, z):
     fn = getattr(kael._C, f.name)
     n = len(f.schema.tensor_params)
+    # a required number after the tensors (_threshold_backward's threshold) gets an ordinary value
+    extra = [0.5 for p in f.schema.params if not p.type.is_tensor_like() and not p.has_default and not p.kwonly]
     for i in range(n):
-        args = [kael.ones(3) > 0 if f.condition_first and j == 0 else kael.ones(3) for j in range(n)]
+        args = [kael.ones(3) > 0 if f.condition_first and j == 0 else kael.ones(3) for j in range(n)] + extra
         args[i] = z
         for kw in ({}, {"out": kael.empty(3)}):
             with pytest.raises(TypeError) as e:
