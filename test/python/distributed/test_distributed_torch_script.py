@@ -20,8 +20,14 @@ def test_torch_ddp_script_renamed_to_kael_trains_the_same(tmp_path):
     outs, losses = {}, {}
     for lib in ("torch", "kael"):
         out = tmp_path / f"{lib}.npz"
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
-        rc, log, _ = run_mpi(2, "dist_worker_torch_script.py", lib, out, timeout=300, env=env)
+        # The oracle's run is tried twice: torch's gloo rank has been seen to abort at exit after a
+        # complete run ("terminate called without an active exception", signal 6, on a loaded
+        # machine). kael's run gets one try.
+        for attempt in range(2 if lib == "torch" else 1):
+            env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
+            rc, log, _ = run_mpi(2, "dist_worker_torch_script.py", lib, out, timeout=300, env=env)
+            if rc == 0:
+                break
         assert rc == 0, log
         losses[lib] = [line.split()[-1] for line in log.splitlines() if line.startswith(f"{lib} epoch")]
         assert len(losses[lib]) == 3, log
