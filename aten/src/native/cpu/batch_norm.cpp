@@ -306,8 +306,8 @@ std::vector<double> grad_sums(const T* x, const T* dy, const Layout& L, const st
       });
 }
 
-// y = f(c, i) over every element, written in the layout: planes run(c, begin pointer offset, n),
-// rows one call per row. `each(y_offset, channel_params_index...)` is given as two lambdas.
+// Visits every element once, in the layout: planes as plane_run(c, offset, n) for each run of n
+// elements of channel c from flat offset `offset`; rows as row(offset) for each row of C elements.
 template <typename PlaneRun, typename Row>
 void for_each_element(const Layout& L, PlaneRun&& plane_run, Row&& row) {
   const std::int64_t C = L.channels, I = L.inner;
@@ -345,7 +345,7 @@ void normalize(const T* x, T* y, const Layout& L, const std::vector<T>& alpha, c
 // A fresh tensor laid out as the dense tensor x.
 Tensor alloc_like_layout(const Tensor& x, ScalarType dtype) { return alloc_strided_cpu(x.sizes(), x.strides(), dtype); }
 
-// Reads dtype-converted x into the compute dtype and returns (x in layout, layout).
+// The input arranged in a layout the kernels walk (Note [Batch norm layouts]), in the compute dtype.
 struct Prepared {
   Tensor x;  // arranged, compute dtype
   Layout layout;
