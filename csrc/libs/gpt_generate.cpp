@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -465,13 +466,20 @@ PyObject* decoder_remove(PyObject* obj, PyObject* arg) {
   return guarded([&] { self->decoder->remove(slot); });
 }
 
-// step() -> [(slot, token, finished), ...], the step without the GIL.
-PyObject* decoder_step(PyObject* obj, PyObject*) {
+// step(max_rows=None) -> [(slot, token, finished), ...], the step without the GIL.
+PyObject* decoder_step(PyObject* obj, PyObject* const* args, Py_ssize_t nargs) {
   auto* self = reinterpret_cast<PyDecoder*>(obj);
+  if (nargs > 1) {
+    PyErr_Format(PyExc_TypeError, "_GptDecoder.step takes at most 1 argument (%zd given)", nargs);
+    return nullptr;
+  }
+  i64 max_rows = std::numeric_limits<i64>::max();
+  if (nargs == 1 && args[0] != Py_None && !int_of("_GptDecoder.step", "max_rows", args[0], max_rows)) return nullptr;
+  // Checked after the argument's __index__, which may have called into this decoder.
   if (!check_idle(self, "step")) return nullptr;
   self->busy = true;
   std::vector<gpt::Decoder::Event> events;
-  PyObject* ok = guarded([&] { events = self->decoder->step(); }, gil::Released{});
+  PyObject* ok = guarded([&] { events = self->decoder->step(max_rows); }, gil::Released{});
   self->busy = false;
   if (ok == nullptr) return nullptr;
   Py_DECREF(ok);
@@ -509,9 +517,10 @@ PyMethodDef decoder_methods[] = {
      "add(prompt, temperature, top_k, top_p, seed, stop_tokens, max_new_tokens, stream=0, /) -> int\n--\n\nAdds a "
      "sequence; its prompt is prefilled at the next step. Returns its slot."},
     {"remove", &decoder_remove, METH_O, "remove(slot, /)\n--\n\nDrops the sequence of a slot; the slot is free at once."},
-    {"step", &decoder_step, METH_NOARGS,
-     "step() -> list[tuple[int, int, bool]]\n--\n\nPrefills the new sequences, then draws one token for every "
-     "active one: (slot, token, finished) each (token -1: none). Runs without the GIL."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&decoder_step)), METH_FASTCALL,
+     "step(max_rows=None, /) -> list[tuple[int, int, bool]]\n--\n\nDraws one token for every decoding sequence "
+     "and prefills new ones, oldest first, within max_rows rows in all (None: no limit; at least one prefill row): "
+     "(slot, token, finished) each (token -1: none). Runs without the GIL."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kael.serve.engine import Engine, QueueFull, Request as EngineRequest, Sequence, Unavailable, load_model
+from kael.serve.engine import PREFILL_ROWS, Engine, QueueFull, Request as EngineRequest, Sequence, Unavailable, load_model
 from kael.serve.metrics import Metrics
 
 __all__ = ["create_app"]
@@ -116,7 +116,7 @@ def _field(body, name, check, what, default=None):
 class _Server:
     """The state of one app: the engine, limits, metrics."""
 
-    def __init__(self, model_dir, api_key, max_batch, max_tokens, max_queue, max_body):
+    def __init__(self, model_dir, api_key, max_batch, max_tokens, max_queue, max_body, prefill_rows):
         self.model_dir = model_dir
         self.model_name = os.path.basename(os.path.abspath(model_dir))  # the id clients name it by
         self.api_key = api_key.encode("utf-8") if api_key else None
@@ -127,7 +127,7 @@ class _Server:
         self.tokenizer = tokenizer
         self.block_size = model.config.block_size
         self.vocab_size = model.config.vocab_size
-        self.engine = Engine(model, tokenizer, max_batch=max_batch, max_queue=max_queue)
+        self.engine = Engine(model, tokenizer, max_batch=max_batch, max_queue=max_queue, prefill_rows=prefill_rows)
         self.metrics = Metrics(self.engine.queue_depth, self.engine.active)
         self.engine.metrics = self.metrics
         self.draw = secrets.SystemRandom()
@@ -325,19 +325,22 @@ def _sse(obj):
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
-def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=64, max_body=1_000_000):
+def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=64, max_body=1_000_000,
+               prefill_rows=PREFILL_ROWS):
     """The ASGI app serving the model directory model_dir (GPT.save_pretrained's files and a
     tokenizer; kael.serve.engine.load_model). The scheduler thread starts with the app's
-    lifespan and stops (cancelling what still runs) when it ends.
+    lifespan and stops (cancelling what still runs) when it ends. prefill_rows: the rows one
+    decoder step runs at most, decoding sequences first, new prompts in the rest (Note
+    [Continuous batching]).
 
     >>> app = create_app("gpt-shakespeare")  # doctest: +SKIP
     >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
     for name, value in (("max_batch", max_batch), ("max_tokens", max_tokens), ("max_queue", max_queue),
-                        ("max_body", max_body)):
+                        ("max_body", max_body), ("prefill_rows", prefill_rows)):
         if not _is_int(value) or value < 1:
             raise ValueError(f"kael.serve: {name} must be a positive integer, got {value!r}")
-    server = _Server(model_dir, api_key, max_batch, max_tokens, max_queue, max_body)
+    server = _Server(model_dir, api_key, max_batch, max_tokens, max_queue, max_body, prefill_rows)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

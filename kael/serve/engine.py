@@ -7,11 +7,15 @@ Requests arrive on the event loop; each prompt of a request is a Sequence. submi
 sequences in a FIFO queue (bounded by max_queue: QueueFull beyond it) and wakes the scheduler
 thread; nothing there waits on the model. The scheduler thread alone touches the Decoder, in a
 loop: drop the sequences whose requests were cancelled (Decoder.remove), move queued sequences
-into free slots (Decoder.add; the Decoder prefills their prompts in the coming step), run one
-step (Decoder.step, which releases the GIL, so the event loop keeps answering), and turn each
-slot's token into text. A finished sequence leaves its slot at once and the next queued one takes
-it at the next step. What a step produced for a request goes back to the event loop in one
-call_soon_threadsafe, as a list of Updates on the request's asyncio.Queue.
+into free slots (Decoder.add), run one step (Decoder.step, which releases the GIL, so the event
+loop keeps answering), and turn each slot's token into text. A step runs at most prefill_rows
+rows: one for every running sequence, which so draws a token at every step, and the rest for
+the prompts of new sequences, oldest first (Note [Prefill budget] in libs/gpt/src/decoder.cpp).
+A long prompt is so prefilled over several steps instead of stalling the running streams for
+one long step; a new sequence's first token comes with the step that runs its last prompt row.
+A finished sequence leaves its slot at once and the next queued one takes it at the next step.
+What a step produced for a request goes back to the event loop in one call_soon_threadsafe, as
+a list of Updates on the request's asyncio.Queue.
 
 Text: each sequence decodes its tokens' bytes with an incremental UTF-8 decoder (errors
 "replace"), so a piece never ends inside a character and the whole text equals the tokenizer's
@@ -38,11 +42,14 @@ import time
 import kael
 from kael import _C
 
-__all__ = ["Engine", "QueueFull", "Sequence", "Unavailable", "Update", "load_model"]
+__all__ = ["PREFILL_ROWS", "Engine", "QueueFull", "Sequence", "Unavailable", "Update", "load_model"]
 
 log = logging.getLogger("kael.serve")
 
 END_OF_TEXT = "<|endoftext|>"
+# The rows a decoder step runs at most (docs/performance.md, "Serving": the inter-token latency
+# of running streams while long prompts arrive, against the time to a first token).
+PREFILL_ROWS = 64
 
 
 class QueueFull(Exception):
@@ -158,12 +165,13 @@ class Engine:
     request (queued or running); stop() cancels everything and joins the thread.
     """
 
-    def __init__(self, model, tokenizer, max_batch=8, max_queue=64, metrics=None):
+    def __init__(self, model, tokenizer, max_batch=8, max_queue=64, metrics=None, prefill_rows=PREFILL_ROWS):
         self.model = model
         self.tokenizer = tokenizer
         self.config = model.config
         self.max_batch = max_batch
         self.max_queue = max_queue
+        self.prefill_rows = prefill_rows
         self.metrics = metrics
         eot = tokenizer.special_tokens.get(END_OF_TEXT)
         self.end_of_text = eot if eot is not None and eot < self.config.vocab_size else None
@@ -285,7 +293,7 @@ class Engine:
         self._active = len(self._slots)
         if self._slots:
             start = time.perf_counter()
-            events = self._decoder.step()  # the GIL is released while the step runs
+            events = self._decoder.step(self.prefill_rows)  # the GIL is released while the step runs
             self.steps += 1
             now = time.perf_counter()
             if self.metrics:

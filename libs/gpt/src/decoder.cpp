@@ -66,6 +66,7 @@ struct Sequence {
   std::vector<i64> stop_tokens;
   i64 capacity = 0;          // positions the cache holds
   std::vector<float> cache;  // (n_layer, 2, n_head, capacity, head_dim)
+  std::uint64_t arrival = 0;  // the order of add() calls: prefills run first come, first served
 };
 
 // One token that a forward pass runs: the sequence's slot, its position, its id; `logits` marks
@@ -118,6 +119,7 @@ void layer_norm(const float* x, i64 rows, i64 c, const float* w, const float* b,
 struct Decoder::State {
   Config config;
   i64 max_batch = 0;
+  std::uint64_t arrivals = 0;  // add() calls so far
   // The weights' memory, pinned while the decoder lives (Note [Decoder]).
   std::vector<IntrusivePtr<Storage>> pinned;
   std::vector<Tensor> owned;  // private tensors over that memory, and converted copies
@@ -441,6 +443,7 @@ std::int64_t Decoder::add(std::vector<std::int64_t> prompt, const Sampling& samp
   q.max_new_tokens = max_new_tokens;
   q.sampling = sampling;
   q.stop_tokens = std::move(stop_tokens);
+  q.arrival = s.arrivals++;
   return slot;
 }
 
@@ -451,12 +454,14 @@ void Decoder::remove(std::int64_t slot) {
   s.slots[static_cast<std::size_t>(slot)].used = false;
 }
 
-std::vector<Decoder::Event> Decoder::step() {
+std::vector<Decoder::Event> Decoder::step(std::int64_t max_rows) {
+  KAEL_CHECK_VALUE(max_rows >= 1, "GPT decoder: step's max_rows must be at least 1, got " << max_rows);
   State& s = *state_;
   const i64 block = s.config.block_size, vocab = s.config.vocab_size;
   std::vector<Event> events;
   std::vector<Row> rows;
-  std::vector<i64> order;  // the slots whose logits come out, in the order of `last`
+  std::vector<i64> order;    // the slots whose logits come out, in the order of `last`
+  std::vector<i64> filling;  // the slots with more than one token to run (Note [Prefill budget])
   for (i64 slot = 0; slot < s.max_batch; ++slot) {
     Sequence& q = s.slots[static_cast<std::size_t>(slot)];
     if (!q.used) continue;
@@ -471,10 +476,31 @@ std::vector<Decoder::Event> Decoder::step() {
       q.base = len - block;
       q.cached = 0;
     }
-    for (i64 t = q.base + q.cached; t < len; ++t)
-      rows.push_back({slot, t - q.base, q.tokens[static_cast<std::size_t>(t)], t == len - 1});
+    if (len - q.base - q.cached > 1) {
+      filling.push_back(slot);
+      continue;
+    }
+    rows.push_back({slot, len - 1 - q.base, q.tokens[static_cast<std::size_t>(len - 1)], true});
     q.cached = len - q.base;
     order.push_back(slot);
+  }
+  // Note [Prefill budget]: the sequences with one token to run (decoding) all run; the rest of
+  // max_rows, at least one row, goes to the prefills, oldest first. A prefill that does not fit
+  // runs its next rows now and the others at the coming steps; its logits come with its last row.
+  std::stable_sort(filling.begin(), filling.end(), [&](i64 a, i64 b) {
+    return s.slots[static_cast<std::size_t>(a)].arrival < s.slots[static_cast<std::size_t>(b)].arrival;
+  });
+  i64 budget = std::max<i64>(1, max_rows - static_cast<i64>(rows.size()));
+  for (i64 slot : filling) {
+    if (budget == 0) break;
+    Sequence& q = s.slots[static_cast<std::size_t>(slot)];
+    const i64 len = static_cast<i64>(q.tokens.size());
+    const i64 take = std::min(budget, len - q.base - q.cached);
+    for (i64 t = q.base + q.cached; t < q.base + q.cached + take; ++t)
+      rows.push_back({slot, t - q.base, q.tokens[static_cast<std::size_t>(t)], t == len - 1});
+    q.cached += take;
+    budget -= take;
+    if (q.cached == len - q.base) order.push_back(slot);
   }
   if (rows.empty()) return events;
   s.last.clear();

@@ -431,3 +431,66 @@ def test_decoder_add_step_remove(model):
         decoder.add([V], 0.0, None, None, 0, None, 1)
     with pytest.raises(ValueError, match="max_batch"):
         _C._GptDecoder(model._config_tuple, model._parameters_in_order(), 0)
+
+
+def test_decoder_step_budget_interleaves_prefill_with_decoding(model):
+    """step(max_rows): every decoding sequence draws a token at each step while new prompts are
+    prefilled oldest first within the rest of the budget (Note [Prefill budget]); each
+    sequence's tokens are those it gets alone, whatever the chunking of its prompt."""
+    settings = dict(temperature=0.9, top_k=40, seed=21)
+    rows = ragged([5, 40, 10], seed=3)
+    decoder = _C._GptDecoder(model._config_tuple, model._parameters_in_order(), 3)
+    a = decoder.add(rows[0], 0.9, 40, None, 21, None, 30, 0)
+    # 5 prompt tokens in budgets of 4: no token at the first step, the first at the second
+    assert decoder.step(4) == []
+    events = decoder.step(4)
+    assert [(slot, done) for slot, _, done in events] == [(a, False)]
+    got = {a: [events[0][1]]}
+    b = decoder.add(rows[1], 0.9, 40, None, 21, None, 6, 1)
+    c = decoder.add(rows[2], 0.9, 40, None, 21, None, 6, 2)
+    got[b], got[c] = [], []
+    first = {}
+    for step in range(1, 100):
+        events = decoder.step(8)
+        slots = [slot for slot, _, _ in events]
+        if a in got and len(got[a]) < 30:
+            assert a in slots, f"the running sequence got no token at step {step}"
+        for slot, token, _ in events:
+            got[slot].append(token)
+            first.setdefault(slot, step)
+        if not decoder.active:
+            break
+    # b's 40 rows take 7 a step (1 row goes to a): its first token at step 6; c waits for b
+    # (oldest first), then takes what is left: 2 rows at step 6, 6 at step 7 (a and b decode),
+    # its last 2 at step 8
+    assert first[b] == 6 and first[c] == 8
+    expected = generate(model, rows, 30, **settings)
+    assert got[a] == expected[0]
+    assert got[b] == expected[1][:6] and got[c] == expected[2][:6]
+
+
+def test_decoder_step_budget_of_one_row_still_progresses(model):
+    rows = ragged([2, 6])
+    decoder = _C._GptDecoder(model._config_tuple, model._parameters_in_order(), 2)
+    decoder.add(rows[0], 0.0, None, None, 0, None, 12)
+    decoder.add(rows[1], 0.0, None, None, 0, None, 4)
+    got = {0: [], 1: []}
+    for _ in range(40):
+        for slot, token, _ in decoder.step(1):
+            got[slot].append(token)
+        if not decoder.active:
+            break
+    assert decoder.active == 0
+    expected = generate(model, rows, 12, temperature=0)
+    assert got[0] == expected[0] and got[1] == expected[1][:4]
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-3, ValueError), (1.5, TypeError), ("8", TypeError)])
+def test_decoder_step_budget_must_be_a_positive_int(model, bad, error):
+    decoder = _C._GptDecoder(model._config_tuple, model._parameters_in_order(), 1)
+    decoder.add([1, 2, 3], 0.0, None, None, 0, None, 2)
+    with pytest.raises(error, match="max_rows|step"):
+        decoder.step(bad)
+    with pytest.raises(TypeError):
+        decoder.step(4, 4)
+    assert len(decoder.step(None)) == 1  # the decoder is unharmed

@@ -130,7 +130,7 @@ class _Broken:
     def __getattr__(self, name):
         return getattr(self.decoder, name)
 
-    def step(self):
+    def step(self, max_rows=None):
         raise MemoryError("no memory for the step")
 
 
@@ -158,3 +158,54 @@ def test_scheduler_failure_gives_errors_and_an_unhealthy_healthz(tmp_path):
         server.should_exit = True
         thread.join(30)
     assert not thread.is_alive()
+
+
+class _Recorder:
+    """A Decoder that records each step's row budget and events."""
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+        self.steps = []
+
+    def __getattr__(self, name):
+        return getattr(self.decoder, name)
+
+    def step(self, max_rows=None):
+        events = self.decoder.step(max_rows)
+        self.steps.append((max_rows, events))
+        return events
+
+
+def test_a_long_prompt_is_prefilled_between_the_running_streams_steps(tmp_path):
+    """With prefill_rows=16, a 200-token prompt joining a running sequence is prefilled 15 rows a
+    step while the running one draws a token at every step; both texts are generate's."""
+    model_dir, model, tokenizer = make_model_dir(tmp_path / "gpt", end_of_text=False)
+    app = create_app(model_dir, prefill_rows=16)
+    engine = app.state.server.engine
+    recorder = engine._decoder = _Recorder(engine._decoder)
+    with open(os.path.join(ROOT, "kael", "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        text = f.read(5000)
+    short = "ROMEO:"
+    ids = tokenizer.encode_ordinary(text)[:200]
+    long = tokenizer.decode(ids)
+    assert tokenizer.encode_ordinary(long) == ids and len(tokenizer.encode_ordinary(short)) <= 15
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started, timeout=30)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=120,
+                       json={"model": "gpt", "prompt": [short, long], "max_tokens": 30, "seed": 17})
+        assert r.status_code == 200, r.text
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert {rows for rows, _ in recorder.steps} == {16}
+    slots = [[slot for slot, token, _ in events if token >= 0] for _, events in recorder.steps]
+    # the short prompt fits the first step; the long one, oldest second, takes 15 rows a step
+    first_long = next(i for i, s in enumerate(slots) if len(s) == 2)
+    assert len(slots[0]) == 1 and first_long == -(-(200 - (16 - len(tokenizer.encode_ordinary(short)))) // 15)
+    assert all(len(s) == 1 for s in slots[:first_long])  # the running stream never waited
+    rows = model.generate([tokenizer.encode_ordinary(short), ids], 30, temperature=1.0, seed=17)
+    assert [c["text"] for c in r.json()["choices"]] == [tokenizer.decode(row, errors="replace") for row in rows]

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,11 @@ struct Sampling {
 // Each slot holds a sequence: its tokens, its KV cache (float32, (n_layer, 2, n_head, length,
 // head_dim), allocated when the sequence is added for the tokens it can reach, at most
 // block_size, and kept for the slot's next sequence), its Sampling and stop tokens. A step runs
-// every token not yet in a cache (a new prompt, in chunks of kChunkRows; the last token of a
-// running sequence) as rows of one forward pass, so the weight-bound products read the weights
-// once for all active sequences; attention runs per row over its own cache; only rows whose
+// tokens not yet in a cache (the last token of every running sequence, and prompt tokens of new
+// sequences up to step's row budget, in forward passes of at most kChunkRows) as rows of one
+// forward pass, so the weight-bound products read the weights once for all active sequences;
+// a server passes a small budget so that a long prompt does not stall the running streams, and
+// generate() none. Attention runs per row over its own cache; only rows whose
 // logits are wanted (the last of each sequence) get the final LayerNorm and the LM head. A
 // sequence's logits are bit-identical whether it runs alone or batched, at any thread count
 // (Note [Small-M products] in aten/src/native/cpu/gemm_small_m.cpp).
@@ -141,10 +144,12 @@ class Decoder {
     std::int64_t token;
     bool finished;  // the token was a stop token or the sequence's last
   };
-  // One step: prefill the new sequences, then one sampled token for every active sequence.
+  // One step: one sampled token for every decoding sequence, and prefill rows of the new
+  // sequences, oldest first, up to max_rows rows in all (at least one prefill row; Note [Prefill
+  // budget] in decoder.cpp); a sequence whose prompt is done in this step gets its first token.
   // A finished sequence frees its slot. A sequence added with max_new_tokens = 0 finishes with
-  // token -1.
-  std::vector<Event> step();
+  // token -1. ValueError for max_rows < 1.
+  std::vector<Event> step(std::int64_t max_rows = std::numeric_limits<std::int64_t>::max());
 
   std::int64_t active() const;
   std::int64_t max_batch() const;
