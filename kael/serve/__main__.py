@@ -42,9 +42,10 @@ def parse_args(argv=None):
                    help="the largest max_tokens a request may ask (default 512)")
     p.add_argument("--max-queue", type=positive, default=64,
                    help="sequences waiting for a slot before 429 (default 64)")
-    p.add_argument("--prefill-rows", type=positive, default=64,
+    p.add_argument("--prefill-rows", type=positive, default=128,
                    help="rows a decoder step runs at most: one per running sequence, new prompts in the rest "
-                        "(default 64; larger: faster first tokens, slower streams while prompts arrive)")
+                        "(default 128; larger: faster first tokens, longer pauses in running streams while "
+                        "prompts arrive)")
     p.add_argument("--max-body", type=byte_size, default=10**6, help="largest request body (default 1MB)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0,
                    help="seconds SIGTERM lets running requests finish before cancelling them (default 10)")

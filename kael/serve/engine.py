@@ -49,7 +49,7 @@ log = logging.getLogger("kael.serve")
 END_OF_TEXT = "<|endoftext|>"
 # The rows a decoder step runs at most (docs/performance.md, "Serving": the inter-token latency
 # of running streams while long prompts arrive, against the time to a first token).
-PREFILL_ROWS = 64
+PREFILL_ROWS = 128
 
 
 class QueueFull(Exception):

@@ -8,7 +8,7 @@ It starts `python -m kael.serve` on a free loopback port (never another host) an
 1. one streaming client, its requests one after another: tokens/s, TTFT, inter-token latency;
 2. --clients concurrent streaming clients with mixed prompt lengths (each client its requests one
    after another) while a prober asks /healthz every 20 ms: requests/s, tokens/s, TTFT p50/p99,
-   inter-token p50/p99, failed or lost requests, /healthz p50/p99;
+   inter-token p50/p99/max, failed or lost requests, /healthz p50/p99;
    (1 and 2 --repeats times; the medians are printed)
 3. --mixed requests, valid and invalid mixed, --mixed-concurrency at a time: every valid one must
    complete with its tokens, every invalid one get its 4xx, none lost; the server's RSS at the
@@ -121,10 +121,11 @@ def prompt_of(rng, corpus, tokens_hint):
     return corpus[start:start + max(1, int(tokens_hint * 2))]  # at most about tokens_hint tokens
 
 
-async def client_loop(client, model, n_requests, max_tokens, stats, rng, corpus, max_prompt_tokens):
+async def client_loop(client, model, n_requests, max_tokens, stats, rng, corpus, max_prompt_tokens, vary):
     for _ in range(n_requests):
         body = {"model": model, "prompt": prompt_of(rng, corpus, rng.randint(1, max_prompt_tokens)),
-                "max_tokens": max_tokens, "temperature": 0.8, "seed": rng.randrange(2**32), "stream": True}
+                "max_tokens": rng.randint(max(1, max_tokens // 4), max_tokens) if vary else max_tokens,
+                "temperature": 0.8, "seed": rng.randrange(2**32), "stream": True}
         await stream_one(client, body, stats)
 
 
@@ -141,7 +142,7 @@ async def prober(client, stop, latencies):
                 pass
 
 
-async def run_clients(base, model, clients, n_requests, max_tokens, corpus, max_prompt_tokens, seed):
+async def run_clients(base, model, clients, n_requests, max_tokens, corpus, max_prompt_tokens, seed, vary=False):
     stats, health = Stats(), []
     stop = asyncio.Event()
     # every client made before the clock starts: making one (its SSL context) blocks the loop for
@@ -151,7 +152,7 @@ async def run_clients(base, model, clients, n_requests, max_tokens, corpus, max_
     rngs = [random.Random(seed * 1000 + i) for i in range(clients)]
     t0 = time.perf_counter()
     await asyncio.gather(*(client_loop(sessions[i], model, n_requests, max_tokens, stats, rngs[i], corpus,
-                                       max_prompt_tokens) for i in range(clients)))
+                                       max_prompt_tokens, vary) for i in range(clients)))
     wall = time.perf_counter() - t0
     stop.set()
     await probe
@@ -160,6 +161,7 @@ async def run_clients(base, model, clients, n_requests, max_tokens, corpus, max_
     return {"requests_s": stats.requests / wall, "tokens_s": stats.tokens / wall, "wall_s": wall,
             "ttft_p50": percentile(stats.ttft, 50), "ttft_p99": percentile(stats.ttft, 99),
             "itl_p50": percentile(stats.itl, 50), "itl_p99": percentile(stats.itl, 99),
+            "itl_max": max(stats.itl, default=float("nan")),
             "failed": len(stats.failed), "lost": clients * n_requests - stats.requests - len(stats.failed),
             "healthz_p50": percentile(health, 50), "healthz_p99": percentile(health, 99), "healthz_n": len(health),
             "errors": stats.failed[:3]}
@@ -249,7 +251,12 @@ def main():
     p.add_argument("--requests", type=int, default=3, help="requests per client in each repeat")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--max-prompt-tokens", type=int, default=120)
+    p.add_argument("--vary-tokens", action="store_true",
+                   help="each request's max_tokens drawn from [max_tokens / 4, max_tokens]: the clients' requests "
+                        "start and end at different steps, so new prompts arrive while other streams run")
     p.add_argument("--max-batch", type=int, default=8)
+    p.add_argument("--prefill-rows", type=int, default=None,
+                   help="the server's --prefill-rows (default: the server's default)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--mixed", type=int, default=1000, help="requests of the mixed run (0: skip it)")
     p.add_argument("--mixed-concurrency", type=int, default=16)
@@ -266,7 +273,8 @@ def main():
     base = f"http://127.0.0.1:{port}"
     log = open(os.path.join(tmp.name, "server.log"), "wb")
     server = subprocess.Popen([sys.executable, "-m", "kael.serve", "--model", model_dir, "--port", str(port),
-                               "--max-batch", str(args.max_batch), "--log-level", "warning"],
+                               "--max-batch", str(args.max_batch), "--log-level", "warning",
+                               *(["--prefill-rows", str(args.prefill_rows)] if args.prefill_rows else [])],
                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -280,30 +288,33 @@ def main():
                 raise SystemExit("kael.serve did not start")
             time.sleep(0.1)
         print(f"model {model}: {cfg['n_layer']} layers, width {cfg['n_embd']}, vocab {cfg['vocab_size']}, "
-              f"context {cfg['n_positions']}; server pid {server.pid}, --max-batch {args.max_batch}; "
-              f"{args.clients} clients x {args.requests} requests x {args.max_tokens} tokens, prompts of 1-"
+              f"context {cfg['n_positions']}; server pid {server.pid}, --max-batch {args.max_batch}, "
+              f"--prefill-rows {args.prefill_rows or 'default'}; "
+              f"{args.clients} clients x {args.requests} requests x {'up to ' if args.vary_tokens else ''}"
+              f"{args.max_tokens} tokens, prompts of 1-"
               f"{args.max_prompt_tokens} tokens", flush=True)
         asyncio.run(run_clients(base, model, 1, 1, 8, corpus, 10, 99))  # warm-up
         singles, multis = [], []
         for rep in range(args.repeats):
             single = asyncio.run(run_clients(base, model, 1, args.requests, args.max_tokens, corpus,
-                                             args.max_prompt_tokens, rep))
+                                             args.max_prompt_tokens, rep, args.vary_tokens))
             multi = asyncio.run(run_clients(base, model, args.clients, args.requests, args.max_tokens, corpus,
-                                            args.max_prompt_tokens, 100 + rep))
+                                            args.max_prompt_tokens, 100 + rep, args.vary_tokens))
             singles.append(single)
             multis.append(multi)
             for name, r in (("1 client", single), (f"{args.clients} clients", multi)):
                 print(f"  repeat {rep + 1} {name:>10}: {r['requests_s']:.2f} req/s, {r['tokens_s']:.1f} tokens/s, "
-                      f"TTFT p50/p99 {r['ttft_p50'] * 1e3:.0f}/{r['ttft_p99'] * 1e3:.0f} ms, inter-token p50/p99 "
-                      f"{r['itl_p50'] * 1e3:.1f}/{r['itl_p99'] * 1e3:.1f} ms, /healthz p50/p99 "
+                      f"TTFT p50/p99 {r['ttft_p50'] * 1e3:.0f}/{r['ttft_p99'] * 1e3:.0f} ms, inter-token p50/p99/max "
+                      f"{r['itl_p50'] * 1e3:.1f}/{r['itl_p99'] * 1e3:.1f}/{r['itl_max'] * 1e3:.0f} ms, /healthz p50/p99 "
                       f"{r['healthz_p50'] * 1e3:.1f}/{r['healthz_p99'] * 1e3:.1f} ms ({r['healthz_n']}), "
                       f"failed {r['failed']}, lost {r['lost']} {r['errors'] or ''}", flush=True)
         med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
         print(f"median of {args.repeats}:")
         for name, rs in (("1 client", singles), (f"{args.clients} clients", multis)):
             print(f"  {name:>10}: {med(rs, 'requests_s'):.2f} req/s, {med(rs, 'tokens_s'):.1f} tokens/s, TTFT p50/p99 "
-                  f"{med(rs, 'ttft_p50') * 1e3:.0f}/{med(rs, 'ttft_p99') * 1e3:.0f} ms, inter-token p50/p99 "
-                  f"{med(rs, 'itl_p50') * 1e3:.1f}/{med(rs, 'itl_p99') * 1e3:.1f} ms, /healthz p50/p99 "
+                  f"{med(rs, 'ttft_p50') * 1e3:.0f}/{med(rs, 'ttft_p99') * 1e3:.0f} ms, inter-token p50/p99/max "
+                  f"{med(rs, 'itl_p50') * 1e3:.1f}/{med(rs, 'itl_p99') * 1e3:.1f}/{med(rs, 'itl_max') * 1e3:.0f} ms, "
+                  f"/healthz p50/p99 "
                   f"{med(rs, 'healthz_p50') * 1e3:.1f}/{med(rs, 'healthz_p99') * 1e3:.1f} ms, "
                   f"failed {sum(r['failed'] for r in rs)}, lost {sum(r['lost'] for r in rs)}")
         ratio = med(multis, "tokens_s") / med(singles, "tokens_s")
