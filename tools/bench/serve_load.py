@@ -13,9 +13,9 @@ It starts `python -m kael.serve` on a free loopback port (never another host) an
 3. --mixed requests, valid and invalid mixed, --mixed-concurrency at a time: every valid one must
    complete with its tokens, every invalid one get its 4xx, none lost; the server's RSS at the
    start and the end of the run.
-Without --model it saves a random kael.GPT (--n-layer, --n-embd, --block-size) with a BPE
-tokenizer trained on the bundled Shakespeare into a temporary directory: throughput does not
-depend on the weights' values.
+Without --model it saves a random kael.GPT (--n-layer, --n-embd, --block-size; GPT-2 small's
+shapes by default) with a BPE tokenizer trained on the bundled Shakespeare into a temporary
+directory: throughput does not depend on the weights' values.
 """
 import argparse
 import asyncio
@@ -242,11 +242,14 @@ async def mixed_run(base, cases, concurrency):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="a model directory (default: a random model saved to a temporary directory)")
-    p.add_argument("--n-layer", type=int, default=6)
-    p.add_argument("--n-head", type=int, default=6)
-    p.add_argument("--n-embd", type=int, default=384)
-    p.add_argument("--block-size", type=int, default=256)
-    p.add_argument("--vocab-size", type=int, default=2048)
+    # GPT-2 small's shapes by default: the smallest model people serve, and one whose decode step
+    # is bound by reading the weights, which batching shares (docs/decisions/serving.md).
+    p.add_argument("--n-layer", type=int, default=12)
+    p.add_argument("--n-head", type=int, default=12)
+    p.add_argument("--n-embd", type=int, default=768)
+    p.add_argument("--block-size", type=int, default=1024)
+    p.add_argument("--vocab-size", type=int, default=50257,
+                   help="the BPE vocabulary to train on the bundled corpus (it stops where merges run out)")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--requests", type=int, default=3, help="requests per client in each repeat")
     p.add_argument("--max-tokens", type=int, default=64)
