@@ -12,6 +12,7 @@ import numbers
 import warnings
 
 import kael
+from kael._memory_format import _suggested_format
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
@@ -160,8 +161,13 @@ def _adaptive_size(input, output_size, n, op):
 def adaptive_avg_pool2d(input, output_size):
     """The mean over windows that split the last two dims into output_size parts (None keeps a dim)."""
     if _ntuple(output_size, 2, "output_size", "adaptive_avg_pool2d") == (1, 1):
-        # torch's composite computes a 1x1 output as mean over (H, W) (its rounding, any rank)
-        return input.mean((-1, -2), keepdim=True)
+        # torch's composite computes a 1x1 output as mean over (H, W) (its rounding, any rank),
+        # laid out channels-last for a channels-last input (strides (C, 1, C, C), as torch's)
+        out = input.mean((-1, -2), keepdim=True)
+        if input.dim() == 4 and _suggested_format(input) is kael.channels_last:
+            n, c = input.shape[0], input.shape[1]
+            out = out.as_strided((n, c, 1, 1), (c, 1, c, c))
+        return out
     return kael.adaptive_avg_pool2d(input, _adaptive_size(input, output_size, 2, "adaptive_avg_pool2d"))
 
 

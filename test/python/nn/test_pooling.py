@@ -741,3 +741,46 @@ def test_bilinear_channels_last(args, dtype):
     yr.backward(kael.tensor(np.random.default_rng(5).standard_normal(g_shape)).to(yr.dtype))
     np.testing.assert_array_equal(ky.detach().numpy(), yr.detach().numpy())
     np.testing.assert_array_equal(kg.numpy(), xr.grad.numpy())
+
+
+# ---- every pooling and resampling op keeps a channels-last input's layout, as torch
+# (Note [Channels-last results] in aten/src/native/cpu/pooling.cpp): values, the result's
+# strides, and the strides of the gradient autograd.grad returns (no leaf's layout rule applies)
+
+CL_SWEEP = {
+    "max_pool2d": lambda F, x: F.max_pool2d(x, 3, 2, 1),
+    "max_pool2d_indices": lambda F, x: F.max_pool2d(x, 2, return_indices=True)[1],
+    "avg_pool2d": lambda F, x: F.avg_pool2d(x, 3, 2, 1),
+    "avg_pool2d_ceil_divisor": lambda F, x: F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3),
+    "adaptive_avg_pool2d": lambda F, x: F.adaptive_avg_pool2d(x, (3, 4)),
+    "adaptive_avg_pool2d_1": lambda F, x: F.adaptive_avg_pool2d(x, 1),
+    "adaptive_max_pool2d": lambda F, x: F.adaptive_max_pool2d(x, (4, 3)),
+    "adaptive_max_pool2d_indices": lambda F, x: F.adaptive_max_pool2d(x, (4, 3), return_indices=True)[1],
+    "nearest": lambda F, x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    "nearest_size": lambda F, x: F.interpolate(x, size=(5, 11), mode="nearest"),
+    "nearest_exact": lambda F, x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
+    "area": lambda F, x: F.interpolate(x, size=(3, 5), mode="area"),
+    "bilinear": lambda F, x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(CL_SWEEP))
+def test_channels_last_layout_sweep(name, dtype):
+    a = np.random.default_rng(7).standard_normal((2, 5, 7, 9))
+    res = {}
+    for L in (torch, kael):
+        x = L.tensor(a).to(getattr(L, dtype)).contiguous(memory_format=L.channels_last).requires_grad_()
+        y = CL_SWEEP[name](L.nn.functional, x)
+        grad = None
+        if y.dtype != L.int64:
+            g = L.tensor(np.random.default_rng(8).standard_normal(tuple(y.shape))).to(y.dtype)
+            grad, = L.autograd.grad(y, x, g.contiguous(memory_format=L.channels_last))
+        res[L.__name__] = (y.detach(), grad)
+    (ky, kg), (ty, tg) = res["kael"], res["torch"]
+    assert ky.stride() == ty.stride(), (ky.stride(), ty.stride())
+    tol = {"float32": 1e-6, "float64": 1e-13, "bfloat16": 1e-2}[dtype]
+    np.testing.assert_allclose(ky.double().numpy(), ty.double().numpy(), rtol=tol, atol=tol)
+    if tg is not None:
+        assert kg.stride() == tg.stride(), (kg.stride(), tg.stride())
+        np.testing.assert_allclose(kg.double().numpy(), tg.double().numpy(), rtol=tol, atol=tol)

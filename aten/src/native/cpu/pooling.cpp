@@ -86,6 +86,22 @@ DimVector with_plane(const Planes& p, std::int64_t h, std::int64_t w) {
 
 Tensor contiguous_of(const Tensor& t) { return t.is_contiguous() ? t : snapshot_cpu(t); }
 
+// Note [Channels-last results]
+// torch lays out every pooling and resampling result of a channels-last (N, C, H, W) input
+// channels-last. Max pooling and bilinear interpolation walk such an input where it lies (Note
+// [Channels-last max pooling], Note [Channels-last bilinear interpolation]); the average and
+// adaptive pools and nearest resampling compute on planes, as for any other layout, and their
+// result is then copied into channels-last strides (the same values; one copy of the result,
+// where the input's contiguous copy was made already). Backward kernels do the same for a
+// channels-last incoming gradient.
+Tensor channels_last_like(const Tensor& layout, const Tensor& out) {
+  if (out.dim() != 4 || out.numel() == 0 || layout.dim() != 4 || layout.is_contiguous() || !channels_last_dense(layout))
+    return out;
+  Tensor dst = alloc_strided_cpu(out.sizes(), channels_last_strides(out.sizes()), out.dtype());
+  copy_cpu(dst, out);
+  return dst;
+}
+
 // PyTorch's pooling output size: floor (or ceil) of (in + 2 pad - dilation (k - 1) - 1) / stride
 // + 1, where a last window that would start in the right padding is dropped in ceil mode.
 std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride, std::int64_t dil,
@@ -594,7 +610,7 @@ std::tuple<Tensor, Tensor> adaptive_max_pool2d_cpu(const Tensor& self, IntArrayR
       }
     });
   });
-  return {out, idx};
+  return {channels_last_like(self, out), channels_last_like(self, idx)};
 }
 
 Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Tensor& indices, IntArrayRef input_size) {
@@ -652,7 +668,7 @@ Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Ten
   for (std::int64_t i = 0; i < ix.numel(); ++i)
     KAEL_CHECK_INDEX(checked[i] >= 0 && checked[i] < in_plane,
                      op << ": index " << checked[i] << " out of range for a plane of " << in.h << "x" << in.w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& g, const Tensor& dst, const Tensor& ix_own) {
+  Tensor r = in_compute_dtype(grad_output, input_size, true, [&](const Tensor& g, const Tensor& dst, const Tensor& ix_own) {
     visit_compute(g.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -666,6 +682,7 @@ Tensor max_pool2d_with_indices_backward_cpu(const Tensor& grad_output, const Ten
       }
     });
   }, ix);
+  return channels_last_like(indices, r);
 }
 
 Tensor max_unpool2d_cpu(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
@@ -754,7 +771,7 @@ Tensor avg_pool2d_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef s
   KAEL_CHECK(is_floating(self.dtype()) || self.dtype() == ScalarType::Int64,
              op << ": not implemented for dtype " << self.dtype());
   const PoolGeometry g = avg_geometry(op, self.sizes(), kernel_size, stride, padding, ceil_mode, divisor_override);
-  return in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
+  Tensor r = in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (!is_reduced_floating_v<T>) {
@@ -779,6 +796,7 @@ Tensor avg_pool2d_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef s
       }
     });
   });
+  return channels_last_like(self, r);
 }
 
 Tensor avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size, IntArrayRef kernel_size,
@@ -789,7 +807,7 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size
              op << ": input_size must have 3 or 4 elements, got " << shape_str(input_size));
   const PoolGeometry g = avg_geometry(op, input_size, kernel_size, stride, padding, ceil_mode, divisor_override);
   backward_planes(op, grad_output, input_size, g.oh, g.ow);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
+  Tensor r = in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -811,6 +829,7 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size
       }
     });
   });
+  return channels_last_like(grad_output, r);
 }
 
 // ---- adaptive average pooling
@@ -821,7 +840,7 @@ Tensor adaptive_avg_pool2d_cpu(const Tensor& self, IntArrayRef output_size) {
   check_dtype(op, self, false);
   const Pair o = adaptive_output(op, output_size);
   const Planes in = planes_of(self.sizes());
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
+  Tensor r = in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -846,6 +865,7 @@ Tensor adaptive_avg_pool2d_cpu(const Tensor& self, IntArrayRef output_size) {
       }
     });
   });
+  return channels_last_like(self, r);
 }
 
 Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef input_size) {
@@ -854,7 +874,7 @@ Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef i
                                         << shape_str(grad_output.sizes()));
   const std::int64_t oh_n = grad_output.sizes()[grad_output.dim() - 2], ow_n = grad_output.sizes()[grad_output.dim() - 1];
   const Planes in = backward_planes(op, grad_output, input_size, oh_n, ow_n);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
+  Tensor r = in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -878,6 +898,7 @@ Tensor adaptive_avg_pool2d_backward_cpu(const Tensor& grad_output, IntArrayRef i
       }
     });
   });
+  return channels_last_like(grad_output, r);
 }
 
 // ---- nearest and bilinear resampling
@@ -890,7 +911,7 @@ Tensor upsample_nearest_impl(const char* op, const Tensor& self, IntArrayRef out
   const Pair o = pair_arg(op, "output_size", output_size);
   check_upsample_input(op, self, o);
   const Planes in = planes_of(self.sizes());
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
+  Tensor r = in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -909,6 +930,7 @@ Tensor upsample_nearest_impl(const char* op, const Tensor& self, IntArrayRef out
       }
     });
   });
+  return channels_last_like(self, r);
 }
 
 template <bool Exact>
@@ -917,7 +939,7 @@ Tensor upsample_nearest_backward_impl(const char* op, const Tensor& grad_output,
   const Pair o = pair_arg(op, "output_size", output_size);
   KAEL_CHECK(input_size.size() == 4, op << ": input_size must have 4 elements, got " << shape_str(input_size));
   const Planes in = backward_planes(op, grad_output, input_size, o.h, o.w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
+  Tensor r = in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -936,6 +958,7 @@ Tensor upsample_nearest_backward_impl(const char* op, const Tensor& grad_output,
       }
     });
   });
+  return channels_last_like(grad_output, r);
 }
 
 }  // namespace
@@ -972,7 +995,7 @@ Tensor _upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, boo
   if (self.numel() > 0 && !self.is_contiguous() && channels_last_dense(self) &&
       (self.dtype() == ScalarType::Float32 || self.dtype() == ScalarType::Float64))
     return upsample_bilinear2d_channels_last(self, o, align_corners, scales_h, scales_w);
-  return in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
+  Tensor r = in_compute_dtype(self, with_plane(in, o.h, o.w), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -998,6 +1021,7 @@ Tensor _upsample_bilinear2d_cpu(const Tensor& self, IntArrayRef output_size, boo
       }
     });
   });
+  return channels_last_like(self, r);
 }
 
 Tensor _upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef output_size, IntArrayRef input_size,
@@ -1010,7 +1034,7 @@ Tensor _upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef 
   if (grad_output.numel() > 0 && !grad_output.is_contiguous() && channels_last_dense(grad_output) &&
       (grad_output.dtype() == ScalarType::Float32 || grad_output.dtype() == ScalarType::Float64))
     return upsample_bilinear2d_backward_channels_last(grad_output, o, input_size, align_corners, scales_h, scales_w);
-  return in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
+  Tensor r = in_compute_dtype(grad_output, input_size, true, [&](const Tensor& go, const Tensor& dst, const Tensor&) {
     visit_compute(go.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (kael::is_floating_v<T> && !is_reduced_floating_v<T>) {
@@ -1037,6 +1061,7 @@ Tensor _upsample_bilinear2d_backward_cpu(const Tensor& grad_output, IntArrayRef 
       }
     });
   });
+  return channels_last_like(grad_output, r);
 }
 
 // ---- im2col / col2im
