@@ -1,9 +1,8 @@
 """torch's other spellings of kael's ops, and small torch functions written in Python from
 registered ops (so autograd, a Python key and every device see those ops): the aliases
 (``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
-error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, ``addcmul`` and
-``addcdiv``, the NaN-ignoring reductions, stacking helpers, ``meshgrid``, ``diff``,
-``repeat_interleave``, ``tril_indices``/``triu_indices``, ``finfo``/``iinfo``. Each is compared
+error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, the NaN-ignoring
+reductions, stacking helpers, ``meshgrid``, ``diff``, ``repeat_interleave``, ``tril_indices``/``triu_indices``, ``finfo``/``iinfo``. Each is compared
 against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
@@ -179,56 +178,6 @@ def trace(input: Tensor) -> Tensor:
     if input.dim() != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
     return _C.diagonal(input).sum()
-
-
-def _value_in(value, *tensors, op="addcmul"):
-    """value as torch's kernel reads it: converted to the tensors' common dtype (a float value on
-    integer tensors is truncated; NaN and infinities raise as torch's overflow check)."""
-    if all(not t.dtype.is_floating_point for t in tensors) and isinstance(value, float):
-        if not _math.isfinite(value):
-            dtype = tensors[0].dtype
-            for t in tensors[1:]:
-                dtype = _C.promote_types(dtype, t.dtype)
-            raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {dtype} without overflow")
-        return int(value)
-    return value
-
-
-def _no_bool_kernel(op, *tensors):
-    if all(isinstance(t, Tensor) and t.dtype == _C.bool for t in tensors):
-        raise NotImplementedError(f'"{op}_cpu_out" not implemented for \'Bool\'')
-
-
-def _check_value(op, value, dtype):
-    """Raises as torch's addcmul/addcdiv kernels do where `value` does not fit the type they
-    compute in: the result's dtype, float32 for float16 and bfloat16 (their opmath type); bool
-    tensors have no kernel."""
-    compute = _C.float32 if dtype in (_C.float16, _C.bfloat16) else dtype
-    if compute.is_floating_point and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)  # an int past int64 is a float to a floating kernel
-    try:
-        _C.full((), value, dtype=compute)
-    except RuntimeError:
-        raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {compute} without overflow") from None
-
-
-def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """input + value * tensor1 * tensor2, multiplied in that order, as torch.addcmul."""
-    _no_bool_kernel("addcmul", input, tensor1, tensor2)
-    result = _C.add(input, _C.mul(_C.mul(tensor1, _value_in(value, input, tensor1, tensor2)), tensor2))
-    _check_value("addcmul", value, result.dtype)
-    return result
-
-
-def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """input + value * tensor1 / tensor2, as torch.addcdiv (integer tensors raise, as there)."""
-    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
-        raise RuntimeError("addcdiv: Integer division with addcdiv is no longer supported, and in a future "
-                           "release addcdiv will perform a true division of tensor1 and tensor2. Use "
-                           "input + value * tensor1 / tensor2 (or torch.floor_divide) instead.")
-    result = _C.add(input, _C.div(_C.mul(tensor1, value), tensor2))
-    _check_value("addcdiv", value, result.dtype)
-    return result
 
 
 def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -1474,8 +1423,8 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace", "addcmul",
-             "addcdiv", "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
+FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace",
+             "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
              "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
              "fliplr", "finfo", "iinfo", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
              "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
@@ -1485,8 +1434,8 @@ FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bm
              "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
              "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm",
              "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace", "addcmul",
-           "addcdiv", "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
+METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace",
+           "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
            "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
            "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
            "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
@@ -1512,8 +1461,6 @@ def install(namespace: dict, extend):
     methods.update({name: globals()[name] for name in METHODS})
     methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
     methods["ger"] = outer
-    methods["addcmul_"] = _in_place("addcmul_", addcmul)
-    methods["addcdiv_"] = _in_place("addcdiv_", addcdiv)
     methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
     methods["addmm_"] = _in_place("addmm_", _addmm)
     methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)

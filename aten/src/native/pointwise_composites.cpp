@@ -80,6 +80,35 @@ void lerp_check(const Operand& self, const Operand& end, const Operand& weight) 
   if (!weight.is_tensor()) check_convertible("lerp", weight.scalar(), is_reduced_floating(t) ? ScalarType::Float32 : t);
 }
 
+namespace {
+// value as PyTorch's addcmul/addcdiv kernels read it: checked against the type they compute in
+// (the result's, float32 for float16/bfloat16).
+void check_value(const char* op, const Operand& self, const Operand& tensor1, const Operand& tensor2,
+                 const Scalar& value) {
+  const ScalarType t = result_type({&self, &tensor1, &tensor2});
+  if (t == ScalarType::Bool) return;  // no kernel: the dtype check raises
+  const ScalarType compute = is_reduced_floating(t) ? ScalarType::Float32 : t;
+  check_convertible(op, value, compute);
+}
+}  // namespace
+
+void addcmul_check(const Operand& self, const Operand& tensor1, const Operand& tensor2, const Scalar& value) {
+  check_value("addcmul", self, tensor1, tensor2, value);
+}
+
+void addcdiv_check(const Operand& self, const Operand& tensor1, const Operand& tensor2, const Scalar& value) {
+  const auto integral = [](const Operand& o) {
+    return !is_floating(o.is_tensor() ? o.tensor().dtype() : o.scalar().wrapped_dtype());
+  };
+  KAEL_CHECK(!(integral(tensor1) && integral(tensor2)),
+             "addcdiv: Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+             "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
+             "(input + value * kael.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + "
+             "value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
+             "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  check_value("addcdiv", self, tensor1, tensor2, value);
+}
+
 // ---------------------------------------------------------------- masked_fill
 
 namespace {

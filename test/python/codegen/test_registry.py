@@ -116,7 +116,7 @@ def kael_call(f, *args):
 def test_matches_torch(f):
     assert hasattr(torch, f.name), f"torch.{f.name} does not exist: compare {f.name} by hand"
     top = getattr(torch, f.name)
-    ts = [positive(3, 4), positive(3, 4)][:len(f.schema.tensor_params)]
+    ts = [positive(3, 4) for _ in f.schema.tensor_params]
     ks = [to_kael(t) for t in ts]
     expected = top(*ts)
     check(kael_call(f, *ks), expected)
@@ -138,16 +138,17 @@ BINARY = [f for f in POINTWISE if f.operand_inputs]
 
 @pytest.mark.parametrize("f", BINARY, ids=[f.name for f in BINARY])
 def test_python_numbers_for_either_input(f):
-    t = positive(2, 3)
-    k = to_kael(t)
+    n = len(f.schema.tensor_params)
+    ts = [positive(2, 3) for _ in range(n)]
+    ks = [to_kael(t) for t in ts]
     # torch does not take a number everywhere (torch.add(1.5, t), torch.maximum(t, 1.5)), so the
     # number becomes a full float32 tensor on the torch side: the result dtype is the same.
-    top, full = getattr(torch, f.name), torch.full_like(t, 1.5)
-    check(kael_call(f, k, 1.5), top(t, full))
-    check(kael_call(f, 1.5, k), top(full, t))
+    top, full = getattr(torch, f.name), torch.full_like(ts[0], 1.5)
+    for i in range(n):  # a number in each position in turn
+        check(kael_call(f, *ks[:i], 1.5, *ks[i + 1:]), top(*ts[:i], full, *ts[i + 1:]))
     if "function" in f.variants:
         with pytest.raises(TypeError, match=f"{f.name}: expected at least one tensor argument"):
-            getattr(kael, f.name)(1.5, 2.5)
+            getattr(kael, f.name)(*[1.5 + i for i in range(n)])
 
 
 # ---------------------------------------------------------------- the dispatcher

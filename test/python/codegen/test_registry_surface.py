@@ -18,7 +18,7 @@ REMAINING = {
         # views
         "broadcast_to", "numel",
         # products
-        "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace", "addcmul", "addcdiv",
+        "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace",
         # reductions
         "nansum", "nanmean",
         # stacking
@@ -43,8 +43,7 @@ REMAINING = {
         # views
         "type_as", "view_as", "reshape_as", "broadcast_to",
         # products
-        "mm", "mv", "dot", "outer", "ger", "trace", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "addmm_",
-        "baddbmm_",
+        "mm", "mv", "dot", "outer", "ger", "trace", "addmm_", "baddbmm_",
         # reductions
         "nansum", "nanmean",
         # sequences

@@ -302,11 +302,31 @@ def _takes_numbers_error(e):
     return isinstance(e, TypeError) and ("must be Tensor" in str(e) or "invalid combination" in str(e))
 
 
+def _combine_categories(higher, lower):
+    """torch's combine_categories (aten/src/ATen/native/TypeProperties.cpp), without complex."""
+    if higher is not None and higher.is_floating_point:
+        return higher
+    if higher is torch.bool or (lower is not None and lower.is_floating_point):
+        return lower if higher is None else (higher if lower is None else torch.promote_types(higher, lower))
+    return higher if higher is not None else lower
+
+
 def result_type(targs):
-    """torch's promoted dtype of the inputs (Python numbers as wrapped numbers)."""
+    """torch's promoted dtype of the inputs (Python numbers as wrapped numbers): torch's
+    ResultTypeState over any number of operands (torch.result_type takes two)."""
     if len(targs) == 1:
         return targs[0].dtype
-    return torch.result_type(*targs)
+    if len(targs) == 2:
+        return torch.result_type(*targs)
+    state = {"dim": None, "zero": None, "wrapped": None}
+    for a in targs:
+        if isinstance(a, torch.Tensor):
+            key, dt = ("dim" if a.dim() > 0 else "zero"), a.dtype
+        else:
+            key = "wrapped"
+            dt = torch.bool if isinstance(a, bool) else torch.int64 if isinstance(a, int) else torch.get_default_dtype()
+        state[key] = dt if state[key] is None else torch.promote_types(state[key], dt)
+    return _combine_categories(state["dim"], _combine_categories(state["zero"], state["wrapped"]))
 
 
 class TorchOp:
