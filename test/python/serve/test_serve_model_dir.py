@@ -1,6 +1,7 @@
 """What kael.serve serves: a model directory with Hugging Face's vocab.json + merges.txt instead of
 tokenizer.tiktoken (served in-process by uvicorn from create_app), and the directories it
 refuses at start."""
+import contextlib
 import json
 import os
 import subprocess
@@ -13,6 +14,23 @@ import uvicorn
 import kael
 from kael.serve import create_app
 from serve_helpers import PYTHON, ROOT, free_port, make_model_dir, wait_until
+
+
+@contextlib.contextmanager
+def served(app, log_level="critical"):
+    """The ASGI app served by uvicorn on a loopback port in a thread of this process; yields the
+    base URL and stops the server (the thread must end) on leaving."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started, timeout=30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert not thread.is_alive()
 
 
 def bytes_to_unicode():
@@ -74,23 +92,13 @@ def test_hugging_face_tokenizer_files_served_from_create_app(tmp_path):
     assert hf.encode_ordinary(sample) == tokenizer.encode_ordinary(sample)
     assert hf.special_tokens == tokenizer.special_tokens
 
-    app = create_app(model_dir, max_batch=2)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: server.started, timeout=30)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions",
+    with served(create_app(model_dir, max_batch=2), log_level="warning") as base:
+        r = httpx.post(base + "/v1/completions",
                        json={"model": "hf-gpt", "prompt": sample, "max_tokens": 30, "seed": 77}, timeout=60)
-        assert r.status_code == 200, r.text
-        row = model.generate([tokenizer.encode_ordinary(sample)], 30, seed=77, stop_tokens=[383])[0]
-        text = tokenizer.decode(row[:-1] if row[-1] == 383 else row)
-        assert r.json()["choices"][0]["text"] == text
-    finally:
-        server.should_exit = True
-        thread.join(30)
-    assert not thread.is_alive()
+    assert r.status_code == 200, r.text
+    row = model.generate([tokenizer.encode_ordinary(sample)], 30, seed=77, stop_tokens=[383])[0]
+    text = tokenizer.decode(row[:-1] if row[-1] == 383 else row)
+    assert r.json()["choices"][0]["text"] == text
 
 
 def start_fails(model_dir):
@@ -138,13 +146,7 @@ def test_scheduler_failure_gives_errors_and_an_unhealthy_healthz(tmp_path):
     model_dir, _, _ = make_model_dir(tmp_path / "gpt")
     app = create_app(model_dir)
     engine = app.state.server.engine
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        assert wait_until(lambda: server.started, timeout=30)
+    with served(app) as base:
         assert httpx.get(base + "/healthz").json()["status"] == "ok"
         engine._decoder = _Broken(engine._decoder)
         r = httpx.post(base + "/v1/completions", json={"model": "gpt", "prompt": "a", "max_tokens": 5}, timeout=30)
@@ -154,10 +156,6 @@ def test_scheduler_failure_gives_errors_and_an_unhealthy_healthz(tmp_path):
         assert "MemoryError: no memory for the step" in r.json()["error"]
         r = httpx.post(base + "/v1/completions", json={"model": "gpt", "prompt": "a", "max_tokens": 5}, timeout=30)
         assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-    assert not thread.is_alive()
 
 
 class _Recorder:
@@ -189,18 +187,10 @@ def test_a_long_prompt_is_prefilled_between_the_running_streams_steps(tmp_path):
     ids = tokenizer.encode_ordinary(text)[:200]
     long = tokenizer.decode(ids)
     assert tokenizer.encode_ordinary(long) == ids and len(tokenizer.encode_ordinary(short)) <= 15
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: server.started, timeout=30)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=120,
+    with served(app) as base:
+        r = httpx.post(base + "/v1/completions", timeout=120,
                        json={"model": "gpt", "prompt": [short, long], "max_tokens": 30, "seed": 17})
-        assert r.status_code == 200, r.text
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    assert r.status_code == 200, r.text
     assert {rows for rows, _ in recorder.steps} == {16}
     slots = [[slot for slot, token, _ in events if token >= 0] for _, events in recorder.steps]
     # the short prompt fits the first step; the long one, oldest second, takes 15 rows a step
