@@ -730,6 +730,12 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # as in every other op (docs/decisions/argument-parsing.md, Argument parsing). clamp's number bounds
             # and where's number are checked as in torch (test_number_writes.py).
             return "torch checks the number's range"
+        if (f.name.rstrip("_") == "lerp" and isinstance(kerr, TypeError) and terr is None
+                and "input and end must be tensors" in str(kerr)):
+            # torch.lerp takes a number only as weight (TypeError for a number input or end, as
+            # kael's lerp_check); the oracle computed with the number wrapped, as it does for the
+            # ops that take numbers anywhere in kael and not in torch
+            return "lerp takes a number only as weight, as torch's"
         if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
                 and "invalid combination of arguments" in str(terr) and "Number self" in str(terr)):
             # torch's binding names the number `self` in these overloads; kael's schema spells
