@@ -46,8 +46,8 @@ def _origin(name, value):
         code = getattr(inspect.unwrap(value), "__code__", None)
     if code is not None:
         path = Path(code.co_filename).resolve()
-        try:
-            rel = path.relative_to(ROOT)
+        try:  # relative to where kael was imported from (the checkout, or an installed copy)
+            rel = path.relative_to(Path(kael.__file__).resolve().parents[1])
         except ValueError:
             return str(path)
         return ".".join(rel.with_suffix("").parts)
