@@ -97,9 +97,10 @@ void addcmul_check(const Operand& self, const Operand& tensor1, const Operand& t
 }
 
 void addcdiv_check(const Operand& self, const Operand& tensor1, const Operand& tensor2, const Scalar& value) {
-  const auto integral = [](const Operand& o) {
-    return !is_floating(o.is_tensor() ? o.tensor().dtype() : o.scalar().wrapped_dtype());
-  };
+  // A number stands for a tensor of the dtype the op computes in (a wrapped number), as for the
+  // other pointwise ops that take numbers where torch takes only tensors.
+  const ScalarType compute = result_type({&self, &tensor1, &tensor2});
+  const auto integral = [&](const Operand& o) { return !is_floating(o.is_tensor() ? o.tensor().dtype() : compute); };
   KAEL_CHECK(!(integral(tensor1) && integral(tensor2)),
              "addcdiv: Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
              "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "

@@ -71,3 +71,25 @@ def test_rounded_once_as_torch(fn, dtype):
             t = [lib.tensor(x).to(getattr(lib, dtype)) for x in (a, b, c)]
             got[lib.__name__] = getattr(lib, fn)(t[0], t[1][:, ::2], t[2][::2], value=value).double().numpy()
         np.testing.assert_array_equal(got["kael"], got["torch"])
+
+
+def test_numbers_in_tensor_places_are_wrapped_numbers():
+    """kael's pointwise ops take a number where torch takes only a tensor, as a wrapped number of
+    the dtype the op computes in (torch's result with that 0-d tensor): so addcdiv's integer
+    division check sees a float tensor2 for a number next to a float input; a list is no number."""
+    f32, i64 = torch.tensor([2.0, -1.5]), torch.tensor([3, 5])
+    cases = [("addcdiv", (f32, i64, -3)), ("addcdiv", (f32, -3, i64)), ("addcmul", (-3, f32, i64)),
+             ("addcmul", (f32, 2, 7)), ("addcdiv", (i64, i64, 2.5))]
+    for fn, args in cases:
+        value = -3 if fn == "addcdiv" else 0.5
+        wrapped = [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=torch.result_type(
+            *[b for b in args if isinstance(b, torch.Tensor)][:1], a)) for a in args]
+        expected = getattr(torch, fn)(*wrapped, value=value)
+        got = getattr(kael, fn)(*[kael.tensor(a.numpy()) if isinstance(a, torch.Tensor) else a for a in args],
+                                value=value)
+        assert str(got.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], (fn, args)
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
+        kael.addcdiv(kael.tensor([1.0]), kael.tensor([3]), kael.tensor([2]))
+    with pytest.raises(TypeError):
+        kael.addcmul([1], kael.tensor(2.0), -1)

@@ -322,9 +322,11 @@ def result_type(targs):
     for a in targs:
         if isinstance(a, torch.Tensor):
             key, dt = ("dim" if a.dim() > 0 else "zero"), a.dtype
-        else:
+        elif isinstance(a, (bool, int, float)):
             key = "wrapped"
             dt = torch.bool if isinstance(a, bool) else torch.int64 if isinstance(a, int) else torch.get_default_dtype()
+        else:  # as torch.result_type: a list, a complex number, None... is no operand it promotes
+            raise TypeError(f"result_type: {type(a).__name__} is not a tensor or a real number")
         state[key] = dt if state[key] is None else torch.promote_types(state[key], dt)
     return _combine_categories(state["dim"], _combine_categories(state["zero"], state["wrapped"]))
 
