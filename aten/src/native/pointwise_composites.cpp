@@ -82,10 +82,8 @@ void lerp_check(const Operand& self, const Operand& end, const Operand& weight) 
 
 namespace {
 // value as PyTorch's addcmul/addcdiv kernels read it: checked against the type they compute in
-// (the result's, float32 for float16/bfloat16).
-void check_value(const char* op, const Operand& self, const Operand& tensor1, const Operand& tensor2,
-                 const Scalar& value) {
-  const ScalarType t = result_type({&self, &tensor1, &tensor2});
+// (the result's, t; float32 for float16/bfloat16).
+void check_value(const char* op, ScalarType t, const Scalar& value) {
   if (t == ScalarType::Bool) return;  // no kernel: the dtype check raises
   const ScalarType compute = is_reduced_floating(t) ? ScalarType::Float32 : t;
   check_convertible(op, value, compute);
@@ -93,7 +91,7 @@ void check_value(const char* op, const Operand& self, const Operand& tensor1, co
 }  // namespace
 
 void addcmul_check(const Operand& self, const Operand& tensor1, const Operand& tensor2, const Scalar& value) {
-  check_value("addcmul", self, tensor1, tensor2, value);
+  check_value("addcmul", result_type({&self, &tensor1, &tensor2}), value);
 }
 
 void addcdiv_check(const Operand& self, const Operand& tensor1, const Operand& tensor2, const Scalar& value) {
@@ -107,7 +105,7 @@ void addcdiv_check(const Operand& self, const Operand& tensor1, const Operand& t
              "(input + value * kael.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + "
              "value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
              "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
-  check_value("addcdiv", self, tensor1, tensor2, value);
+  check_value("addcdiv", compute, value);
 }
 
 // ---------------------------------------------------------------- masked_fill
