@@ -86,10 +86,11 @@ def test_out_refused_when_an_argument_requires_grad(name):
 
 @pytest.mark.parametrize("name", ["matmul", "mm", "addmm"])
 def test_out_aliasing_an_input_gets_the_product_of_the_old_values(name):
-    results = []
-    for lib in (torch, kael):
-        x = lib.tensor(np.arange(9, dtype=np.float32).reshape(3, 3))
-        args = (x, x, x) if name == "addmm" else (x, x)
-        getattr(lib, name)(*args, out=x)
-        results.append(np.asarray(x.tolist(), dtype=np.float32))
-    np.testing.assert_array_equal(results[0], results[1])
+    # the oracle is torch's product of copies: torch's own aliased call is no oracle, its MKL path
+    # writes zeros on some CPUs (AMD EPYC) and the product on others
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    args = [torch.tensor(x) for _ in range(3 if name == "addmm" else 2)]
+    expected = getattr(torch, name)(*args)
+    k = kael.tensor(x)
+    assert getattr(kael, name)(*([k] * len(args)), out=k) is k
+    np.testing.assert_array_equal(np.asarray(k.tolist(), dtype=np.float32), expected.numpy())
