@@ -422,7 +422,9 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-_CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*\(")
+# A call in a pointwise formula: name( or name<S>( (a helper told the storage type, to round its
+# intermediates to it as PyTorch's kernel of that op does).
+_CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*(<\s*S\s*>)?\s*\(")
 
 
 MATH_HEADER = Path(__file__).resolve().parent.parent / "aten/include/kael/native/math.h"
@@ -461,7 +463,8 @@ def qualified_formula(f: NativeFunction) -> str:
     """The pointwise formula with every function call qualified by kael's math namespace, so a
     name that only the C library defines cannot bind to its double version. `T(...)` (the compute
     type) is a conversion, not a call."""
-    return _CALL.sub(lambda m: m.group(0) if m.group(1) == "T" else f"math::{m.group(1)}(", f.pointwise)
+    return _CALL.sub(lambda m: m.group(0) if m.group(1) == "T" else f"math::{m.group(1)}{'<S>' if m.group(2) else ''}(",
+                     f.pointwise)
 
 
 def formula_params(f: NativeFunction, var: bool = True) -> str:

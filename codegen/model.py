@@ -367,6 +367,12 @@ class NativeFunction:
         return self.layout == "number_self_contiguous"
 
     @property
+    def exact_out(self) -> bool:
+        """out= must have the result's dtype, which promotion gives (a non-always_bool op with
+        out_dtype 'result'): checked once the call has promoted its inputs, before any write."""
+        return self.out_dtype == "result" and self.promotion != "always_bool"
+
+    @property
     def bool_out(self) -> bool:
         """out= must be a bool tensor (an always_bool op whose out= must have the result's dtype)."""
         return self.out_dtype == "result" and self.promotion == "always_bool"
@@ -418,9 +424,8 @@ def _check_pointwise_properties(schema: Schema, pointwise: str | None, promotion
         raise CodegenError(f"layout '{layout}' applies to pointwise ops of two tensor inputs only")
     if out_dtype not in OUT_DTYPES:
         raise CodegenError(f"unknown out_dtype '{out_dtype}' (expected one of {', '.join(OUT_DTYPES)})")
-    if out_dtype != "castable" and (pointwise is None or promotion != "always_bool"):
-        raise CodegenError("out_dtype 'result' applies to always_bool pointwise ops only (whose result dtype "
-                           "is known before the call)")
+    if out_dtype != "castable" and pointwise is None:
+        raise CodegenError("out_dtype 'result' applies to pointwise ops only")
     if pointwise is not None:
         before_self = [p for p in schema.params[:[q.name for q in schema.params].index("self")] if p.type.is_tensor()]
         if len(before_self) > 1 or (before_self and before_self[0] is not tensors[0]):

@@ -23,6 +23,7 @@ _ALIASES = {
     "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
     "not_equal": "ne", "clip": "clamp", "arctan2": "atan2", "fix": "trunc", "arccos": "acos",
     "arcsin": "asin", "arctan": "atan", "concat": "cat", "concatenate": "cat", "swapdims": "swapdims",
+    "ger": "outer", "row_stack": "vstack",
 }
 
 
@@ -43,26 +44,6 @@ def _aliases():
 
 
 # ---------------------------------------------------------------------------------- views
-
-
-def type_as(self: Tensor, other: Tensor) -> Tensor:
-    """self converted to other's dtype (self itself when it already has it)."""
-    return self.to(other.dtype)
-
-
-def view_as(self: Tensor, other: Tensor) -> Tensor:
-    """self.view(other.shape)."""
-    return self.view(other.shape)
-
-
-def reshape_as(self: Tensor, other: Tensor) -> Tensor:
-    """self.reshape(other.shape)."""
-    return self.reshape(other.shape)
-
-
-def broadcast_to(input: Tensor, size) -> Tensor:
-    """input expanded to size (a view; -1 keeps a dim), as torch.broadcast_to."""
-    return input.expand(size)
 
 
 def broadcast_shapes(*shapes):
@@ -166,20 +147,6 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, o
     return _out("baddbmm", _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha), out, input, batch1, batch2)
 
 
-def outer(input: Tensor, vec2: Tensor) -> Tensor:
-    """The outer product of two 1-d tensors (with type promotion), as torch.outer."""
-    if input.dim() != 1 or vec2.dim() != 1:
-        raise RuntimeError(f"outer: expected 1-d tensors, got {input.dim()}D and {vec2.dim()}D")
-    return _C.mul(input.reshape(-1, 1), vec2)
-
-
-def trace(input: Tensor) -> Tensor:
-    """The sum of a matrix's diagonal (integers sum to int64), as torch.trace."""
-    if input.dim() != 2:
-        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
-    return _C.diagonal(input).sum()
-
-
 def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     return _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
@@ -208,23 +175,6 @@ def _in_place(name, fn):
     return method
 
 
-# ---------------------------------------------------------------------------------- reductions
-
-
-def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """sum treating NaN as zero, as torch.nansum."""
-    x = _C.where(_C.isnan(input), 0, input) if input.dtype.is_floating_point else input
-    return _C.sum(x, dim, keepdim, dtype=dtype)
-
-
-def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """mean over the elements that are not NaN, as torch.nanmean (floating inputs only)."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got {input.dtype}")
-    keep = _C.logical_not(_C.isnan(input))
-    return _C.div(nansum(input, dim, keepdim, dtype=dtype), _C.sum(keep, dim, keepdim))
-
-
 # ---------------------------------------------------------------------------------- stacking
 
 
@@ -248,22 +198,6 @@ def atleast_2d(*tensors):
     ts = _tensors("atleast_2d", tensors[0]) if one and isinstance(tensors[0], (list, tuple)) else list(tensors)
     out = [t.reshape(1, 1) if t.dim() == 0 else t.unsqueeze(0) if t.dim() == 1 else t for t in ts]
     return out[0] if one and isinstance(tensors[0], Tensor) else tuple(out)
-
-
-def hstack(tensors, *, out=None) -> Tensor:
-    """Concatenates along dim 1 (dim 0 for 1-d tensors), as torch.hstack."""
-    ts = atleast_1d(_tensors("hstack", tensors))
-    if not ts:
-        raise RuntimeError("hstack expects a non-empty TensorList")
-    return _C.cat(ts, 0 if ts[0].dim() == 1 else 1)
-
-
-def vstack(tensors, *, out=None) -> Tensor:
-    """Concatenates along dim 0 after making every tensor at least 2-d, as torch.vstack."""
-    ts = atleast_2d(_tensors("vstack", tensors))
-    if not ts:
-        raise RuntimeError("vstack expects a non-empty TensorList")
-    return _C.cat(ts, 0)
 
 
 def meshgrid(*tensors, indexing: str | None = None):
@@ -300,25 +234,6 @@ def meshgrid(*tensors, indexing: str | None = None):
 
 
 # ---------------------------------------------------------------------------------- sequences
-
-
-def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
-    """The n-th forward difference along dim (bool: logical xor), with optional prepend/append
-    tensors, as torch.diff."""
-    if input.dim() == 0:
-        raise RuntimeError("diff expects input to be at least one-dimensional")
-    if n < 0:
-        raise RuntimeError(f"order must be non-negative but got {n}")
-    if prepend is not None or append is not None:
-        parts = [p for p in (prepend, input, append) if p is not None]
-        input = _C.cat([p if isinstance(p, Tensor) else _C.full_like(input.narrow(dim, 0, 1), p) for p in parts], dim)
-    for _ in range(n):
-        size = input.shape[dim]
-        if size == 0:
-            break
-        a, b = input.narrow(dim, 1, size - 1), input.narrow(dim, 0, size - 1)
-        input = _C.logical_xor(a, b) if input.dtype == _C.bool else _C.sub(a, b)
-    return input.clone() if n == 0 else input  # n == 0: a new tensor in the graph, as torch, never input itself
 
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
@@ -377,30 +292,6 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
     return _triangle_indices("triu_indices", False, row, col, offset, dtype, device)
 
 
-def isposinf(input: Tensor) -> Tensor:
-    """True where input is +inf."""
-    return _C.eq(input, _math.inf) if input.dtype.is_floating_point else _C.zeros_like(input, dtype=_C.bool)
-
-
-def isneginf(input: Tensor) -> Tensor:
-    """True where input is -inf."""
-    return _C.eq(input, -_math.inf) if input.dtype.is_floating_point else _C.zeros_like(input, dtype=_C.bool)
-
-
-def flipud(input: Tensor) -> Tensor:
-    """input flipped along dim 0."""
-    if input.dim() < 1:
-        raise RuntimeError("Input must be >= 1-d.")
-    return _C.flip(input, [0])
-
-
-def fliplr(input: Tensor) -> Tensor:
-    """input flipped along dim 1."""
-    if input.dim() < 2:
-        raise RuntimeError("Input must be >= 2-d.")
-    return _C.flip(input, [1])
-
-
 # ---------------------------------------------------------------------------------- pointwise
 
 
@@ -408,102 +299,6 @@ def _floating(op, *tensors):
     for t in tensors:
         if isinstance(t, Tensor) and not t.dtype.is_floating_point:
             raise RuntimeError(f"{op}: not implemented for dtype {t.dtype} (floating inputs only, as torch's kernel)")
-
-
-def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """log(exp(input) + exp(other)) without overflow (floating inputs), as torch.logaddexp."""
-    _floating("logaddexp", input, other)
-    m = _C.maximum(input, other)
-    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
-    return _C.where(same_inf, input, _C.add(m, _C.log1p(_C.exp(_C.neg(_C.abs(_C.sub(input, other)))))))
-
-
-def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
-    """log2(2**input + 2**other) without overflow (floating inputs), as torch.logaddexp2."""
-    _floating("logaddexp2", input, other)
-    m = _C.maximum(input, other)
-    same_inf = _C.logical_and(_C.isinf(input), _C.eq(input, other))
-    tail = _C.div(_C.log1p(_C.exp2(_C.neg(_C.abs(_C.sub(input, other))))), _math.log(2.0))
-    return _C.where(same_inf, input, _C.add(m, tail))
-
-
-def xlogy(input, other) -> Tensor:
-    """input * log(other), 0 where input is 0 (NaN where other is NaN), as torch.xlogy."""
-    input = input if isinstance(input, Tensor) else _C.tensor(input)  # a number: a 0-d tensor, as torch
-    other = other if isinstance(other, Tensor) else _C.tensor(other)
-    # torch's gradients: log(other) for input (0 where input is 0 and other <= 0), input / other
-    # for other (0 / 0 = NaN at (0, 0)). Where input is 0 the product is read as a constant 0 and
-    # other as 1 when it is negative or inf, so that no gradient there is 0 * log(0) or 0 * inf.
-    zero = _C.logical_and(_C.eq(input, 0), _C.logical_not(_C.isnan(other)))
-    odd = _C.logical_and(_C.eq(input, 0), _C.logical_or(_C.lt(other, 0), _C.isinf(other)))
-    log_other = _C.log(_C.where(odd, 1, other))
-    product = _C.mul(_C.where(zero, 0, input), log_other)
-    value = _C.zeros_like(product)
-    if input.requires_grad:  # a term worth 0 that gives the input its gradient log(other) where it is 0
-        at_zero = _C.where(zero, input, 0)
-        finite_log = _C.where(_C.isfinite(log_other), log_other, 0)
-        value = _C.add(_C.mul(_C.sub(at_zero, at_zero.detach()), finite_log), 0.0)
-    return _C.where(zero, value, product)
-
-
-def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """sqrt(input**2 + other**2) (floating inputs), as torch.hypot: m * sqrt(1 + (n / m)**2) with m
-    the larger magnitude and n the smaller, so that it overflows only when the result does and
-    its gradient x / hypot holds down to the subnormals."""
-    _floating("hypot", input, other)
-    infinite = _C.logical_or(_C.isinf(input), _C.isinf(other))  # inf, even beside NaN
-    a, b = _C.abs(_C.where(infinite, 0, input)), _C.abs(_C.where(infinite, 0, other))
-    m, n = _C.maximum(a, b), _C.minimum(a, b)
-    q = _C.div(n, _C.where(_C.eq(m, 0), 1, m))
-    r = _C.mul(m, _C.sqrt(_C.add(_C.mul(q, q), 1)))
-    return _C.where(infinite, _math.inf, r)
-
-
-def logit(input: Tensor, eps=None) -> Tensor:
-    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given, as torch.logit."""
-    p = input if eps is None else _C.clamp(input, eps, 1.0 - eps)
-    if not p.dtype.is_floating_point:
-        p = p.to(_C.get_default_dtype())
-    if eps is None:
-        # log(p) - log1p(-p): its gradient 1/p + 1/(1 - p) is inf at 0 and 1 (log(p / (1 - p))
-        # gives 0 * inf there); NaN (value and gradient) outside [0, 1]
-        outside = _C.logical_or(_C.lt(p, 0), _C.gt(p, 1))
-        q = _C.where(outside, 0.5, p)
-        return _C.where(outside, _C.mul(_C.where(outside, p, 0), _math.nan), _C.sub(_C.log(q), _C.log1p(_C.neg(q))))
-    # p clamped: gradient 0 outside [eps, 1 - eps] and at NaN, as torch's
-    inside = _C.logical_and(_C.ge(input, eps), _C.le(input, 1.0 - eps))
-    q = _C.where(inside, p, 0.5)
-    return _C.where(inside, _C.sub(_C.log(q), _C.log1p(_C.neg(q))), _C.log(_C.div(p, _C.sub(1.0, p))).detach())
-
-
-def sinc(input: Tensor) -> Tensor:
-    """sin(pi x) / (pi x), 1 at 0, as torch.sinc (integers give the default dtype)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    # 1 - (pi x)^2 / 6 where |pi x| < 1e-4 (sin(y)/y to the last bit in float64): its gradient
-    # -pi^2 x / 3 is finite down to 0, where sin(px) / px's has (px)^2 underflowing to 0
-    small = _C.lt(_C.abs(x), 1e-4 / _math.pi)
-    px = _C.mul(_C.where(small, 1, x), _math.pi)
-    tiny_px = _C.mul(_C.where(small, x, 0), _math.pi)
-    return _C.where(small, _C.sub(1, _C.div(_C.mul(tiny_px, tiny_px), 6.0)), _C.div(_C.sin(px), px))
-
-
-def deg2rad(input: Tensor) -> Tensor:
-    """Degrees to radians (integers give the default dtype)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    return _C.mul(x, _math.pi / 180.0)
-
-
-def rad2deg(input: Tensor) -> Tensor:
-    """Radians to degrees (integers give the default dtype)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    return _C.mul(x, 180.0 / _math.pi)
-
-
-def heaviside(input: Tensor, values: Tensor) -> Tensor:
-    """0 where input < 0, values where input == 0, 1 where input > 0 (one dtype), as torch.heaviside."""
-    if input.dtype != values.dtype:
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
-    return _C.where(_C.eq(input, 0), values, _C.gt(input, 0).to(input.dtype))
 
 
 def float_power(input, exponent) -> Tensor:
@@ -514,21 +309,6 @@ def float_power(input, exponent) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------- indexing and shapes
-
-
-def take(input: Tensor, index: Tensor) -> Tensor:
-    """input read as 1-d at index (negative counts from the end), in index's shape, as torch.take."""
-    n = input.numel()
-    if index.dtype != _C.int64:
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype}")
-    if index.numel():
-        low, high = int(index.min().item()), int(index.max().item())
-        for i in (low, high):
-            if i < -n or i >= n:
-                raise IndexError(f"out of range: tried to access index {i} on a tensor of {n} elements.")
-    flat = index.reshape(-1)
-    flat = _C.where(_C.lt(flat, 0), _C.add(flat, n), flat)
-    return _C.index_select(input.reshape(-1), 0, flat).reshape(index.shape)
 
 
 def tensor_split(input: Tensor, indices_or_sections, dim: int = 0):
@@ -555,26 +335,6 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0):
         cuts.append(size)
         bounds = [(cuts[i], _builtins.max(cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]
     return tuple(input.narrow(dim, a, b - a) for a, b in bounds)
-
-
-def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
-    """input rotated by 90 degrees k times in the plane of dims (from the first toward the second)."""
-    dims = list(dims)
-    if len(dims) != 2:
-        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
-    if input.dim() < 2:
-        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.dim()}")
-    d0, d1 = (d + input.dim() if d < 0 else d for d in dims)
-    if d0 == d1:
-        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
-    k %= 4
-    if k == 1:
-        return _C.flip(input, [d1]).transpose(d0, d1)
-    if k == 2:
-        return _C.flip(input, [d0, d1])
-    if k == 3:
-        return _C.flip(input, [d0]).transpose(d0, d1)
-    return input.clone()
 
 
 # kael.return_types.median: (values, indices), a tuple with named fields as torch's
@@ -704,11 +464,6 @@ def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
     return _aminmax_result(_C.amin(input, dim, keepdim), _C.amax(input, dim, keepdim))
 
 
-def msort(input: Tensor) -> Tensor:
-    """input sorted along dim 0 (values only), as torch.msort."""
-    return _C.sort(input, 0).values
-
-
 def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
     """The q-th quantiles of input over dim (all elements when None), interpolating between the
     sorted values as torch.quantile does ('linear', 'lower', 'higher', 'midpoint', 'nearest');
@@ -812,7 +567,7 @@ def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
     if x is None:
         return _C.div(_C.mul(_C.sum(pair_sum, [dim]), 1.0 if dx is None else dx), 2)
     if isinstance(x, Tensor):
-        dxs = diff(x, dim=dim if x.dim() == y.dim() else -1)
+        dxs = _C.diff(x, dim=dim if x.dim() == y.dim() else -1)
         return _C.div(_C.sum(_C.mul(dxs, pair_sum), [dim]), 2)
     return _C.div(_C.mul(_C.sum(pair_sum, [dim]), x), 2)
 
@@ -821,44 +576,6 @@ trapz = trapezoid
 
 
 # ---------------------------------------------------------------------------------- combining
-
-
-def ravel(input: Tensor) -> Tensor:
-    """input flattened to 1-d (a view when possible)."""
-    return input.reshape(-1)
-
-
-def column_stack(tensors) -> Tensor:
-    """1-d tensors as columns, others flattened past dim 0... stacked side by side, as torch.column_stack."""
-    ts = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in _tensors("column_stack", tensors)]
-    return _C.cat(ts, 1)
-
-
-def row_stack(tensors) -> Tensor:
-    """vstack."""
-    return vstack(tensors)
-
-
-def dstack(tensors) -> Tensor:
-    """Concatenates along dim 2 after making every tensor at least 3-d, as torch.dstack."""
-    ts = []
-    for t in _tensors("dstack", tensors):
-        ts.append(t.reshape(1, 1, 1) if t.dim() == 0 else t.reshape(1, -1, 1) if t.dim() == 1 else
-                  t.unsqueeze(-1) if t.dim() == 2 else t)
-    return _C.cat(ts, 2)
-
-
-def kron(input: Tensor, other: Tensor) -> Tensor:
-    """The Kronecker product, as torch.kron."""
-    nd = _builtins.max(input.dim(), other.dim())
-    a = input.reshape([1] * (nd - input.dim()) + list(input.shape))
-    b = other.reshape([1] * (nd - other.dim()) + list(other.shape))
-    a_view, b_view = [], []
-    for i in range(nd):
-        a_view += [a.shape[i], 1]
-        b_view += [1, b.shape[i]]
-    prod = _C.mul(a.reshape(a_view), b.reshape(b_view))
-    return prod.reshape([a.shape[i] * b.shape[i] for i in range(nd)])
 
 
 def inner(input: Tensor, other: Tensor) -> Tensor:
@@ -909,28 +626,6 @@ def cartesian_prod(*tensors) -> Tensor:
     return _C.stack([g.reshape(-1) for g in grids], 1)
 
 
-def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
-    """The cross product of 3-vectors along dim (the first dim of size 3 when None, with torch's
-    deprecation warning), broadcasting the others, as torch.cross."""
-    if dim is None:
-        _warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
-                       "dim explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to "
-                       "agree with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
-        shape = broadcast_shapes(input.shape, other.shape)
-        sizes = [i for i, s in enumerate(shape) if s == 3]
-        if not sizes:
-            raise RuntimeError(f"no dimension of size 3 in input")
-        dim = sizes[0]
-    a, b = _C.broadcast_tensors([input, other])
-    if a.shape[dim] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[dim]} and "
-                           f"{other.shape[dim]}")
-    a0, a1, a2 = (a.select(dim, i) for i in range(3))
-    b0, b1, b2 = (b.select(dim, i) for i in range(3))
-    return _C.stack([_C.sub(_C.mul(a1, b2), _C.mul(a2, b1)), _C.sub(_C.mul(a2, b0), _C.mul(a0, b2)),
-                     _C.sub(_C.mul(a0, b1), _C.mul(a1, b0))], dim)
-
-
 # ---------------------------------------------------------------------------------- predicates
 
 
@@ -962,12 +657,6 @@ def is_nonzero(input: Tensor) -> bool:
 def is_same_size(self: Tensor, other: Tensor) -> bool:
     """Whether the two tensors have the same shape."""
     return tuple(self.shape) == tuple(other.shape)
-
-
-def ldexp(input: Tensor, other: Tensor) -> Tensor:
-    """input * 2**other (floats; integers give the default dtype), as torch.ldexp."""
-    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    return _C.mul(x, _C.exp2(other.to(x.dtype) if isinstance(other, Tensor) else float(other)))
 
 
 # ---------------------------------------------------------------------------------- scans
@@ -1029,7 +718,7 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
     if x.dim() == 0:
         return x.clone()
-    return _scan((x,), dim, lambda left, right: [logaddexp(left[0], right[0])])[0]
+    return _scan((x,), dim, lambda left, right: [_C.logaddexp(left[0], right[0])])[0]
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
@@ -1136,8 +825,6 @@ class iinfo:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
 
 
-
-
 # ---------------------------------------------------------------------------------- more (selection, bins, signs, splits)
 
 _kthvalue_result = _collections.namedtuple("kthvalue", ["values", "indices"], module="kael.return_types")
@@ -1215,18 +902,6 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:
     idx = _C.floor(_C.mul(_C.sub(kept, lo), bins / (hi - lo))).to(_C.int64)
     idx = _C.clamp(idx, 0, bins - 1)  # (the maximum itself goes in the last bin)
     return _C.bincount(idx, minlength=bins).to(input.dtype)
-
-
-def positive(input: Tensor) -> Tensor:
-    """input itself, as torch.positive (bool tensors raise, as torch's unary +)."""
-    if input.dtype == _C.bool:
-        raise RuntimeError("positive(): The `+` operator, on a bool tensor is not supported.")
-    return input
-
-
-def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
-    """The p-norm of input - other, as torch.dist."""
-    return _C.norm(_C.sub(input, other), p)
 
 
 def atleast_3d(*tensors):
@@ -1329,23 +1004,6 @@ def get_device(input: Tensor) -> int:
     return -1 if input.device.type == "cpu" else input.device.index
 
 
-def vander(x: Tensor, N=None, increasing: bool = False) -> Tensor:
-    """The Vandermonde matrix of the 1-d x: columns x^(N-1) ... x^0 (x^0 ... x^(N-1) when
-    increasing), as torch.vander (bool and smaller integers give int64)."""
-    if x.dim() != 1:
-        raise RuntimeError("x must be a one-dimensional tensor.")
-    n = x.shape[0] if N is None else N
-    if n < 0:
-        raise RuntimeError("N must be non-negative.")
-    base = x if x.dtype.is_floating_point or x.dtype == _C.int64 else x.to(_C.int64)
-    if n == 0:
-        return _C.empty([x.shape[0], 0], dtype=base.dtype)
-    powers = _C.arange(n, dtype=_C.int64)
-    if not increasing:
-        powers = _C.flip(powers, [0])
-    return _C.pow(base.unsqueeze(1), powers.unsqueeze(0).to(base.dtype))
-
-
 def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """A view of the slices of `size` elements every `step` along dimension, in a new last dim,
     as torch.Tensor.unfold (through as_strided)."""
@@ -1406,42 +1064,20 @@ def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
     return self
 
 
-def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
-    """Each slice along dim scaled so that its p-norm is at most maxnorm, as torch.renorm."""
-    if p <= 0:
-        raise RuntimeError(f"renorm: non-positive-norm not supported")
-    if maxnorm < 0:
-        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
-    if input.dim() <= 1:
-        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.dim()} dimensions")
-    d, _ = _dim_size("renorm", input, dim)
-    others = [i for i in range(input.dim()) if i != d]
-    norms = _C.norm(input, p, others, True)
-    factor = _C.where(_C.gt(norms, maxnorm), _C.div(maxnorm, _C.add(norms, 1e-7)), _C.ones_like(norms))
-    return _C.mul(input, factor)
-
-
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_to", "broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "outer", "trace",
-             "nansum", "nanmean", "atleast_1d", "atleast_2d", "hstack", "vstack", "meshgrid",
-             "diff", "repeat_interleave", "tril_indices", "triu_indices", "isposinf", "isneginf", "flipud",
-             "fliplr", "finfo", "iinfo", "logaddexp", "logaddexp2", "xlogy", "hypot", "logit",
-             "sinc", "deg2rad", "rad2deg", "heaviside", "float_power", "take", "tensor_split", "rot90", "median",
-             "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "msort", "quantile", "cov", "corrcoef",
-             "trapezoid", "trapz", "ravel", "column_stack", "row_stack", "dstack", "kron", "inner", "vdot",
-             "block_diag", "cartesian_prod", "cross", "isin", "is_nonzero", "is_same_size", "ldexp", "cummax",
+FUNCTIONS = ["broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "atleast_1d", "atleast_2d", "meshgrid",
+             "repeat_interleave", "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "tensor_split", "median",
+             "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "quantile", "cov", "corrcoef",
+             "trapezoid", "trapz", "inner", "vdot",
+             "block_diag", "cartesian_prod", "isin", "is_nonzero", "is_same_size", "cummax",
              "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
-             "positive", "dist", "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "vander", "renorm",
-             "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["type_as", "view_as", "reshape_as", "broadcast_to", "mm", "mv", "dot", "outer", "trace",
-           "nansum", "nanmean", "diff", "repeat_interleave", "isposinf", "isneginf", "flipud", "fliplr",
-           "logaddexp", "logaddexp2", "xlogy", "hypot", "logit", "sinc", "deg2rad", "rad2deg", "heaviside",
-           "float_power", "take", "tensor_split", "rot90", "median", "aminmax", "msort", "quantile", "cov",
-           "corrcoef", "ravel", "kron", "inner", "vdot", "cross", "is_nonzero", "is_same_size", "ldexp", "cummax",
+             "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
+METHODS = ["mm", "mv", "dot", "repeat_interleave", "float_power", "tensor_split", "median", "aminmax", "quantile", "cov",
+           "corrcoef", "inner", "vdot", "is_nonzero", "is_same_size", "cummax",
            "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_",
-           "kthvalue", "nanmedian", "nanquantile", "histc", "positive", "dist", "hsplit", "vsplit", "dsplit",
-           "unfold", "sum_to_size", "fill_diagonal_", "renorm", "is_signed", "is_complex", "is_conj", "is_neg",
+           "kthvalue", "nanmedian", "nanquantile", "histc", "hsplit", "vsplit", "dsplit",
+           "unfold", "sum_to_size", "fill_diagonal_", "is_signed", "is_complex", "is_conj", "is_neg",
            "resolve_conj", "resolve_neg", "get_device"]
 
 
@@ -1460,7 +1096,6 @@ def install(namespace: dict, extend):
     namespace.update(functions)
     methods.update({name: globals()[name] for name in METHODS})
     methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
-    methods["ger"] = outer
     methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
     methods["addmm_"] = _in_place("addmm_", _addmm)
     methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)

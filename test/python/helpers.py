@@ -39,6 +39,7 @@ POINTWISE_BY_HAND = {
     "_threshold_backward": "test_pointwise_more.py",  # through relu's gradient
     "silu": "test_pointwise_more.py", "softplus": "test_pointwise_more.py",
     "_round_decimals": "test_forms.py",  # through round(decimals=)
+    "_logit": "test_pointwise_more.py",  # through logit (eps=None is the kernel's -1)
 }
 
 # Exceptions kael may use where torch raises for an unsupported dtype/shape

@@ -28,6 +28,12 @@
 #include "kael/ops/logical_or.h"
 #include "kael/ops/mean.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/ge.h"
+#include "kael/ops/gt.h"
+#include "kael/ops/le.h"
+#include "kael/ops/lt.h"
+#include "kael/ops/sin.h"
+#include "kael/ops/cos.h"
 #include "kael/ops/ne.h"
 #include "kael/ops/pow.h"
 #include "kael/ops/prod.h"
@@ -117,6 +123,25 @@ Tensor products_of_others(const Tensor& x, std::int64_t dim) {
 bool any_true(const Tensor& b) { return kael::any(b, std::nullopt, false).item().to<bool>(); }
 
 }  // namespace
+
+Tensor sinc_backward(const Tensor& grad, const Tensor& self) {
+  const Scalar pi(3.141592653589793);
+  const Tensor self_pi = kael::mul(self, pi);
+  const Tensor squared_pi = kael::mul(kael::mul(self, self), pi);
+  const Tensor out = kael::div(kael::mul(grad, kael::sub(kael::mul(self_pi, kael::cos(self_pi)), kael::sin(self_pi))),
+                               squared_pi);
+  return kael::where(kael::eq(squared_pi, Scalar(0.0)), Scalar(0.0), out);
+}
+
+Tensor logit_backward(const Tensor& grad, const Tensor& self, const Scalar& eps) {
+  const double e = eps.to_double();
+  const Tensor inner = kael::div(grad, kael::mul(self, kael::sub(Scalar(1.0), self)));
+  if (e < 0) return kael::where(kael::logical_or(kael::lt(self, Scalar(0.0)), kael::gt(self, Scalar(1.0))),
+                                Scalar(std::nan("")), inner);
+  // inside the clamp (a NaN input or eps is inside nothing)
+  const Tensor inside = kael::logical_and(kael::ge(self, Scalar(e)), kael::le(self, Scalar(1.0 - e)));
+  return kael::where(inside, inner, Scalar(0.0));
+}
 
 Tensor maybe_multiply(const Tensor& grad, const Scalar& alpha) {
   const bool one = alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to<std::int64_t>() == 1;

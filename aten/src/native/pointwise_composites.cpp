@@ -80,6 +80,17 @@ void lerp_check(const Operand& self, const Operand& end, const Operand& weight) 
   if (!weight.is_tensor()) check_convertible("lerp", weight.scalar(), is_reduced_floating(t) ? ScalarType::Float32 : t);
 }
 
+// PyTorch's heaviside takes two tensors of one dtype (no promotion).
+void heaviside_check(const Operand& self, const Operand& values) {
+  KAEL_CHECK_TYPE(self.is_tensor() && values.is_tensor(),
+                  "heaviside: input and values must be tensors, got " << (self.is_tensor() ? "a tensor" : "a number")
+                                                                       << " and "
+                                                                       << (values.is_tensor() ? "a tensor" : "a number"));
+  KAEL_CHECK(self.tensor().dtype() == values.tensor().dtype(),
+             "heaviside is not yet implemented for tensors with different dtypes (input "
+                 << self.tensor().dtype() << ", values " << values.tensor().dtype() << ")");
+}
+
 namespace {
 // value as PyTorch's addcmul/addcdiv kernels read it: checked against the type they compute in
 // (the result's, t; float32 for float16/bfloat16).

@@ -48,6 +48,7 @@ NO_FORMULA = {
     "scatter.value_reduce": "scatter with reduce=: not differentiable in PyTorch either",
     "scatter_.src_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
     "scatter_.value_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
+    "heaviside": "not differentiable in PyTorch either (its derivative is not implemented there)",
     "convolution_backward_input": "convolution's double backward is not implemented yet",
     "convolution_backward_weight": "convolution's double backward is not implemented yet",
     "convolution_backward_bias": "convolution's double backward is not implemented yet",
@@ -137,7 +138,7 @@ C = Case
 
 DOMAIN = {"log": "pos", "log2": "pos", "log10": "pos", "log1p": "pos", "sqrt": "pos", "rsqrt": "pos",
           "asin": "unit", "acos": "unit", "tan": "unit", "reciprocal": "nonzero"}
-BINARY_DOMAIN = {"pow": ("pos", "any"), "div": ("any", "nonzero")}
+BINARY_DOMAIN = {"pow": ("pos", "any"), "div": ("any", "nonzero"), "xlogy": ("any", "pos")}
 
 
 def _pointwise_cases(fn_):
@@ -301,6 +302,8 @@ CASES = {
     "clamp_max": [C(lambda L, x, y: L.clamp_max(x, y), f(3, 4), f(3, 4))],
     "_nan_to_num": [C(lambda L, x: L.nan_to_num(x), f(3, 4))],
     "_gelu": [C(lambda L, x: F(L).gelu(x), f(3, 4))],
+    "_logit": [C(lambda L, x: L.logit(x), f(3, 4, domain="prob")),
+               C(lambda L, x: L.logit(x, 0.25), f(3, 4, domain="prob"))],
     "_gelu_tanh": [C(lambda L, x: F(L).gelu(x, approximate="tanh"), f(3, 4))],
     "silu": [C(lambda L, x: F(L).silu(x), f(3, 4))],
     "softplus": [C(lambda L, x: F(L).softplus(x, beta=2.0, threshold=3.0), f(3, 4))],

@@ -471,9 +471,12 @@ def test_out_dtype():
     assert f.out_dtype == "result" and f.bool_out
     g = parse_one(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n"))
     assert g.out_dtype == "castable" and not g.bool_out
-    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  out_dtype: result\n")) == \
-        "t.yaml:3: f: out_dtype 'result' applies to always_bool pointwise ops only (whose result dtype is known " \
-        "before the call)"
+    # on another op the promoted dtype, checked in the out= kernel (heaviside's)
+    h = parse_one(pointwise("f(Tensor self, Tensor other) -> Tensor", "a", "  out_dtype: result\n"))
+    assert h.out_dtype == "result" and h.exact_out and not h.bool_out
+    assert not f.exact_out and not g.exact_out
+    assert error(hand_written("f(Tensor self) -> Tensor", "  out_dtype: result\n")) == \
+        "t.yaml:3: f: out_dtype 'result' applies to pointwise ops only"
     assert error(pointwise("f(Tensor self) -> Tensor", "a < 0", "  promotion: always_bool\n  out_dtype: bool\n")) == \
         "t.yaml:3: f: unknown out_dtype 'bool' (expected one of castable, result)"
 

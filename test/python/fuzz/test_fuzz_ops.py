@@ -736,6 +736,11 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # kael's lerp_check); the oracle computed with the number wrapped, as it does for the
             # ops that take numbers anywhere in kael and not in torch
             return "lerp takes a number only as weight, as torch's"
+        if (f.name.rstrip("_") == "heaviside" and isinstance(kerr, TypeError) and terr is None
+                and "input and values must be tensors" in str(kerr)):
+            # torch.heaviside takes tensors only (TypeError for a number, as kael's heaviside_check);
+            # the oracle computed with the number wrapped, as for lerp
+            return "heaviside takes tensors only, as torch's"
         if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
                 and "invalid combination of arguments" in str(terr) and "Number self" in str(terr)):
             # torch's binding names the number `self` in these overloads; kael's schema spells
@@ -746,6 +751,11 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # without a dim, torch views input and indices as 1-d and raises for a layout that
             # cannot be viewed so; kael reshapes them (docs/decisions/indexing.md)
             return "take_along_dim reshapes"
+        if (f.name == "kron" and kerr is None and terr is not None
+                and "view size is not compatible" in str(terr)):
+            # torch's kron views its inputs with the interleaved shape and raises for a layout
+            # that cannot be viewed so (a transposed matrix); kael's reshapes them
+            return "kron reshapes"
         if (f.name == "split" and kerr is None and isinstance(terr, TypeError)
                 and "unexpected keyword argument" in str(terr)):
             # torch.split names its parameters (tensor, split_size_or_sections, dim) and

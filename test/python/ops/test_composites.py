@@ -1,4 +1,5 @@
 """The aliases and Python-level composites of kael/_composites.py, each against torch."""
+import math
 import warnings
 
 import numpy as np
@@ -308,11 +309,15 @@ INF, NAN = float("inf"), float("nan")
     lambda lib: lib.heaviside(lib.tensor([-1.0, 0.0, 2.0]), lib.tensor([0.5])),
     lambda lib: lib.heaviside(lib.tensor([-1, 0, 2]), lib.tensor([7])),
     lambda lib: lib.heaviside(lib.tensor([-1.0, 0.0, 2.0]), lib.tensor([7])),
+    lambda lib: lib.heaviside(lib.tensor([-1.0, 0.0, 2.0]), 0.5),
+    lambda lib: lib.heaviside(lib.tensor([NAN, -0.0, True]), lib.tensor([3.0])),
+    lambda lib: lib.heaviside(lib.tensor([True, False]), lib.tensor([True])),
     lambda lib: lib.float_power(lib.tensor([2, 3]), 2),
     lambda lib: lib.tensor([2.0, 3.0]).float_power(lib.tensor([0.5, -1.0])),
 ], ids=["logaddexp", "logaddexp2", "logaddexp-int", "logaddexp-broadcast", "xlogy", "xlogy-int", "xlogy-number",
         "xlogy-method", "hypot", "hypot-int", "logit", "logit-eps", "logit-int", "sinc", "sinc-int", "deg2rad",
-        "deg2rad-int", "rad2deg", "heaviside", "heaviside-int", "heaviside-dtypes", "float_power",
+        "deg2rad-int", "rad2deg", "heaviside", "heaviside-int", "heaviside-dtypes", "heaviside-number",
+        "heaviside-nan", "heaviside-bool", "float_power",
         "float_power-tensor"])
 def test_pointwise_composites(call):
     want, got = outcome(torch, call), outcome(kael, call)
@@ -471,6 +476,25 @@ def test_cross_without_dim_warns_as_torch():
         with pytest.warns(UserWarning, match="dim"):
             r = lib.cross(lib.tensor([[1.0, 0.0, 0.0]]), lib.tensor([[0.0, 1.0, 0.0]]))
         assert r.tolist() == [[0.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize("shapes,dim", [
+    (((), (3,)), None),        # the default dim is input's own first dim of size 3: none in a 0-d input
+    (((3,), (2, 3)), None),    # inputs of different ranks are refused before broadcasting
+    (((2, 3), (3,)), 1),
+    (((4, 3), (1, 3)), None),  # same rank: broadcast
+    (((3, 4), (3, 1)), None),
+    (((2, 3), (2, 3)), -1),
+    (((2, 3), (2, 3)), 2),     # out of range: IndexError
+    (((2, 2), (2, 2)), 1),     # no length 3 there
+])
+def test_cross_shapes_as_torch(shapes, dim):
+    def call(lib):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = lib.arange(float(math.prod(shapes[0]))).reshape(shapes[0])
+            return lib.cross(a, lib.ones(shapes[1]) * 2.0, dim=dim) if dim is not None else lib.cross(a, lib.ones(shapes[1]))
+    same(call)
 
 
 def test_predicates():

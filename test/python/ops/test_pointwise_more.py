@@ -275,6 +275,38 @@ def test_silu_inplace_and_softplus_specials():
         check(KF.softplus(to_kael(t), beta, threshold), TF.softplus(t, beta, threshold))
 
 
+# ---------------------------------------------------------------- logit (an optional eps over the kernel _logit)
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("eps", [None, 0.0, 0.25, -1.0])
+def test_logit_matches_torch(dtype, eps):
+    # values in and around [0, 1] (the domain, its edges and the clamp), integers giving the default dtype
+    compare(lambda lib, x: lib.logit(x, eps), ((4, 5), dtype, "T", (-0.5, 1.5)))
+    compare(lambda lib, x: x.logit(eps=eps), ((3, 4), dtype, "step", (0.0, 1.0)))
+
+
+def test_logit_specials_in_place_and_gradients():
+    # repeated past two vectors: torch's scalar loop (shorter tensors) disagrees with its vectorised one
+    # at -0.0 and NaN; kael gives the vectorised loop's gradient at every length
+    t = torch.tensor([NAN, INF, -INF, 0.0, -0.0, 1.0, 0.5, 0.25, 0.75, 1e-30, -0.5, 1.5] * 8, dtype=torch.float64)
+    for eps in [None, 0.0, 0.25, 0.5, -0.5, NAN]:
+        check(kael.logit(to_kael(t), eps), torch.logit(t, eps))
+        k, tt = to_kael(t), t.clone()
+        assert k.logit_(eps) is k
+        check(k, tt.logit_(eps))
+        # the gradient of the kernel at every point, with eps and without (NaN outside [0, 1], 0 outside the clamp)
+        xk, xt = to_kael(t).requires_grad_(), t.clone().requires_grad_()
+        kael.logit(xk, eps).sum().backward()
+        torch.logit(xt, eps).sum().backward()
+        check(xk.grad, xt.grad)
+    with pytest.raises(TypeError):
+        kael.logit(kael.ones(2), "0.1")
+    with pytest.raises(RuntimeError, match="logit_: result type float32 can't be cast to the desired output type int64"):
+        kael.ones(2, dtype=kael.int64).logit_()
+    with pytest.raises(RuntimeError):
+        torch.ones(2, dtype=torch.int64).logit_()
+
+
 # ---------------------------------------------------------------- frexp (two results)
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)

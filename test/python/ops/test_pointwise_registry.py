@@ -796,7 +796,11 @@ def test_every_pair_of_dtypes(f):
 NUMBERS = [0, 2, -3, 2.5, -0.5, True, False, math.inf, -math.inf, math.nan]
 
 
-@pytest.mark.parametrize("f,dtype", each_dtype(BINARY))
+# heaviside takes two tensors of one dtype, as torch's (a number is a TypeError: test_composites.py)
+NUMBERS_TAKEN = [f for f in BINARY if f.name != "heaviside"]
+
+
+@pytest.mark.parametrize("f,dtype", each_dtype(NUMBERS_TAKEN))
 def test_python_numbers_for_either_input(f, dtype):
     for number in NUMBERS:
         for position in (0, 1):

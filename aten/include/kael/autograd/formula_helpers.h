@@ -58,6 +58,8 @@ Tensor var_backward(const Tensor& grad, const Tensor& self, std::optional<IntArr
 Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
                     double correction, bool keepdim);
 Tensor cumsum_backward(const Tensor& grad, const Tensor& self, std::int64_t dim);
+Tensor sinc_backward(const Tensor& grad, const Tensor& self);
+Tensor logit_backward(const Tensor& grad, const Tensor& self, const Scalar& eps);
 Tensor cumprod_backward(const Tensor& grad, const Tensor& self, std::int64_t dim, const Tensor& result);
 // views and copies (view_formula_helpers.cpp)
 Tensor as_strided_backward(const Tensor& grad, const Tensor& self, IntArrayRef size, IntArrayRef stride,
@@ -189,6 +191,16 @@ inline Var sdpa_backward_mask(const Var& grad, const Var& query, const Var& key,
                               double dropout_p, std::int64_t seed, std::int64_t offset) {
   return detail::sdpa_backward(3, grad, query, key, value, as_tensor(attn_mask), is_causal, scale, dropout_p, seed,
                                offset);
+}
+
+// The gradient of sinc, as PyTorch's: grad * (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0.
+inline Var sinc_backward(const Var& grad, const Var& self) { return detail::sinc_backward(grad, self); }
+// The gradient of logit (kernel _logit), as PyTorch's vectorised loop computes it: grad / (x (1 - x))
+// (so -inf at -0.0), NaN outside [0, 1] without eps (a negative one); with eps, 0 outside
+// [eps, 1 - eps] and at NaN, and 0 everywhere for a NaN eps. (PyTorch's scalar loop, which runs
+// tensors shorter than two vectors, gives +inf at -0.0 and NaN at a NaN input instead.)
+inline Var logit_backward(const Var& grad, const Var& self, const Scalar& eps) {
+  return detail::logit_backward(grad, self, eps);
 }
 
 // The gradient of repeat: grad viewed as [r0, s0, r1, s1, ...] summed over the repeat dims.

@@ -85,6 +85,7 @@ using std::atan;
 using std::cos;
 using std::cosh;
 using std::exp2;
+using std::hypot;
 using std::log10;
 using std::log2;
 using std::sinh;
@@ -379,6 +380,58 @@ KAEL_HOST_DEVICE inline bool signbit(T a) {
   } else {
     return false;
   }
+}
+
+// The log of a sum of exponentials, as PyTorch's kernels compute it: the larger input plus
+// log1p(exp(-|a - b|)), so that nothing overflows; two equal infinities give themselves (their
+// difference would be NaN). NaN propagates through the sum.
+template <typename T>
+KAEL_HOST_DEVICE inline T logaddexp(T a, T b) {
+  if (std::isinf(a) && a == b) return a;
+  const T m = a < b ? b : a;
+  return m + log1p(exp(-abs(a - b)));
+}
+template <typename T>
+KAEL_HOST_DEVICE inline T logaddexp2(T a, T b) {
+  if (std::isinf(a) && a == b) return a;
+  const T m = a < b ? b : a;
+  return m + log1p(exp2(-abs(a - b))) * T(1.4426950408889634);  // 1 / ln 2
+}
+
+// x * log(y), 0 where x is 0 unless y is NaN (PyTorch's xlogy).
+template <typename T>
+KAEL_HOST_DEVICE inline T xlogy(T x, T y) {
+  if (y != y) return y;
+  if (x == T(0)) return T(0);
+  return x * log(y);
+}
+
+// sin(pi x) / (pi x), 1 at 0; the product pi x is formed in the compute type, as PyTorch's kernel.
+template <typename T>
+KAEL_HOST_DEVICE inline T sinc(T a) {
+  if (a == T(0)) return T(1);
+  const T product = T(3.141592653589793) * a;
+  return std::sin(product) / product;
+}
+
+// log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps >= 0 (a negative or NaN eps is
+// PyTorch's "no eps"); inf at 1. S is the storage type: PyTorch's kernel computes in it, so for
+// float16 and bfloat16 1 - eps, 1 - x and the ratio are rounded to it (called as logit<S>(a, eps)).
+template <typename S, typename T>
+KAEL_HOST_DEVICE inline T logit(T x, T eps) {
+  const auto round = [](T v) { return static_cast<T>(static_cast<S>(v)); };
+  if (eps >= T(0)) {
+    const T hi = round(T(1) - eps);
+    x = x < eps ? eps : (x > hi ? hi : x);
+  }
+  return x == T(1) ? T(INFINITY) : log(round(x / round(T(1) - x)));
+}
+
+// 0 below 0, values at 0, 1 above (NaN gives 0, as PyTorch's kernel).
+template <typename T>
+KAEL_HOST_DEVICE inline T heaviside(T a, T values) {
+  if (a == T(0)) return values;
+  return T(0) < a ? T(1) : T(0);
 }
 
 // Truth value of an element, as the logical ops see it (NaN is true).

@@ -1,0 +1,139 @@
+// Stacking, cross products and the Vandermonde matrix written in terms of registered ops, so
+// autograd, a Python key and every device see those; checks and messages are PyTorch's.
+#include <string>
+#include <vector>
+
+#include "kael/core/error.h"
+#include "kael/core/warning.h"
+#include "kael/native/declarations.h"
+#include "kael/ops/broadcast_tensors.h"
+#include "kael/ops/cat.h"
+#include "kael/ops/cumprod.h"
+#include "kael/ops/expand.h"
+#include "kael/ops/flip.h"
+#include "kael/ops/mul.h"
+#include "kael/ops/ones.h"
+#include "kael/ops/reshape.h"
+#include "kael/ops/select.h"
+#include "kael/ops/stack.h"
+#include "kael/ops/sub.h"
+#include "kael/ops/to.h"
+#include "kael/ops/unsqueeze.h"
+
+namespace kael::native {
+
+namespace {
+// At least `rank` dims, as atleast_1d/2d/3d: (n,) -> (1, n) and (1, n, 1); (m, n) -> (m, n, 1).
+Tensor at_least(const Tensor& t, std::int64_t rank) {
+  const std::int64_t nd = t.dim();
+  if (nd >= rank) return t;
+  if (nd == 0) {
+    const DimVector ones(static_cast<std::size_t>(rank), 1);
+    return kael::reshape(t, IntArrayRef(ones));
+  }
+  if (nd == 1) {
+    const Tensor row = kael::unsqueeze(t, 0);
+    return rank == 2 ? row : kael::unsqueeze(row, -1);
+  }
+  return kael::unsqueeze(t, -1);  // 2-d, rank 3
+}
+
+std::vector<Tensor> all_at_least(const char* op, TensorList tensors, std::int64_t rank) {
+  KAEL_CHECK(!tensors.empty(), op << ": " << op << " expects a non-empty TensorList");
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(at_least(t, rank));
+  return out;
+}
+}  // namespace
+
+Tensor hstack(TensorList tensors) {
+  const std::vector<Tensor> rep = all_at_least("hstack", tensors, 1);
+  return kael::cat(TensorList(rep), rep[0].dim() == 1 ? 0 : 1);
+}
+
+Tensor vstack(TensorList tensors) {
+  const std::vector<Tensor> rep = all_at_least("vstack", tensors, 2);
+  return kael::cat(TensorList(rep), 0);
+}
+
+Tensor dstack(TensorList tensors) {
+  const std::vector<Tensor> rep = all_at_least("dstack", tensors, 3);
+  return kael::cat(TensorList(rep), 2);
+}
+
+// Tensors of at most one dim become columns (n, 1); then hstack.
+Tensor column_stack(TensorList tensors) {
+  KAEL_CHECK(!tensors.empty(), "column_stack: column_stack expects a non-empty TensorList");
+  std::vector<Tensor> columns;
+  columns.reserve(tensors.size());
+  for (const Tensor& t : tensors) {
+    const std::int64_t column[] = {t.numel(), 1};
+    columns.push_back(t.dim() <= 1 ? kael::reshape(t, IntArrayRef(column)) : t);
+  }
+  return hstack(TensorList(columns));
+}
+
+// As PyTorch's: the columns x^0 .. x^(N-1) are ones followed by the running product of x (so
+// the values are those of cumprod, not of pow), flipped unless increasing; integer and bool
+// inputs give int64.
+Tensor vander(const Tensor& x, std::optional<std::int64_t> N, bool increasing) {
+  KAEL_CHECK(x.dim() == 1, "vander: x must be a one-dimensional tensor.");
+  const std::int64_t rows = x.sizes()[0];
+  const std::int64_t n = N.value_or(rows);
+  KAEL_CHECK(n >= 0, "vander: N must be non-negative.");
+  const ScalarType dtype = promote_types(x.dtype(), ScalarType::Int64);
+  const std::int64_t first_shape[] = {rows, n > 0 ? 1 : 0};
+  const Tensor first = kael::ones(IntArrayRef(first_shape), dtype, x.device());
+  if (n <= 1) return first;
+  const std::int64_t shape[] = {rows, n - 1};
+  const Tensor powers = kael::cumprod(kael::expand(kael::unsqueeze(kael::to(x, dtype, false, false), 1), IntArrayRef(shape)),
+                                      1, std::nullopt);
+  const Tensor parts[] = {first, powers};
+  const Tensor result = kael::cat(TensorList(parts), 1);
+  if (increasing) return result;
+  const std::int64_t dims[] = {1};
+  return kael::flip(result, IntArrayRef(dims));
+}
+
+// The cross product of 3-vectors along dim, the others broadcast; without dim the first dim of
+// size 3 of input, with PyTorch's deprecation warning.
+Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t> dim) {
+  KAEL_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  const Tensor pair[] = {self, other};
+  const std::vector<Tensor> both = kael::broadcast_tensors(TensorList(pair));
+  const Tensor& a = both[0];
+  const Tensor& b = both[1];
+  const std::int64_t nd = a.dim();
+  std::int64_t d = 0;
+  if (!dim) {
+    warn(WarningKind::User,
+         "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim explicitly or "
+         "simply use torch.linalg.cross.\nThe default value of dim will change to agree with that of linalg.cross in "
+         "a future release.");
+    d = -1;  // the first dim of size 3 of input itself (not of the broadcast shape), as PyTorch's
+    for (std::int64_t i = 0; i < self.dim() && d < 0; ++i)
+      if (self.sizes()[static_cast<std::size_t>(i)] == 3) d = i;
+    KAEL_CHECK(d >= 0, "cross: no dimension of size 3 in input");
+    KAEL_CHECK(a.sizes()[static_cast<std::size_t>(d)] == 3,
+               "linalg.cross: inputs dimension " << d << " must have length 3. Got " << self.sizes()[static_cast<std::size_t>(d)]
+                                                 << " and " << (other.dim() > d ? other.sizes()[static_cast<std::size_t>(d)] : 1));
+  } else {
+    const std::int64_t n = nd > 0 ? nd : 1;
+    KAEL_CHECK_INDEX(*dim >= -n && *dim < n, "cross: Dimension out of range (expected to be in range of ["
+                                                 << -n << ", " << n - 1 << "], but got " << *dim << ")");
+    d = *dim < 0 ? *dim + n : *dim;
+    KAEL_CHECK(nd > 0 && a.sizes()[static_cast<std::size_t>(d)] == 3,
+               "linalg.cross: inputs dimension " << *dim << " must have length 3. Got "
+                                                 << (self.dim() > d ? self.sizes()[static_cast<std::size_t>(d)] : 1)
+                                                 << " and "
+                                                 << (other.dim() > d ? other.sizes()[static_cast<std::size_t>(d)] : 1));
+  }
+  const auto at = [&](const Tensor& t, std::int64_t i) { return kael::select(t, d, i); };
+  const Tensor parts[] = {kael::sub(kael::mul(at(a, 1), at(b, 2)), kael::mul(at(a, 2), at(b, 1))),
+                          kael::sub(kael::mul(at(a, 2), at(b, 0)), kael::mul(at(a, 0), at(b, 2))),
+                          kael::sub(kael::mul(at(a, 0), at(b, 1)), kael::mul(at(a, 1), at(b, 0)))};
+  return kael::stack(TensorList(parts), d);
+}
+
+}  // namespace kael::native
