@@ -1,5 +1,6 @@
 // Stacking, cross products and the Vandermonde matrix written in terms of registered ops, so
 // autograd, a Python key and every device see those; checks and messages are PyTorch's.
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,7 @@ Tensor vander(const Tensor& x, std::optional<std::int64_t> N, bool increasing) {
 }
 
 // The cross product of 3-vectors along dim, the others broadcast; without dim the first dim of
-// size 3 of input, with PyTorch's deprecation warning.
+// size 3 of input, with PyTorch's deprecation warning (once per process, as PyTorch's).
 Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t> dim) {
   KAEL_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
   const Tensor pair[] = {self, other};
@@ -107,10 +108,13 @@ Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t
   const std::int64_t nd = a.dim();
   std::int64_t d = 0;
   if (!dim) {
-    warn(WarningKind::User,
-         "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim explicitly or "
-         "simply use torch.linalg.cross.\nThe default value of dim will change to agree with that of linalg.cross in "
-         "a future release.");
+    // once per process, as PyTorch's TORCH_WARN_ONCE
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      warn(WarningKind::User,
+           "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim explicitly or "
+           "simply use torch.linalg.cross.\nThe default value of dim will change to agree with that of linalg.cross "
+           "in a future release.");
     d = -1;  // the first dim of size 3 of input itself (not of the broadcast shape), as PyTorch's
     for (std::int64_t i = 0; i < self.dim() && d < 0; ++i)
       if (self.sizes()[static_cast<std::size_t>(i)] == 3) d = i;

@@ -1,5 +1,8 @@
 """The aliases and Python-level composites of kael/_composites.py, each against torch."""
+import json
 import math
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -471,11 +474,29 @@ def test_combining_and_predicates(call):
     same(call)
 
 
-def test_cross_without_dim_warns_as_torch():
-    for lib in (torch, kael):
-        with pytest.warns(UserWarning, match="dim"):
+CROSS_WARNINGS = r"""
+import json, sys, warnings
+import torch, kael
+counts = {}
+for lib in (torch, kael):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
             r = lib.cross(lib.tensor([[1.0, 0.0, 0.0]]), lib.tensor([[0.0, 1.0, 0.0]]))
-        assert r.tolist() == [[0.0, 0.0, 1.0]]
+            assert r.tolist() == [[0.0, 0.0, 1.0]]
+        lib.cross(lib.ones(3), lib.ones(3), dim=0)
+    counts[lib.__name__] = [(x.category.__name__, "dim" in str(x.message)) for x in w]
+print(json.dumps(counts))
+"""
+
+
+def test_cross_without_dim_warns_once_per_process_as_torch():
+    # torch warns once per process (TORCH_WARN_ONCE), so the check runs in a fresh interpreter
+    out = subprocess.run([sys.executable, "-c", CROSS_WARNINGS], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["torch"] == [["UserWarning", True]]
+    assert counts["kael"] == counts["torch"]
 
 
 @pytest.mark.parametrize("shapes,dim", [
