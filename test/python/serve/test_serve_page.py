@@ -29,7 +29,11 @@ def server(tmp_path_factory):
 def browser():
     with sync_api.sync_playwright() as p:
         assert CHROMIUM is not None, "Chromium not found (tools/setup_env.sh installs Debian's chromium)"
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        # The browser is not kael: a sanitizer runtime preloaded into the test process
+        # (tools/run_sanitizers.sh) stays out of Chromium's launcher script, which fails under it.
+        # The server keeps it, so that the instrumented extension serves the page.
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True, env=env)
         yield b
         b.close()
 
