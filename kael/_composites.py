@@ -311,32 +311,6 @@ def float_power(input, exponent) -> Tensor:
 # ---------------------------------------------------------------------------------- indexing and shapes
 
 
-def tensor_split(input: Tensor, indices_or_sections, dim: int = 0):
-    """Views of input split along dim into n near-equal parts (the first n % size one longer), or
-    at the given indices, as torch.tensor_split."""
-    if input.dim() == 0:
-        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
-    size = input.shape[dim]
-    if isinstance(indices_or_sections, Tensor):
-        indices_or_sections = indices_or_sections.tolist() if indices_or_sections.dim() else \
-            int(indices_or_sections.item())
-    if isinstance(indices_or_sections, int):
-        n = indices_or_sections
-        if n <= 0:
-            raise RuntimeError(f"number of sections must be larger than 0, got {n}")
-        q, r = divmod(size, n)
-        bounds, start = [], 0
-        for i in range(n):
-            stop = start + q + (1 if i < r else 0)
-            bounds.append((start, stop))
-            start = stop
-    else:
-        cuts = [0] + [_builtins.min(_builtins.max(i if i >= 0 else i + size, 0), size) for i in indices_or_sections]
-        cuts.append(size)
-        bounds = [(cuts[i], _builtins.max(cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]
-    return tuple(input.narrow(dim, a, b - a) for a, b in bounds)
-
-
 # kael.return_types.median: (values, indices), a tuple with named fields as torch's
 _median_result = _collections.namedtuple("median", ["values", "indices"], module="kael.return_types")
 
@@ -423,20 +397,6 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     left = a.permute(ka + da).reshape(m, k)  # sizes spelled out: -1 is ambiguous when k is 0
     right = b.permute(db + kb).reshape(k, n)
     return _C.matmul(left, right).reshape([a.shape[d] for d in ka] + [b.shape[d] for d in kb])
-
-
-def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
-    """The p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M): (..., P, R),
-    by broadcasting the differences (torch may use a matrix product for p = 2, rounding otherwise)."""
-    if x1.dim() < 2 or x2.dim() < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D, X2 got: {x2.dim()}D")
-    if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
-    if p < 0:
-        raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
-    _floating("cdist", x1, x2)
-    diff = _C.sub(x1.unsqueeze(-2), x2.unsqueeze(-3))
-    return _C.norm(diff, p, [-1])
 
 
 # ---------------------------------------------------------------------------------- statistics
@@ -530,62 +490,9 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     return out
 
 
-def cov(input: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
-    """The covariance matrix of the variables in input's rows (observations in columns), as
-    torch.cov without weights."""
-    if fweights is not None or aweights is not None:
-        raise NotImplementedError("cov: fweights and aweights are not supported yet")
-    if input.dim() > 2:
-        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
-                           f"{input.dim()} dimensions")
-    x = input.reshape(1, -1) if input.dim() < 2 else input
-    if not x.dtype.is_floating_point:
-        x = x.to(_C.get_default_dtype())
-    n = x.shape[1]
-    centered = _C.sub(x, _C.mean(x, [1], True))
-    c = _C.div(_C.matmul(centered, centered.t()), _builtins.max(n - correction, 0))
-    return c.squeeze() if input.dim() < 2 else c
-
-
-def corrcoef(input: Tensor) -> Tensor:
-    """The Pearson correlation coefficients of input's rows, clipped to [-1, 1], as torch.corrcoef."""
-    c = cov(input)
-    if c.dim() == 0:
-        return _C.div(c, c)
-    d = _C.diagonal(c)
-    s = _C.sqrt(d)
-    return _C.clamp(_C.div(_C.div(c, s.reshape(-1, 1)), s.reshape(1, -1)), -1, 1)
-
-
-def trapezoid(y: Tensor, x=None, *, dx=None, dim: int = -1) -> Tensor:
-    """The trapezoid rule along dim, with sample points x or spacing dx (1), as torch.trapezoid."""
-    n = y.shape[dim]
-    if n == 0:
-        return _C.sum(y, [dim])
-    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
-    pair_sum = _C.add(left, right)
-    if x is None:
-        return _C.div(_C.mul(_C.sum(pair_sum, [dim]), 1.0 if dx is None else dx), 2)
-    if isinstance(x, Tensor):
-        dxs = _C.diff(x, dim=dim if x.dim() == y.dim() else -1)
-        return _C.div(_C.sum(_C.mul(dxs, pair_sum), [dim]), 2)
-    return _C.div(_C.mul(_C.sum(pair_sum, [dim]), x), 2)
-
-
-trapz = trapezoid
 
 
 # ---------------------------------------------------------------------------------- combining
-
-
-def inner(input: Tensor, other: Tensor) -> Tensor:
-    """The sum of products over the last dims (a product with a 0-d tensor), as torch.inner."""
-    if input.dim() == 0 or other.dim() == 0:
-        return _C.mul(input, other)
-    if input.shape[-1] != other.shape[-1]:
-        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
-                           f"{list(input.shape)} and {list(other.shape)}")
-    return tensordot(input, other, ([-1], [-1]))
 
 
 def vdot(input: Tensor, other: Tensor) -> Tensor:
@@ -711,73 +618,6 @@ def cummax(input: Tensor, dim: int):
 def cummin(input: Tensor, dim: int):
     """The running minimum along dim and the index of the element that holds it, as torch.cummin."""
     return _cummin_result(*_cum_extreme("cummin", input, dim, _C.le))
-
-
-def logcumsumexp(input: Tensor, dim: int) -> Tensor:
-    """log(cumsum(exp(input))) along dim without overflow, as torch.logcumsumexp."""
-    x = input if input.dtype.is_floating_point else input.to(_C.get_default_dtype())
-    if x.dim() == 0:
-        return x.clone()
-    return _scan((x,), dim, lambda left, right: [_C.logaddexp(left[0], right[0])])[0]
-
-
-def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """A copy of input with source's elements, in order, written where mask (broadcast) is True."""
-    if mask.dtype != _C.bool:
-        raise RuntimeError(f"masked_scatter_only supports boolean masks, but got mask with dtype {mask.dtype}")
-    m = mask.expand(input.shape) if tuple(mask.shape) != tuple(input.shape) else mask
-    n = int(m.sum().item())
-    if source.numel() < n:
-        raise RuntimeError("Number of elements of source < number of ones in mask")
-    out = input.clone()
-    out[m] = source.reshape(-1)[:n].to(input.dtype)
-    return out
-
-
-# ---------------------------------------------------------------------------------- random fills
-
-
-def _fill_from_uniform(self: Tensor, name: str, transform, generator):
-    if not self.dtype.is_floating_point:
-        raise RuntimeError(f"{name} not implemented for '{self.dtype}'")
-    u = _C.empty(list(self.shape), dtype=_C.float64 if self.dtype == _C.float64 else _C.float32,
-                 device=self.device).uniform_(0.0, 1.0, generator=generator)
-    return self.copy_(transform(u))
-
-
-def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
-    """Fills self with numbers drawn from the exponential distribution of rate lambd."""
-    if not lambd > 0:
-        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _fill_from_uniform(self, "exponential_", lambda u: _C.div(_C.neg(_C.log1p(_C.neg(u))), lambd), generator)
-
-
-def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
-    """Fills self with exp of numbers drawn from N(mean, std**2)."""
-    if not std > 0:
-        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    if not self.dtype.is_floating_point:
-        raise RuntimeError(f"log_normal_ not implemented for '{self.dtype}'")
-    z = _C.empty(list(self.shape), dtype=self.dtype, device=self.device).normal_(mean, std, generator=generator)
-    return self.copy_(_C.exp(z))
-
-
-def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
-    """Fills self with numbers drawn from the Cauchy distribution."""
-    return _fill_from_uniform(self, "cauchy_",
-                              lambda u: _C.add(_C.mul(_C.tan(_C.mul(_C.sub(u, 0.5), _math.pi)), sigma), median),
-                              generator)
-
-
-def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
-    """Fills self with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
-    if not 0 < p < 1:
-        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    u = _C.empty(list(self.shape), dtype=_C.float64, device=self.device).uniform_(0.0, 1.0, generator=generator)
-    # 1 - u is in (0, 1]: log is finite, and the count at least 1
-    trials = _C.ceil(_C.div(_C.log(_C.sub(1.0, u)), _math.log1p(-p)))
-    return self.copy_(_C.clamp(trials, min=1.0))
-
 
 # ---------------------------------------------------------------------------------- dtype facts
 
@@ -923,33 +763,6 @@ def atleast_3d(*tensors):
     return out[0] if one and isinstance(tensors[0], Tensor) else tuple(out)
 
 
-def _split_along(op, input, indices_or_sections, dim, min_dims):
-    if input.dim() < min_dims:
-        raise RuntimeError(f"torch.{op} requires a tensor with at least {min_dims} dimension, but got a tensor "
-                           f"with {input.dim()} dimensions!")
-    if isinstance(indices_or_sections, int):
-        size = input.shape[dim]
-        if indices_or_sections == 0 or size % indices_or_sections:
-            raise RuntimeError(f"torch.{op} attempted to split along dimension {dim}, but the size of the "
-                               f"dimension {size} is not divisible by the split_size {indices_or_sections}!")
-    return tensor_split(input, indices_or_sections, dim)
-
-
-def hsplit(input: Tensor, indices_or_sections):
-    """tensor_split along dim 1 (dim 0 for 1-d tensors), sections dividing the size, as torch.hsplit."""
-    return _split_along("hsplit", input, indices_or_sections, 1 if input.dim() > 1 else 0, 1)
-
-
-def vsplit(input: Tensor, indices_or_sections):
-    """tensor_split along dim 0 of a tensor of 2 or more dims, as torch.vsplit."""
-    return _split_along("vsplit", input, indices_or_sections, 0, 2)
-
-
-def dsplit(input: Tensor, indices_or_sections):
-    """tensor_split along dim 2 of a tensor of 3 or more dims, as torch.dsplit."""
-    return _split_along("dsplit", input, indices_or_sections, 2, 3)
-
-
 def _tensor_input(op, input):
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
@@ -1004,25 +817,6 @@ def get_device(input: Tensor) -> int:
     return -1 if input.device.type == "cpu" else input.device.index
 
 
-def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
-    """A view of the slices of `size` elements every `step` along dimension, in a new last dim,
-    as torch.Tensor.unfold (through as_strided)."""
-    d, length = _dim_size("unfold", self, dimension)
-    if size > length:
-        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
-    if step <= 0:
-        raise RuntimeError(f"step is {step} but must be > 0")
-    if size < 0:
-        raise RuntimeError(f"size is {size} but must be >= 0")
-    count = (length - size) // step + 1
-    if self.dim() == 0:
-        return self.as_strided([size], [1], self.storage_offset())
-    shape, strides = list(self.shape), list(self.stride())
-    st = strides[d]
-    shape[d], strides[d] = count, st * step
-    return self.as_strided(shape + [size], strides + [st], self.storage_offset())
-
-
 def sum_to_size(self: Tensor, *size) -> Tensor:
     """self summed over the dims that broadcasting `size` to self's shape expanded, as
     torch.Tensor.sum_to_size."""
@@ -1039,46 +833,18 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
     return out.reshape(size) if lead else out
 
 
-def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
-    """Fills the main diagonal (all dims equal, or a tall matrix wrapping every N + 1 rows when
-    wrap) with fill_value in place, as torch.Tensor.fill_diagonal_."""
-    if self.dim() < 2:
-        raise RuntimeError("dimensions must larger than 1")
-    n = self.shape[0]
-    if self.dim() > 2 and any(s != n for s in self.shape):
-        raise RuntimeError("all dimensions of input must be of equal length")
-    if self.dim() == 2:
-        rows, cols = self.shape
-        size = _builtins.min(rows, cols)
-        if wrap and rows > cols + 1:
-            idx = [i for i in range(rows) if i % (cols + 1) < cols]
-            r = _C.tensor(idx, dtype=_C.int64)
-            c = _C.tensor([i % (cols + 1) for i in idx], dtype=_C.int64)
-            self[r, c] = fill_value
-            return self
-        diag = self.diagonal()
-    else:
-        size = n
-        diag = self.as_strided([size], [sum(self.stride())], self.storage_offset())
-    diag.fill_(fill_value)
-    return self
-
-
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "atleast_1d", "atleast_2d", "meshgrid",
-             "repeat_interleave", "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "tensor_split", "median",
-             "tensordot", "cdist", "var_mean", "std_mean", "aminmax", "quantile", "cov", "corrcoef",
-             "trapezoid", "trapz", "inner", "vdot",
-             "block_diag", "cartesian_prod", "isin", "is_nonzero", "is_same_size", "cummax",
-             "cummin", "logcumsumexp", "masked_scatter", "kthvalue", "nanmedian", "nanquantile", "histc",
-             "atleast_3d", "hsplit", "vsplit", "dsplit", "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["mm", "mv", "dot", "repeat_interleave", "float_power", "tensor_split", "median", "aminmax", "quantile", "cov",
-           "corrcoef", "inner", "vdot", "is_nonzero", "is_same_size", "cummax",
-           "cummin", "logcumsumexp", "masked_scatter", "exponential_", "log_normal_", "cauchy_", "geometric_",
-           "kthvalue", "nanmedian", "nanquantile", "histc", "hsplit", "vsplit", "dsplit",
-           "unfold", "sum_to_size", "fill_diagonal_", "is_signed", "is_complex", "is_conj", "is_neg",
-           "resolve_conj", "resolve_neg", "get_device"]
+FUNCTIONS = ["broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "atleast_1d",
+             "atleast_2d", "meshgrid", "repeat_interleave", "tril_indices", "triu_indices", "finfo", "iinfo",
+             "float_power", "median", "tensordot", "var_mean", "std_mean", "aminmax", "quantile", "vdot",
+             "block_diag", "cartesian_prod", "isin", "is_nonzero", "is_same_size", "cummax", "cummin",
+             "kthvalue", "nanmedian", "nanquantile", "histc", "atleast_3d", "is_floating_point", "is_signed",
+             "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
+METHODS = ["mm", "mv", "dot", "repeat_interleave", "float_power", "median", "aminmax", "quantile", "vdot",
+           "is_nonzero", "is_same_size", "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile", "histc",
+           "sum_to_size", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg",
+           "get_device"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
@@ -1096,7 +862,6 @@ def install(namespace: dict, extend):
     namespace.update(functions)
     methods.update({name: globals()[name] for name in METHODS})
     methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
-    methods["masked_scatter_"] = _in_place("masked_scatter_", masked_scatter)
     methods["addmm_"] = _in_place("addmm_", _addmm)
     methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)
     extend(methods)

@@ -7,8 +7,14 @@
 
 #include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
+#include "kael/core/mem_overlap.h"
 #include "kael/native/declarations.h"
+#include "kael/native/pointwise.h"
+#include "kael/ops/as_strided.h"
 #include "kael/ops/cat.h"
+#include "kael/ops/fill_.h"
+#include "kael/ops/index_put_.h"
+#include "kael/ops/logaddexp.h"
 #include "kael/ops/clone.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/div.h"
@@ -235,5 +241,100 @@ const Tensor& logit_(const Tensor& self, std::optional<double> eps) {
 }
 
 Tensor square(const Tensor& self) { return kael::pow(self, Scalar(std::int64_t{2})); }
+
+// ---- masked_scatter, fill_diagonal_, unfold, logcumsumexp
+
+// source's first elements, in order, written where mask (broadcast to self's shape) is set; the
+// checks run before the write, which index_put_ does (and checks self against source for overlap).
+const Tensor& masked_scatter_(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  constexpr const char* op = "masked_scatter_";
+  assert_no_internal_overlap(op, self);
+  KAEL_CHECK(self.dtype() == source.dtype(), op << ": masked_scatter: expected self and source to have same dtypes but got "
+                                                << dtype_name(self.dtype()) << " and " << dtype_name(source.dtype()));
+  KAEL_CHECK(mask.dtype() == ScalarType::Bool,
+             op << ": masked_scatter_only supports boolean masks, but got mask with dtype " << dtype_name(mask.dtype()));
+  const Tensor expanded = kael::expand(mask, self.sizes());
+  const std::int64_t count = kael::sum(expanded, std::nullopt, false, std::nullopt).item().to<std::int64_t>();
+  KAEL_CHECK(source.numel() >= count, op << ": Number of elements of source < number of ones in mask (" << source.numel()
+                                         << " < " << count << ")");
+  const std::int64_t flat[] = {-1};
+  const Tensor values = kael::narrow(kael::reshape(source, IntArrayRef(flat)), 0, 0, count);
+  const Tensor indices[] = {expanded};
+  kael::index_put_(self, TensorList(indices), values, false);
+  return self;
+}
+
+// self and mask broadcast together, self copied (contiguous), then scattered into.
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  const DimVector shape = broadcast_shapes("masked_scatter", self.sizes(), mask.sizes());
+  const Tensor result = kael::contiguous(kael::clone(kael::expand(self, IntArrayRef(shape))));
+  masked_scatter_(result, kael::expand(mask, IntArrayRef(shape)), source);
+  return result;
+}
+
+// The main diagonal (every dim equal, or the leading square of a matrix) filled in place; wrap
+// continues a tall matrix's diagonal every N + 1 rows, read as PyTorch's flat stepping.
+const Tensor& fill_diagonal_(const Tensor& self, const Scalar& fill_value, bool wrap) {
+  constexpr const char* op = "fill_diagonal_";
+  const std::int64_t nd = self.dim();
+  KAEL_CHECK(nd >= 2, op << ": dimensions must larger than 1");
+  const std::int64_t height = self.sizes()[0], width = self.sizes()[1];
+  if (nd > 2) {
+    for (std::int64_t i = 1; i < nd; ++i)
+      KAEL_CHECK(self.sizes()[i] == height,
+                 op << ": all dimensions of input must be of equal length, got " << shape_str(self.sizes()));
+  }
+  std::int64_t stride = 0;
+  for (const std::int64_t s : self.strides()) stride += s;
+  const std::int64_t size[] = {std::min(height, width)}, strides[] = {stride};
+  kael::fill_(kael::as_strided(self, IntArrayRef(size), IntArrayRef(strides), self.impl()->offset()), fill_value);
+  if (wrap && nd == 2 && height > width + 1) {
+    const std::int64_t step = width + 1;
+    const std::int64_t wrap_size[] = {(self.numel() + step - 1) / step - size[0]};
+    kael::fill_(kael::as_strided(self, IntArrayRef(wrap_size), IntArrayRef(strides),
+                                 self.impl()->offset() + self.strides()[0] * (width + 1)),
+                fill_value);
+  }
+  return self;
+}
+
+// A view of the slices of `size` elements every `step` along dimension, in a new last dim (a
+// 0-d tensor is read as one element).
+Tensor unfold(const Tensor& self, std::int64_t dimension, std::int64_t size, std::int64_t step) {
+  constexpr const char* op = "unfold";
+  const std::int64_t d = wrap_dim(op, dimension, self.dim());
+  const std::int64_t max_size = self.dim() == 0 ? 1 : self.sizes()[d];
+  KAEL_CHECK(size <= max_size, op << ": maximum size for tensor at dimension " << d << " is " << max_size
+                                  << " but size is " << size);
+  KAEL_CHECK(size >= 0, op << ": size is " << size << " but must be >= 0");
+  KAEL_CHECK(step > 0, op << ": step is " << step << " but must be > 0");
+  DimVector sizes(self.sizes()), strides(self.strides());
+  sizes.push_back(size);
+  strides.push_back(self.dim() == 0 ? 1 : strides[static_cast<std::size_t>(d)]);
+  if (self.dim() > 0) {
+    sizes[static_cast<std::size_t>(d)] = (sizes[static_cast<std::size_t>(d)] - size) / step + 1;
+    strides[static_cast<std::size_t>(d)] *= step;
+  }
+  return kael::as_strided(self, IntArrayRef(sizes), IntArrayRef(strides), self.impl()->offset());
+}
+
+// log(cumsum(exp(input))) along dim without overflow: an inclusive scan of logaddexp in log2(n)
+// steps (Hillis-Steele: at step s each position takes in the one s before it).
+Tensor logcumsumexp(const Tensor& self, std::int64_t dim) {
+  constexpr const char* op = "logcumsumexp";
+  KAEL_CHECK(is_floating(self.dtype()),
+             op << ": \"logcumsumexp_out_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
+  const std::int64_t d = wrap_dim(op, dim, self.dim());
+  if (self.dim() == 0) return kael::clone(self);
+  const std::int64_t n = self.sizes()[d];
+  Tensor x = kael::clone(self);
+  for (std::int64_t s = 1; s < n; s *= 2) {
+    const Tensor head = kael::narrow(x, d, 0, s);
+    const Tensor combined = kael::logaddexp(kael::narrow(x, d, 0, n - s), kael::narrow(x, d, s, n - s));
+    const Tensor pieces[] = {head, combined};
+    x = kael::cat(TensorList(pieces), d);
+  }
+  return x;
+}
 
 }  // namespace kael::native

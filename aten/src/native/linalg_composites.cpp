@@ -1,19 +1,37 @@
-// Products and norms written in terms of registered ops (outer, trace, kron, dist, renorm), so
-// autograd, a Python key and every device see those; the checks and messages are PyTorch's.
+// Products, norms and statistics written in terms of registered ops (outer, trace, kron, dist,
+// renorm, inner, cdist, cov, corrcoef, trapezoid), so autograd, a Python key and every device see
+// those; the checks and messages are PyTorch's.
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "kael/native/declarations.h"
 #include "kael/ops/add.h"
 #include "kael/ops/diagonal.h"
 #include "kael/ops/div.h"
+#include "kael/ops/amin.h"
+#include "kael/ops/clamp.h"
+#include "kael/ops/ge.h"
 #include "kael/ops/gt.h"
+#include "kael/ops/le.h"
+#include "kael/ops/matmul.h"
+#include "kael/ops/narrow.h"
+#include "kael/ops/select.h"
+#include "kael/ops/sqrt.h"
+#include "kael/ops/squeeze.h"
+#include "kael/ops/t.h"
+#include "kael/ops/unsqueeze.h"
+#include "kael/ops/view.h"
+#include "kael/ops/zeros.h"
 #include "kael/ops/mul.h"
 #include "kael/ops/norm.h"
 #include "kael/ops/reshape.h"
 #include "kael/ops/sub.h"
 #include "kael/ops/sum.h"
 #include "kael/ops/where.h"
+#include "kael/native/pointwise.h"
 
 namespace kael::native {
 
@@ -71,5 +89,209 @@ Tensor renorm(const Tensor& self, const Scalar& p, std::int64_t dim, const Scala
                                     Scalar(1.0));
   return kael::mul(self, factor);
 }
+
+// ---- inner and cdist
+
+// The sum of products over the last dims: (a..., k) and (b..., k) give (a..., b...), one matrix
+// product (sizes spelled out: -1 is ambiguous when k is 0). A 0-d input multiplies.
+Tensor inner(const Tensor& self, const Tensor& other) {
+  if (self.dim() == 0 || other.dim() == 0) return kael::mul(self, other);
+  KAEL_CHECK(self.sizes().back() == other.sizes().back(),
+             "inner: inner() the last dimension must match on both input tensors but got shapes "
+                 << shape_str(self.sizes()) << " and " << shape_str(other.sizes()));
+  const std::int64_t k = self.sizes().back();
+  DimVector result;
+  std::int64_t m = 1, n = 1;
+  for (std::int64_t d = 0; d + 1 < self.dim(); ++d) {
+    m *= self.sizes()[d];
+    result.push_back(self.sizes()[d]);
+  }
+  for (std::int64_t d = 0; d + 1 < other.dim(); ++d) {
+    n *= other.sizes()[d];
+    result.push_back(other.sizes()[d]);
+  }
+  const std::int64_t left[] = {m, k}, right[] = {n, k};
+  const Tensor product =
+      kael::matmul(kael::reshape(self, IntArrayRef(left)), kael::t(kael::reshape(other, IntArrayRef(right))));
+  return kael::reshape(product, IntArrayRef(result));
+}
+
+// The p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M), batch dims
+// broadcast: (..., P, R), from the broadcast differences (torch may take a matrix product for
+// p = 2 and more than 25 rows, which rounds otherwise).
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, std::optional<std::string_view> compute_mode) {
+  constexpr const char* op = "cdist";
+  // torch.cdist's modes choose whether p = 2 may go through a matrix product; kael always
+  // takes the differences, so they are checked and otherwise alike (None is refused, as torch's).
+  const std::string_view mode = compute_mode.value_or("None");
+  KAEL_CHECK_VALUE(mode == "use_mm_for_euclid_dist_if_necessary" || mode == "use_mm_for_euclid_dist" ||
+                       mode == "donot_use_mm_for_euclid_dist",
+                   op << ": " << mode << " is not a valid value for compute_mode");
+  KAEL_CHECK(x1.dim() >= 2, op << ": cdist only supports at least 2D tensors, X1 got: " << x1.dim() << "D");
+  KAEL_CHECK(x2.dim() >= 2, op << ": cdist only supports at least 2D tensors, X2 got: " << x2.dim() << "D");
+  KAEL_CHECK(x1.sizes().back() == x2.sizes().back(), op << ": X1 and X2 must have the same number of columns. X1: "
+                                                         << x1.sizes().back() << " X2: " << x2.sizes().back());
+  KAEL_CHECK(is_floating(x1.dtype()),
+             op << ": cdist only supports floating-point dtypes, X1 got: " << dtype_name(x1.dtype()));
+  KAEL_CHECK(is_floating(x2.dtype()),
+             op << ": cdist only supports floating-point dtypes, X2 got: " << dtype_name(x2.dtype()));
+  KAEL_CHECK(p >= 0, op << ": cdist only supports non-negative p values, got " << p);
+  const Tensor diff = kael::sub(kael::unsqueeze(x1, -2), kael::unsqueeze(x2, -3));
+  const std::int64_t last[] = {-1};
+  // No columns: every distance is 0, for p = inf too (whose norm of nothing is a max of nothing).
+  if (x1.sizes().back() == 0) return kael::sum(diff, IntArrayRef(last), false, std::nullopt);
+  return kael::norm(diff, p, IntArrayRef(last), false, std::nullopt);
+}
+
+// ---- cov and corrcoef
+
+// The covariance of the variables in input's rows (observations in its columns), weighted by
+// fweights (integer frequencies) and aweights (floating weights), as torch.cov: the result is
+// squeezed, and a correction that leaves no degrees of freedom warns and divides by 0.
+Tensor cov(const Tensor& self, std::int64_t correction, const std::optional<Tensor>& fweights,
+           const std::optional<Tensor>& aweights) {
+  constexpr const char* op = "cov";
+  KAEL_CHECK(self.dim() <= 2, op << ": cov(): expected input to have two or fewer dimensions but got an input with "
+                                 << self.dim() << " dimensions");
+  KAEL_CHECK(self.dtype() != ScalarType::Bool, op << ": cov(): bool dtype is not supported for input");
+  const std::int64_t row[] = {1, -1};
+  const Tensor in = self.dim() < 2 ? kael::view(self, IntArrayRef(row)) : self;
+  const std::int64_t observations = in.sizes()[1];
+  std::optional<Tensor> w;
+  if (fweights) {
+    const Tensor& f = *fweights;
+    KAEL_CHECK(f.dim() <= 1, op << ": cov(): expected fweights to have one or fewer dimensions but got fweights with "
+                                << f.dim() << " dimensions");
+    KAEL_CHECK(is_integral(f.dtype(), false),
+               op << ": cov(): expected fweights to have integral dtype but got fweights with "
+                  << dtype_name(f.dtype()) << " dtype");
+    KAEL_CHECK(f.numel() == observations,
+               op << ": cov(): expected fweights to have the same numel as there are observations in the input but got "
+                  << f.numel() << " != " << observations);
+    KAEL_CHECK(observations == 0 || kael::amin(f).item().to<double>() >= 0, op << ": cov(): fweights cannot be negative");
+    w = f;
+  }
+  if (aweights) {
+    const Tensor& a = *aweights;
+    KAEL_CHECK(a.dim() <= 1, op << ": cov(): expected aweights to have one or fewer dimensions but got aweights with "
+                                << a.dim() << " dimensions");
+    KAEL_CHECK(is_floating(a.dtype()),
+               op << ": cov(): expected aweights to have floating point dtype but got aweights with "
+                  << dtype_name(a.dtype()) << " dtype");
+    KAEL_CHECK(a.numel() == observations,
+               op << ": cov(): expected aweights to have the same numel as there are observations in the input but got "
+                  << a.numel() << " != " << observations);
+    KAEL_CHECK(observations == 0 || kael::amin(a).item().to<double>() >= 0, op << ": cov(): aweights cannot be negative");
+    w = w ? kael::mul(*w, a) : a;
+  }
+  const std::int64_t columns[] = {1};
+  Tensor centered, scaled;
+  if (!w) {
+    const Tensor avg = kael::div(kael::sum(in, IntArrayRef(columns), false, std::nullopt), Scalar(observations));
+    std::int64_t factor = observations - correction;
+    if (factor <= 0) {
+      warn(WarningKind::User,
+           "cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of observations.");
+      factor = 0;
+    }
+    centered = kael::sub(in, kael::unsqueeze(avg, 1));
+    return kael::squeeze(kael::div(kael::matmul(centered, kael::t(centered)), Scalar(factor)), std::nullopt);
+  }
+  const Tensor w_sum = kael::sum(*w, std::nullopt, false, std::nullopt);
+  KAEL_CHECK(w_sum.item().to<double>() != 0, op << ": cov(): weights sum to zero, can't be normalized");
+  const Tensor avg = kael::div(kael::sum(kael::mul(in, *w), IntArrayRef(columns), false, std::nullopt), w_sum);
+  Tensor factor = aweights && correction != 0
+                      ? kael::sub(w_sum, kael::div(kael::mul(kael::sum(kael::mul(*w, *aweights), std::nullopt, false,
+                                                                            std::nullopt),
+                                                              Scalar(correction)),
+                                                    w_sum))
+                      : kael::sub(w_sum, Scalar(correction));
+  if (factor.item().to<double>() <= 0) {
+    warn(WarningKind::User,
+         "cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of observations.");
+    factor = kael::mul(factor, Scalar(0));
+  }
+  centered = kael::sub(in, kael::unsqueeze(avg, 1));
+  scaled = kael::mul(centered, *w);
+  return kael::squeeze(kael::div(kael::matmul(centered, kael::t(scaled)), factor), std::nullopt);
+}
+
+// Pearson's correlation coefficients: the covariance over the products of the deviations,
+// clipped to [-1, 1]; a single variable gives c / c (NaN for a covariance of 0, inf or NaN).
+Tensor corrcoef(const Tensor& self) {
+  KAEL_CHECK(self.dim() <= 2,
+             "corrcoef: corrcoef(): expected input to have two or fewer dimensions but got an input with "
+                 << self.dim() << " dimensions");
+  const Tensor c = cov(self, 1, std::nullopt, std::nullopt);
+  if (c.dim() == 0) return kael::div(c, c);
+  const Tensor stddev = kael::sqrt(kael::diagonal(c, 0, 0, 1));
+  const std::int64_t column[] = {-1, 1}, row[] = {1, -1};
+  const Tensor scaled =
+      kael::div(kael::div(c, kael::view(stddev, IntArrayRef(column))), kael::view(stddev, IntArrayRef(row)));
+  return kael::clamp(scaled, std::optional<Scalar>(Scalar(-1)), std::optional<Scalar>(Scalar(1)));
+}
+
+// ---- trapezoid (trapz)
+
+namespace {
+
+// PyTorch's result for an empty dim: zeros of y's dtype with dim removed (NumPy's answer).
+std::optional<Tensor> trapezoid_of_nothing(const char* op, const Tensor& y, std::int64_t& dim) {
+  KAEL_CHECK_INDEX(y.dim() > 0, op << ": dimension specified as " << dim << " but tensor has no dimensions");
+  dim = wrap_dim(op, dim, y.dim());
+  if (y.sizes()[dim] != 0) return std::nullopt;
+  DimVector sizes(y.sizes());
+  sizes.erase(static_cast<std::size_t>(dim));
+  return kael::zeros(IntArrayRef(sizes), y.dtype(), y.device());
+}
+
+// x[1:] - x[:-1] along dim (Python's slices: a dim of size 1 or 0 gives an empty difference).
+Tensor slice_diff(const Tensor& x, std::int64_t dim) {
+  const std::int64_t n = x.sizes()[dim], k = std::max<std::int64_t>(n - 1, 0);
+  return kael::sub(kael::narrow(x, dim, std::min<std::int64_t>(1, n), k), kael::narrow(x, dim, 0, k));
+}
+
+Tensor trapezoid_x_impl(const char* op, const Tensor& y, const Tensor& x, std::int64_t dim) {
+  if (auto nothing = trapezoid_of_nothing(op, y, dim)) return *nothing;
+  KAEL_CHECK(y.dtype() != ScalarType::Bool && x.dtype() != ScalarType::Bool,
+             op << ": trapezoid: received a bool input for `x` or `y`, but bool is not supported");
+  Tensor x_viewed = x;
+  if (x.dim() == 1) {
+    KAEL_CHECK(x.sizes()[0] == y.sizes()[dim], op << ": trapezoid: There must be one `x` value for each sample point ("
+                                                  << x.sizes()[0] << " for " << y.sizes()[dim] << ")");
+    DimVector sizes(static_cast<std::size_t>(y.dim()), 1);
+    sizes[static_cast<std::size_t>(dim)] = x.sizes()[0];
+    x_viewed = kael::view(x, IntArrayRef(sizes));
+  } else if (x.dim() < y.dim()) {
+    DimVector sizes(static_cast<std::size_t>(y.dim() - x.dim()), 1);
+    for (const std::int64_t s : x.sizes()) sizes.push_back(s);
+    x_viewed = kael::view(x, IntArrayRef(sizes));
+  }
+  const std::int64_t n = y.sizes()[dim];
+  const Tensor pairs = kael::add(kael::narrow(y, dim, 0, n - 1), kael::narrow(y, dim, 1, n - 1));
+  const std::int64_t dims[] = {dim};
+  return kael::div(kael::sum(kael::mul(pairs, slice_diff(x_viewed, dim)), IntArrayRef(dims), false, std::nullopt),
+                   Scalar(2.0));
+}
+
+// A constant spacing: dx * (sum(y) - (y[0] + y[-1]) / 2), PyTorch's form of the rule.
+Tensor trapezoid_dx_impl(const char* op, const Tensor& y, const Scalar& dx, std::int64_t dim) {
+  if (auto nothing = trapezoid_of_nothing(op, y, dim)) return *nothing;
+  KAEL_CHECK(y.dtype() != ScalarType::Bool,
+             op << ": trapezoid: received a bool input for `y`, but bool is not supported");
+  KAEL_CHECK(!dx.is_bool(), op << ": trapezoid: Currently, we only support dx as a real number.");
+  const std::int64_t dims[] = {dim};
+  const Tensor ends = kael::mul(kael::add(kael::select(y, dim, 0), kael::select(y, dim, -1)), Scalar(0.5));
+  return kael::mul(kael::sub(kael::sum(y, IntArrayRef(dims), false, std::nullopt), ends), Scalar(dx.to_double()));
+}
+
+}  // namespace
+
+Tensor trapezoid_x(const Tensor& y, const Tensor& x, std::int64_t dim) { return trapezoid_x_impl("trapezoid", y, x, dim); }
+Tensor trapezoid_dx(const Tensor& y, const Scalar& dx, std::int64_t dim) {
+  return trapezoid_dx_impl("trapezoid", y, dx, dim);
+}
+Tensor trapz_x(const Tensor& y, const Tensor& x, std::int64_t dim) { return trapezoid_x_impl("trapz", y, x, dim); }
+Tensor trapz_dx(const Tensor& y, double dx, std::int64_t dim) { return trapezoid_dx_impl("trapz", y, Scalar(dx), dim); }
 
 }  // namespace kael::native

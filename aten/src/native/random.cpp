@@ -1,10 +1,21 @@
 // Random ops built from the random kernels (CompositeImplicit/Explicit): factories, *_like,
-// bernoulli and dropout. They call registered ops only, so every device's kernels serve them.
+// bernoulli, dropout and the fills of other distributions. They call registered ops only, so every device's kernels serve them.
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/ops/bernoulli_.h"
+#include "kael/ops/ceil.h"
+#include "kael/ops/clamp.h"
+#include "kael/ops/copy_.h"
+#include "kael/ops/exp.h"
+#include "kael/ops/log.h"
+#include "kael/ops/log1p.h"
+#include "kael/ops/neg.h"
+#include "kael/ops/sub.h"
+#include "kael/ops/tan.h"
 #include "kael/ops/div.h"
 #include "kael/ops/empty.h"
 #include "kael/ops/empty_like.h"
@@ -164,6 +175,75 @@ Tensor dropout(const Tensor& self, double p, bool train) {
   kael::bernoulli_(noise, 1 - p, std::nullopt);
   kael::div_(noise, Scalar(1 - p));
   return kael::mul(self, noise);
+}
+
+// ---- fills of other distributions: a transform of uniform_ (or normal_) draws, copied into self
+
+namespace {
+
+// Uniform draws in [0, 1) of self's shape: float64 for a float64 self, float32 otherwise (the
+// transform then rounds once, in the copy).
+Tensor uniform_draws(const Tensor& self, ScalarType dtype, std::optional<Generator> generator) {
+  Tensor u = kael::empty(self.sizes(), dtype, self.device());
+  kael::uniform_(u, 0.0, 1.0, generator);
+  return u;
+}
+
+ScalarType draw_dtype(const Tensor& self) {
+  return self.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+}
+
+void check_continuous(const char* op, const char* name, const Tensor& self) {
+  KAEL_CHECK(is_floating(self.dtype()), op << ": " << name
+                                           << " distribution is a continuous probability distribution. dtype must be a "
+                                              "floating point but you specified "
+                                           << dtype_name(self.dtype()));
+}
+
+}  // namespace
+
+// -log(1 - u) / lambd: the exponential distribution of rate lambd (lambd = inf gives zeros).
+const Tensor& exponential_(const Tensor& self, double lambd, std::optional<Generator> generator) {
+  constexpr const char* op = "exponential_";
+  KAEL_CHECK(lambd > 0, op << ": exponential_ expects lambda > 0.0, but found lambda=" << lambd);
+  if (self.numel() == 0) return self;  // PyTorch's kernel, and its dtype check, run on elements only
+  check_continuous(op, "Exponential", self);
+  const Tensor u = uniform_draws(self, draw_dtype(self), generator);
+  return kael::copy_(self, kael::div(kael::neg(kael::log1p(kael::neg(u))), Scalar(lambd)));
+}
+
+// exp of N(mean, std**2) draws.
+const Tensor& log_normal_(const Tensor& self, double mean, double std, std::optional<Generator> generator) {
+  constexpr const char* op = "log_normal_";
+  KAEL_CHECK(std > 0, op << ": log_normal_ expects std > 0.0, but found std=" << std);
+  if (self.numel() == 0) return self;
+  KAEL_CHECK(is_floating(self.dtype()), op << ": \"log_normal_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
+  Tensor z = kael::empty(self.sizes(), self.dtype(), self.device());
+  kael::normal_(z, mean, std, generator);
+  return kael::copy_(self, kael::exp(z));
+}
+
+// median + sigma * tan(pi * (u - 1/2)); the dtype is checked even without elements, as PyTorch's.
+const Tensor& cauchy_(const Tensor& self, double median, double sigma, std::optional<Generator> generator) {
+  constexpr const char* op = "cauchy_";
+  KAEL_CHECK(sigma > 0, op << ": cauchy_ expects sigma > 0.0, but found sigma=" << sigma);
+  check_continuous(op, "Cauchy", self);
+  const Tensor u = uniform_draws(self, draw_dtype(self), generator);
+  const Tensor angle = kael::mul(kael::sub(u, Scalar(0.5)), Scalar(std::numbers::pi));
+  return kael::copy_(self, kael::add(kael::mul(kael::tan(angle), Scalar(sigma)), Scalar(median)));
+}
+
+// The number of Bernoulli(p) trials up to the first success (1, 2, ...): ceil(log(1 - u) /
+// log(1 - p)) in float64, at least 1 (1 - u is in (0, 1], so the log is finite); integer dtypes
+// take the count as a cast would, bool is refused.
+const Tensor& geometric_(const Tensor& self, double p, std::optional<Generator> generator) {
+  constexpr const char* op = "geometric_";
+  KAEL_CHECK(p > 0 && p < 1, op << ": geometric_ expects p to be in (0, 1), but got p=" << p);
+  if (self.numel() == 0) return self;
+  KAEL_CHECK(self.dtype() != ScalarType::Bool, op << ": \"geometric_cpu\" not implemented for 'Bool'");
+  const Tensor u = uniform_draws(self, ScalarType::Float64, generator);
+  const Tensor trials = kael::ceil(kael::div(kael::log(kael::sub(Scalar(1.0), u)), Scalar(std::log1p(-p))));
+  return kael::copy_(self, kael::clamp(trials, std::optional<Scalar>(Scalar(1.0)), std::optional<Scalar>()));
 }
 
 }  // namespace kael::native

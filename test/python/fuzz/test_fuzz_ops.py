@@ -547,7 +547,8 @@ UNINITIALISED = {"empty", "empty_strided", "empty_like"}
 # Ops whose values are random: kael's streams are not torch's (docs/decisions/random.md, "Random
 # numbers"), so their results, and what the in-place ones write, are compared by shape, dtype
 # and outcome only (test_random.py checks their values).
-RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "bernoulli", "rand", "randn", "randint", "normal",
+RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_",
+          "bernoulli", "rand", "randn", "randint", "normal",
           "randperm", "rand_like", "randn_like", "randint_like", "multinomial", "dropout"}
 
 

@@ -1572,7 +1572,7 @@ _NO_BASELINE = {
     "standardize-function", "cross_entropy_losses-function", "cross_entropy_losses_backward-function",
     "embedding_backward-function",
 }
-_RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "bernoulli", "rand", "randn", "randint", "normal",
+_RANDOM = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "bernoulli", "rand", "randn", "randint", "normal",
            "randperm", "rand_like", "randn_like", "randint_like", "multinomial", "dropout", "empty", "empty_like",
            "empty_strided"}
 

@@ -18,11 +18,17 @@ TIMEOUT = 120 * float(os.environ.get("KAEL_TEST_TIMEOUT_FACTOR", "1"))
 
 
 def _build_dir():
+    """The build that made the loaded kael._C: the sanitizer builds load a copy of the package
+    from inside their own build directory (tools/run_sanitizers.sh); otherwise the developer build."""
+    build = (ROOT / "build").resolve()
+    loaded = Path(kael._C.__file__).resolve()
+    if build in loaded.parents:
+        return build / loaded.relative_to(build).parts[0]
     return ROOT / "build" / f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
 
 
 def _cmake_cache():
-    """The developer build's CMakeCache.txt as {name: value} (the build that made kael/_C*.so)."""
+    """The CMakeCache.txt of the build that made the loaded kael._C, as {name: value}."""
     cache = {}
     for line in (_build_dir() / "CMakeCache.txt").read_text().splitlines():
         if line and not line.startswith(("#", "//")) and "=" in line:
