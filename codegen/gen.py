@@ -184,6 +184,12 @@ class CppVariant:
     kernels: dict[str, str]  # dispatch key -> kernel in kael::native (only keys that have one)
     generated_cpu: bool  # the CPU kernel is generated from a pointwise formula
     autograd: str | None = None  # the generated Autograd kernel: functional, inplace, out (or none)
+    # an `out:` entry's out variant: the generated kernel (every key) computes the op, then
+    # writes out (native::write_out); it lists the checks of its inputs for requires_grad
+    out_of: str | None = None
+    out_exact: bool = True
+    grad_inputs: str = ""
+    grad_lists: str = ""
 
     @property
     def value_ret(self) -> str:
@@ -243,6 +249,22 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
             kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True,
             autograd="out" if autograd_supported(f) else None))
+    if f.out:
+        tensors = [p for p in f.schema.params if p.type.is_tensor()]
+        lists = [p for p in f.schema.params if p.type.is_tensor_list()]
+        kernel = f"{f.ident}_out_generated"
+        out.append(CppVariant(
+            op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
+            returns_arg="out",
+            params="const Tensor& out, " + cpp_params(f, defaults=False),
+            params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
+            param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
+            args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
+            kernels={k: kernel for k in enums.ALIAS_KEYS["CompositeImplicit"] if k != "CUDA" or cuda},
+            generated_cpu=False, out_of=f.name, out_exact=f.out == "exact",
+            grad_inputs=", ".join(f"{p.name} ? &*{p.name} : nullptr" if p.type.optional else f"&{p.name}"
+                                  for p in tensors),
+            grad_lists=", ".join(p.name for p in lists)))
     return out
 
 
@@ -279,8 +301,8 @@ class PyParam:
 
 
 def has_out(f: NativeFunction, method: bool) -> bool:
-    """Python functions of pointwise ops take out= (the derived `op_out`)."""
-    return f.is_pointwise and not method
+    """Python functions of pointwise ops and of `out:` entries take out= (the derived `op_out`)."""
+    return (f.is_pointwise or f.out) and not method
 
 
 def has_requires_grad(f: NativeFunction, method: bool) -> bool:

@@ -313,6 +313,9 @@ class NativeFunction:
     simd: bool = False
     # the dtype out= may have: "castable" (any the result casts to) or "result" (exactly the result's)
     out_dtype: str = "castable"
+    # a non-pointwise function that takes out=: its result computed, then written into out of
+    # the result's dtype ("exact") or of any dtype it casts to ("castable"); None: no out=
+    out: str | None = None
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
 
     def line_of(self, key: str) -> int:
@@ -433,6 +436,30 @@ def _check_pointwise_properties(schema: Schema, pointwise: str | None, promotion
     return opmath
 
 
+OUT_KINDS = ("exact", "castable")
+
+
+def _check_out(schema: Schema, variants: tuple[str, ...], pointwise: Any, out: Any) -> str | None:
+    """`out: exact|castable`: a function returning one new tensor also takes out= (every pointwise
+    op does), of the result's dtype or of any dtype the result casts to."""
+    if out is None:
+        return None
+    if out not in OUT_KINDS:
+        raise CodegenError(f"unknown out '{out}' (expected one of {', '.join(OUT_KINDS)})")
+    if pointwise is not None:
+        raise CodegenError("'out' is for non-pointwise ops: every pointwise op takes out=")
+    if "function" not in variants:
+        raise CodegenError("'out' needs the function variant (methods take no out=)")
+    if schema.mutating or len(schema.returns) != 1 or not schema.returns[0].type.is_tensor() \
+            or schema.returns[0].type.optional or schema.returns_list:
+        raise CodegenError("'out' needs an op that returns one new Tensor")
+    if any(p.name == "out" for p in schema.params):
+        raise CodegenError("'out' needs an op without a parameter named out")
+    if len(schema.params) > types.MAX_PARAMS - 1:
+        raise CodegenError(f"'out' needs a free slot: at most {types.MAX_PARAMS - 1} parameters")
+    return out
+
+
 def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | None = None) -> NativeFunction:
     entry = dict(entry)
     entry_keys = set(entry)
@@ -462,6 +489,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     layout = _pop(entry, "layout", "inputs")
     simd = _pop(entry, "simd", False)
     out_dtype = _pop(entry, "out_dtype", "castable")
+    out = _check_out(schema, variants, pointwise, _pop(entry, "out"))
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -557,7 +585,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype,
+        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 

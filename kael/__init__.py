@@ -67,7 +67,7 @@ from kael.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_
 # kael.device, kael.Size, NumPy and DLPack interop, as_tensor/asarray, and the Python-level
 # Tensor methods (kael/_tensor.py adds them to kael.Tensor when imported).
 from kael import _tensor  # noqa: E402
-from kael._tensor import UntypedStorage, as_tensor, asarray, device, from_dlpack, from_numpy, matmul  # noqa: E402
+from kael._tensor import UntypedStorage, as_tensor, asarray, device, from_dlpack, from_numpy  # noqa: E402
 from kael import _composites  # noqa: E402
 _composite_names = _composites.install(globals(), _tensor._extend)  # aliases and Python-level composites
 from kael import _memory_format  # noqa: E402  (kael.channels_last & co., memory_format= arguments)

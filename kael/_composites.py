@@ -72,109 +72,6 @@ def numel(input: Tensor) -> int:
     return input.numel()
 
 
-# ---------------------------------------------------------------------------------- products
-
-
-def _check_same_dtype(op, a, b, words):
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"{op}: expected {words} to have the same dtype, but got: {a.dtype} != {b.dtype}")
-
-
-def mm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
-    """The matrix product of two matrices (no broadcasting), as torch.mm."""
-    if input.dim() != 2:
-        raise RuntimeError(f"mm: self must be a matrix, got a tensor of {input.dim()} dims")
-    if mat2.dim() != 2:
-        raise RuntimeError(f"mm: mat2 must be a matrix, got a tensor of {mat2.dim()} dims")
-    _check_same_dtype("mm", input, mat2, "self and mat2")
-    return _out("mm", _C.matmul(input, mat2), out, input, mat2)
-
-
-def mv(input: Tensor, vec: Tensor, *, out=None) -> Tensor:
-    """The product of a matrix and a vector, as torch.mv."""
-    if input.dim() != 2 or vec.dim() != 1:
-        raise RuntimeError(f"mv: vector + matrix @ vector expected, got {input.dim()}, {vec.dim()}")
-    _check_same_dtype("mv", input, vec, "self and vec")
-    return _out("mv", _C.matmul(input, vec), out, input, vec)
-
-
-def dot(input: Tensor, tensor: Tensor, *, out=None) -> Tensor:
-    """The inner product of two 1-d tensors of one dtype and length, as torch.dot."""
-    if input.dim() != 1 or tensor.dim() != 1:
-        raise RuntimeError(f"dot: 1D tensors expected, but got {input.dim()}D and {tensor.dim()}D tensors")
-    if input.dtype != tensor.dtype:
-        raise RuntimeError(f"dot: expected both vectors to have same dtype, but found {input.dtype} and {tensor.dtype}")
-    if input.numel() != tensor.numel():
-        raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.numel()}] and src "
-                           f"[{tensor.numel()}] to have the same number of elements, but got {input.numel()} "
-                           f"and {tensor.numel()} elements respectively")
-    return _out("dot", _C.matmul(input, tensor), out, input, tensor)
-
-
-def _out(op, result, out, *inputs):
-    """result, or result written into out (kael._tensor._write_out: PyTorch's out= rules)."""
-    if out is None:
-        return result
-    from kael._tensor import _write_out  # kael._tensor is imported before this module
-    return _write_out(op, result, out, *inputs, stacklevel=4)
-
-
-# Tensor.mm, Tensor.mv and Tensor.dot take no out= (as torch's methods)
-def _mm_method(input: Tensor, mat2: Tensor) -> Tensor:
-    return mm(input, mat2)
-
-
-def _mv_method(input: Tensor, vec: Tensor) -> Tensor:
-    return mv(input, vec)
-
-
-def _dot_method(input: Tensor, tensor: Tensor) -> Tensor:
-    return dot(input, tensor)
-
-
-def bmm(input: Tensor, mat2: Tensor, *, out=None) -> Tensor:
-    """Batched matrix product (kael._C.bmm), written into out when given."""
-    return _out("bmm", _C.bmm(input, mat2), out, input, mat2)
-
-
-def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """beta * input + alpha * (mat1 @ mat2) (kael._C.addmm), written into out when given."""
-    return _out("addmm", _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha), out, input, mat1, mat2)
-
-
-def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
-    """beta * input + alpha * bmm(batch1, batch2) (kael._C.baddbmm), written into out when given."""
-    return _out("baddbmm", _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha), out, input, batch1, batch2)
-
-
-def _addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
-    return _C.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
-
-
-def _baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
-    return _C.baddbmm(input, batch1, batch2, beta=beta, alpha=alpha)
-
-
-def _in_place(name, fn):
-    """fn's in-place method: the result computed out of place, checked against self (shape, then
-    dtype), then written by copy_ (so a failing check leaves self alone)."""
-
-    def method(self, *args, **kwargs):
-        result = fn(self, *args, **kwargs)
-        if tuple(result.shape) != tuple(self.shape):
-            raise ValueError(f"{name}: output with shape {list(self.shape)} doesn't match the broadcast shape "
-                             f"{list(result.shape)}")
-        if not _C.can_cast(result.dtype, self.dtype):
-            raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired output type "
-                               f"{self.dtype}")
-        return self.copy_(result)
-
-    method.__name__ = name
-    method.__doc__ = f"In-place version of {name[:-1]}."
-    method.__wrapped__ = fn  # its signature (inspect.signature, the stub)
-    return method
-
-
 # ---------------------------------------------------------------------------------- stacking
 
 
@@ -494,10 +391,6 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
 
 # ---------------------------------------------------------------------------------- combining
 
-
-def vdot(input: Tensor, other: Tensor) -> Tensor:
-    """dot (real dtypes have no conjugate)."""
-    return dot(input, other)
 
 
 def block_diag(*tensors) -> Tensor:
@@ -835,16 +728,15 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "numel", "mm", "mv", "dot", "bmm", "addmm", "baddbmm", "atleast_1d",
-             "atleast_2d", "meshgrid", "repeat_interleave", "tril_indices", "triu_indices", "finfo", "iinfo",
-             "float_power", "median", "tensordot", "var_mean", "std_mean", "aminmax", "quantile", "vdot",
-             "block_diag", "cartesian_prod", "isin", "is_nonzero", "is_same_size", "cummax", "cummin",
-             "kthvalue", "nanmedian", "nanquantile", "histc", "atleast_3d", "is_floating_point", "is_signed",
-             "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["mm", "mv", "dot", "repeat_interleave", "float_power", "median", "aminmax", "quantile", "vdot",
-           "is_nonzero", "is_same_size", "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile", "histc",
-           "sum_to_size", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg",
-           "get_device"]
+FUNCTIONS = ["broadcast_shapes", "numel", "atleast_1d", "atleast_2d", "meshgrid", "repeat_interleave",
+             "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "median", "tensordot",
+             "var_mean", "std_mean", "aminmax", "quantile", "block_diag", "cartesian_prod", "isin",
+             "is_nonzero", "is_same_size", "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile",
+             "histc", "atleast_3d", "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg",
+             "resolve_conj", "resolve_neg", "get_device"]
+METHODS = ["repeat_interleave", "float_power", "median", "aminmax", "quantile", "is_nonzero", "is_same_size",
+           "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile", "histc", "sum_to_size", "is_signed",
+           "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the
@@ -861,9 +753,6 @@ def install(namespace: dict, extend):
         functions[name] = globals()[name]
     namespace.update(functions)
     methods.update({name: globals()[name] for name in METHODS})
-    methods.update(mm=_mm_method, mv=_mv_method, dot=_dot_method)
-    methods["addmm_"] = _in_place("addmm_", _addmm)
-    methods["baddbmm_"] = _in_place("baddbmm_", _baddbmm)
     extend(methods)
     TENSOR_MEMBERS.update(methods)
     _C.return_types.median = _median_result

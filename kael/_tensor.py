@@ -411,36 +411,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad: _builtins
     return result
 
 
-def _write_out(op, result, out, *inputs, stacklevel=3):
-    """Writes an op's result into out as PyTorch's out= arguments of the matrix products do: out
-    must be a Tensor of the result's dtype; one of another shape is resized (with a UserWarning if
-    it had elements); out= takes no part in autograd. The result was computed into a fresh tensor
-    first, so out may be (or overlap) one of the inputs."""
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if _C.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (out, *inputs)):
-        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, "
-                           "but one of the arguments requires grad.")
-    if out.dtype != result.dtype:
-        raise RuntimeError(f"{op}: Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead")
-    if out.shape != result.shape:
-        if out.numel():
-            _warnings.warn(f"{op}: an output with one or more elements was resized since it had shape "
-                           f"{list(out.shape)}, which does not match the required output shape {list(result.shape)}",
-                           UserWarning, stacklevel=stacklevel)
-        out._set_data(result)
-    else:
-        out.copy_(result)
-    return out
-
-
-def matmul(input, other, *, out=None):
-    """The matrix product of input and other (kael._C.matmul), written into out when given (out
-    is resized, with a warning if it had elements, as PyTorch's out= arguments are)."""
-    result = _C.matmul(input, other)
-    return result if out is None else _write_out("matmul", result, out, input, other)
-
-
 # ---------------------------------------------------------------------------------- Tensor methods
 
 

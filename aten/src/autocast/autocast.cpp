@@ -245,6 +245,9 @@ void autocast_kernel(const dispatch::OpEntry& op, DispatchKeySet, dispatch::Stac
 void install() {
   std::call_once(g_install_once, [] {
     for (const dispatch::OpEntry* op : dispatch::all_ops()) {
+      // An op's out= form (add.out, mm.out) is not autocast's, as in PyTorch: casting out would
+      // write the result into a cast copy and leave the caller's tensor alone.
+      if (std::string_view(op->name).ends_with(".out")) continue;
       if (auto policy = policy_of(op->name)) {
         dispatch::set_boxed_kernel(*op, DispatchKey::Autocast, &autocast_kernel);
         g_installed.emplace_back(op, *policy);

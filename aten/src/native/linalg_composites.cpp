@@ -11,7 +11,9 @@
 #include "kael/ops/add.h"
 #include "kael/ops/diagonal.h"
 #include "kael/ops/div.h"
+#include "kael/ops/addmm.h"
 #include "kael/ops/amin.h"
+#include "kael/ops/baddbmm.h"
 #include "kael/ops/clamp.h"
 #include "kael/ops/ge.h"
 #include "kael/ops/gt.h"
@@ -293,5 +295,59 @@ Tensor trapezoid_dx(const Tensor& y, const Scalar& dx, std::int64_t dim) {
 }
 Tensor trapz_x(const Tensor& y, const Tensor& x, std::int64_t dim) { return trapezoid_x_impl("trapz", y, x, dim); }
 Tensor trapz_dx(const Tensor& y, double dx, std::int64_t dim) { return trapezoid_dx_impl("trapz", y, Scalar(dx), dim); }
+
+// ---- mm, mv, dot, vdot (matmul after their checks), addmm_, baddbmm_
+
+namespace {
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b, const char* words) {
+  KAEL_CHECK(a.dtype() == b.dtype(), op << ": expected " << words << " to have the same dtype, but got: "
+                                        << dtype_name(a.dtype()) << " != " << dtype_name(b.dtype()));
+}
+}  // namespace
+
+// The product of two matrices, without broadcasting.
+Tensor mm(const Tensor& self, const Tensor& mat2) {
+  KAEL_CHECK(self.dim() == 2, "mm: self must be a matrix, got a tensor of " << self.dim() << " dims");
+  KAEL_CHECK(mat2.dim() == 2, "mm: mat2 must be a matrix, got a tensor of " << mat2.dim() << " dims");
+  check_same_dtype("mm", self, mat2, "self and mat2");
+  return kael::matmul(self, mat2);
+}
+
+Tensor mv(const Tensor& self, const Tensor& vec) {
+  KAEL_CHECK(self.dim() == 2 && vec.dim() == 1,
+             "mv: vector + matrix @ vector expected, got " << self.dim() << ", " << vec.dim());
+  check_same_dtype("mv", self, vec, "self and vec");
+  return kael::matmul(self, vec);
+}
+
+Tensor dot(const Tensor& self, const Tensor& tensor) {
+  KAEL_CHECK(self.dim() == 1 && tensor.dim() == 1,
+             "dot: 1D tensors expected, but got " << self.dim() << "D and " << tensor.dim() << "D tensors");
+  KAEL_CHECK(self.dtype() == tensor.dtype(), "dot: expected both vectors to have same dtype, but found "
+                                                 << dtype_name(self.dtype()) << " and " << dtype_name(tensor.dtype()));
+  KAEL_CHECK(self.numel() == tensor.numel(),
+             "dot: inconsistent tensor size, expected tensor [" << self.numel() << "] and src [" << tensor.numel()
+                                                                << "] to have the same number of elements, but got "
+                                                                << self.numel() << " and " << tensor.numel()
+                                                                << " elements respectively");
+  return kael::matmul(self, tensor);
+}
+
+// dot: real dtypes have no conjugate.
+Tensor vdot(const Tensor& self, const Tensor& other) { return dot(self, other); }
+
+// The in-place forms: the product computed out of place, checked against self (shape, dtype)
+// and copied, so that a failing check leaves self alone.
+const Tensor& addmm_(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                     const Scalar& alpha) {
+  const Tensor source = in_place_source(self, {&mat1, &mat2});
+  return write_in_place("addmm_", self, kael::addmm(source, mat1, mat2, beta, alpha));
+}
+
+const Tensor& baddbmm_(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+                       const Scalar& alpha) {
+  const Tensor source = in_place_source(self, {&batch1, &batch2});
+  return write_in_place("baddbmm_", self, kael::baddbmm(source, batch1, batch2, beta, alpha));
+}
 
 }  // namespace kael::native

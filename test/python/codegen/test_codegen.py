@@ -481,6 +481,34 @@ def test_out_dtype():
         "t.yaml:3: f: unknown out_dtype 'bool' (expected one of castable, result)"
 
 
+def test_out_key_of_other_functions():
+    f = parse_one(hand_written("f(Tensor self, Tensor other) -> Tensor", "  out: exact\n"))
+    assert f.out == "exact" and not f.is_pointwise
+    [base, out] = gen.cpp_variants(f)
+    assert (out.name, out.schema_name, out.returns_arg, out.out_of, out.out_exact) == \
+        ("f_out", "f.out", "out", "f", True)
+    assert set(out.kernels) == {"CPU", "Python", "Autograd"} and set(out.kernels.values()) == {"f_out_generated"}
+    assert out.grad_inputs == "&self, &other" and gen.has_out(f, method=False) and not gen.has_out(f, method=True)
+    assert "out=None" in gen.py_signature(f, False, "f") and "out" not in gen.py_signature(f, True, "f")
+    g = parse_one(hand_written("g(Tensor[] tensors, Tensor? w=None) -> Tensor", "  out: castable\n"))
+    out = gen.cpp_variants(g, cuda=True)[1]
+    assert not out.out_exact and out.grad_lists == "tensors" and out.grad_inputs == "w ? &*w : nullptr"
+    assert "CUDA" in out.kernels
+    assert parse_one(hand_written("h(Tensor self) -> Tensor")).out is None
+    assert error(hand_written("f(Tensor self) -> Tensor", "  out: true\n")) == \
+        "t.yaml:3: f: unknown out 'True' (expected one of exact, castable)"
+    assert error(pointwise("f(Tensor self) -> Tensor", "a", "  out: exact\n")) == \
+        "t.yaml:3: f: 'out' is for non-pointwise ops: every pointwise op takes out="
+    assert error(hand_written("f(Tensor self) -> Tensor[]", "  out: exact\n")) == \
+        "t.yaml:3: f: 'out' needs an op that returns one new Tensor"
+    assert error(hand_written("f_(Tensor(a!) self) -> Tensor(a!)", "  out: exact\n  variants: [method]\n")) == \
+        "t.yaml:3: f_: 'out' needs the function variant (methods take no out=)"
+    assert error(hand_written("f_(Tensor(a!) self) -> Tensor(a!)", "  out: exact\n")) == \
+        "t.yaml:3: f_: 'out' needs an op that returns one new Tensor"
+    assert error(hand_written("f(Tensor self, Tensor out) -> Tensor", "  out: exact\n")) == \
+        "t.yaml:3: f: 'out' needs an op without a parameter named out"
+
+
 def test_check_on_a_hand_written_op():
     assert error(hand_written("f(Tensor self) -> Tensor", "  check: f_check\n")) == \
         "t.yaml:3: f: 'check' applies to pointwise ops only (hand-written kernels check their inputs)"

@@ -165,6 +165,8 @@ def test_registered_ops():
             expected.add(f.name + "_")
         if f.is_pointwise:
             expected.add(f.name + ".out")
+        if f.out:  # out: exact or castable (a non-pointwise entry's generated out=)
+            expected.add(f.schema.full_name + ".out")
     assert set(ops) == expected
     for f in POINTWISE:
         assert f.name in ops and f.name + ".out" in ops

@@ -1,14 +1,28 @@
-"""out= of the matrix products (matmul, mm, mv, dot, bmm, addmm, baddbmm) as torch's: the result
-written into out and out returned, out of another shape resized (a UserWarning when it had
-elements), a wrong dtype or a non-tensor out refused with torch's exception class, out= refused
-when an argument requires grad, out aliasing an input, and inputs with a dim of size 0."""
+"""out= of every registry entry with an `out:` key (the matrix products matmul, mm, mv, dot, vdot,
+bmm, addmm, baddbmm; hstack, vstack) as torch's: the result written into out and out returned,
+out of another shape resized (a UserWarning when it had elements), a wrong dtype or a non-tensor
+out refused with torch's exception class, out= refused when an argument requires grad, out
+aliasing an input, and inputs with a dim of size 0. A new `out:` entry without samples
+here fails test_every_out_entry_has_samples."""
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import kael
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from codegen.model import parse_registry  # noqa: E402
+
+OUT_KIND = {f.name: f.out for f in parse_registry((ROOT / "native_functions.yaml").read_text(), "native_functions.yaml")
+            if f.out}
+OUT_ENTRIES = sorted(OUT_KIND)
 
 
 def _args(lib, name, n=2, k=3, m=4, b=2):
@@ -25,10 +39,18 @@ def _args(lib, name, n=2, k=3, m=4, b=2):
         "bmm": lambda: (t(b, n, k), t(b, k, m)),
         "addmm": lambda: (t(n, m), t(n, k), t(k, m)),
         "baddbmm": lambda: (t(b, n, m), t(b, n, k), t(b, k, m)),
+        "vdot": lambda: (t(k), t(k)),
+        "hstack": lambda: ([t(n, k), t(n, m)],),
+        "vstack": lambda: ([t(n, k), t(m, k)],),
     }[name]()
 
 
-OPS = ["matmul", "mm", "mv", "dot", "bmm", "addmm", "baddbmm"]
+SAMPLED = ["matmul", "mm", "mv", "dot", "vdot", "bmm", "addmm", "baddbmm", "hstack", "vstack"]
+OPS = OUT_ENTRIES
+
+
+def test_every_out_entry_has_samples():
+    assert OUT_ENTRIES == sorted(SAMPLED)
 
 
 def _run(lib, name, out_shape, **sizes):
@@ -67,17 +89,31 @@ def test_out_with_empty_dims(name, sizes):
 @pytest.mark.parametrize("name", OPS)
 def test_out_of_another_dtype_or_kind_is_refused(name):
     for lib in (torch, kael):
-        with pytest.raises(RuntimeError):
-            getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.float64))
+        if OUT_KIND[name] == "exact":  # the products: out must have the result's dtype
+            with pytest.raises(RuntimeError):
+                getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.float64))
+        else:  # cat's family: any dtype the result casts to, TypeError for the others
+            with pytest.raises(TypeError):
+                getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.int64))
         with pytest.raises(TypeError):
             getattr(lib, name)(*_args(lib, name), out=[1.0])
+
+
+@pytest.mark.parametrize("name", [n for n in OPS if OUT_KIND[n] == "castable"])
+def test_castable_out_takes_the_result_converted(name):
+    got = {}
+    for lib in (torch, kael):
+        out = lib.empty(0, dtype=lib.float64)
+        assert getattr(lib, name)(*_args(lib, name), out=out) is out
+        got[lib.__name__] = (str(out.dtype).split(".")[1], tuple(out.shape), out.tolist())
+    assert got["kael"] == got["torch"]
 
 
 @pytest.mark.parametrize("name", OPS)
 def test_out_refused_when_an_argument_requires_grad(name):
     for lib in (torch, kael):
         args = _args(lib, name)
-        args[0].requires_grad_(True)
+        (args[0][0] if isinstance(args[0], list) else args[0]).requires_grad_(True)
         with pytest.raises(RuntimeError, match="out="):
             getattr(lib, name)(*args, out=lib.empty(0))
         with lib.no_grad():
@@ -94,3 +130,16 @@ def test_out_aliasing_an_input_gets_the_product_of_the_old_values(name):
     k = kael.tensor(x)
     assert getattr(kael, name)(*([k] * len(args)), out=k) is k
     np.testing.assert_array_equal(np.asarray(k.tolist(), dtype=np.float32), expected.numpy())
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_out_runs_outside_autocast_as_torch(name):
+    # torch's out= variants are not in autocast's tables: they compute in the inputs' dtypes, and an
+    # out of the autocast dtype is refused where the result's dtype is required
+    for lib in (torch, kael):
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            out = lib.empty(0)
+            assert getattr(lib, name)(*_args(lib, name), out=out) is out and out.dtype == lib.float32
+            if OUT_KIND[name] == "exact":
+                with pytest.raises(RuntimeError):
+                    getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.bfloat16))
