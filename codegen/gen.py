@@ -14,6 +14,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -219,6 +220,18 @@ def _kernels(f: NativeFunction, cuda: bool) -> dict[str, str]:
     return out
 
 
+def _out_variant(f: NativeFunction, unbox: list[str], **kernel_fields: Any) -> CppVariant:
+    """The out variant `<op>_out(out, ...)`, dispatcher entry `<op>.out`, with the given kernels."""
+    return CppVariant(
+        op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
+        returns_arg="out",
+        params="const Tensor& out, " + cpp_params(f, defaults=False),
+        params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
+        param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
+        args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
+        **kernel_fields)
+
+
 def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
     unbox = [unbox_type(f, p) for p in f.schema.params]
     mutating = f.schema.mutating
@@ -240,27 +253,14 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
             unbox=["Tensor"] + unbox[1:], keys=key_expr(f), kernels={"CPU": f"{f.name}__cpu_generated"},
             generated_cpu=True, autograd="inplace" if autograd_supported(f) else None))
     if f.is_pointwise:
-        out.append(CppVariant(
-            op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
-            returns_arg="out",
-            params="const Tensor& out, " + cpp_params(f, defaults=False),
-            params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
-            param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
-            args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
-            kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True,
-            autograd="out" if autograd_supported(f) else None))
+        out.append(_out_variant(f, unbox, kernels={"CPU": f"{f.name}_out_cpu_generated"}, generated_cpu=True,
+                                autograd="out" if autograd_supported(f) else None))
     if f.out:
         tensors = [p for p in f.schema.params if p.type.is_tensor()]
         lists = [p for p in f.schema.params if p.type.is_tensor_list()]
         kernel = f"{f.ident}_out_generated"
-        out.append(CppVariant(
-            op=f"{f.ident}_out", name=f"{f.name}_out", schema_name=f"{f.schema.full_name}.out", ret="const Tensor&",
-            returns_arg="out",
-            params="const Tensor& out, " + cpp_params(f, defaults=False),
-            params_decl="const Tensor& out, " + cpp_params(f, defaults=True),
-            param_types="const Tensor&, " + cpp_params(f, defaults=False, names=False),
-            args="out, " + cpp_args(f), unbox=["Tensor"] + unbox, keys="dispatch::key_set_of(out) | " + key_expr(f),
-            kernels={k: kernel for k in enums.ALIAS_KEYS["CompositeImplicit"] if k != "CUDA" or cuda},
+        out.append(_out_variant(
+            f, unbox, kernels={k: kernel for k in enums.ALIAS_KEYS["CompositeImplicit"] if k != "CUDA" or cuda},
             generated_cpu=False, out_of=f.name, out_exact=f.out == "exact",
             grad_inputs=", ".join(f"{p.name} ? &*{p.name} : nullptr" if p.type.optional else f"&{p.name}"
                                   for p in tensors),
