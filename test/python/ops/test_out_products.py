@@ -143,3 +143,19 @@ def test_out_runs_outside_autocast_as_torch(name):
             if OUT_KIND[name] == "exact":
                 with pytest.raises(RuntimeError):
                     getattr(lib, name)(*_args(lib, name), out=lib.empty(0, dtype=lib.bfloat16))
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("window", [(0, 1), (2, 6), (0, 40)], ids=str)
+def test_resized_out_keeps_its_storage_as_resize_(name, window):
+    # docs/decisions/out-resize.md: a view of a base, resized, writes through the base's storage
+    # (grown in place when too small), as torch's resize_
+    seen = {}
+    for lib in (torch, kael):
+        base = lib.zeros(48)
+        out = base[window[0]:window[1]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(lib, name)(*_args(lib, name), out=out)
+        seen[lib.__name__] = (out.storage_offset(), tuple(out.shape), np.round(np.asarray(base.tolist()), 4).tolist())
+    assert seen["kael"] == seen["torch"]
