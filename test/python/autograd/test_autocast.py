@@ -674,3 +674,19 @@ def test_python_composites_as_methods():
     for k, t in ((km, tm), (kt, tt), (kq, tq)):
         assert k.dtype is to_kael(t).dtype
         check(k, t)
+
+
+def test_python_autocast_shim_wraps_no_registry_op():
+    # A registry op gets autocast from the Autocast key (aten/src/autocast/autocast.cpp); the
+    # Python shim is for composites written in Python only. A name in both is cast twice, and its
+    # out= tensor cast into a copy that the result is written to (mm, trace, cdist once were).
+    import sys
+    from pathlib import Path
+    from kael.amp.autocast_mode import PYTHON_COMPOSITES
+    root = Path(__file__).resolve().parents[3]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from codegen.model import parse_registry
+    registry = {f.name for f in parse_registry((root / "native_functions.yaml").read_text(), "native_functions.yaml")}
+    both = sorted((set(PYTHON_COMPOSITES["kael"]) | set(PYTHON_COMPOSITES["kael.nn.functional"])) & registry)
+    assert not both, f"registry ops also wrapped by the Python autocast shim: {both}"
