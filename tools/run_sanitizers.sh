@@ -103,5 +103,7 @@ assert kael._C.__file__.startswith('$PWD'), kael._C.__file__
 sys.exit(pytest.main(sys.argv[1:]))" "$root/test/python" -q --capture=sys -p no:cacheprovider --rootdir "$root"
 fi
 if [ "$mode" = "--fuzz-long" ] || [ "$mode" = "--fuzz-only" ]; then
-  "$root/.venv/bin/python" "$root/tools/fuzz_long.py" --cases "$cases" --python "$root/.venv/bin/python"
+  # one child pytest per core, each a share of the properties (KAEL_FUZZ_JOBS to choose)
+  "$root/.venv/bin/python" "$root/tools/fuzz_long.py" --cases "$cases" --python "$root/.venv/bin/python" \
+    --jobs "${KAEL_FUZZ_JOBS:-$(nproc)}"
 fi

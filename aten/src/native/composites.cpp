@@ -93,11 +93,10 @@ Tensor rot90(const Tensor& self, std::int64_t k, IntArrayRef dims) {
   KAEL_CHECK(dims.size() == 2, "rot90: expected total rotation dims == 2, but got dims = " << dims.size());
   const std::int64_t nd = self.dim();
   KAEL_CHECK(nd >= 2, "rot90: expected total dims >= 2, but got total dims = " << nd);
-  KAEL_CHECK(dims[0] != dims[1] && std::abs(dims[0] - dims[1]) != nd,
+  // each dim wrapped (IndexError out of range), then compared, as PyTorch's
+  const std::int64_t d0 = wrap_dim("rot90", dims[0], nd), d1 = wrap_dim("rot90", dims[1], nd);
+  KAEL_CHECK(d0 != d1,
              "rot90: expected rotation dims to be different, but got dim0 = " << dims[0] << " and dim1 = " << dims[1]);
-  KAEL_CHECK(dims[0] < nd && dims[0] >= -nd, "rot90: Rotation dim0 out of range, dim0 = " << dims[0]);
-  KAEL_CHECK(dims[1] < nd && dims[1] >= -nd, "rot90: Rotation dim1 out of range, dim1 = " << dims[1]);
-  const std::int64_t d0 = dims[0] < 0 ? dims[0] + nd : dims[0], d1 = dims[1] < 0 ? dims[1] + nd : dims[1];
   const std::int64_t first[] = {d0}, second[] = {d1}, both[] = {d0, d1};
   switch (((k % 4) + 4) % 4) {
     case 1:
@@ -117,16 +116,28 @@ Tensor diff(const Tensor& self, std::int64_t n, std::int64_t dim, const std::opt
             const std::optional<Tensor>& append) {
   KAEL_CHECK(self.dim() >= 1, "diff: diff expects input to be at least one-dimensional");
   KAEL_CHECK(n >= 0, "diff: order must be non-negative but got " << n);
+  const std::int64_t d = wrap_dim("diff", dim, self.dim());
+  // prepend and append: input's dims, input's sizes but along dim, as PyTorch's
+  for (const auto* other : {&prepend, &append}) {
+    if (!*other) continue;
+    const Tensor& t = **other;
+    KAEL_CHECK(t.dim() == self.dim(), "diff: diff expects prepend or append to be the same dimension as input");
+    for (std::int64_t i = 0; i < t.dim(); ++i)
+      KAEL_CHECK(i == d || t.sizes()[static_cast<std::size_t>(i)] == self.sizes()[static_cast<std::size_t>(i)],
+                 "diff: diff expects the shape of tensor to prepend or append to match that of input except along "
+                 "the differencing dimension; input.size("
+                     << i << ") = " << self.sizes()[static_cast<std::size_t>(i)] << ", but got tensor.size(" << i
+                     << ") = " << t.sizes()[static_cast<std::size_t>(i)]);
+  }
   Tensor x = self;
   if (prepend || append) {
     std::vector<Tensor> parts;
     if (prepend) parts.push_back(*prepend);
     parts.push_back(self);
     if (append) parts.push_back(*append);
-    x = kael::cat(TensorList(parts), dim);
+    x = kael::cat(TensorList(parts), d);
   }
   if (n == 0) return kael::clone(x);
-  const std::int64_t d = dim < 0 ? dim + x.dim() : dim;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t size = x.sizes()[static_cast<std::size_t>(d)];
     if (size == 0) break;

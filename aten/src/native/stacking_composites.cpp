@@ -101,11 +101,10 @@ Tensor vander(const Tensor& x, std::optional<std::int64_t> N, bool increasing) {
 // size 3 of input, with PyTorch's deprecation warning (once per process, as PyTorch's).
 Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t> dim) {
   KAEL_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
-  const Tensor pair[] = {self, other};
-  const std::vector<Tensor> both = kael::broadcast_tensors(TensorList(pair));
-  const Tensor& a = both[0];
-  const Tensor& b = both[1];
-  const std::int64_t nd = a.dim();
+  // no type promotion, as PyTorch's kernel
+  KAEL_CHECK(self.dtype() == other.dtype(), "cross: expected scalar type " << self.dtype()
+                                                           << " but found " << other.dtype());
+  const std::int64_t nd = self.dim();
   std::int64_t d = 0;
   if (!dim) {
     // once per process, as PyTorch's TORCH_WARN_ONCE
@@ -119,20 +118,21 @@ Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t
     for (std::int64_t i = 0; i < self.dim() && d < 0; ++i)
       if (self.sizes()[static_cast<std::size_t>(i)] == 3) d = i;
     KAEL_CHECK(d >= 0, "cross: no dimension of size 3 in input");
-    KAEL_CHECK(a.sizes()[static_cast<std::size_t>(d)] == 3,
-               "linalg.cross: inputs dimension " << d << " must have length 3. Got " << self.sizes()[static_cast<std::size_t>(d)]
-                                                 << " and " << (other.dim() > d ? other.sizes()[static_cast<std::size_t>(d)] : 1));
   } else {
     const std::int64_t n = nd > 0 ? nd : 1;
     KAEL_CHECK_INDEX(*dim >= -n && *dim < n, "cross: Dimension out of range (expected to be in range of ["
                                                  << -n << ", " << n - 1 << "], but got " << *dim << ")");
     d = *dim < 0 ? *dim + n : *dim;
-    KAEL_CHECK(nd > 0 && a.sizes()[static_cast<std::size_t>(d)] == 3,
-               "linalg.cross: inputs dimension " << *dim << " must have length 3. Got "
-                                                 << (self.dim() > d ? self.sizes()[static_cast<std::size_t>(d)] : 1)
-                                                 << " and "
-                                                 << (other.dim() > d ? other.sizes()[static_cast<std::size_t>(d)] : 1));
   }
+  // both inputs, before broadcasting, as PyTorch's linalg.cross
+  const auto size_at = [&](const Tensor& t) { return nd > 0 ? t.sizes()[static_cast<std::size_t>(d)] : 1; };
+  KAEL_CHECK(size_at(self) == 3 && size_at(other) == 3,
+             "linalg.cross: inputs dimension " << d << " must have length 3. Got " << size_at(self) << " and "
+                                               << size_at(other));
+  const Tensor pair[] = {self, other};
+  const std::vector<Tensor> both = kael::broadcast_tensors(TensorList(pair));
+  const Tensor& a = both[0];
+  const Tensor& b = both[1];
   const auto at = [&](const Tensor& t, std::int64_t i) { return kael::select(t, d, i); };
   const Tensor parts[] = {kael::sub(kael::mul(at(a, 1), at(b, 2)), kael::mul(at(a, 2), at(b, 1))),
                           kael::sub(kael::mul(at(a, 2), at(b, 0)), kael::mul(at(a, 0), at(b, 2))),

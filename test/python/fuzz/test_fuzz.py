@@ -546,16 +546,17 @@ def _limit_memory():
         resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
 
 
-def run_child(profile, extra_args=(), timeout=None, env=None, log_path=None):
-    """Runs the property files in a child pytest; returns (returncode, output, stats, trace).
-    With log_path, the child's output (stdout and stderr) goes to that file as it runs, so a run
-    that is interrupted or dies keeps all of it, and is read back from there."""
+def run_child(profile, extra_args=(), timeout=None, env=None, log_path=None, tests=None):
+    """Runs the property files (or the node ids `tests` names) in a child pytest; returns
+    (returncode, output, stats, trace). With log_path, the child's output (stdout and stderr)
+    goes to that file as it runs, so a run that is interrupted or dies keeps all of it, and is
+    read back from there."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         stats_path, trace_path = os.path.join(tmp, "stats.json"), os.path.join(tmp, "trace.txt")
         child_env = dict(os.environ if env is None else env, KAEL_FUZZ_CHILD="1", KAEL_FUZZ_PROFILE=profile,
                          KAEL_FUZZ_STATS=stats_path, KAEL_FUZZ_TRACE=trace_path, PYTHONFAULTHANDLER="1")
-        cmd = [sys.executable, "-m", "pytest", *FUZZ_FILES, "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", *(FUZZ_FILES if tests is None else tests), "-q", "-p", "no:cacheprovider",
                "--rootdir", str(ROOT), *extra_args]
         # (in the current directory: tools/run_sanitizers.sh runs from the instrumented package's)
         if log_path is None:

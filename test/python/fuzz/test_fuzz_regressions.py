@@ -1819,3 +1819,98 @@ def test_normal_number_mean_range_checked_as_torch(dtype, mean):
     assert outcome[1][0] == outcome[0][0]
     if outcome[0][0] == "ok":
         np.testing.assert_allclose(outcome[1][1], outcome[0][1], rtol=1e-2, equal_nan=True)
+
+
+# ---------------------------------------------------------------- the run of 2026-12-07, seed 5
+# (tools/fuzz_long.py --jobs 2, 72,445 cases of one child): composites moved into the registry
+
+
+def _composite_outcome(lib, call):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            r = call(lib)
+        except Exception as e:  # noqa: BLE001 - the class is compared
+            return type(e), None
+    return "ok", (str(r.dtype), tuple(r.shape), [float(v) for v in r.double().flatten().tolist()])
+
+
+def _same_composite_outcome(call):
+    want, got = _composite_outcome(torch, call), _composite_outcome(kael, call)
+    if want[0] == "ok":
+        assert got[0] == "ok", (got, want)
+        assert got[1][:2] == (want[1][0].replace("torch.", "kael."), want[1][1])
+        np.testing.assert_allclose(got[1][2], want[1][2], rtol=1e-6, equal_nan=True)
+    else:
+        # torch's NotImplementedError ("not implemented for 'Bool'") is a RuntimeError, kael's one class
+        assert got[0] is not None and got[0] != "ok" and issubclass(want[0], got[0]), (got, want)
+
+
+# cross checked the size of dim after broadcasting (cross(ones(3), ones(1)) gave zeros), and
+# promoted mixed dtypes; torch's linalg.cross checks both inputs' size 3 and one dtype first
+@pytest.mark.parametrize("shapes,dim", [(((3,), (1,)), None), (((3,), (1,)), 0), (((1,), (3,)), 0),
+                                        (((2, 3), (1, 3)), 1), (((2, 3), (1, 1)), -1), (((3, 2), (3, 1)), 0),
+                                        (((3, 3), (1, 3)), None), (((4, 3), (1, 3)), 1)], ids=str)
+def test_cross_checks_both_inputs_before_broadcasting(shapes, dim):
+    a, b = (np.arange(1.0, 1.0 + np.prod(s)).reshape(s) for s in shapes)
+    kw = {} if dim is None else {"dim": dim}
+    _same_composite_outcome(lambda lib: lib.cross(lib.tensor(a), lib.tensor(b), **kw))
+    _same_composite_outcome(lambda lib: lib.tensor(a).cross(lib.tensor(b), **kw))
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float32", "int64"), ("int32", "int64"),
+                                    ("float16", "float32"), ("int64", "int64")], ids=str)
+def test_cross_refuses_mixed_dtypes_as_torch(dtypes):
+    _same_composite_outcome(lambda lib: lib.cross(lib.ones(3, dtype=getattr(lib, dtypes[0])),
+                                        lib.ones(3, dtype=getattr(lib, dtypes[1])), dim=0))
+
+
+def test_cross_rounds_each_product_on_every_machine():
+    # both products past float32's range: each rounded, inf - inf = NaN (torch's own kernel gives
+    # inf where its compiler fused a multiply into a subtract, NaN without FMA; test_fuzz_ops.py)
+    a, b = kael.full((3,), -2.5), kael.full((3,), 3.4e38)
+    assert all(math.isnan(v) for v in kael.cross(a, b, dim=0).tolist())
+    ta, tb = torch.full((3,), -2.5), torch.full((3,), 3.4e38)
+    unfused = ta[1] * tb[2] - ta[2] * tb[1]
+    assert math.isnan(float(unfused))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32",
+                                   "float64"])
+def test_trace_dtypes_as_torch(dtype):
+    # trace of a bool matrix gave a count where torch refuses
+    _same_composite_outcome(lambda lib: lib.trace(lib.ones(2, 3, dtype=getattr(lib, dtype))))
+    _same_composite_outcome(lambda lib: lib.ones(3, 3, dtype=getattr(lib, dtype)).trace())
+
+
+@pytest.mark.parametrize("dim", [-3, 2, 7, -2 ** 63])
+def test_diff_checks_dim_before_reading_the_shape(dim):
+    # diff wrapped dim by hand and read sizes()[dim + ndim] past the shape (found by the run;
+    # test_dim_range_sweep.py sweeps every registry op with a dim)
+    _same_composite_outcome(lambda lib: lib.zeros(2, 3).diff(dim=dim))
+    _same_composite_outcome(lambda lib: lib.diff(lib.zeros(2, 3), n=2, dim=dim))
+
+
+@pytest.mark.parametrize("prepend,append", [((0,), None), (None, (3,)), ((2, 1), None), ((3, 1), None),
+                                            (None, (2, 2, 1)), ((1, 3), (2, 5)), ((2, 0), None)], ids=str)
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_diff_checks_prepend_and_append_shapes(prepend, append, dim):
+    # a 1-d prepend beside a 2-d input was joined (cat skips an empty 1-d tensor); torch refuses
+    kw = {k: (lambda lib, s=s: lib.ones(*s)) for k, s in (("prepend", prepend), ("append", append)) if s is not None}
+    _same_composite_outcome(lambda lib: lib.diff(lib.zeros(2, 3), dim=dim, **{k: v(lib) for k, v in kw.items()}))
+
+
+@pytest.mark.parametrize("weights", ["fweights", "aweights"])
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2, 1)], ids=str)
+def test_cov_leaves_its_input_alone(weights, shape):
+    # torch 2.13's cov writes the centred values into its input when weights are given and there
+    # is one observation; kael's does not, and gives torch's result
+    w = {"fweights": lambda lib: lib.tensor([2]), "aweights": lambda lib: lib.tensor([0.5])}[weights]
+    values = np.full(shape, 5.0)
+    x = kael.tensor(values)
+    got = kael.cov(x, **{weights: w(kael).reshape(())}) if shape == () else kael.cov(x, **{weights: w(kael)})
+    assert x.tolist() == values.tolist()
+    tx = torch.tensor(values)
+    want = torch.cov(tx.clone(), **{weights: w(torch).reshape(())}) if shape == () else torch.cov(
+        tx.clone(), **{weights: w(torch)})
+    np.testing.assert_allclose(np.array(got.tolist()), np.array(want.tolist()), equal_nan=True)
