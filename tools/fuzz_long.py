@@ -102,7 +102,9 @@ def main():
     sys.executable = args.python  # run_child runs the suite with sys.executable
     import test_fuzz  # noqa: E402  (the wrapper's machinery: one way to run the suite)
 
-    extra = [f"--hypothesis-seed={seed}", "-rf"]
+    # -v -v (over run_child's -q): each property's name and outcome as it ends, so the failures
+    # before a crash are named in the log, not only in pytest's summary at the end
+    extra = [f"--hypothesis-seed={seed}", "-rf", "-v", "-v"]
     if args.k:
         extra += ["-k", args.k]
     jobs = max(1, min(args.jobs, n_props))
@@ -129,8 +131,10 @@ def main():
         summaries += summary
         total += stats.get("total", 0)
         # (an absolute node id is shown relative to the current directory: shown from the suite's)
-        failed += [(re.sub(r"^.*?(?=test/python/fuzz/)", "", name), first_error(out, name), log)
-                   for name in re.findall(r"^FAILED (\S+)", out, re.M)]
+        names = re.findall(r"^FAILED (\S+)", out, re.M)
+        if rc not in (0, 1, 5):  # died: the failures before it, from the lines of each property
+            names = re.findall(r"^(\S+::\S+) FAILED\b", out, re.M)
+        failed += [(re.sub(r"^.*?(?=test/python/fuzz/)", "", name), first_error(out, name), log) for name in names]
     for rc, out, trace, log in crashes:
         print(out[-20000:])
     print("\n".join(summaries))

@@ -426,9 +426,11 @@ def sequence_like(recipe):
     reads such a key as a sequence of indices, recursively, and one whose __getitem__ returns
     itself takes torch's memory without bound (MemoryError after gigabytes, PyTorch 2.13). kael
     reads only lists, tensors and NumPy arrays as sequences of indices and rejects it; there is
-    no oracle for it."""
+    no oracle for it. An object with __index__ is an int index in kael (build_key; NumPy's rule
+    too), whatever else it has: torch gets that int."""
     if isinstance(recipe, tuple) and recipe and recipe[0] == "obj":
-        return any(name in ("__getitem__", "__len__", "__iter__") for name, _ in recipe[1])
+        names = [name for name, _ in recipe[1]]
+        return "__index__" not in names and any(name in ("__getitem__", "__len__", "__iter__") for name in names)
     if isinstance(recipe, tuple) and recipe and recipe[0] in ("tuple", "slice"):
         return any(sequence_like(r) for r in recipe[1])
     return False

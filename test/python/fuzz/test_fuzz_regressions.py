@@ -1914,3 +1914,35 @@ def test_cov_leaves_its_input_alone(weights, shape):
     want = torch.cov(tx.clone(), **{weights: w(torch).reshape(())}) if shape == () else torch.cov(
         tx.clone(), **{weights: w(torch)})
     np.testing.assert_allclose(np.array(got.tolist()), np.array(want.tolist()), equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["clamp_min", "clamp_max"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "int16"])
+def test_clamp_bounds_range_checked_but_a_number_self_computed_as_in_add(op, dtype):
+    # clamp_min(3.4e38, float16 tensor) raised the bound's overflow error for the number in
+    # self's place; kael computes with a number self as every pointwise op does (add's rule:
+    # the wrapped number cast to the result dtype), and checks the number bound as torch does
+    big = 3.4e38 if dtype.startswith(("float", "bfloat")) else 2 ** 40
+    tk = kael.zeros((), dtype=getattr(kael, dtype))
+    tt = torch.zeros((), dtype=getattr(torch, dtype))
+    want = getattr(torch, op)(torch.tensor(big).to(getattr(torch, dtype)), tt)
+    got = getattr(kael, op)(big, tk)
+    assert str(got.dtype) == str(want.dtype).replace("torch", "kael")
+    assert float(got) == float(want) or (math.isnan(float(got)) and math.isnan(float(want)))
+    with pytest.raises(RuntimeError, match="without overflow"):
+        getattr(torch, op)(tt, big)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        getattr(kael, op)(tk, big)
+
+
+@pytest.mark.parametrize("op", ["bucketize", "searchsorted"])
+@pytest.mark.parametrize("sizes", [(0, 0), (2, 0), (0, 2), (2, 2)], ids=str)
+def test_searchsorted_refuses_bool_only_with_values_to_look_up(op, sizes):
+    # a bool input with no elements raised where torch's kernel never runs and gives an empty result
+    def call(lib):
+        x, b = lib.zeros(sizes[0], dtype=lib.bool), lib.zeros(sizes[1], dtype=lib.bool)
+        return lib.bucketize(x, b) if op == "bucketize" else lib.searchsorted(b, x)
+    want, got = _composite_outcome(torch, call), _composite_outcome(kael, call)
+    assert (got[0] == "ok") == (want[0] == "ok"), (got, want)
+    if want[0] == "ok":
+        assert got[1] == (want[1][0].replace("torch", "kael"), want[1][1], want[1][2])

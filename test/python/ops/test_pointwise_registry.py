@@ -331,6 +331,18 @@ def result_type(targs):
     return _combine_categories(state["dim"], _combine_categories(state["zero"], state["wrapped"]))
 
 
+def _wrapped_number(a, dtype):
+    """A number as torch's TensorIterator reads a wrapped number: cast to the compute dtype
+    without a range check (int16 tensor + -2**31 adds 0, as the cast wraps); torch.tensor(a,
+    dtype=) would raise for an integer out of the dtype's range."""
+    try:
+        return torch.tensor(a, dtype=dtype)
+    except RuntimeError as e:
+        if "cannot be converted" not in str(e):
+            raise
+        return torch.tensor(a).to(dtype)
+
+
 class TorchOp:
     """The oracle: torch's op of the entry's name, with torch's in-place and out= rules applied
     to torch's function where torch lacks that variant."""
@@ -356,7 +368,7 @@ class TorchOp:
         r = result_type(targs)
         if self.f.promotion == "int_to_float" and not r.is_floating_point:
             r = torch.get_default_dtype()
-        return [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=r) for a in targs]
+        return [a if isinstance(a, torch.Tensor) else _wrapped_number(a, r) for a in targs]
 
     def function(self, targs, kw):
         try:

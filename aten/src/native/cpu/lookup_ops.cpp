@@ -145,7 +145,9 @@ Tensor searchsorted_impl(const Tensor& boundaries, const Tensor& input, ScalarTy
       KAEL_CHECK_INDEX(s[i] >= 0 && s[i] < n, op << ": sorter index out of range (got " << s[i] << " for size " << n
                                                  << ")");
   }
-  KAEL_CHECK(compute != ScalarType::Bool, op << ": \"searchsorted_out_cpu\" not implemented for 'Bool'");
+  // (the dtype is refused only with values to look up, as PyTorch's kernel runs only then)
+  KAEL_CHECK(input.numel() == 0 || compute != ScalarType::Bool,
+             op << ": \"searchsorted_out_cpu\" not implemented for 'Bool'");
   KAEL_CHECK(!out_int32 || n < (std::int64_t{1} << 31),
              op << ": the size of boundaries must be less than 2^31 for out_int32 (got " << n << ")");
   // float16/bfloat16 compare as float32 (exact)

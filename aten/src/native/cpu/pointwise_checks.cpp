@@ -72,11 +72,13 @@ void check_number_operands(const char* op, std::initializer_list<const Operand*>
 }
 
 // clamp_min/clamp_max of a bool tensor: bool tensor bounds compute (max/min of bools), a number
-// bound is refused, as PyTorch's clamp_min/clamp_max scalar kernels have no bool form.
+// bound is refused, as PyTorch's clamp_min/clamp_max scalar kernels have no bool form. A number
+// bound is range-checked against the result dtype; a number self (kael takes one where torch
+// takes none) is computed with as in every other op: clamp_min(3.4e38, float16_t) is inf.
 void clamp_bound_check(const char* op, const Operand& self, const Operand& bound) {
-  KAEL_CHECK(bound.is_tensor() || result_type({&self, &bound}) != ScalarType::Bool,
-             op << ": not implemented for dtype bool with a number bound");
-  check_number_operands(op, {&self, &bound}, false);
+  const ScalarType t = result_type({&self, &bound});
+  KAEL_CHECK(bound.is_tensor() || t != ScalarType::Bool, op << ": not implemented for dtype bool with a number bound");
+  if (!bound.is_tensor()) check_convertible(op, bound.scalar(), t);
 }
 void clamp_min_check(const Operand& self, const Operand& min) { clamp_bound_check("clamp_min", self, min); }
 void clamp_max_check(const Operand& self, const Operand& max) { clamp_bound_check("clamp_max", self, max); }
