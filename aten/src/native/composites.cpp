@@ -194,6 +194,9 @@ Tensor nansum(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, 
 Tensor nanmean(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
   KAEL_CHECK(is_floating(self.dtype()),
              "nanmean(): expected input to have floating point or complex dtype but got " << self.dtype());
+  KAEL_CHECK(!dtype || is_floating(*dtype), "nanmean(): could not infer output dtype. Optional dtype must be either a "
+                                            "floating point or complex dtype. Got: "
+                                                << *dtype);
   const Tensor count = kael::sum(kael::logical_not(kael::isnan(self)), dim, keepdim, std::nullopt);
   return kael::div(nansum(self, dim, keepdim, dtype), count);
 }

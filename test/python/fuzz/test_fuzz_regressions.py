@@ -1946,3 +1946,20 @@ def test_searchsorted_refuses_bool_only_with_values_to_look_up(op, sizes):
     assert (got[0] == "ok") == (want[0] == "ok"), (got, want)
     if want[0] == "ok":
         assert got[1] == (want[1][0].replace("torch", "kael"), want[1][1], want[1][2])
+
+
+# the long run of 2026-12-07 under ASan + UBSan, seed 1486082866: nanmean(x, dtype=int64) summed
+# into int64 and divided into float32, where torch refuses a dtype that is not floating (as mean)
+@pytest.mark.parametrize("op", ["mean", "nanmean"])
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "int64", "float16", "float64"])
+@pytest.mark.parametrize("dim", [None, 0], ids=str)
+def test_mean_and_nanmean_take_only_floating_dtypes(op, dtype, dim):
+    def call(lib):
+        x = lib.tensor([[1.0, float("nan"), 2.0], [3.0, 4.0, 5.0]])
+        kw = {"dtype": getattr(lib, dtype)}
+        return getattr(lib, op)(x, **kw) if dim is None else getattr(x, op)(dim, **kw)
+    want, got = _composite_outcome(torch, call), _composite_outcome(kael, call)
+    assert (got[0] == "ok") == (want[0] == "ok"), (got, want)
+    if want[0] == "ok":
+        assert got[1][:2] == (want[1][0].replace("torch", "kael"), want[1][1])
+        np.testing.assert_allclose(got[1][2], want[1][2], rtol=1e-3, equal_nan=True)
