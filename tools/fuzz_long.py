@@ -87,6 +87,9 @@ def main():
     ap.add_argument("-k", default=None, help="only the properties pytest -k selects")
     ap.add_argument("--jobs", type=int, default=1,
                     help="child pytests to run at once, each a share of the properties (default 1)")
+    ap.add_argument("--resume", action="store_true",
+                    help="leave out the properties the logs of an earlier run with this seed name as passed or failed "
+                         "(a run whose children died: the rest of it)")
     ap.add_argument("--log", default=None,
                     help="file for pytest's complete output (default: fuzz_long-SEED.log in the current directory)")
     args = ap.parse_args()
@@ -95,6 +98,14 @@ def main():
     log_path = Path(args.log if args.log is not None else f"fuzz_long-{seed}.log").resolve()
     ids = collect_properties(args.python)
     n_props = len(ids)
+    if args.resume:
+        done = set()
+        for old_log in log_path.parent.glob(f"{log_path.stem}*{log_path.suffix}"):
+            done |= {re.sub(r"^.*?(?=test/python/fuzz/)", "", m) for m in
+                     re.findall(r"^(\S+::\S+) (?:PASSED|FAILED)\b", old_log.read_text(errors="replace"), re.M)}
+        ids = [i for i in ids if re.sub(r"^.*?(?=test/python/fuzz/)", "", i) not in done]
+        print(f"fuzz_long: resuming, {n_props - len(ids)} of {n_props} properties done in the logs", flush=True)
+        log_path = log_path.with_name(f"{log_path.stem}.resumed{log_path.suffix}")
     # Properties stop early when hypothesis runs out of distinct examples (small search spaces),
     # so each gets a share with a margin; the count below is what actually ran.
     per_property = max(100, -(-args.cases * 5 // 4 // n_props))
@@ -107,14 +118,17 @@ def main():
     extra = [f"--hypothesis-seed={seed}", "-rf", "-v", "-v"]
     if args.k:
         extra += ["-k", args.k]
-    jobs = max(1, min(args.jobs, n_props))
+    jobs = max(1, min(args.jobs, len(ids)))
+    # the children share the machine's memory (each capped: test_fuzz._limit_memory)
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    os.environ["KAEL_FUZZ_CHILD_MEMORY"] = str(min(test_fuzz.CHILD_MEMORY, int(physical * 0.6) // jobs))
     print(f"fuzz_long: {n_props} properties x up to {per_property} examples, seed {seed}, "
           f"{jobs} child process{'es' if jobs > 1 else ''}, python {args.python}", flush=True)
     start = time.monotonic()
     if jobs == 1:
         print(f"fuzz_long: pytest's complete output goes to {log_path}", flush=True)
-        results = [(*test_fuzz.run_child("kael-long", extra_args=extra, env=dict(os.environ),
-                                         log_path=log_path), log_path)]
+        results = [(*test_fuzz.run_child("kael-long", extra_args=extra, env=dict(os.environ), log_path=log_path,
+                                         tests=ids if args.resume else None), log_path)]
     else:
         print(f"fuzz_long: pytest's complete output goes to {log_path.stem}.K{log_path.suffix}, "
               f"K = 0..{jobs - 1}", flush=True)
@@ -148,7 +162,7 @@ def main():
     if failed or crashes:
         print(f"fuzz_long: the details are in {log_path if jobs == 1 else log_path.parent}")
     ok = not failed and not crashes
-    if ok and total < args.cases and not args.k:  # (-k runs a part of the suite)
+    if ok and total < args.cases and not args.k and not args.resume:  # (-k, --resume: a part of the suite)
         print(f"fuzz_long: only {total} of {args.cases} cases ran")
         return 1
     return 0 if ok else 1

@@ -537,13 +537,30 @@ FUZZ_FILES = sorted(str(p) for p in HERE.glob("test_fuzz_*.py") if p.name != "te
 CHILD_MEMORY = 12 * 2 ** 30
 
 
+def _child_memory():
+    """The child's memory cap in bytes: CHILD_MEMORY, or KAEL_FUZZ_CHILD_MEMORY (tools/fuzz_long.py
+    shares the machine among its children)."""
+    return int(os.environ.get("KAEL_FUZZ_CHILD_MEMORY", CHILD_MEMORY))
+
+
 def _limit_memory():
     """A hostile input that makes torch or kael take memory without bound gets MemoryError in
     the child instead of the machine's OOM killer. Not under ASan, which reserves terabytes of
-    address space for its shadow memory."""
+    address space for its shadow memory: there run_child caps each allocation instead."""
     if "asan" not in os.environ.get("LD_PRELOAD", ""):
         import resource
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+        resource.setrlimit(resource.RLIMIT_AS, (_child_memory(), _child_memory()))
+
+
+def _asan_allocation_cap(env):
+    """Under ASan an allocation past a quarter of the child's cap fails (MemoryError in kael, a
+    RuntimeError in torch) rather than taking the machine: bincount of a tensor holding
+    2**31 - 1 asks 16 GiB in torch and again in kael, and the OOM killer ended both children of
+    a long run. (ASan's allocator_may_return_null=1, set by tools/run_sanitizers.sh, makes the
+    request fail instead of aborting.)"""
+    if "asan" in env.get("LD_PRELOAD", ""):
+        cap = f"max_allocation_size_mb={_child_memory() // 4 // 2 ** 20}"
+        env["ASAN_OPTIONS"] = f"{env['ASAN_OPTIONS']}:{cap}" if env.get("ASAN_OPTIONS") else cap
 
 
 def run_child(profile, extra_args=(), timeout=None, env=None, log_path=None, tests=None):
@@ -556,6 +573,7 @@ def run_child(profile, extra_args=(), timeout=None, env=None, log_path=None, tes
         stats_path, trace_path = os.path.join(tmp, "stats.json"), os.path.join(tmp, "trace.txt")
         child_env = dict(os.environ if env is None else env, KAEL_FUZZ_CHILD="1", KAEL_FUZZ_PROFILE=profile,
                          KAEL_FUZZ_STATS=stats_path, KAEL_FUZZ_TRACE=trace_path, PYTHONFAULTHANDLER="1")
+        _asan_allocation_cap(child_env)
         cmd = [sys.executable, "-m", "pytest", *(FUZZ_FILES if tests is None else tests), "-q", "-p", "no:cacheprovider",
                "--rootdir", str(ROOT), *extra_args]
         # (in the current directory: tools/run_sanitizers.sh runs from the instrumented package's)
