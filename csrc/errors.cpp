@@ -1,4 +1,5 @@
 // C++ exceptions -> Python exceptions, by class; kael warnings -> Python warnings (errors.h).
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -77,8 +78,13 @@ void translate_current_exception() {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const kael::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
+  } catch (const std::bad_alloc& e) {
+    // kael's allocator says what it was asked (aten/src/core/allocator.cpp); a bare
+    // std::bad_alloc from elsewhere is Python's own MemoryError()
+    if (std::strcmp(e.what(), std::bad_alloc().what()) != 0)
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    else
+      PyErr_NoMemory();
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   } catch (...) {

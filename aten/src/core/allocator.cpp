@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "kael/core/error.h"
@@ -66,6 +67,19 @@ SizeClass classify(std::size_t n) {
   const std::size_t quarters = (n + step - 1) / step;  // 5..8
   return {quarters * step, kSmallClasses + (p - 10) * 4 + static_cast<int>(quarters - 5)};
 }
+
+// The failure of a request, as std::bad_alloc with the size asked in what(): csrc/errors.cpp
+// makes it a MemoryError with that message (PyTorch's RuntimeError says as much).
+class AllocationFailed : public std::bad_alloc {
+ public:
+  explicit AllocationFailed(std::size_t bytes)
+      : message_("CPU allocator: can't allocate memory: you tried to allocate " + std::to_string(bytes) + " bytes (" +
+                 std::to_string(bytes >> 20) + " MiB)") {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
 
 // Large blocks are 2 MiB aligned and asked to be backed by huge pages: fewer page faults
 // and TLB misses when a big result is written (the kernel may decline; that is harmless).
@@ -207,7 +221,7 @@ void* allocate(std::size_t nbytes) {
   if (p == nullptr) {
     empty_cache();
     p = system_alloc(c.bytes);
-    if (p == nullptr) throw std::bad_alloc();
+    if (p == nullptr) throw AllocationFailed(nbytes);
   }
   std::lock_guard<std::mutex> lock(cc.mutex);
   cc.stats.in_use_bytes += bytes;

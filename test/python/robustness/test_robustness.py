@@ -23,8 +23,12 @@ def test_impossible_sizes_raise(make):
 
 
 def test_allocation_failure_is_memory_error():
-    with pytest.raises(MemoryError):
+    # the message says what was asked, as torch's RuntimeError does (it was an empty MemoryError)
+    with pytest.raises(MemoryError, match=r"^CPU allocator: can't allocate memory: you tried to allocate "
+                                          r"140737488355328 bytes \(134217728 MiB\)$"):
         kael.empty(2 ** 45)  # 128 TiB of float32
+    with pytest.raises(RuntimeError, match="can't allocate memory: you tried to allocate 140737488355328 bytes"):
+        torch.empty(2 ** 45)
 
 
 def test_in_place_write_into_expanded_tensor_raises_like_torch():
