@@ -303,8 +303,8 @@ def norm_tensor(o):
     return o
 
 
-def normaliser(param, f):
-    rule = _normaliser(param, f)
+def normaliser(param, f, positional=False):
+    rule = norm_int_or_intlist if positional and (f.name, param.name) in INT_AT_POSITION else _normaliser(param, f)
     if param.type.optional:
         return lambda o: o if o is None else rule(o)
     return rule
@@ -359,7 +359,7 @@ def norm_tensor_or_int(o):
     return o if isinstance(o, torch.Tensor) else norm_int(o)
 
 
-def _int_or_intlist():
+def _int_or_intlist(same_name=True):
     by_name = {}
     for g in REGISTRY:
         by_name.setdefault(g.name, []).append(g)
@@ -369,7 +369,9 @@ def _int_or_intlist():
             for i, p in enumerate(g.schema.params):
                 if p.type.base.startswith("int[") and any(
                         i < len(h.schema.params) and h.schema.params[i].type.base == "int"
-                        and h.schema.params[i].name == p.name for h in group if h is not g):
+                        and (h.schema.params[i].name == p.name
+                             or not same_name and len(h.schema.params) == len(g.schema.params))
+                        for h in group if h is not g):
                     pairs.add((name, p.name))
     return pairs
 
@@ -378,6 +380,10 @@ def _int_or_intlist():
 # position (split.sizes and split): one integer binds the int overload, in kael's parser and in
 # torch's Tensor.split and torch.split, so torch gets it as an int too, not as a list of one
 INT_OR_INTLIST = _int_or_intlist()
+# ... and by position whatever the names (hsplit(x, sections) and hsplit(x, indices)): one
+# integer given by position binds the int overload in both parsers; by keyword (indices=1) kael
+# reads it as a list of one (docs/decisions/argument-parsing.md), so torch gets the list
+INT_AT_POSITION = _int_or_intlist(same_name=False)
 
 
 def norm_int_or_intlist(o):
@@ -441,7 +447,7 @@ def make_call(f, variant, positional, keywords, splat):
             kw["input"] = kw.pop("self")  # the function's first parameter is `input`, as in torch
         out = kw.pop("out", None) if variant == "out" else None
         if lib is torch:
-            pos = [normaliser(by_name[n], f)(a) for n, a in zip(positional, pos)]
+            pos = [normaliser(by_name[n], f, positional=True)(a) for n, a in zip(positional, pos)]
             kw = {k: normaliser(by_name["self" if k == "input" else k], f)(a) for k, a in kw.items()}
             # an optional parameter given as None is left out where None is its default in
             # kael's schema (torch's overloads often have no None); one without a default keeps
