@@ -28,6 +28,11 @@ def test_torch_ddp_script_renamed_to_kael_trains_the_same(tmp_path):
             rc, log, _ = run_mpi(2, "dist_worker_torch_script.py", lib, out, timeout=300, env=env)
             if rc == 0:
                 break
+        if lib == "torch" and rc != 0 and "terminate called without an active exception" in log \
+                and out.exists() and len([ln for ln in log.splitlines() if ln.startswith("torch epoch")]) == 3:
+            # both tries aborted at exit after a complete run (every epoch logged, the result
+            # written): the oracle's numbers are whole, so they are compared; kael's run must exit 0
+            rc = 0
         assert rc == 0, log
         losses[lib] = [line.split()[-1] for line in log.splitlines() if line.startswith(f"{lib} epoch")]
         assert len(losses[lib]) == 3, log
