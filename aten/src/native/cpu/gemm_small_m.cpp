@@ -12,9 +12,11 @@
 //     (A first form kept m x 16W tiles of C in registers and walked a block's rows per tile:
 //     every row touched in 512-byte pieces a page apart, 8.4 GB/s on a 9.4 MB matrix in L3
 //     against 18 for this one on the machine of docs/performance.md, "GPT decoding".)
-//     Each row's stretch is also prefetched R rows ahead: the hardware prefetchers alone read a
-//     bfloat16 B from memory at 10 GB/s (a decode's 48 layer products, 1 thread) against 14 for
-//     float32; with the prefetches 13, float32 unchanged.
+//     While a group of R rows is read, the next group's stretches are prefetched into L2, in
+//     memory order (row after row, each from left to right, one 64-byte line at a time, as many
+//     lines per step as the step reads): the hardware prefetchers alone, or prefetches of the
+//     same columns R rows ahead into L1, left a decode's 48 layer products well below the
+//     streaming-read bandwidth (docs/performance.md, "GPT decoding").
 //   - B with contiguous columns (b_rs == 1, the transpose of a row-major (n, k) matrix: Linear's
 //     w.t(), the LM head's wte.t()): 16 columns of C at a time, whose 16 rows of the (n, k)
 //     matrix are one contiguous stretch of memory; each 16 x 16 block is loaded, transposed in
@@ -108,6 +110,32 @@ inline void finish(float* c, __m512 v, __mmask16 mask, bool acc) {
   _mm512_mask_storeu_ps(c, mask, v);
 }
 
+// Prefetches, into L2 and in memory order, the lines of `rows` stretches of `stretch` bytes each,
+// `ld` bytes apart from `base` on: a few lines per call, as many as the caller's step reads, so
+// that the next rows arrive while the current ones are read (Note [Small-M products]). The
+// addresses are integers: past the matrix they are only prefetched, never read.
+struct NextRows {
+  std::uintptr_t base;
+  i64 ld, stretch;
+  int rows;
+  int row = 0;
+  i64 offset = 0;
+  template <int Lines>
+  void issue() {
+#pragma GCC unroll 16
+    for (int q = 0; q < Lines; ++q) {
+      if (row < rows) {
+        _mm_prefetch(reinterpret_cast<const char*>(base + static_cast<std::uintptr_t>(row * ld + offset)), _MM_HINT_T1);
+        offset += 64;
+        if (offset >= stretch) {
+          offset = 0;
+          ++row;
+        }
+      }
+    }
+  }
+};
+
 // Rows of B taken together by the contiguous-rows kernel: each update of the sums in memory does
 // R FMAs (A's values are broadcast from memory into them), so the sums' loads and stores stay
 // a fraction of B's even when they fall out of L1.
@@ -126,6 +154,7 @@ void nn_block(i64 p0, i64 p1, const float* a, i64 a_rs, i64 a_cs, const typename
   const __mmask16 tail = lanes(width - (vectors - 1) * 16);
   const auto mask_of = [&](i64 v) { return v == vectors - 1 ? tail : static_cast<__mmask16>(0xffff); };
   for (int i = 0; i < M; ++i) std::fill(out + i * ldo, out + i * ldo + width, 0.0f);
+  constexpr i64 kSize = sizeof(typename L::T);
   i64 p = p0;
   for (; p + R <= p1; p += R) {
     // A's values of these rows, packed: av[i * R + r] = A[i, p + r]
@@ -135,15 +164,14 @@ void nn_block(i64 p0, i64 p1, const float* a, i64 a_rs, i64 a_cs, const typename
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) av[i * R + r] = a[i * a_rs + (p + r) * a_cs];
     const typename L::T* row = b + p * ldb + j0;
+    // The next group's stretches, into L2, in memory order, as many lines a step as it reads.
+    NextRows next{reinterpret_cast<std::uintptr_t>(ahead(row, R * ldb)), ldb * kSize, width * kSize, R};
     for (i64 v = 0; v < vectors; ++v) {
       const __mmask16 mask = mask_of(v);
       __m512 bv[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) bv[r] = L::load(row + r * ldb + 16 * v, mask);
-      // The same columns of the next R rows, into L1, once per 64 bytes (Note [Small-M products]).
-      if (sizeof(typename L::T) == 4 || (v & 1) == 0)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) _mm_prefetch(ahead(row, (r + R) * ldb + 16 * v), _MM_HINT_T0);
+      next.issue<R * kSize / 4>();
       // The M chains advance together, row by row, so that independent FMAs lie next to each
       // other (each chain's own are R deep).
       __m512 acc[M];
@@ -191,6 +219,9 @@ template <typename L, int M>
 void nt_tile(i64 k, const float* ap, const typename L::T* bt, i64 ldbt, int rows, const typename L::T* next, float* c,
              i64 ldc, bool accumulate) {
   const __mmask16 mask = lanes(rows);
+  constexpr i64 kSize = sizeof(typename L::T);
+  // The next 16 columns' rows of bt, into L2, in memory order, as many lines a step as it reads.
+  NextRows ahead_rows{reinterpret_cast<std::uintptr_t>(next), ldbt * kSize, k * kSize, next != nullptr ? 16 : 0};
   for (i64 pc = 0; pc < k; pc += kKc) {
     const i64 end = std::min(k, pc + kKc);
     __m512 sum[M];
@@ -209,8 +240,8 @@ void nt_tile(i64 k, const float* ap, const typename L::T* bt, i64 ldbt, int rows
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
           r[q] = q < rows ? _mm512_castsi512_ps(_mm512_loadu_si512(bt + q * ldbt + p)) : _mm512_setzero_ps();
-          if (next != nullptr) _mm_prefetch(ahead(next, q * ldbt + p), _MM_HINT_T1);
         }
+        ahead_rows.issue<16>();
         transpose16(r);  // r[t]: the dwords (p + 2t, p + 2t + 1) of the 16 rows
 #pragma GCC unroll 16
         for (int t = 0; t < 16; ++t) {
@@ -230,9 +261,8 @@ void nt_tile(i64 k, const float* ap, const typename L::T* bt, i64 ldbt, int rows
 #pragma GCC unroll 16
       for (int q = 0; q < 16; ++q) {
         r[q] = q < rows ? L::load(bt + q * ldbt + p) : _mm512_setzero_ps();
-        if (next != nullptr && (sizeof(typename L::T) == 4 || (p & 31) == 0))
-          _mm_prefetch(ahead(next, q * ldbt + p), _MM_HINT_T1);
       }
+      ahead_rows.issue<16 * kSize / 4>();
       transpose16(r);  // r[q]: row p + q of B, 16 columns
 #pragma GCC unroll 16
       for (int q = 0; q < 16; ++q) {
