@@ -538,8 +538,9 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
     for f in functions:
         if f.schema.returns_tuple and f.schema.return_names != out[f.name].schema.return_names:
             raise CodegenError(f"{f.schema.full_name}: overloads of '{f.name}' with tuple returns must name "
-                               f"the same results ({', '.join(out[f.name].schema.return_names)})")
-    return list(out.values())
+                               f"the same results ({', '.join(out[f.name].schema.return_names) or 'none'})")
+    # an unnamed tuple return ('(Tensor, Tensor)') is a plain tuple in Python: no type
+    return [f for f in out.values() if f.schema.returns_named_tuple]
 
 
 def py_return(f: NativeFunction) -> str:
@@ -666,6 +667,9 @@ def check_return_names(functions: list[NativeFunction], path: str) -> None:
     for f in functions:
         if not (f.derivatives and f.schema.returns_tuple):
             continue
+        if not f.schema.returns_named_tuple:
+            raise CodegenError(f"{path}:{f.line_of('derivatives')}: {f.schema.full_name}: an op with derivatives "
+                               "names its results, which its formulas see")
         taken = {p.name for p in f.schema.params} | {"grad", "grads", "result"}
         for r in f.schema.return_names:
             if r in taken:

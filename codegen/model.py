@@ -150,16 +150,18 @@ def _parse_params(args: str) -> list[Param]:
     return params
 
 
-_RETURN_FORMS = "Tensor, Tensor(a), Tensor(a!), Tensor[] or (Tensor name, Tensor name, ...)"
+_RETURN_FORMS = ("Tensor, Tensor(a), Tensor(a!), Tensor[], (Tensor name, Tensor name, ...) "
+                 "or (Tensor, Tensor, ...)")
 
 
 def _parse_returns(returns: str) -> tuple[Return, ...]:
-    """`Tensor`, `Tensor(a)`, `Tensor(a!)`, `Tensor[]` or `(Tensor values, Tensor indices)`."""
+    """`Tensor`, `Tensor(a)`, `Tensor(a!)`, `Tensor[]`, `(Tensor values, Tensor indices)` (a named
+    tuple in Python) or `(Tensor, Tensor)` (a plain tuple, as torch.var_mean returns)."""
     if returns.startswith("("):
         out = []
         for part in returns[1:-1].split(","):
-            rm = re.fullmatch(r"\s*(\S+)\s+([A-Za-z_][A-Za-z0-9_]*)\s*", part)
-            t = None
+            rm = re.fullmatch(r"\s*(\S+)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?\s*", part)
+            t = annotation = None
             if rm:
                 try:
                     t, annotation = types.parse_annotated(rm.group(1))
@@ -167,11 +169,13 @@ def _parse_returns(returns: str) -> tuple[Return, ...]:
                     t = None
             if t is None or not t.is_tensor() or t.optional or annotation is not None:
                 raise CodegenError(f"cannot parse return '{part.strip()}' of '{returns}' "
-                                   "(expected 'Tensor name')")
+                                   "(expected 'Tensor name' or 'Tensor')")
             out.append(Return(rm.group(2), t))
         names = [r.name for r in out]
-        if len(names) < 2 or len(set(names)) != len(names):
-            raise CodegenError(f"a tuple return names two or more distinct results, got '{returns}'")
+        if len(out) < 2:
+            raise CodegenError(f"a tuple return has two or more results, got '{returns}'")
+        if any(names) and (not all(names) or len(set(names)) != len(names)):
+            raise CodegenError(f"a tuple return names all its results, each differently, or none, got '{returns}'")
         return tuple(out)
     try:
         t, annotation = types.parse_annotated(returns)
@@ -216,8 +220,14 @@ class Schema:
 
     @property
     def return_names(self) -> tuple[str, ...]:
-        """The names of a tuple return: ('values', 'indices'); () otherwise."""
+        """The names of a tuple return: ('values', 'indices'); () otherwise, and for an unnamed
+        tuple return ('(Tensor, Tensor)')."""
         return tuple(r.name for r in self.returns if r.name) if self.returns_tuple else ()
+
+    @property
+    def returns_named_tuple(self) -> bool:
+        """Several named results: a named tuple in Python (kael.return_types.<name>)."""
+        return bool(self.return_names)
 
     @property
     def returns_text(self) -> str:

@@ -81,12 +81,14 @@ struct Released {
 }  // namespace gil
 
 // The Python object of an op's result: a Tensor, a tuple for Tensor[], a named tuple of
-// `tuple_type` (kael.return_types.<op>) for several results.
+// `tuple_type` (kael.return_types.<op>) for several named results, a plain tuple for several
+// unnamed ones (tuple_type null: var_mean's (Tensor, Tensor)).
 inline PyObject* wrap_result(Tensor t, PyTypeObject*) { return wrap(std::move(t)); }
 PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*);  // csrc/arg_parsing.cpp
 template <typename... Ts>
 PyObject* wrap_result(std::tuple<Ts...> results, PyTypeObject* tuple_type) {
-  PyObject* out = PyStructSequence_New(tuple_type);
+  PyObject* out = tuple_type != nullptr ? PyStructSequence_New(tuple_type)
+                                        : PyTuple_New(static_cast<Py_ssize_t>(sizeof...(Ts)));
   if (out == nullptr) return nullptr;
   Py_ssize_t i = 0;
   bool ok = true;
@@ -95,7 +97,11 @@ PyObject* wrap_result(std::tuple<Ts...> results, PyTypeObject* tuple_type) {
         ((ok = ok && [&] {
            PyObject* item = wrap(std::move(e));
            if (item == nullptr) return false;
-           PyStructSequence_SetItem(out, i++, item);
+           if (tuple_type != nullptr) {
+             PyStructSequence_SetItem(out, i++, item);
+           } else {
+             PyTuple_SET_ITEM(out, i++, item);
+           }
            return true;
          }()),
          ...);

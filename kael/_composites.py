@@ -7,7 +7,6 @@ against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
 import builtins as _builtins
-import collections as _collections
 import math as _math
 import warnings as _warnings
 
@@ -208,60 +207,6 @@ def float_power(input, exponent) -> Tensor:
 # ---------------------------------------------------------------------------------- indexing and shapes
 
 
-# kael.return_types.median: (values, indices), a tuple with named fields as torch's
-_median_result = _collections.namedtuple("median", ["values", "indices"], module="kael.return_types")
-
-
-def _evenly_distributed(input: Tensor, value: Tensor) -> Tensor:
-    """value, a 0-d result picked from input's elements without autograd (median and nanmedian
-    over all elements), with torch's gradient for it (evenly_distribute_backward): split evenly
-    among the elements equal to value, or among the NaN elements when value is NaN. Every
-    branch, an empty input's or a NaN's included, stays in the graph."""
-    if not (input.requires_grad and _C.is_grad_enabled()):
-        return value
-    global _evenly_distribute
-    if _evenly_distribute is None:
-        _evenly_distribute = _make_evenly_distribute()
-    return _evenly_distribute.apply(input, value)
-
-
-_evenly_distribute = None
-
-
-def _make_evenly_distribute():
-    from kael.autograd.function import Function
-
-    class Median(Function):
-        @staticmethod
-        def forward(ctx, input, value):
-            ctx.save_for_backward(input, value)
-            return value.clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            input, value = ctx.saved_tensors
-            mask = _C.isnan(input) if bool(_C.isnan(value).item()) else _C.eq(input, value)
-            share = _C.div(grad, _C.sum(mask).to(grad.dtype))
-            return _C.where(mask, share, _C.zeros((), dtype=grad.dtype)), None
-
-    return Median
-
-
-def median(input: Tensor, dim=None, keepdim: bool = False):
-    """The lower median of all elements (NaN if any is NaN), or along dim with the index of the
-    value picked (values, indices), as torch.median; among equal values (0.0 and -0.0 too) the
-    element torch's kernel picks (Note [Selection ties] in cpu/select.cpp)."""
-    if dim is None:
-        return _evenly_distributed(input, _C._median_all(input.detach(), False))
-    d, size = _dim_size("median", input, dim)
-    if size == 0:
-        raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
-    v, i = _C._median_dim(input, d, False)
-    if not keepdim and input.dim():
-        v, i = v.squeeze(d), i.squeeze(d)
-    return _median_result(v, i)
-
-
 def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """Sum of products over the last dims of a and the first of b (dims an int), or over the
     given pairs of dims, as torch.tensordot; through permute, reshape and matmul."""
@@ -297,28 +242,6 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------- statistics
-
-
-def var_mean(input: Tensor, dim=None, *, correction=1, keepdim: bool = False):
-    """(var, mean) over dim, as torch.var_mean."""
-    return _C.var(input, dim, correction=correction, keepdim=keepdim), _C.mean(input, dim, keepdim)
-
-
-def std_mean(input: Tensor, dim=None, *, correction=1, keepdim: bool = False):
-    """(std, mean) over dim, as torch.std_mean."""
-    return _C.std(input, dim, correction=correction, keepdim=keepdim), _C.mean(input, dim, keepdim)
-
-
-_aminmax_result = _collections.namedtuple("aminmax", ["min", "max"], module="kael.return_types")
-
-
-def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
-    """(min, max) over dim (all elements when None), as torch.aminmax."""
-    if dim is None:
-        return _aminmax_result(_C.amin(input, [], keepdim), _C.amax(input, [], keepdim)) if input.dim() == 0 else \
-            _aminmax_result(_C.amin(input, list(range(input.dim())), keepdim),
-                            _C.amax(input, list(range(input.dim())), keepdim))
-    return _aminmax_result(_C.amin(input, dim, keepdim), _C.amax(input, dim, keepdim))
 
 
 def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
@@ -459,59 +382,6 @@ def is_same_size(self: Tensor, other: Tensor) -> bool:
     return tuple(self.shape) == tuple(other.shape)
 
 
-# ---------------------------------------------------------------------------------- scans
-
-
-def _scan(x: Tensor, dim: int, combine):
-    """Inclusive scan of an associative combine(left, right) along dim in log2(n) steps
-    (Hillis-Steele: at step s each position takes in the one s before it); x is a tuple of
-    tensors of one shape, combine maps two such tuples to one."""
-    n = x[0].shape[dim] if x[0].dim() else 1
-    s = 1
-    while s < n:
-        head = [t.narrow(dim, 0, s) for t in x]
-        left = [t.narrow(dim, 0, n - s) for t in x]
-        right = [t.narrow(dim, s, n - s) for t in x]
-        x = tuple(_C.cat([h, c], dim) for h, c in zip(head, combine(left, right)))
-        s *= 2
-    return x
-
-
-_cummax_result = _collections.namedtuple("cummax", ["values", "indices"], module="kael.return_types")
-_cummin_result = _collections.namedtuple("cummin", ["values", "indices"], module="kael.return_types")
-
-
-def _cum_extreme(op, input: Tensor, dim: int, later_wins):
-    if input.dim() == 0:
-        return input.clone(), _C.zeros((), dtype=_C.int64, device=input.device)
-    dim = dim + input.dim() if dim < 0 else dim
-    if not 0 <= dim < input.dim():
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.dim()}, {input.dim() - 1}], "
-                         f"but got {dim})")
-    shape = [1] * input.dim()
-    shape[dim] = input.shape[dim]
-    index = _C.arange(input.shape[dim], device=input.device).reshape(shape).expand(input.shape)
-    floating = input.dtype.is_floating_point
-
-    def combine(left, right):
-        take = later_wins(right[0], left[0])
-        if floating:  # a NaN stays once met, the latest NaN's index (torch's rule)
-            take = _C.logical_or(take, _C.isnan(right[0]))
-        return [_C.where(take, right[0], left[0]), _C.where(take, right[1], left[1])]
-
-    return _scan((input, index), dim, combine)
-
-
-def cummax(input: Tensor, dim: int):
-    """The running maximum along dim and the index of the element that holds it (the latest among
-    equals; NaN propagates), as torch.cummax."""
-    return _cummax_result(*_cum_extreme("cummax", input, dim, _C.ge))
-
-
-def cummin(input: Tensor, dim: int):
-    """The running minimum along dim and the index of the element that holds it, as torch.cummin."""
-    return _cummin_result(*_cum_extreme("cummin", input, dim, _C.le))
-
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -559,51 +429,6 @@ class iinfo:
 
 
 # ---------------------------------------------------------------------------------- more (selection, bins, signs, splits)
-
-_kthvalue_result = _collections.namedtuple("kthvalue", ["values", "indices"], module="kael.return_types")
-_nanmedian_result = _collections.namedtuple("nanmedian", ["values", "indices"], module="kael.return_types")
-
-
-def _dim_size(op, input, dim):
-    n = _builtins.max(input.dim(), 1)
-    if not -n <= dim < n:
-        raise IndexError(f"{op}(): Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    d = dim + n if dim < 0 else dim
-    return d, (input.shape[d] if input.dim() else 1)
-
-
-def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
-    """The k-th smallest element along dim (NaN counts as the largest) and its index, as
-    torch.kthvalue; among equal values (0.0 and -0.0 too) the element torch's quickselect picks
-    (Note [Selection ties] in cpu/select.cpp)."""
-    d, size = _dim_size("kthvalue", input, dim)
-    if not 1 <= k <= size:
-        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
-    v, i = _C._kthvalue(input, k, d)
-    if not keepdim and input.dim():
-        v, i = v.squeeze(d), i.squeeze(d)
-    return _kthvalue_result(v, i)
-
-
-def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
-    """The lower median of the elements that are not NaN (NaN when all are), over all elements or
-    along dim with the index of the value picked, as torch.nanmedian; among equal values (0.0 and
-    -0.0, NaN in a row of NaN) the element torch's kernel picks (Note [Selection ties] in
-    cpu/select.cpp)."""
-    if dim is None:
-        if not input.dtype.is_floating_point:
-            return median(input.reshape(-1))
-        return _evenly_distributed(input, _C._median_all(input.detach(), True))
-    d, size = _dim_size("nanmedian", input, dim)
-    if input.dim() and size == 0:
-        raise IndexError(f"nanmedian(): Expected reduction dim {d} to have non-zero size.")
-    if not input.dtype.is_floating_point or input.dim() == 0:
-        return _nanmedian_result(*median(input, dim, keepdim))
-    v, i = _C._median_dim(input, d, True)
-    if not keepdim:
-        v, i = v.squeeze(d), i.squeeze(d)
-    return _nanmedian_result(v, i)
-
 
 def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
     """The q-th quantiles of the elements that are not NaN (NaN where a row has none), as
@@ -729,13 +554,13 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
 # ---------------------------------------------------------------------------------- registration
 
 FUNCTIONS = ["broadcast_shapes", "numel", "atleast_1d", "atleast_2d", "meshgrid", "repeat_interleave",
-             "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "median", "tensordot",
-             "var_mean", "std_mean", "aminmax", "quantile", "block_diag", "cartesian_prod", "isin",
-             "is_nonzero", "is_same_size", "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile",
+             "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "tensordot",
+             "quantile", "block_diag", "cartesian_prod", "isin",
+             "is_nonzero", "is_same_size", "nanquantile",
              "histc", "atleast_3d", "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg",
              "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["repeat_interleave", "float_power", "median", "aminmax", "quantile", "is_nonzero", "is_same_size",
-           "cummax", "cummin", "kthvalue", "nanmedian", "nanquantile", "histc", "sum_to_size", "is_signed",
+METHODS = ["repeat_interleave", "float_power", "quantile", "is_nonzero", "is_same_size",
+           "nanquantile", "histc", "sum_to_size", "is_signed",
            "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
 
 
@@ -755,10 +580,4 @@ def install(namespace: dict, extend):
     methods.update({name: globals()[name] for name in METHODS})
     extend(methods)
     TENSOR_MEMBERS.update(methods)
-    _C.return_types.median = _median_result
-    _C.return_types.kthvalue = _kthvalue_result
-    _C.return_types.nanmedian = _nanmedian_result
-    _C.return_types.aminmax = _aminmax_result
-    _C.return_types.cummax = _cummax_result
-    _C.return_types.cummin = _cummin_result
     return list(functions)

@@ -276,7 +276,13 @@ Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& re
   const Tensor hit = as_mask(kael::logical_or(kael::eq(self, r), kael::logical_and(kael::isnan(self), kael::isnan(r))),
                              grad.dtype());
   const Tensor count = kael::sum(hit, dim, true, std::nullopt);
-  return kael::mul(kael::div(hit, count), g);
+  return kael::mul(kael::div(g, count), hit);
+}
+
+Tensor evenly_distribute_backward(const Tensor& grad, const Tensor& self, const Tensor& value) {
+  const Tensor mask = kael::isnan(value).item().to<bool>() ? kael::isnan(self) : kael::eq(self, value);
+  const Tensor share = kael::div(grad, as_mask(kael::sum(mask, std::nullopt), grad.dtype()));
+  return kael::where(mask, share, Scalar(0));
 }
 
 Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Tensor& result,

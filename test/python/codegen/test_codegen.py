@@ -95,6 +95,9 @@ def test_func_tensor_lists_strings_and_several_results():
                                                'std::optional<std::string_view> name = std::nullopt')
     assert gen.key_expr(f) == "dispatch::or_cpu(dispatch::key_set_of(tensors))"
     assert "const Var& values, const Var& indices" in gen.formula_params(f)
+    u = parse_one(hand_written("u(Tensor self) -> (Tensor, Tensor)")).schema
+    assert u.returns_tuple and not u.returns_named_tuple and u.return_names == ()
+    assert s.returns_named_tuple
     g = parse_one(hand_written("g(Tensor self, int n) -> Tensor[]"))
     assert g.schema.returns_list and gen.cpp_return(g) == "std::vector<Tensor>" and gen.pyi_return(g) == "tuple[Tensor, ...]"
     assert error(hand_written("f(str mode=none) -> Tensor")) == "t.yaml:3: f: bad default 'none' for type 'str'"
@@ -200,13 +203,16 @@ def test_func_duplicate_argument_name():
     ("f(Tensor self) -> Tensor(a!)", "'f' returns Tensor(a!), so it writes in place: its name ends in '_'"),
     ("f_(Tensor self) -> Tensor(a!)", "an op returning Tensor(a!) takes 'Tensor(a!) self' first"),
     ("f_(Tensor self, Tensor(a!) x) -> Tensor(a!)", "only the first argument, 'self', can be Tensor(a!)"),
-    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a), Tensor(a!), Tensor[] or "
-                              "(Tensor name, Tensor name, ...))"),
-    ("f(Tensor self) -> (Tensor a)", "a tuple return names two or more distinct results, got '(Tensor a)'"),
-    ("f(Tensor self) -> (Tensor a, Tensor a)", "a tuple return names two or more distinct results, got "
-                                               "'(Tensor a, Tensor a)'"),
+    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a), Tensor(a!), Tensor[], "
+                              "(Tensor name, Tensor name, ...) or (Tensor, Tensor, ...))"),
+    ("f(Tensor self) -> (Tensor a)", "a tuple return has two or more results, got '(Tensor a)'"),
+    ("f(Tensor self) -> (Tensor)", "a tuple return has two or more results, got '(Tensor)'"),
+    ("f(Tensor self) -> (Tensor a, Tensor a)", "a tuple return names all its results, each differently, or none, "
+                                               "got '(Tensor a, Tensor a)'"),
+    ("f(Tensor self) -> (Tensor a, Tensor)", "a tuple return names all its results, each differently, or none, "
+                                             "got '(Tensor a, Tensor)'"),
     ("f(Tensor self) -> (Tensor a, int b)", "cannot parse return 'int b' of '(Tensor a, int b)' (expected "
-                                            "'Tensor name')"),
+                                            "'Tensor name' or 'Tensor')"),
     ("f(Tensor self) -> (Tensor self, Tensor b)", "result name 'self' is also an argument name"),
     ("f(Tensor self, *, *, int a) -> Tensor", "'*' appears twice"),
     ("f(Tensor self, Tensor) -> Tensor", "cannot parse argument 'Tensor'"),
@@ -1226,3 +1232,20 @@ def test_cuda_formulas_must_use_host_device_math(tmp_path):
                        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     assert r.returncode != 0
     assert "__host__" in r.stdout + r.stderr and "rsqrt" in r.stdout + r.stderr
+
+
+def test_unnamed_tuple_returns():
+    """`(Tensor, Tensor)` is a plain tuple in Python: no kael.return_types entry; formulas need
+    names, so an op with derivatives must name its results; overloads agree on the names."""
+    fs = parse(hand_written("m(Tensor self) -> (Tensor, Tensor)") +
+               hand_written("m.dim(Tensor self, int dim) -> (Tensor, Tensor)") +
+               hand_written("n(Tensor self) -> (Tensor values, Tensor indices)"))
+    assert [f.name for f in gen.tuple_returns(fs)] == ["n"]
+    assert gen.cpp_return(fs[0]) == "std::tuple<Tensor, Tensor>" and gen.pyi_return(fs[0]) == "tuple[Tensor, Tensor]"
+    mixed = parse(hand_written("m(Tensor self) -> (Tensor, Tensor)") +
+                  hand_written("m.dim(Tensor self, int dim) -> (Tensor values, Tensor indices)"))
+    with pytest.raises(CodegenError, match="overloads of 'm' with tuple returns must name the same results"):
+        gen.tuple_returns(mixed)
+    derived = parse(hand_written("m(Tensor self) -> (Tensor, Tensor)", "  derivatives:\n    self: grad\n"))
+    with pytest.raises(CodegenError, match="an op with derivatives names its results"):
+        gen.check_return_names(derived, "t.yaml")

@@ -232,11 +232,6 @@ BY_HAND = {
     "unique_consecutive_dim-1": lambda L, x: L.unique_consecutive(x, dim=-1),
     "unique_dim0": lambda L, x: L.unique(x, dim=0, return_inverse=True, return_counts=True),
     "unique": lambda L, x: L.unique(x, return_inverse=True, return_counts=True),
-    "kthvalue": lambda L, x: L.kthvalue(x, 1, 0),
-    "median": lambda L, x: L.median(x),
-    "median_dim": lambda L, x: L.median(x, -1),
-    "nanmedian": lambda L, x: L.nanmedian(x),
-    "nanmedian_dim": lambda L, x: L.nanmedian(x, 0),
 }
 
 

@@ -50,6 +50,7 @@ Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& resul
                      bool keepdim);
 Tensor extreme_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<IntArrayRef> dim,
                         bool keepdim);
+Tensor evenly_distribute_backward(const Tensor& grad, const Tensor& self, const Tensor& value);
 Tensor norm_backward(const Tensor& grad, const Tensor& self, double p, const Tensor& result,
                      std::optional<IntArrayRef> dim, bool keepdim);
 Tensor logsumexp_backward(const Tensor& grad, const Tensor& self, const Tensor& result, IntArrayRef dim, bool keepdim);
@@ -248,11 +249,18 @@ inline Var prod_backward(const Var& grad, const Var& self, const Var& result, st
   return detail::prod_backward(grad, self, result, dim, keepdim);
 }
 
-// The gradient of amax/amin/max/min: grad shared evenly among the elements equal to the result
-// (NaN matching NaN), as PyTorch's.
+// The gradient of amax/amin over dims: grad shared evenly among the elements equal to the result
+// (NaN matching NaN), (grad / count) * mask as PyTorch's scale_grad_by_count.
 inline Var extreme_backward(const Var& grad, const Var& self, const Var& result, std::optional<IntArrayRef> dim,
                             bool keepdim) {
   return detail::extreme_backward(grad, self, result, dim, keepdim);
+}
+
+// The gradient of a 0-d value picked from self's elements (max, min, median of all elements):
+// grad / count in the elements equal to it (the NaN elements when it is NaN), 0 elsewhere even
+// for an infinite grad, as PyTorch's evenly_distribute_backward.
+inline Var evenly_distribute_backward(const Var& grad, const Var& self, const Var& value) {
+  return detail::evenly_distribute_backward(grad, self, value);
 }
 
 // The gradient of the vector p-norm (0 where the norm is 0).

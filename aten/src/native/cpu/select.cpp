@@ -192,7 +192,9 @@ Tensor median_all_select_cpu(const Tensor& self, bool ignore_nan) {
     using K = opmath_t<T>;
     T* o = out.data<T>();
     if (size == 0) {
-      *o = is_floating_v<T> ? convert<T>(std::numeric_limits<K>::quiet_NaN()) : T(0);
+      // NaN, converted as PyTorch's result is (an integer dtype gets x86's value: INT64_MIN for
+      // int64, 0 for int8; bool true: Note [Conversions between dtypes])
+      *o = convert<T>(std::numeric_limits<double>::quiet_NaN());
       return;
     }
     std::vector<Elem<T>> v(x.data<T>(), x.data<T>() + size);
