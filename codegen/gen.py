@@ -544,7 +544,10 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
 
 
 def py_return(f: NativeFunction) -> str:
-    """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied)."""
+    """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied;
+    a bool or int travels in ValueResult, csrc/guard.h)."""
+    if f.schema.returns_value:
+        return f"ValueResult<{cpp_return(f)}>"
     return types.TENSOR.arg_type.cpp_value if f.schema.mutating else cpp_return(f)
 
 

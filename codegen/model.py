@@ -150,8 +150,8 @@ def _parse_params(args: str) -> list[Param]:
     return params
 
 
-_RETURN_FORMS = ("Tensor, Tensor(a), Tensor(a!), Tensor[], (Tensor name, Tensor name, ...) "
-                 "or (Tensor, Tensor, ...)")
+_RETURN_FORMS = ("Tensor, Tensor(a), Tensor(a!), Tensor[], (Tensor name, Tensor name, ...), "
+                 "(Tensor, Tensor, ...), bool or int")
 
 
 def _parse_returns(returns: str) -> tuple[Return, ...]:
@@ -181,7 +181,8 @@ def _parse_returns(returns: str) -> tuple[Return, ...]:
         t, annotation = types.parse_annotated(returns)
     except ValueError:
         t, annotation = None, None
-    if t is None or t.optional or not (t.is_tensor() or (t.is_tensor_list() and annotation is None)):
+    if t is None or t.optional or not (t.is_tensor() or (t.is_tensor_list() and annotation is None)
+                                       or t.is_plain_value()):
         raise CodegenError(f"unknown return type '{returns}' (expected {_RETURN_FORMS})")
     return (Return(None, t, annotation),)
 
@@ -212,6 +213,11 @@ class Schema:
     def returns_list(self) -> bool:
         """A list of tensors: a C++ std::vector<Tensor>, a tuple in Python."""
         return len(self.returns) == 1 and self.returns[0].type.is_tensor_list()
+
+    @property
+    def returns_value(self) -> bool:
+        """A bool or an int (is_nonzero, numel): a C++ bool or std::int64_t, a Python bool or int."""
+        return len(self.returns) == 1 and self.returns[0].type.is_plain_value()
 
     @property
     def returns_tensor(self) -> bool:
@@ -580,6 +586,8 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
         raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
 
+    if schema.returns_value and derivatives_raw:
+        raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
     names = {p.name for p in schema.params}

@@ -210,6 +210,11 @@ class SchemaType:
     def is_scalar(self) -> bool:
         return self._is("Scalar")
 
+    def is_plain_value(self) -> bool:
+        """bool or int, not optional: the types an op may return besides tensors (is_nonzero,
+        numel)."""
+        return not self.optional and (self._is("bool") or self._is("int"))
+
     def is_float(self) -> bool:
         return self._is("float")
 

@@ -80,10 +80,19 @@ struct Released {
 };
 }  // namespace gil
 
-// The Python object of an op's result: a Tensor, a tuple for Tensor[], a named tuple of
+// The Python object of an op's result: a Tensor, a bool, an int, a tuple for Tensor[], a named tuple of
 // `tuple_type` (kael.return_types.<op>) for several named results, a plain tuple for several
 // unnamed ones (tuple_type null: var_mean's (Tensor, Tensor)).
 inline PyObject* wrap_result(Tensor t, PyTypeObject*) { return wrap(std::move(t)); }
+// A bool or int an op returns (is_nonzero, numel), carried out of a guarded body in this wrapper
+// since guarded() hands integral results back as they are (a slot's int).
+template <typename T>
+struct ValueResult {
+  ValueResult(T v) : value(v) {}  // NOLINT: implicit, so that the body returns the op's value
+  T value;
+};
+inline PyObject* wrap_result(ValueResult<bool> r, PyTypeObject*) { return PyBool_FromLong(r.value ? 1 : 0); }
+inline PyObject* wrap_result(ValueResult<std::int64_t> r, PyTypeObject*) { return PyLong_FromLongLong(r.value); }
 PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*);  // csrc/arg_parsing.cpp
 template <typename... Ts>
 PyObject* wrap_result(std::tuple<Ts...> results, PyTypeObject* tuple_type) {

@@ -66,11 +66,6 @@ def broadcast_shapes(*shapes):
     return _C.Size(result) if hasattr(_C, "Size") else tuple(result)
 
 
-def numel(input: Tensor) -> int:
-    """The number of elements of input."""
-    return input.numel()
-
-
 # ---------------------------------------------------------------------------------- stacking
 
 
@@ -369,19 +364,6 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return _C.logical_not(found) if invert else found
 
 
-def is_nonzero(input: Tensor) -> bool:
-    """Whether a one-element tensor is nonzero."""
-    if input.numel() != 1:
-        raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if input.numel() == 0 else
-                           "Boolean value of Tensor with more than one value is ambiguous")
-    return bool(input.item())
-
-
-def is_same_size(self: Tensor, other: Tensor) -> bool:
-    """Whether the two tensors have the same shape."""
-    return tuple(self.shape) == tuple(other.shape)
-
-
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -486,36 +468,6 @@ def _tensor_input(op, input):
         raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
 
 
-def is_floating_point(input: Tensor) -> bool:
-    """Whether input's dtype is a floating one, as torch.is_floating_point."""
-    _tensor_input("is_floating_point", input)
-    return input.dtype.is_floating_point
-
-
-def is_signed(input: Tensor) -> bool:
-    """Whether input's dtype holds negative numbers (not uint8 or bool), as torch.is_signed."""
-    _tensor_input("is_signed", input)
-    return input.dtype.is_signed
-
-
-def is_complex(input: Tensor) -> bool:
-    """Whether input's dtype is a complex one: False, kael has none (docs/decisions.md)."""
-    _tensor_input("is_complex", input)
-    return False
-
-
-def is_conj(input: Tensor) -> bool:
-    """Whether input is a lazily conjugated view: never in kael (no complex dtypes)."""
-    _tensor_input("is_conj", input)
-    return False
-
-
-def is_neg(input: Tensor) -> bool:
-    """Whether input is a lazily negated view: never in kael."""
-    _tensor_input("is_neg", input)
-    return False
-
-
 def resolve_conj(input: Tensor) -> Tensor:
     """input itself: kael has no lazily conjugated views to materialise (torch returns input too
     for those that are not)."""
@@ -527,12 +479,6 @@ def resolve_neg(input: Tensor) -> Tensor:
     """input itself: kael has no lazily negated views to materialise."""
     _tensor_input("resolve_neg", input)
     return input
-
-
-def get_device(input: Tensor) -> int:
-    """The index of input's CUDA device, -1 for a CPU tensor, as torch.get_device."""
-    _tensor_input("get_device", input)
-    return -1 if input.device.type == "cpu" else input.device.index
 
 
 def sum_to_size(self: Tensor, *size) -> Tensor:
@@ -553,15 +499,12 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "numel", "atleast_1d", "atleast_2d", "meshgrid", "repeat_interleave",
+FUNCTIONS = ["broadcast_shapes", "atleast_1d", "atleast_2d", "meshgrid", "repeat_interleave",
              "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "tensordot",
-             "quantile", "block_diag", "cartesian_prod", "isin",
-             "is_nonzero", "is_same_size", "nanquantile",
-             "histc", "atleast_3d", "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg",
-             "resolve_conj", "resolve_neg", "get_device"]
-METHODS = ["repeat_interleave", "float_power", "quantile", "is_nonzero", "is_same_size",
-           "nanquantile", "histc", "sum_to_size", "is_signed",
-           "is_complex", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "get_device"]
+             "quantile", "block_diag", "cartesian_prod", "isin", "nanquantile", "histc", "atleast_3d",
+             "resolve_conj", "resolve_neg"]
+METHODS = ["repeat_interleave", "float_power", "quantile", "nanquantile", "histc", "sum_to_size",
+           "resolve_conj", "resolve_neg"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the

@@ -203,8 +203,8 @@ def test_func_duplicate_argument_name():
     ("f(Tensor self) -> Tensor(a!)", "'f' returns Tensor(a!), so it writes in place: its name ends in '_'"),
     ("f_(Tensor self) -> Tensor(a!)", "an op returning Tensor(a!) takes 'Tensor(a!) self' first"),
     ("f_(Tensor self, Tensor(a!) x) -> Tensor(a!)", "only the first argument, 'self', can be Tensor(a!)"),
-    ("f(Tensor self) -> int", "unknown return type 'int' (expected Tensor, Tensor(a), Tensor(a!), Tensor[], "
-                              "(Tensor name, Tensor name, ...) or (Tensor, Tensor, ...))"),
+    ("f(Tensor self) -> float", "unknown return type 'float' (expected Tensor, Tensor(a), Tensor(a!), Tensor[], "
+                                "(Tensor name, Tensor name, ...), (Tensor, Tensor, ...), bool or int)"),
     ("f(Tensor self) -> (Tensor a)", "a tuple return has two or more results, got '(Tensor a)'"),
     ("f(Tensor self) -> (Tensor)", "a tuple return has two or more results, got '(Tensor)'"),
     ("f(Tensor self) -> (Tensor a, Tensor a)", "a tuple return names all its results, each differently, or none, "
@@ -1249,3 +1249,19 @@ def test_unnamed_tuple_returns():
     derived = parse(hand_written("m(Tensor self) -> (Tensor, Tensor)", "  derivatives:\n    self: grad\n"))
     with pytest.raises(CodegenError, match="an op with derivatives names its results"):
         gen.check_return_names(derived, "t.yaml")
+
+
+def test_bool_and_int_returns():
+    """`-> bool` and `-> int` (is_nonzero, numel): a C++ bool or std::int64_t, a Python bool or int
+    through ValueResult (guarded() hands integral results back as they are); no derivatives, and
+    no Var method (kael::Tensor has numel() of its own)."""
+    b = parse_one(hand_written("b(Tensor self) -> bool"))
+    i = parse_one(hand_written("i(Tensor self) -> int"))
+    assert b.schema.returns_value and not b.schema.returns_tensor and gen.cpp_return(b) == "bool"
+    assert gen.cpp_return(i) == "std::int64_t" and gen.py_return(i) == "ValueResult<std::int64_t>"
+    assert gen.pyi_return(b) == "bool" and gen.pyi_return(i) == "int"
+    assert error(hand_written("f(Tensor self) -> bool", "  derivatives:\n    self: grad\n")) == \
+        "t.yaml:3: f: an op returning bool has no derivatives"
+    for bad in ("bool?", "float", "int[]", "(Tensor a, bool b)"):
+        assert "cannot parse return" in error(hand_written(f"f(Tensor self) -> {bad}")) or \
+            "unknown return type" in error(hand_written(f"f(Tensor self) -> {bad}"))

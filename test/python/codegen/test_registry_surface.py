@@ -15,8 +15,6 @@ ALLOWED = {
 # Still written in Python, one group per section of kael/_composites.py (then kael/functional.py).
 REMAINING = {
     "kael": {
-        # views
-        "numel",
         # stacking
         "atleast_1d", "atleast_2d", "meshgrid",
         # sequences
@@ -25,11 +23,9 @@ REMAINING = {
         "float_power",
         # indexing and shapes, and the sections after it
         "tensordot",
-        "quantile", "block_diag", "cartesian_prod", "isin", "is_nonzero",
-        "is_same_size",
+        "quantile", "block_diag", "cartesian_prod", "isin",
         "nanquantile", "histc", "atleast_3d",
-        "is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg", "resolve_conj",
-        "resolve_neg", "get_device",
+        "resolve_conj", "resolve_neg",
         # kael/functional.py
         "allclose", "broadcast_tensors", "einsum", "equal", "nonzero", "unique", "unique_consecutive", "where",
     },
@@ -39,11 +35,8 @@ REMAINING = {
         # pointwise
         "float_power",
         # indexing and shapes, and the sections after it
-        "quantile",
-        "is_nonzero", "is_same_size",
-        "nanquantile", "histc",
-        "sum_to_size", "is_signed", "is_complex", "is_conj",
-        "is_neg", "resolve_conj", "resolve_neg", "get_device",
+        "quantile", "nanquantile", "histc", "sum_to_size",
+        "resolve_conj", "resolve_neg",
     },
 }
 

@@ -151,10 +151,12 @@ decltype(auto) unbox(const IValue& v) {
   return Unbox<T>::get(v);
 }
 
-// Results on a stack: a Tensor is one IValue, a Tensor[] one IValue holding the list, a tuple
-// one IValue per element (schema order).
+// Results on a stack: a Tensor, a bool or an int is one IValue, a Tensor[] one IValue holding
+// the list, a tuple one IValue per element (schema order).
 inline void push_result(Stack& stack, Tensor t) { stack.emplace_back(std::move(t)); }
 inline void push_result(Stack& stack, std::vector<Tensor> l) { stack.emplace_back(std::move(l)); }
+inline void push_result(Stack& stack, bool b) { stack.emplace_back(b); }
+inline void push_result(Stack& stack, std::int64_t i) { stack.emplace_back(i); }
 template <typename... Ts>
 void push_result(Stack& stack, std::tuple<Ts...> t) {
   std::apply([&stack](auto&... e) { (stack.emplace_back(std::move(e)), ...); }, t);
@@ -170,6 +172,14 @@ inline Tensor pop_result<Tensor>(Stack& stack, int) {
 template <>
 inline std::vector<Tensor> pop_result<std::vector<Tensor>>(Stack& stack, int) {
   return std::move(stack.back().to_tensor_list());
+}
+template <>
+inline bool pop_result<bool>(Stack& stack, int) {
+  return stack.back().to_bool();
+}
+template <>
+inline std::int64_t pop_result<std::int64_t>(Stack& stack, int) {
+  return stack.back().to_int();
 }
 namespace detail {
 template <typename Tuple, std::size_t... I>
