@@ -543,6 +543,12 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
     return [f for f in out.values() if f.schema.returns_named_tuple]
 
 
+def with_variant(group: list[NativeFunction], method: bool) -> list[NativeFunction]:
+    """The overloads of a name that have the function (or method) spelling: an overload may be a
+    function only (repeat_interleave.Tensor, whose first argument is not self), as in PyTorch."""
+    return [f for f in group if ("method" if method else "function") in f.variants]
+
+
 def py_return(f: NativeFunction) -> str:
     """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied;
     a bool or int travels in ValueResult, csrc/guard.h)."""
@@ -710,7 +716,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     common = dict(
         enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
-        cpp_variants=cpp_variants, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
+        cpp_variants=cpp_variants, with_variant=with_variant, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda, qualified_formula=qualified_formula,
         method_params=method_params, method_args=method_args, formula_params=formula_params,
         formula_args=formula_args,

@@ -487,9 +487,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     for v in variants:
         if v not in VARIANTS:
             raise CodegenError(f"unknown variant '{v}' (expected one of {', '.join(VARIANTS)})")
-    self_params = [p for p in schema.params if p.name == "self"]
-    if "method" in variants and (not self_params or not self_params[0].type.is_tensor()
-                                 or self_params[0].type.optional or self_params[0].kwonly):
+    if "method" in variants and not _takes_self(schema):
         raise CodegenError("a method variant needs a positional 'Tensor self' argument")
 
     pointwise = _pop(entry, "pointwise")
@@ -690,16 +688,27 @@ def parse_registry(text: str, path: str = "native_functions.yaml") -> list[Nativ
     return functions
 
 
+def _takes_self(schema: Schema) -> bool:
+    """Whether the op has a positional 'Tensor self', which a method binds."""
+    self_params = [p for p in schema.params if p.name == "self"]
+    return bool(self_params) and self_params[0].type.is_tensor() and not self_params[0].type.optional \
+        and not self_params[0].kwonly
+
+
 def _check_overloads(functions: list[NativeFunction], path: str) -> None:
     by_name: dict[str, list[NativeFunction]] = {}
     for f in functions:
         by_name.setdefault(f.name, []).append(f)
     for name, group in by_name.items():
-        variants = {f.variants for f in group}
-        if len(variants) > 1:
-            f = group[-1]
-            raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
-                               "must declare the same variants")
+        # The overloads of a name declare the same variants, except that one without a positional
+        # 'Tensor self' leaves out 'method' (repeat_interleave.Tensor(Tensor repeats), as PyTorch's).
+        union = {v for f in group for v in f.variants}
+        for f in group:
+            missing = union - set(f.variants)
+            if missing and (missing != {"method"} or _takes_self(f.schema)):
+                raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: overloads of '{name}' "
+                                   "must declare the same variants (one without a positional 'Tensor self' "
+                                   "may leave out 'method')")
         pointwise = [f for f in group if f.is_pointwise]
         if len(pointwise) > 1 or (pointwise and pointwise[0].schema.full_name != name):
             f = group[-1]

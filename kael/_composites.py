@@ -2,7 +2,7 @@
 registered ops (so autograd, a Python key and every device see those ops): the aliases
 (``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
 error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, the NaN-ignoring
-reductions, stacking helpers, ``meshgrid``, ``diff``, ``repeat_interleave``, ``tril_indices``/``triu_indices``, ``finfo``/``iinfo``. Each is compared
+reductions, stacking helpers, ``meshgrid``, ``quantile``, ``finfo``/``iinfo``. Each is compared
 against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
@@ -122,65 +122,6 @@ def meshgrid(*tensors, indexing: str | None = None):
     if swap:  # 'xy': the grids of (y, x, ...) in 'ij' order, the first two handed back swapped
         grids[0], grids[1] = grids[1], grids[0]
     return tuple(grids)
-
-
-# ---------------------------------------------------------------------------------- sequences
-
-
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None) -> Tensor:
-    """Each element (each slice along dim) repeated, as torch.repeat_interleave: repeats is an int
-    or a 1-d tensor of counts; dim=None works on the flattened input."""
-    if repeats is None:  # torch.repeat_interleave(counts): the indices repeated
-        counts = input
-        return repeat_interleave(_C.arange(counts.numel(), device=counts.device), counts, 0)
-    if dim is None:
-        input, dim = input.reshape(-1), 0
-    dim = dim + input.dim() if dim < 0 else dim
-    if not 0 <= dim < _builtins.max(input.dim(), 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.dim()}, {input.dim() - 1}], "
-                         f"but got {dim})")
-    if isinstance(repeats, Tensor) and repeats.dim() == 0:
-        repeats = int(repeats.item())
-    if isinstance(repeats, int):
-        if repeats < 0:
-            raise RuntimeError("repeats can not be negative")
-        shape = list(input.shape)
-        expanded = input.unsqueeze(dim + 1).expand(shape[:dim + 1] + [repeats] + shape[dim + 1:])
-        shape[dim] *= repeats
-        return expanded.reshape(shape)
-    if repeats.dim() != 1:
-        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
-    if repeats.dtype not in (_C.int64, _C.int32):
-        raise RuntimeError("repeats has to be Long or Int tensor")
-    if repeats.numel() != input.shape[dim]:
-        raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
-                           f"{repeats.numel()} and input.size({dim}) = {input.shape[dim]}")
-    if repeats.numel() and bool(_C.lt(repeats, 0).any().item()):
-        raise RuntimeError("repeats can not be negative")
-    ends = _C.cumsum(repeats, 0)
-    total = int(ends[-1].item()) if repeats.numel() else 0
-    index = _C.searchsorted(ends, _C.arange(total, dtype=ends.dtype, device=ends.device), right=True)
-    return _C.index_select(input, dim, index)
-
-
-def _triangle_indices(op, lower, row, col, offset, dtype, device):
-    if row < 0 or col < 0:
-        raise RuntimeError(f"{op}: row and col must be non-negative, got {row} and {col}")
-    if dtype is not None and dtype not in (_C.int64, _C.int32):
-        raise RuntimeError(f"\"{op}\" not implemented for '{dtype}'")
-    ones = _C.ones(row, col, dtype=_C.bool, device=device)
-    mask = _C.tril(ones, offset) if lower else _C.triu(ones, offset)
-    return _C.nonzero(mask).t().contiguous().to(dtype or _C.int64)
-
-
-def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
-    """The (2, N) row and column indices of the lower triangle of a row x col matrix, row by row."""
-    return _triangle_indices("tril_indices", True, row, col, offset, dtype, device)
-
-
-def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
-    """The (2, N) row and column indices of the upper triangle of a row x col matrix, row by row."""
-    return _triangle_indices("triu_indices", False, row, col, offset, dtype, device)
 
 
 # ---------------------------------------------------------------------------------- pointwise
@@ -418,32 +359,6 @@ def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolat
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, ignore_nan=True)
 
 
-def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:
-    """Counts of input's elements in `bins` equal bins over [min, max] (the data's range when
-    both are 0 or equal; elements outside are not counted, NaN neither), as torch.histc."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"histc: \"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1]}'")
-    if bins <= 0:
-        raise RuntimeError(f"histc(): bins must be > 0, but got {bins} for dimension 0")
-    lo, hi = float(min), float(max)
-    if lo > hi:
-        raise RuntimeError(f"histc(): max must be larger than min, got min {lo} and max {hi}")
-    flat = input.reshape(-1).to(_C.float64)
-    if lo == hi and flat.numel():
-        finite = flat[_C.isfinite(flat)]
-        if finite.numel():
-            lo, hi = float(finite.min().item()), float(finite.max().item())
-    if lo == hi:
-        lo, hi = lo - 1, hi + 1
-    if not (_math.isfinite(lo) and _math.isfinite(hi)):
-        raise RuntimeError(f"histc(): range of [{lo}, {hi}] is not finite")
-    inside = _C.logical_and(_C.ge(flat, lo), _C.le(flat, hi))
-    kept = flat[inside]
-    idx = _C.floor(_C.mul(_C.sub(kept, lo), bins / (hi - lo))).to(_C.int64)
-    idx = _C.clamp(idx, 0, bins - 1)  # (the maximum itself goes in the last bin)
-    return _C.bincount(idx, minlength=bins).to(input.dtype)
-
-
 def atleast_3d(*tensors):
     """Each tensor with at least three dims, as torch.atleast_3d ((n,) -> (1, n, 1), (m, n) ->
     (m, n, 1))."""
@@ -499,12 +414,10 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "atleast_1d", "atleast_2d", "meshgrid", "repeat_interleave",
-             "tril_indices", "triu_indices", "finfo", "iinfo", "float_power", "tensordot",
-             "quantile", "block_diag", "cartesian_prod", "isin", "nanquantile", "histc", "atleast_3d",
+FUNCTIONS = ["broadcast_shapes", "atleast_1d", "atleast_2d", "meshgrid", "finfo", "iinfo", "float_power",
+             "tensordot", "quantile", "block_diag", "cartesian_prod", "isin", "nanquantile", "atleast_3d",
              "resolve_conj", "resolve_neg"]
-METHODS = ["repeat_interleave", "float_power", "quantile", "nanquantile", "histc", "sum_to_size",
-           "resolve_conj", "resolve_neg"]
+METHODS = ["float_power", "quantile", "nanquantile", "sum_to_size", "resolve_conj", "resolve_neg"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the

@@ -317,7 +317,25 @@ def test_variants_overloads_with_different_variants():
         "- func: to.dtype(Tensor self, ScalarType dtype) -> Tensor\n  variants: [function, method]\n"
         "  dispatch: {CompositeExplicit: to_dtype}\n  doc: D.\n"
     )
-    assert error(text) == "t.yaml:8: to.dtype: overloads of 'to' must declare the same variants"
+    assert error(text) == ("t.yaml:3: to.device: overloads of 'to' must declare the same variants (one without a "
+                           "positional 'Tensor self' may leave out 'method')")
+
+
+def test_variants_an_overload_without_self_is_a_function_only():
+    """As PyTorch's repeat_interleave.Tensor(Tensor repeats): kael.f has both overloads, Tensor.f
+    the one that binds self; the stubs and the docs say so."""
+    fs = parse(
+        "- func: f.counts(Tensor repeats) -> Tensor\n  dispatch: {CPU: a1}\n  doc: Counts.\n"
+        "- func: f.self(Tensor self, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: a2}\n"
+        "  doc: Self.\n"
+    )
+    assert [f.variants for f in fs] == [("function",), ("function", "method")]
+    assert [f.schema.full_name for f in gen.with_variant(fs, True)] == ["f.self"]
+    assert [f.schema.full_name for f in gen.with_variant(fs, False)] == ["f.counts", "f.self"]
+    text = ("- func: g.a(Tensor self) -> Tensor\n  dispatch: {CPU: a1}\n  doc: D.\n"
+            "- func: g.b(Tensor self, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: a2}\n"
+            "  doc: D.\n")
+    assert "overloads of 'g' must declare the same variants" in error(text)
 
 
 def test_variants_overloads_with_the_same_variants():

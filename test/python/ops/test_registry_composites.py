@@ -538,3 +538,80 @@ def test_geometric_into_integers_and_generators():
         b = getattr(kael.empty(50), name)(*args, generator=kael.Generator().manual_seed(5))
         c = getattr(kael.empty(50), name)(*args, generator=kael.Generator().manual_seed(6))
         assert a.tolist() == b.tolist() and a.tolist() != c.tolist(), name
+
+
+# ---- repeat_interleave (three overloads, the counts one a function only), tril/triu_indices, histc
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.repeat_interleave(lib.tensor([1, 0, 2], dtype=lib.int32)),
+    lambda lib: lib.repeat_interleave(lib.tensor([1, 0, 2]), output_size=3),
+    lambda lib: lib.repeat_interleave(lib.tensor([1, 0, 2]), output_size=4),
+    lambda lib: lib.repeat_interleave(lib.tensor([], dtype=lib.int64)),
+    lambda lib: lib.repeat_interleave(lib.tensor([1.0, 2.0])),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1, 2]])),
+    lambda lib: lib.repeat_interleave(lib.tensor([1, -2])),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor([3]), 1),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor(2), 0),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor([2, 1]), 0, output_size=3),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor([2, 1]), 0, output_size=2),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor([2, 1, 1]), 0),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), lib.tensor([[2, 1]]), 0),
+    lambda lib: lib.repeat_interleave(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), 2, -3),
+    lambda lib: lib.repeat_interleave(lib.tensor(5.0), 3),
+    lambda lib: lib.repeat_interleave(lib.tensor(5.0), 3, 0),
+    lambda lib: lib.repeat_interleave(lib.zeros(2, 0), 2, 1),
+    lambda lib: lib.repeat_interleave(lib.zeros(2, 3), 0, 1),
+    lambda lib: lib.repeat_interleave(lib.arange(6).reshape(2, 3), 2, output_size=12),
+    lambda lib: lib.arange(6).reshape(2, 3).repeat_interleave(lib.tensor([1, 0, 2], dtype=lib.int32), dim=1),
+    lambda lib: lib.tensor([1, 2]).repeat_interleave(),
+])
+def test_repeat_interleave_overloads(call):
+    agree(call)
+
+
+def test_repeat_interleave_gradient():
+    grads_agree(lambda lib: [lib.tensor(M, dtype=lib.float64)],
+                lambda lib, x: lib.repeat_interleave(x, lib.tensor([2, 0, 1]), 0))
+    grads_agree(lambda lib: [lib.tensor(M, dtype=lib.float64)], lambda lib, x: x.repeat_interleave(3))
+
+
+@pytest.mark.parametrize("name", ["tril_indices", "triu_indices"])
+@pytest.mark.parametrize("row,col,offset", [(0, 0, 0), (3, 3, 0), (3, 5, 2), (5, 3, -2), (4, 4, 9), (4, 4, -9),
+                                            (1, 6, -1), (-1, 3, 0), (3, -2, 0)])
+@pytest.mark.parametrize("dtype", [None, "int32", "int64", "int16", "float32", "bool"])
+def test_triangle_indices(name, row, col, offset, dtype):
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    agree(lambda lib: getattr(lib, name)(row, col, offset, **{k: getattr(lib, v) for k, v in kwargs.items()}))
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.histc(lib.tensor([0.5, 1.0, 2.0, 2.0, 3.0], dtype=lib.float16), 3),
+    lambda lib: lib.histc(lib.tensor([0.5, 1.0, 2.0, 2.0, 3.0], dtype=lib.bfloat16), 4, 1, 2),
+    lambda lib: lib.tensor([[1.0, NAN], [INF, -INF]]).histc(2, -1, 1),
+    lambda lib: lib.histc(lib.tensor([1.0, INF]), 3),
+    lambda lib: lib.histc(lib.tensor([NAN, NAN]), 3),
+    lambda lib: lib.histc(lib.tensor([]), 3),
+    lambda lib: lib.histc(lib.tensor([1.0]), 0),
+    lambda lib: lib.histc(lib.tensor([1.0]), 3, 2, 1),
+    lambda lib: lib.histc(lib.tensor([1, 2]), 3),
+    lambda lib: lib.histc(lib.tensor(M3, dtype=lib.float64), 6, -1.5, 1.5),
+])
+def test_histc(call):
+    agree(call)
+
+
+@pytest.mark.parametrize("args", [(1, 2**40, -1), (2**40, 1, -2**40 + 2), (3, 2**40, -2), (2**40, 2**40, -2**40 + 1)])
+def test_tril_indices_of_huge_matrices(args):
+    """The count has a closed form and the rows are written from the first that has any: a
+    triangle of a few elements in a huge matrix costs a few elements (a row x col mask did not)."""
+    agree(lambda lib: lib.tril_indices(*args))
+
+
+def test_triangle_indices_refuse_counts_past_int64():
+    """torch's int64 count overflows there (tril_indices(2**35, 2**35, 2**36) gives an empty
+    result); kael computes it in 128 bits and refuses (docs/decisions/torch-sweep.md)."""
+    with pytest.raises(RuntimeError, match="too many elements"):
+        kael.tril_indices(2**35, 2**35, 2**36)
+    with pytest.raises(RuntimeError, match="too many elements"):
+        kael.triu_indices(2**35, 2**35, -2**35 + 1)
