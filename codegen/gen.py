@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from codegen import enums, types
-from codegen.model import CodegenError, NativeFunction, Param, parse_registry
+from codegen.model import CodegenError, NativeFunction, Param, parse_registry, with_variant
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NUM_SHARDS = 6
@@ -541,12 +541,6 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
                                f"the same results ({', '.join(out[f.name].schema.return_names) or 'none'})")
     # an unnamed tuple return ('(Tensor, Tensor)') is a plain tuple in Python: no type
     return [f for f in out.values() if f.schema.returns_named_tuple]
-
-
-def with_variant(group: list[NativeFunction], method: bool) -> list[NativeFunction]:
-    """The overloads of a name that have the function (or method) spelling: an overload may be a
-    function only (repeat_interleave.Tensor, whose first argument is not self), as in PyTorch."""
-    return [f for f in group if ("method" if method else "function") in f.variants]
 
 
 def py_return(f: NativeFunction) -> str:

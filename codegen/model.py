@@ -688,6 +688,12 @@ def parse_registry(text: str, path: str = "native_functions.yaml") -> list[Nativ
     return functions
 
 
+def with_variant(group: list[NativeFunction], method: bool) -> list[NativeFunction]:
+    """The overloads of a name that have the function (or method) spelling: an overload may be a
+    function only (repeat_interleave.Tensor, whose first argument is not self), as in PyTorch."""
+    return [f for f in group if ("method" if method else "function") in f.variants]
+
+
 def _takes_self(schema: Schema) -> bool:
     """Whether the op has a positional 'Tensor self', which a method binds."""
     self_params = [p for p in schema.params if p.name == "self"]

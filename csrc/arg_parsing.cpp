@@ -316,6 +316,20 @@ Match conv_device(PyObject* o, Device& out) {
 PyObject* raise_no_match(const Signature* const* sigs, int count, PyObject* self, PyObject* const* args,
                          Py_ssize_t nargs, PyObject* kwnames) {
   (void)self;
+  // One signature: name the positional Tensor argument that is not one, in PyTorch's words
+  // ("is_signed(): argument 'input' (position 1) must be Tensor, not int"). Only a type check,
+  // so no Python code runs here.
+  if (count == 1) {
+    const Signature& sig = *sigs[0];
+    for (Py_ssize_t i = 0; i < nargs && i < sig.nparams && !sig.params[i].kwonly; ++i) {
+      const ParamSpec& p = sig.params[i];
+      if (p.kind == ParamKind::Tensor && !is_tensor(args[i]) && !(p.optional && args[i] == Py_None)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' (position %zd) must be Tensor, not %s", sig.name, p.name,
+                     i + 1, type_name(args[i]));
+        return nullptr;
+      }
+    }
+  }
   std::string got;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (i) got += ", ";

@@ -2,7 +2,7 @@
 registered ops (so autograd, a Python key and every device see those ops): the aliases
 (``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
 error names the op, ``mul()``), the ``*_as`` views, the matrix-vector products, the NaN-ignoring
-reductions, stacking helpers, ``meshgrid``, ``quantile``, ``finfo``/``iinfo``. Each is compared
+reductions, stacking helpers, ``meshgrid``, ``finfo``/``iinfo``. Each is compared
 against torch in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
@@ -180,74 +180,6 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
 # ---------------------------------------------------------------------------------- statistics
 
 
-def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
-    """The q-th quantiles of input over dim (all elements when None), interpolating between the
-    sorted values as torch.quantile does ('linear', 'lower', 'higher', 'midpoint', 'nearest');
-    NaN anywhere in a row gives NaN."""
-    return _quantile("quantile", input, q, dim, keepdim, interpolation, ignore_nan=False)
-
-
-def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
-    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
-        raise RuntimeError(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
-                           f"but got {interpolation}")
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
-    scalar_q = not isinstance(q, Tensor)
-    qt = _C.tensor([float(q)] if scalar_q else q.tolist(), dtype=input.dtype) if scalar_q or q.dim() <= 1 else None
-    if qt is None:
-        raise RuntimeError(f"{op}() q must be a scalar or 1D tensor")
-    if scalar_q or (isinstance(q, Tensor) and q.dim() == 0):
-        qt = qt.reshape(1)
-    if qt.numel() and bool(_C.logical_or(_C.lt(qt, 0), _C.gt(qt, 1)).any().item()):
-        raise RuntimeError(f"{op}() q values must be in the range [0, 1]")
-    if dim is None:
-        x, d = input.reshape(-1), 0
-    else:
-        d = dim + input.dim() if dim < 0 else dim
-        x = input
-    n = x.shape[d] if x.dim() else 1
-    if n == 0:
-        raise RuntimeError(f"{op}() input tensor must be non-empty")
-    sorted_x = _C.sort(x, d).values.movedim(d, -1)  # NaN last
-    lead = list(sorted_x.shape[:-1])
-    # torch's ranks: a row's NaN result is read from a NaN element (the first of a row with no other
-    # value, the last of a row holding a NaN), so the gradient reaches that element as in torch
-    if ignore_nan:  # each row's quantiles among its values that are not NaN; NaN where it has none
-        count = _C.logical_not(_C.isnan(sorted_x)).sum(-1, keepdim=True)
-        rank = _C.mul(qt, _C.sub(_C.clamp(count, min=1), 1).to(input.dtype))  # (lead..., nq)
-    else:
-        has_nan = _C.isnan(sorted_x).any(-1, keepdim=True)
-        rank = _C.where(has_nan, float(n - 1), _C.mul(qt, n - 1)).expand(lead + [qt.numel()])
-    lo = _C.floor(rank)
-    hi = _C.ceil(rank)
-    if interpolation == "lower":
-        pos_lo = pos_hi = lo
-    elif interpolation == "higher":
-        pos_lo = pos_hi = hi
-    elif interpolation == "nearest":
-        pos_lo = pos_hi = _C.round(rank)
-    else:
-        pos_lo, pos_hi = lo, hi
-    idx_lo = pos_lo.to(_C.int64).expand(lead + [qt.numel()])
-    idx_hi = pos_hi.to(_C.int64).expand(lead + [qt.numel()])
-    v_lo, v_hi = _C.gather(sorted_x, -1, idx_lo), _C.gather(sorted_x, -1, idx_hi)
-    if interpolation == "linear":
-        out = _C.lerp(v_lo, v_hi, _C.sub(rank, lo).expand(v_lo.shape))
-    elif interpolation == "midpoint":
-        out = _C.lerp(v_lo, v_hi, _C.full_like(v_lo, 0.5))
-    else:
-        out = v_lo
-    out = out.movedim(-1, 0)  # (nq, ...)
-    if keepdim:
-        out = out.unsqueeze(d + 1) if dim is not None else out.reshape([qt.numel()] + [1] * input.dim())
-    if scalar_q or q.dim() == 0:
-        out = out.squeeze(0)
-    return out
-
-
-
-
 # ---------------------------------------------------------------------------------- combining
 
 
@@ -353,12 +285,6 @@ class iinfo:
 
 # ---------------------------------------------------------------------------------- more (selection, bins, signs, splits)
 
-def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
-    """The q-th quantiles of the elements that are not NaN (NaN where a row has none), as
-    torch.nanquantile; the same interpolations as quantile."""
-    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, ignore_nan=True)
-
-
 def atleast_3d(*tensors):
     """Each tensor with at least three dims, as torch.atleast_3d ((n,) -> (1, n, 1), (m, n) ->
     (m, n, 1))."""
@@ -415,9 +341,9 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
 # ---------------------------------------------------------------------------------- registration
 
 FUNCTIONS = ["broadcast_shapes", "atleast_1d", "atleast_2d", "meshgrid", "finfo", "iinfo", "float_power",
-             "tensordot", "quantile", "block_diag", "cartesian_prod", "isin", "nanquantile", "atleast_3d",
+             "tensordot", "block_diag", "cartesian_prod", "isin", "atleast_3d",
              "resolve_conj", "resolve_neg"]
-METHODS = ["float_power", "quantile", "nanquantile", "sum_to_size", "resolve_conj", "resolve_neg"]
+METHODS = ["float_power", "sum_to_size", "resolve_conj", "resolve_neg"]
 
 
 # The Tensor members install() adds (kael/_C.pyi's hand-written part has their stubs, the

@@ -293,7 +293,7 @@ def custom_bwd(bwd=None, *, device_type: str):
 # body of a registry op runs below the key. The Tensor methods of the kael ones are wrapped too.
 _LOWER, _FP32 = 0, 1
 PYTHON_COMPOSITES = {
-    "kael": {"quantile": _FP32, "nanquantile": _FP32},
+    "kael": {},
     "kael.nn.functional": {
         "prelu": _LOWER, "cross_entropy": _FP32, "mse_loss": _FP32, "l1_loss": _FP32, "nll_loss": _FP32,
         "smooth_l1_loss": _FP32, "huber_loss": _FP32, "kl_div": _FP32, "binary_cross_entropy": _FP32,

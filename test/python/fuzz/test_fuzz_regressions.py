@@ -1524,6 +1524,7 @@ def _sample_tensor(lib, kind):
         "f1": lambda: lib.arange(4, dtype=lib.float32) / 2,
         "sq": lambda: lib.eye(3) * 2 + 1,
         "p": lambda: lib.full((3, 4), 0.5),
+        "q1": lambda: lib.tensor([0.25, 0.5]),
         "b3": lambda: lib.ones(2, 3, 3),
         "i": lambda: lib.tensor([[0, 1, 2, 1], [2, 0, 1, 1], [1, 1, 0, 2]]),
         "i1": lambda: lib.tensor([0, 2, 1]),
@@ -1559,6 +1560,7 @@ _OP_SAMPLES = {
     "random_": {"from": 0, "to": 5}, "embedding_backward": {"indices": "i1", "num_weights": 5},
     "conv2d": {"self": "n4", "weight": "w4"}, "conv_transpose2d": {"self": "n4", "weight": "wt4"},
     "conv_transpose1d": {"self": "b3", "weight": "wt3"},
+    "quantile": {"q": "q1"}, "nanquantile": {"q": "q1"},
 }
 _STRINGS = {"reduce": "sum", "rounding_mode": "floor", "reduction": "mean", "approximate": "none", "side": "left",
             "indexing": "ij", "equation": "ij->ji", "p": "fro"}

@@ -615,3 +615,50 @@ def test_triangle_indices_refuse_counts_past_int64():
         kael.tril_indices(2**35, 2**35, 2**36)
     with pytest.raises(RuntimeError, match="too many elements"):
         kael.triu_indices(2**35, 2**35, -2**35 + 1)
+
+
+# ---- quantile and nanquantile (a tensor q and a number q)
+
+
+QROWS = [[1.0, 5.0, 2.0, NAN, 3.0, 4.0, 0.5], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0], [NAN] * 7]
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("q", [0.0, 0.25, 0.5, 1.0, [0.1, 0.5, 0.9], [], "0-d"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (None, True), (0, False), (1, True), (-1, False)])
+def test_quantiles(name, interpolation, q, dim, keepdim):
+    def call(lib):
+        qq = lib.tensor(0.3, dtype=lib.float64) if q == "0-d" else lib.tensor(q, dtype=lib.float64) \
+            if isinstance(q, list) else q
+        return getattr(lib, name)(lib.tensor(QROWS, dtype=lib.float64), qq, dim, keepdim, interpolation=interpolation)
+    agree(call, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.quantile(lib.tensor([]), 0.5),
+    lambda lib: lib.quantile(lib.ones(3), 1.5),
+    lambda lib: lib.quantile(lib.ones(3), -0.1),
+    lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5, 1.5])),
+    lambda lib: lib.quantile(lib.ones(3), lib.tensor([[0.5]])),
+    lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5], dtype=lib.float64)),
+    lambda lib: lib.quantile(lib.ones(3, dtype=lib.float16), 0.5),
+    lambda lib: lib.quantile(lib.ones(3, dtype=lib.int64), 0.5),
+    lambda lib: lib.quantile(lib.ones(3), 0.5, interpolation="cubic"),
+    lambda lib: lib.quantile(lib.ones(3), 0.5, dim=1),
+    lambda lib: lib.quantile(lib.tensor(2.0), 0.5, dim=0, keepdim=True),
+    lambda lib: lib.quantile(lib.tensor(2.0), lib.tensor([0.5, 0.7]), keepdim=True),
+    lambda lib: lib.nanquantile(lib.tensor(M3), 0.4, dim=1, keepdim=True),
+    lambda lib: lib.tensor(M3).quantile(lib.tensor([0.2, 0.8]), dim=2),
+    lambda lib: lib.tensor(M3).nanquantile(0.5),
+])
+def test_quantile_edges(call):
+    agree(call)
+
+
+def test_quantile_gradients():
+    for name in ("quantile", "nanquantile"):
+        grads_agree(lambda lib: [lib.tensor(QROWS[:1], dtype=lib.float64)],
+                    lambda lib, x: getattr(lib, name)(x, lib.tensor([0.2, 0.5], dtype=lib.float64), 1))
+        grads_agree(lambda lib: [lib.tensor(M, dtype=lib.float64)],
+                    lambda lib, x: getattr(lib, name)(x, 0.35, interpolation="midpoint"))
