@@ -415,3 +415,16 @@ def where_the_gil_was_released(call, attempts=1000):
         sys.setswitchinterval(interval)
         thread.join()
     return state["where"]
+
+
+def logging_subclass(seen):
+    """A kael.Tensor subclass whose __kael_function__ appends the name of every function it sees
+    to `seen`, then runs it (a Python key in the tests' sense)."""
+
+    class Logged(kael.Tensor):
+        @classmethod
+        def __kael_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", str(func)))
+            return super().__kael_function__(func, types, args, kwargs or {})
+
+    return Logged

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import kael
+from helpers import logging_subclass
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"]
 FACTS = ["is_floating_point", "is_signed", "is_complex", "is_conj", "is_neg", "numel", "get_device"]
@@ -77,13 +78,6 @@ def test_results_are_plain_python_values():
 
 def test_a_python_key_sees_them():
     seen = []
-
-    class Logged(kael.Tensor):
-        @classmethod
-        def __kael_function__(cls, func, types, args=(), kwargs=None):
-            seen.append(getattr(func, "__name__", str(func)))
-            return super().__kael_function__(func, types, args, kwargs or {})
-
-    x = kael.ones(1).as_subclass(Logged)
+    x = kael.ones(1).as_subclass(logging_subclass(seen))
     assert kael.numel(x) == 1 and x.is_nonzero() is True and kael.is_signed(x) and x.get_device() == -1
     assert {"numel", "is_nonzero", "is_signed", "get_device"} <= set(seen)
