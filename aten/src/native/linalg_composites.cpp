@@ -81,9 +81,7 @@ Tensor renorm(const Tensor& self, const Scalar& p, std::int64_t dim, const Scala
   KAEL_CHECK(maxv >= 0, "renorm: expected maxnorm to be >= 0 but got " << maxv);
   const std::int64_t nd = self.dim();
   KAEL_CHECK(nd > 1, "renorm: input needs at least 2 dimensions, got " << nd << " dimensions");
-  KAEL_CHECK_INDEX(dim >= -nd && dim < nd, "renorm(): Dimension out of range (expected to be in range of ["
-                                               << -nd << ", " << nd - 1 << "], but got " << dim << ")");
-  const std::int64_t d = dim < 0 ? dim + nd : dim;
+  const std::int64_t d = wrap_dim("renorm", dim, nd);
   DimVector others;
   for (std::int64_t i = 0; i < nd; ++i)
     if (i != d) others.push_back(i);

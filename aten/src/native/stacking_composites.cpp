@@ -119,10 +119,7 @@ Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t
       if (self.sizes()[static_cast<std::size_t>(i)] == 3) d = i;
     KAEL_CHECK(d >= 0, "cross: no dimension of size 3 in input");
   } else {
-    const std::int64_t n = nd > 0 ? nd : 1;
-    KAEL_CHECK_INDEX(*dim >= -n && *dim < n, "cross: Dimension out of range (expected to be in range of ["
-                                                 << -n << ", " << n - 1 << "], but got " << *dim << ")");
-    d = *dim < 0 ? *dim + n : *dim;
+    d = wrap_dim("cross", *dim, nd);
   }
   // both inputs, before broadcasting, as PyTorch's linalg.cross
   const auto size_at = [&](const Tensor& t) { return nd > 0 ? t.sizes()[static_cast<std::size_t>(d)] : 1; };
