@@ -65,6 +65,10 @@ CHILD = textwrap.dedent(
             res["double_" + key] = a.double().numpy()  # copies with conversion
             res["half_" + key] = a.half().float().numpy()
             res["ifloat_" + key] = i.float().numpy()
+            m = a > 0  # bool to every kind of dtype: a select on the byte (ConvertBool in copy.cpp)
+            for dt in ["float32", "float64", "float16", "bfloat16", "int64", "uint8", "bool"]:
+                res[f"m{dt}_" + key] = m.to(getattr(kael, dt)).float().numpy()
+            res["mstrided_" + key] = kael.stack([m, m], 1)[:, 1].double().numpy()  # a strided bool input
             c = kael.empty(n + off + 5)[off + 5:]
             c.copy_(a)  # a plain copy into an output off a 64-byte boundary
             res["copy_" + key] = c.numpy()
@@ -114,6 +118,9 @@ def test_contiguous_loops_match_torch_in_every_form(tmp_path, prefetch, streamin
             exact(res["double_" + key], a.double())
             exact(res["half_" + key], a.half().float())
             exact(res["ifloat_" + key], i.float())
+            for dt in ["float32", "float64", "float16", "bfloat16", "int64", "uint8", "bool"]:
+                exact(res[f"m{dt}_" + key], (a > 0).to(getattr(torch, dt)).float())
+            exact(res["mstrided_" + key], (a > 0).double())
             exact(res["copy_" + key], a)
             # against float64 references, within the float32 bounds of Note [Vectorised math]
             # (2 ulp for exp and erf, 50 ulp for gelu below -1; an ulp is at most 2^-23 relative)
@@ -145,3 +152,16 @@ def test_loop_forms_change_no_value(tmp_path, threads):
     for other in results[1:]:
         for name, value in results[0].items():
             np.testing.assert_array_equal(value, other[name], err_msg=name)
+
+
+def test_bool_bytes_other_than_one_convert_as_true():
+    # a bool tensor over bytes that are neither 0 nor 1 (a foreign buffer: NumPy's view of uint8 as
+    # bool): each nonzero byte is true in every conversion, as in NumPy and torch
+    import kael
+    raw = np.array([0, 1, 2, 255, 0, 128] * 3000, dtype=np.uint8)
+    as_bool = raw.view(np.bool_)
+    t = kael.from_numpy(as_bool)
+    want = torch.from_numpy(raw != 0)
+    for dt in ["float32", "float64", "int32", "float16", "bool"]:
+        got = t.to(getattr(kael, dt)).numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), want.to(getattr(torch, dt)).double().numpy(), err_msg=dt)

@@ -255,6 +255,23 @@ void run_loop(const LoopGeometry<N>& g, Inner&& inner, bool parallel = true) {
   }
 }
 
+// run_loop over rows computed by one function behind a pointer, row(context, ptrs, strides, n):
+// compiled once per operand count (src/native/cpu/loops.cpp), not once per kernel, dtype and
+// operand form (Note [One copy of the loops]); so are make_geometry and widen_repeating_inputs.
+using RowFn = void (*)(const void* context, char* const* ptrs, const std::int64_t* strides, std::int64_t n);
+template <int N>
+void run_rows(const LoopGeometry<N>& g, RowFn row, const void* context);
+
+#define KAEL_LOOPS_EXTERN(N)                                                                                 \
+  extern template LoopGeometry<N> make_geometry<N>(IntArrayRef, const std::array<OperandView, N>&, bool);   \
+  extern template bool widen_repeating_inputs<N>(LoopGeometry<N>&, int, std::int64_t, std::vector<char>&); \
+  extern template void run_rows<N>(const LoopGeometry<N>&, RowFn, const void*);
+KAEL_LOOPS_EXTERN(1)
+KAEL_LOOPS_EXTERN(2)
+KAEL_LOOPS_EXTERN(3)
+KAEL_LOOPS_EXTERN(4)
+#undef KAEL_LOOPS_EXTERN
+
 // Note [Prefetching pointwise loops]
 // On CPUs that gain from it (prefetch_streams()), a contiguous run of at least
 // kPrefetchMinElements is computed in blocks of kPrefetchBlockBytes of each input, and before each
@@ -379,8 +396,21 @@ inline std::int64_t streaming_store_min_bytes() noexcept {
 // Inner loop of a pointwise function of K inputs of type T writing Out: ptrs[0] is the
 // output, ptrs[1..K] the inputs. The all-contiguous case is a separate indexed loop so the
 // compiler vectorises it.
-// Always inlined: the tiny-tensor path calls it directly and parallel_for's piece lambda calls it
-// too; left to itself the compiler then keeps one out-of-line copy, a call more per tiny op.
+//
+// Note [One copy of the loops]
+// A generated kernel instantiates this loop for every dtype of its entry and every operand form
+// (a binary op: tensor-tensor, tensor-number, number-tensor), so how many copies of the
+// vectorised loop each instantiation holds sets the build's time: the kernels were half the CPU
+// time of a clean build when every call site inlined the whole of it (the tiny-tensor path,
+// run_loop's row walk and its split row, and within each the plain, streaming and prefetching
+// forms of the contiguous loop: about a dozen vectorised loops per dtype and form). Now each
+// instantiation holds one out-of-line row function (`row`: the contiguous loop, the two
+// broadcast-row loops, the strided loop), one out-of-line contiguous span (`span`) and one
+// out-of-line long run (`long_run`: streaming stores, whose line loop stays inlined, and the
+// prefetching blocks); run_loop's geometry walk and thread split are compiled once per operand
+// count (run_rows, src/native/cpu/loops.cpp) and call `row` through a pointer. What that costs
+// at run time is a direct call on the tiny-tensor path and an indirect call per row or piece,
+// each far cheaper than the row (docs/build.md, "Clean build", has the figures).
 #if defined(__AVX512F__) && !defined(__CUDACC__)
 // A formula with a SIMD form (Note [SIMD forms] in kael/native/vec_math.h): a static
 // F::simd(__m512) -> __m512 of 16 float lanes that computes the bits of f, lane for lane. The
@@ -432,10 +462,10 @@ template <typename F, typename T>
 
 #ifdef __CUDACC__
 #define KAEL_INNER_INLINE
-#define KAEL_LAMBDA_INLINE
+#define KAEL_OUT_OF_LINE
 #else
 #define KAEL_INNER_INLINE [[gnu::always_inline]]
-#define KAEL_LAMBDA_INLINE __attribute__((always_inline))  // after a lambda's parameter list
+#define KAEL_OUT_OF_LINE [[gnu::noinline]]
 #endif
 template <typename Out, typename T, int K, typename F>
 struct PointwiseInner {
@@ -443,76 +473,113 @@ struct PointwiseInner {
   KAEL_INNER_INLINE void operator()(char* const* ptrs, const std::int64_t* strides, std::int64_t n) const {
     call(ptrs, strides, n, std::make_index_sequence<K>{});
   }
+  // The same, one out-of-line copy behind a RowFn: what the tiny-tensor path and run_rows call
+  // (Note [One copy of the loops]).
+  KAEL_OUT_OF_LINE static void row(const void* self, char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
+    static_cast<const PointwiseInner*>(self)->call(ptrs, strides, n, std::make_index_sequence<K>{});
+  }
+  // Every operand contiguous (ptrs[0] the output, n > 0): the tiny-tensor path, inlined.
+  KAEL_INNER_INLINE void contiguous(char* const* ptrs, std::int64_t n) const {
+    contiguous_run(ptrs, n, std::make_index_sequence<K>{});
+  }
 
  private:
   template <std::size_t... I>
-  KAEL_INNER_INLINE void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n,
-                              std::index_sequence<I...>) const {
-    const bool contiguous = strides[0] == sizeof(Out) && ((strides[I + 1] == sizeof(T)) && ...);
-    if (contiguous) {
-      Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
-      const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
-      // dst[0, count) <- f(in[begin, begin + count)): one vectorised loop, written twice below
-      // (into the output, and into a line buffer for streaming stores).
-      const auto body = [&](Out* __restrict dst, std::int64_t begin, std::int64_t count) KAEL_LAMBDA_INLINE {
+  KAEL_INNER_INLINE void contiguous_run(char* const* ptrs, std::int64_t n, std::index_sequence<I...> seq) const {
+    Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
+    const std::array<const T*, K> in{reinterpret_cast<const T*>(ptrs[I + 1])...};
+#ifndef __CUDACC__
+    if (n >= kPrefetchMinElements || std::max(n, tls_run_elements) * static_cast<std::int64_t>(sizeof(Out)) >=
+                                         streaming_store_min_bytes()) {
+      long_run(out, in, n, seq);
+      return;
+    }
+#endif
+    body(out, in, 0, n);
+  }
+
+  // body, one out-of-line copy.
+  KAEL_OUT_OF_LINE void span(Out* __restrict dst, const std::array<const T*, K>& in, std::int64_t begin,
+                             std::int64_t count) const {
+    body(dst, in, begin, count);
+  }
+
+  // dst[0, count) <- f(in[begin, begin + count)): the one vectorised loop.
+  KAEL_INNER_INLINE void body(Out* __restrict dst, const std::array<const T*, K>& in, std::int64_t begin,
+                              std::int64_t count) const {
+    body_of(dst, in, begin, count, std::make_index_sequence<K>{});
+  }
+  template <std::size_t... I>
+  KAEL_INNER_INLINE void body_of(Out* __restrict dst, const std::array<const T*, K>& in, std::int64_t begin,
+                                 std::int64_t count, std::index_sequence<I...>) const {
 #ifdef KAEL_LOOPS_SIMD
-        if constexpr (SimdFormula<F, Out, T, K>) {
-          simd_contiguous<F>(dst, in[0] + begin, count);
-          return;
-        }
+    if constexpr (SimdFormula<F, Out, T, K>) {
+      simd_contiguous<F>(dst, in[0] + begin, count);
+      return;
+    }
 #endif
 #ifndef __CUDACC__
-        // Kept a loop (Note [The line loop stays a loop]).
+    // Kept a loop (Note [The line loop stays a loop]).
 #pragma GCC unroll 1
 #endif
-        for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
-      };
+    for (std::int64_t j = 0; j < count; ++j) dst[j] = static_cast<Out>(f(in[I][begin + j]...));
+  }
+
 #ifndef __CUDACC__
-      constexpr std::int64_t kBlock =
-          kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out));
-      const auto prefetch_ahead = [&](std::int64_t i) KAEL_LAMBDA_INLINE {
+  // A long contiguous run: streaming stores or blocks with prefetches, out of line (Note [One
+  // copy of the loops]).
+  template <std::size_t... I>
+  KAEL_OUT_OF_LINE void long_run(Out* __restrict out, const std::array<const T*, K>& in, std::int64_t n,
+                                 std::index_sequence<I...>) const {
+    constexpr std::int64_t kBlock =
+        kPrefetchBlockBytes / static_cast<std::int64_t>(sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out));
+    if (std::max(n, tls_run_elements) * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
+      // A large output: written with streaming stores, a cache line at a time from a buffer
+      // in L1 (Note [Streaming stores]). The first elements up to a 64-byte boundary and the
+      // last partial line are plain.
+      constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(Out));
+      const bool prefetch = prefetch_streams() || prefetch_reads();  // Note [Prefetching streamed runs]
+      const auto misalign = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(out) % 64);
+      std::int64_t i = misalign == 0 ? 0 : (64 - misalign) / static_cast<std::int64_t>(sizeof(Out));
+      if (misalign % static_cast<std::int64_t>(sizeof(Out)) == 0 && i + kLine <= n) {
+        span(out, in, 0, i);
+        alignas(64) Out line[kLine];
+        for (; i + kLine <= n; i += kLine) {
+          if (prefetch) {
+            // the inputs of this line, kPrefetchBytes ahead (a line or more of each input)
+            for (std::int64_t b = 0; b < kLine * static_cast<std::int64_t>(sizeof(T)); b += 64)
+              (prefetch_ahead_of(in[I] + i, kPrefetchBytes + b), ...);
+          }
+          body(line, in, i, kLine);
+          stream_store_line(out + i, line);
+        }
+        stream_store_fence();
+        span(out + i, in, i, n - i);
+        return;
+      }
+    } else if (prefetch_streams()) {
+      // Long runs: the inputs are prefetched kPrefetchBytes ahead, a block at a time. The
+      // hardware's stream prefetcher alone leaves a kernel that computes much per element
+      // (erf, gelu) short of its rate on data in cache (Note [Prefetching pointwise loops]).
+      std::int64_t i = 0;
+      for (; i + kBlock <= n; i += kBlock) {
         // (the block ahead may lie past the end of the input: prefetch_ahead_of)
         for (std::int64_t b = 0; b < kBlock * static_cast<std::int64_t>(sizeof(T)); b += 64)
           (prefetch_ahead_of(in[I] + i, kPrefetchBytes + b), ...);
-      };
-      if (std::max(n, tls_run_elements) * static_cast<std::int64_t>(sizeof(Out)) >= streaming_store_min_bytes()) {
-        // A large output: written with streaming stores, a cache line at a time from a buffer
-        // in L1 (Note [Streaming stores]). The first elements up to a 64-byte boundary and the
-        // last partial line are plain.
-        constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(Out));
-        const bool prefetch = prefetch_streams() || prefetch_reads();  // Note [Prefetching streamed runs]
-        const auto misalign = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(out) % 64);
-        std::int64_t i = misalign == 0 ? 0 : (64 - misalign) / static_cast<std::int64_t>(sizeof(Out));
-        if (misalign % static_cast<std::int64_t>(sizeof(Out)) == 0 && i + kLine <= n) {
-          body(out, 0, i);
-          alignas(64) Out line[kLine];
-          for (; i + kLine <= n; i += kLine) {
-            if (prefetch) {
-              // the inputs of this line, kPrefetchBytes ahead (a line or more of each input)
-              for (std::int64_t b = 0; b < kLine * static_cast<std::int64_t>(sizeof(T)); b += 64)
-                (prefetch_ahead_of(in[I] + i, kPrefetchBytes + b), ...);
-            }
-            body(line, i, kLine);
-            stream_store_line(out + i, line);
-          }
-          stream_store_fence();
-          body(out + i, i, n - i);
-          return;
-        }
-      } else if (n >= kPrefetchMinElements && prefetch_streams()) {
-        // Long runs: the inputs are prefetched kPrefetchBytes ahead, a block at a time. The
-        // hardware's stream prefetcher alone leaves a kernel that computes much per element
-        // (erf, gelu) short of its rate on data in cache (Note [Prefetching pointwise loops]).
-        std::int64_t i = 0;
-        for (; i + kBlock <= n; i += kBlock) {
-          prefetch_ahead(i);
-          body(out + i, i, kBlock);
-        }
-        body(out + i, i, n - i);
-        return;
+        span(out + i, in, i, kBlock);
       }
+      span(out + i, in, i, n - i);
+      return;
+    }
+    span(out, in, 0, n);
+  }
 #endif
-      body(out, 0, n);
+
+  template <std::size_t... I>
+  KAEL_INNER_INLINE void call(char* const* ptrs, const std::int64_t* strides, std::int64_t n,
+                              std::index_sequence<I...> seq) const {
+    if (strides[0] == sizeof(Out) && ((strides[I + 1] == sizeof(T)) && ...)) {
+      contiguous_run(ptrs, n, seq);
       return;
     }
     if constexpr (K == 2) {

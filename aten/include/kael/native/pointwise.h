@@ -232,7 +232,7 @@ void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
       strides[k + 1] = sizeof(T);
     }
     if (n < kParallelGrain) {
-      if (n > 0) inner(ptrs.data(), strides.data(), n);
+      if (n > 0) inner.contiguous(ptrs.data(), n);
       return;
     }
     LoopGeometry<K + 1> g;
@@ -242,7 +242,7 @@ void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
       g.data[k] = ptrs[k];
       g.strides[k].push_back(strides[k]);
     }
-    run_loop<K + 1>(g, inner);
+    run_rows<K + 1>(g, &PointwiseInner<Out, T, K, F>::row, &inner);
     return;
   }
   std::array<OperandView, K + 1> ops;
@@ -251,7 +251,7 @@ void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
   LoopGeometry<K + 1> g = make_geometry<K + 1>(shape_, ops);
   std::vector<char> repeated;  // Note [Repeating inputs] in kael/native/loops.h
   widen_repeating_inputs<K + 1>(g, 1, static_cast<std::int64_t>(sizeof(T)), repeated);
-  run_loop<K + 1>(g, inner);
+  run_rows<K + 1>(g, &PointwiseInner<Out, T, K, F>::row, &inner);
 }
 
 }  // namespace kael::native

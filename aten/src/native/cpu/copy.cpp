@@ -13,19 +13,32 @@ struct Convert {
   To operator()(From v) const { return convert<To>(v); }
 };
 
+// A bool is read as its byte and converted by a select: GCC vectorises neither a load of bool
+// nor a conversion of one to a floating type, and does vectorise this (a kael bool holds 0 or 1;
+// != 0 keeps any other byte true). bool to bool stays a copy of bytes.
+template <typename To>
+struct ConvertBool {
+  To operator()(std::uint8_t v) const {
+    if constexpr (std::is_arithmetic_v<To>) {
+      return v != 0 ? To(1) : To(0);
+    } else {
+      return convert<To>(static_cast<std::uint8_t>(v != 0));  // float16, bfloat16: through float
+    }
+  }
+};
+
 template <typename To, typename From>
 void copy_loop(const LoopGeometry<2>& g) {
-  run_loop<2>(g, [](char* const* ptrs, const std::int64_t* strides, std::int64_t n) {
-    if (strides[0] == sizeof(To) && strides[1] == sizeof(From)) {
-      // the contiguous loop of pointwise ops (streaming stores for a large output)
-      constexpr std::int64_t kContiguous[2] = {sizeof(To), sizeof(From)};
-      PointwiseInner<To, From, 1, Convert<To, From>>{}(ptrs, kContiguous, n);
-      return;
-    }
-    for (std::int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<To*>(ptrs[0] + i * strides[0]) =
-          convert<To>(*reinterpret_cast<const From*>(ptrs[1] + i * strides[1]));
-  });
+  // the loops of pointwise ops (streaming stores for a large output; Note [One copy of the loops])
+  if constexpr (std::is_same_v<From, bool> && !std::is_same_v<To, bool>) {
+    using Inner = PointwiseInner<To, std::uint8_t, 1, ConvertBool<To>>;
+    const Inner inner{};
+    run_rows<2>(g, &Inner::row, &inner);
+  } else {
+    using Inner = PointwiseInner<To, From, 1, Convert<To, From>>;
+    const Inner inner{};
+    run_rows<2>(g, &Inner::row, &inner);
+  }
 }
 
 // dst <- src once every check has passed.

@@ -38,6 +38,16 @@ namespace kael::native {
 
 inline constexpr std::int64_t kRowChunk = 16384;
 
+// Whether v is NaN (false for every type without one).
+template <typename C>
+bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
 // A multi-index over dims in row-major order (the last dim moves fastest) that tracks its offset
 // in elements.
 struct StridedWalk {
@@ -118,13 +128,24 @@ inline RowPlan make_row_plan(const Tensor& x, const std::vector<bool>& reduced) 
 // Runs task(i) for every i in [0, n); the tasks go to several threads when n * work (the
 // elements a task touches) reaches the loop engine's grain. Expressed as a run_loop over n rows
 // of `work` elements of a buffer of n bytes (the row's address is its task number), so that the
-// loop engine alone decides about threads.
+// loop engine alone decides about threads. The task is compiled once, out of line, and the walk
+// is run_rows's (Note [One copy of the loops] in kael/native/loops.h).
 template <typename F>
 void parallel_tasks(std::int64_t n, std::int64_t work, F&& task) {
   if (n <= 0) return;
   work = std::max<std::int64_t>(work, 1);
+  struct Context {
+    F* task;
+    const char* base;
+    [[gnu::noinline]] void run(std::int64_t i) const { (*task)(i); }
+    static void row(const void* c, char* const* ptrs, const std::int64_t*, std::int64_t) {
+      const Context& self = *static_cast<const Context*>(c);
+      self.run(ptrs[0] - self.base);
+    }
+  };
   if (n == 1 || n * work < kParallelGrain) {
-    for (std::int64_t i = 0; i < n; ++i) task(i);
+    const Context context{&task, nullptr};
+    for (std::int64_t i = 0; i < n; ++i) context.run(i);
     return;
   }
   std::vector<char> ids(static_cast<std::size_t>(n));
@@ -134,7 +155,8 @@ void parallel_tasks(std::int64_t n, std::int64_t work, F&& task) {
   g.strides[0] = {0, 1};
   g.data = {base};
   g.numel = work * n;
-  run_loop<1>(g, [&](char* const* ptrs, const std::int64_t*, std::int64_t) { task(ptrs[0] - base); });
+  const Context context{&task, base};
+  run_rows<1>(g, &Context::row, &context);
 }
 
 // Note [Reduction tiles]
@@ -448,7 +470,8 @@ void reduce_rows(const Tensor& x, const RowPlan& p, const Op& op) {
       return data.get();
     }
   };
-  auto segment = [&](std::int64_t row, std::int64_t k0, std::int64_t n, Buffer& buffer) -> Acc {
+  // (out of line: the two task kinds below share one copy of op.run's loop)
+  auto segment = [&](std::int64_t row, std::int64_t k0, std::int64_t n, Buffer& buffer) __attribute__((noinline)) -> Acc {
     if (p.contiguous) return op.run(base + row + k0, n, k0);
     T* const buf = buffer.get(K);
     StridedWalk w(p.red_sizes, p.red_strides);

@@ -27,15 +27,6 @@ namespace kael::native {
 
 namespace {
 
-template <typename K>
-bool is_nan(K v) {
-  if constexpr (std::is_floating_point_v<K>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
 // PyTorch's quick_select_template (aten/src/ATen/native/SortingUtils.h): moves the k-th
 // element of v (0-based, in gt_or_nan's order) to v[k], swapping positions p along.
 template <typename K, typename Gt>
