@@ -27,7 +27,7 @@ if [ "${1:-}" = "--tsan" ]; then
   # default. The stress test runs race-free (KAEL_STRESS_RACE_FREE=1: no element is read by one
   # thread while another writes it), so that any report is a race in kael, not one the test
   # makes on purpose.
-  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_TSAN=ON \
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_TSAN=ON -DKAEL_PCH=OFF \
     -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
   cmake --build build/tsan --target kael_cpp_tests _C -j "${KAEL_JOBS:-$(nproc)}"
   # suppress_equal_addresses=0: TSan's default keeps every address it reported (suppressed
@@ -67,7 +67,7 @@ if [ "${1:-}" = "--tsan" ]; then
     --rootdir "$root" -k "thread or gil or concurren"
   exit 0
 fi
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_SANITIZE=ON \
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAEL_SANITIZE=ON -DKAEL_PCH=OFF \
   -DKAEL_BUILD_PYTHON=ON -DKAEL_BUILD_TESTS=ON -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -Ddnnl_DIR="$dnnl_dir"
 cmake --build build/asan --target kael_cpp_tests _C -j "$(nproc)"
 
