@@ -31,24 +31,15 @@ namespace kael::native {
 
 namespace {
 
-template <typename K>
-bool key_nan(K v) {
-  if constexpr (std::is_floating_point_v<K>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
 // a orders before b: ascending with NaN last, or descending with NaN first.
 template <typename K, bool Descending>
 struct KeyLess {
   template <typename P>
   bool operator()(const P& a, const P& b) const {
     if constexpr (Descending) {
-      return (key_nan(a.first) && !key_nan(b.first)) || a.first > b.first;
+      return (is_nan(a.first) && !is_nan(b.first)) || a.first > b.first;
     } else {
-      return (!key_nan(a.first) && key_nan(b.first)) || a.first < b.first;
+      return (!is_nan(a.first) && is_nan(b.first)) || a.first < b.first;
     }
   }
 };
