@@ -8,6 +8,13 @@
 
 namespace kael::native {
 
+// The larger (Max) or smaller of two values, NaN winning: NaN propagates as in PyTorch.
+template <bool Max, typename C>
+bool replaces(C candidate, C current) {
+  // `|`, not `||`: no branch, so the row loops vectorise
+  return (Max ? candidate > current : candidate < current) | is_nan(candidate);
+}
+
 // independent accumulators, so the compiler vectorises the row loops
 inline constexpr int kLanes = 8;
 
