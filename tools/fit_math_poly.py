@@ -135,7 +135,7 @@ def main():
         print(f"kErfT = {as_float(tmid) if single else as_double(tmid)}")
         show(f"erfc_q (x in [1, {xmax}])", *fit(q, tlo - tmid, thi - tmid, deg, rel=False), single)
 
-    # logsumexp's float32 terms with AVX-512 (aten/src/native/cpu/reduce_ops.cpp, lse_exp): the
+    # logsumexp's float32 terms with AVX-512 (aten/src/native/cpu/logsumexp.cpp, lse_exp): the
     # bits of 2^(j / 16) rounded to float.
     print("kLseExp2Sixteenths' bits: " + ", ".join(
         f"0x{struct.unpack('<I', struct.pack('<f', float(mp.power(2, mp.mpf(j) / 16))))[0]:08x}" for j in range(16)))

@@ -1,8 +1,8 @@
 // logsumexp's one-pass loop on one core (Note [logsumexp in one pass] in
-// aten/src/native/cpu/reduce_ops.cpp), AVX-512: the block max and sum of its terms over 16M
+// aten/src/native/cpu/logsumexp.cpp), AVX-512: the block max and sum of its terms over 16M
 // float32 from memory and over 4096 float32 in L1, with the terms as
 //   - "subtract": exp(x - m) (the loop before the terms took a reference),
-//   - "reference": exp(x - M L) as reduce_ops.cpp computes them now (LseRef),
+//   - "reference": exp(x - M L) as logsumexp.cpp computes them now (LseRef),
 // three forms without the block max, which a kernel would instead bound by the block's sum (a
 // term, and so the block's max, is at most the sum):
 //   - "clamp, no block max": the terms of now;
@@ -10,7 +10,7 @@
 //     floor of what dropping both operations is worth);
 //   - "running min only": a running min in place of the clamp, which a kernel would test
 //     against M L - 87 after the block, taking a careful pass when it fails (rows with -inf);
-// and, in L1 only, two forms with one FMA fewer (a degree-2 polynomial) that reduce_ops.cpp does
+// and, in L1 only, two forms with one FMA fewer (a degree-2 polynomial) that logsumexp.cpp does
 // not take:
 //   - "32-entry table, degree 2": steps of ln2 / 32, so |r| <= ln2 / 64, the table's 32 entries
 //     by one two-register permute (vpermt2d); its terms' relative error reaches 2.4e-7 with a
@@ -52,7 +52,7 @@
 
 namespace {
 
-// The bits of 2^(j / N) less j << (23 - log2 N) (reduce_ops.cpp's kLseExp2Sixteenths for N = 16).
+// The bits of 2^(j / N) less j << (23 - log2 N) (logsumexp.cpp's kLseExp2Sixteenths for N = 16).
 template <std::uint32_t N, int kShiftBits>
 std::array<std::uint32_t, N> exp2_table() {
   std::array<std::uint32_t, N> t{};
@@ -102,7 +102,7 @@ inline __m512 term_noclamp(__m512 v, __m512 c, __m512i table) {
   return _mm512_mul_ps(_mm512_castsi512_ps(scale), p);
 }
 
-// exp(v - M L) with c = kShift - M and lo = M L - 87 (M = 0: exp(v)), as reduce_ops.cpp's lse_exp.
+// exp(v - M L) with c = kShift - M and lo = M L - 87 (M = 0: exp(v)), as logsumexp.cpp's lse_exp.
 inline __m512 term(__m512 v, __m512 lo, __m512 c, __m512i table) {
   return term_noclamp(_mm512_mask_max_ps(lo, static_cast<__mmask16>(0xffff), lo, v), c, table);
 }

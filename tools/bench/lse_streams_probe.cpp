@@ -1,5 +1,5 @@
 // logsumexp's one pass over four streams side by side (Note [logsumexp in four streams] in
-// aten/src/native/cpu/reduce_ops.cpp), AVX-512, one core: 16M float32 reduced in chunks as the
+// aten/src/native/cpu/logsumexp.cpp), AVX-512, one core: 16M float32 reduced in chunks as the
 // reduction engine cuts a long row, each chunk's blocks of 4096 summed
 //   - "one stream": one block after another (the loop before the four streams);
 //   - "4 streams, C chunks": the chunk's four equal parts side by side, one vector of each a step,
@@ -38,7 +38,7 @@
 
 namespace {
 
-// The bits of 2^(j / 16) less j << 19 (reduce_ops.cpp's kLseExp2Sixteenths).
+// The bits of 2^(j / 16) less j << 19 (logsumexp.cpp's kLseExp2Sixteenths).
 std::array<std::uint32_t, 16> exp2_table() {
   std::array<std::uint32_t, 16> t{};
   for (std::uint32_t j = 0; j < 16; ++j) {
@@ -55,7 +55,7 @@ constexpr float kLn2 = 0x1.62e430p-1f;
 constexpr std::int64_t kBlock = 4096;
 
 struct Ref {
-  __m512 lo, c;  // M L - 87 and kShift - M, as reduce_ops.cpp's LseRef
+  __m512 lo, c;  // M L - 87 and kShift - M, as logsumexp.cpp's LseRef
 };
 Ref ref_for(float m) {
   const double M = std::nearbyint(m * std::log2(std::exp(1.0)) * 16.0) / 16.0;
@@ -64,7 +64,7 @@ Ref ref_for(float m) {
 
 inline __m512 vmax(__m512 a, __m512 b) { return _mm512_mask_max_ps(a, static_cast<__mmask16>(0xffff), a, b); }
 
-// exp(v - M L), as reduce_ops.cpp's lse_exp with AVX-512.
+// exp(v - M L), as logsumexp.cpp's lse_exp with AVX-512.
 inline __m512 term(__m512 v, const Ref& r, __m512i table) {
   v = vmax(r.lo, v);
   const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(0x1.715476p+0f), r.c);
@@ -108,7 +108,7 @@ float lanes_sum(__m512 v) {
 }
 
 // Four blocks side by side, one vector of each a step, one accumulator of each kind per block
-// (reduce_ops.cpp's lse_one_pass_streams_f32<4, true>).
+// (logsumexp.cpp's lse_one_pass_streams_f32<4, true>).
 [[gnu::noinline]] float four_streams(const float* const* x, std::int64_t n, float m, bool prefetch) {
   const __m512i table = _mm512_load_si512(kTable.data());
   Ref r[4];

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The relative error of logsumexp's float32 terms exp(d), in a float32 emulation with NumPy, for
-the form kael takes (Note [logsumexp in one pass] in aten/src/native/cpu/reduce_ops.cpp: a
+the form kael takes (Note [logsumexp in one pass] in aten/src/native/cpu/logsumexp.cpp: a
 16-entry table of 2^(j / 16) and a degree-3 polynomial) and for the degree-2 forms that
 tools/bench/lse_probe.cpp times beside it.
 

@@ -73,7 +73,7 @@ CHILD = textwrap.dedent(
             c.copy_(a)  # a plain copy into an output off a 64-byte boundary
             res["copy_" + key] = c.numpy()
     # logsumexp rows of four parts whose blocks take different paths (Note [logsumexp in four
-    # streams] in reduce_ops.cpp): the parts side by side or one after another by the same switch
+    # streams] in logsumexp.cpp): the parts side by side or one after another by the same switch
     n = 4 * 16384 + 37
     rows = np.tile(rng.standard_normal(n).astype(np.float32) * 4, (6, 1))
     rows[1, 40000:] += 50.0  # a rise inside a block of the third part: two passes there

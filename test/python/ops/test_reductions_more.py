@@ -630,7 +630,7 @@ def test_same_bits_with_one_and_two_threads(name):
     assert results[0] == results[1]
 
 
-# Note [Extremes down columns] (cpu/reduce_ops.cpp): amax/amin over one outer dim with contiguous
+# Note [Extremes down columns] (cpu/extremes.cpp): amax/amin over one outer dim with contiguous
 # outputs walk the input rows in blocks of 256, one running extreme per column.
 @pytest.mark.parametrize("name", ["amax", "amin"])
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
@@ -703,7 +703,7 @@ def test_extremes_of_narrow_rows_keep_the_first_nan(name, rows, cols):
 
 # ------------------------------------------------------------------------------------- first extreme in blocks
 # argmax/argmin and max/min along a dim over rows of 2 or more blocks of 4096 bytes (Note [First
-# extreme in blocks] in cpu/reduce_ops.cpp): each block's extreme in vectors, the first block
+# extreme in blocks] in cpu/extremes.cpp): each block's extreme in vectors, the first block
 # that beats the earlier ones searched again. Rows cross the blocks' and the chunks' (16384
 # elements, merged in order) edges; the values must be x at the index, bit for bit.
 
@@ -903,7 +903,7 @@ def test_columns_in_blocks_same_bits_on_thread_counts(name):
 
 # ------------------------------------------------------------------------------------- first extreme down columns
 # argmax/argmin and max/min over one reduced dim outside contiguous outputs (Note [First extreme
-# down columns] in cpu/reduce_ops.cpp): blocks' extremes, the first winning block per column, its
+# down columns] in cpu/extremes.cpp): blocks' extremes, the first winning block per column, its
 # rows searched again. Many ties ("small" values: a few distinct ones), so the first index
 # matters in nearly every column.
 

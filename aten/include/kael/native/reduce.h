@@ -3,7 +3,8 @@
 // ...) and of the ops along one dim (cumsum, sort, topk): which dims are reduced, the output's
 // shape and dtype, the input in the dtype asked for, PyTorch's errors for empty reductions, and
 // the outputs allocated on the input's device. A backend kernel then only runs its loop
-// (cpu/reduce.cpp, cpu/reduce_ops.cpp, cpu/sort.cpp, cpu/scan.cpp).
+// (cpu/reduce.cpp, cpu/reduce_ops.cpp, cpu/extremes.cpp, cpu/logsumexp.cpp, cpu/sort.cpp,
+// cpu/scan.cpp).
 
 #include <optional>
 #include <vector>

@@ -50,7 +50,7 @@ void parallel_for(std::int64_t n, std::int64_t cost, F&& f) {
 }
 
 // log(sum(exp(x[0..n)))) of a contiguous float32 row, read once, as logsumexp computes it (Note
-// [logsumexp in one pass], reduce_ops.cpp), in two parts: the row's max and log(sum(exp(x -
+// [logsumexp in one pass], logsumexp.cpp), in two parts: the row's max and log(sum(exp(x -
 // max))), so that a caller can subtract an element from the max first (exact for the largest
 // elements) and keep the log of the sum, which max + log(sum) loses to rounding for a large max.
 // max is NaN if the row holds one, else +inf if it holds +inf, -inf for a row of -inf or an empty

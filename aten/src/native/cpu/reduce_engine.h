@@ -439,7 +439,7 @@ void step_column_block(const Op& op, const T* x, std::int64_t rows, std::int64_t
 
 // The chunk of a long row that one task reduces (Note [Reduction rows]): kRowChunk elements, or
 // an op's own kLongRowChunk (a multiple of kRowChunk; logsumexp reads four streams of a chunk side
-// by side, Note [logsumexp in four streams] in reduce_ops.cpp).
+// by side, Note [logsumexp in four streams] in logsumexp.cpp).
 template <typename Op>
 constexpr std::int64_t long_row_chunk() {
   if constexpr (requires { Op::kLongRowChunk; }) {

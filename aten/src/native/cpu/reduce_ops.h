@@ -1,6 +1,6 @@
 #pragma once
-// What the reductions over dims share (reduce_ops.cpp, logsumexp.cpp): the run of a set-up
-// reduction and the visit of its floating dtypes.
+// What the reductions over dims share (reduce_ops.cpp, extremes.cpp, logsumexp.cpp): the run of a
+// set-up reduction, the visit of its floating dtypes, the NaN-propagating comparison.
 #include "kael/core/concurrency.h"
 #include "kael/core/error.h"
 #include "kael/native/reduce.h"
