@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kael/core/tensor.h"
@@ -135,7 +136,7 @@ void parallel_tasks(std::int64_t n, std::int64_t work, F&& task) {
   if (n <= 0) return;
   work = std::max<std::int64_t>(work, 1);
   struct Context {
-    F* task;
+    std::remove_reference_t<F>* task;
     const char* base;
     [[gnu::noinline]] void run(std::int64_t i) const { (*task)(i); }
     static void row(const void* c, char* const* ptrs, const std::int64_t*, std::int64_t) {
