@@ -191,6 +191,16 @@ class CppVariant:
     out_exact: bool = True
     grad_inputs: str = ""
     grad_lists: str = ""
+    # the tensor arguments a hand-written CPU kernel reads, each passed through native::BoolInput
+    # (Note [Bool bytes] in kael/core/convert.h): (name, the BoolInput class for its type)
+    bool_reads: tuple[tuple[str, str], ...] = ()
+
+    def kernel_args(self, key: str) -> str:
+        """The arguments of the call of `key`'s kernel: a read bool tensor canonical on the CPU."""
+        if key != "CPU" or not self.bool_reads:
+            return self.args
+        names = {name for name, _ in self.bool_reads}
+        return ", ".join(f"{a}_read.get()" if a in names else a for a in self.args.split(", "))
 
     @property
     def value_ret(self) -> str:
@@ -242,7 +252,8 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
         param_types=cpp_params(f, defaults=False, names=False), args=cpp_args(f), unbox=unbox, keys=key_expr(f),
         kernels={"CPU": f"{f.name}_cpu_generated"} if f.is_pointwise else _kernels(f, cuda),
         generated_cpu=f.is_pointwise,
-        autograd=("inplace" if mutating else "functional") if autograd_supported(f) else None)
+        autograd=("inplace" if mutating else "functional") if autograd_supported(f) else None,
+        bool_reads=bool_reads(f))
     out = [base]
     if f.inplace:
         out.append(CppVariant(
@@ -266,6 +277,19 @@ def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
                                   for p in tensors),
             grad_lists=", ".join(p.name for p in lists)))
     return out
+
+
+def bool_reads(f: NativeFunction) -> tuple[tuple[str, str], ...]:
+    """The tensors a hand-written CPU kernel reads and does not write, for native::BoolInput: none
+    for a pointwise kernel (its loop reads bool as bytes itself), a composite (CompositeExplicit or
+    Implicit: the same kernel at CUDA; the kernels it calls read), a view (whose result must
+    alias the argument itself), or a kernel marked `reads_values: false`."""
+    cpu = f.kernel_for("CPU")
+    if f.is_pointwise or cpu is None or cpu == f.kernel_for("CUDA") or f.schema.returns_view or not f.reads_values:
+        return ()
+    return tuple((p.name, "BoolListInput" if p.type.is_tensor_list() else
+                  "OptionalBoolInput" if p.type.optional else "BoolInput")
+                 for p in f.schema.params if p.type.is_tensor_like() and not p.is_write)
 
 
 def key_expr(f: NativeFunction) -> str:

@@ -333,6 +333,9 @@ class NativeFunction:
     # the result's dtype ("exact") or of any dtype it casts to ("castable"); None: no out=
     out: str | None = None
     key_lines: tuple[tuple[str, int], ...] = ()  # registry line of each key ('derivatives.self' too)
+    # a hand-written kernel that reads its tensors' values (false: it moves or aliases their memory
+    # only, and may return an argument itself: to); see codegen/README.md
+    reads_values: bool = True
 
     def line_of(self, key: str) -> int:
         """The registry line of a key of this entry (the entry's line when unknown)."""
@@ -504,6 +507,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     simd = _pop(entry, "simd", False)
     out_dtype = _pop(entry, "out_dtype", "castable")
     out = _check_out(schema, variants, pointwise, _pop(entry, "out"))
+    reads_values = _pop(entry, "reads_values", True)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -584,6 +588,11 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     if simd and (pointwise is None or len(schema.params) != 1 or not SIMD_FORMULA.fullmatch(pointwise)):
         raise CodegenError("'simd' applies to pointwise ops of one input whose formula is one call f(a)")
 
+    if not isinstance(reads_values, bool):
+        raise CodegenError("'reads_values' must be true or false")
+    if not reads_values and pointwise is not None:
+        raise CodegenError("'reads_values' applies to hand-written ops only")
+
     if schema.returns_value and derivatives_raw:
         raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
     if not isinstance(derivatives_raw, dict):
@@ -601,7 +610,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out,
+        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out, reads_values=reads_values,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 

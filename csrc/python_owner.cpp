@@ -120,15 +120,7 @@ PyObject* py_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
     KAEL_CHECK_VALUE(reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(elsize) == 0,
                      "frombuffer: the data at offset " << offset << " is not aligned to the element size ("
                                                        << elsize << " bytes) of " << dtype);
-    if (dtype == ScalarType::Bool) {
-      // Bool loads of bytes other than 0 and 1 are undefined; borrowed memory cannot be normalised.
-      const void* bad = nullptr;
-      for (long long i = 0; i < n && bad == nullptr; ++i)
-        if (static_cast<unsigned char>(data[i]) > 1) bad = data + i;
-      KAEL_CHECK_VALUE(bad == nullptr, "frombuffer: bool data must hold only the bytes 0 and 1, found "
-                                           << static_cast<int>(*static_cast<const unsigned char*>(bad))
-                                           << " at byte " << (static_cast<const char*>(bad) - data) + offset);
-    }
+    // (bool bytes other than 0 and 1 are taken as they are, as torch's: Note [Bool bytes])
     if (!writable &&
         PyErr_WarnEx(PyExc_UserWarning,
                      "frombuffer: the given buffer is not writable, and kael does not support non-writable "

@@ -255,13 +255,12 @@ PyObject* tolist_rec(const Tensor& t, std::int64_t dim, const char* p) {
   if (dim == t.dim()) {
     return visit_dtype(t.dtype(), [&](auto tag) -> PyObject* {
       using T = typename decltype(tag)::type;
-      const T v = *reinterpret_cast<const T*>(p);
       if constexpr (std::is_same_v<T, bool>) {
-        return PyBool_FromLong(v);
+        return PyBool_FromLong(*reinterpret_cast<const unsigned char*>(p) != 0);  // Note [Bool bytes]
       } else if constexpr (std::is_integral_v<T>) {
-        return PyLong_FromLongLong(v);
+        return PyLong_FromLongLong(*reinterpret_cast<const T*>(p));
       } else {
-        return PyFloat_FromDouble(static_cast<double>(v));
+        return PyFloat_FromDouble(static_cast<double>(*reinterpret_cast<const T*>(p)));
       }
     });
   }

@@ -813,7 +813,7 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs, co
 namespace {
 // Ops that are not differentiable by design: their results never require grad.
 bool non_differentiable(std::string_view op) {
-  return op == "detach" || op == "bernoulli.p" || op == "_unique2" || op == "_unique_dim" || op == "multinomial";
+  return op == "detach" || op == "view.dtype" || op == "bernoulli.p" || op == "_unique2" || op == "_unique_dim" || op == "multinomial";
 }
 
 // The Autograd fallback: an op with no Autograd kernel (no derivative in the registry) runs below

@@ -41,13 +41,12 @@ Scalar Tensor::item() const {
   KAEL_CHECK(device().is_cpu(), "item: tensor is on " << device() << "; only CPU tensors are readable here");
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
-    const T v = *data<T>();
     if constexpr (std::is_same_v<T, bool>) {
-      return Scalar(v);
+      return Scalar(*static_cast<const unsigned char*>(data_ptr()) != 0);  // Note [Bool bytes]
     } else if constexpr (std::is_integral_v<T>) {
-      return Scalar(static_cast<std::int64_t>(v));
+      return Scalar(static_cast<std::int64_t>(*data<T>()));
     } else {
-      return Scalar(static_cast<double>(v));
+      return Scalar(static_cast<double>(*data<T>()));
     }
   });
 }

@@ -330,6 +330,55 @@ Tensor detach(const Tensor& self) {
   return out;
 }
 
+// The elements of self read as dtype (torch's view(dtype)). With another element size the last
+// dim, which must have stride 1, is split into or joined from the smaller elements; every other
+// stride and the offset are counted in the new elements. Checked in torch's order, before any
+// tensor is made. Not a view in autograd's sense and not differentiable, as in torch (its
+// _base is None), but it shares self's storage and version counter.
+Tensor view_dtype(const Tensor& self, ScalarType dtype) {
+  const std::int64_t from = itemsize(self.dtype()), to = itemsize(dtype), nd = self.dim();
+  DimVector sizes(self.sizes()), strides(self.strides());
+  std::int64_t offset = self.impl()->offset();
+  if (from != to) {
+    const auto what = [&] {
+      return std::string(" to view ") + torch_type_name(self.dtype()) + " as " + torch_type_name(dtype) +
+             " (different element sizes)";
+    };
+    KAEL_CHECK(nd > 0, "view: self.dim() cannot be 0" << what());
+    const auto check_last_stride = [&] {
+      KAEL_CHECK(strides[nd - 1] == 1, "view: self.stride(-1) must be 1" << what() << ", but got " << strides[nd - 1]);
+    };
+    if (from > to) {
+      check_last_stride();
+      const std::int64_t ratio = from / to;
+      bool overflow = __builtin_mul_overflow(sizes[nd - 1], ratio, &sizes[nd - 1]) ||
+                      __builtin_mul_overflow(offset, ratio, &offset);
+      for (std::int64_t d = 0; d < nd - 1; ++d) overflow = overflow || __builtin_mul_overflow(strides[d], ratio, &strides[d]);
+      KAEL_CHECK(!overflow, "view: the sizes " << shape_str(self.sizes()) << " and strides " << shape_str(self.strides())
+                                               << " overflow in elements of " << ratio << " times fewer bytes");
+    } else {
+      // torch's order: the last size, the offset, the last stride, the other strides
+      const std::int64_t ratio = to / from;
+      KAEL_CHECK(sizes[nd - 1] % ratio == 0,
+                 "view: self.size(-1) must be divisible by " << ratio << what() << ", but got " << sizes[nd - 1]);
+      KAEL_CHECK(offset % ratio == 0,
+                 "view: self.storage_offset() must be divisible by " << ratio << what() << ", but got " << offset);
+      check_last_stride();
+      for (std::int64_t d = 0; d < nd - 1; ++d) {
+        KAEL_CHECK(strides[d] % ratio == 0, "view: self.stride(" << d << ") must be divisible by " << ratio << what()
+                                                                 << ", but got " << strides[d]);
+        strides[d] /= ratio;
+      }
+      sizes[nd - 1] /= ratio;
+      offset /= ratio;
+    }
+  }
+  Tensor out(TensorImpl::make(self.impl()->storage_ptr(), dtype, std::move(sizes), std::move(strides), offset));
+  out.impl()->add_keys(self.key_set() - DispatchKeySet(DispatchKey::Autograd));
+  out.impl()->share_version_counter(*self.impl());
+  return out;
+}
+
 // non_blocking is accepted for PyTorch's signature (its position matters: t.to(dtype, True)
 // is non_blocking, not copy); every copy on the CPU is synchronous.
 Tensor to_dtype(const Tensor& self, ScalarType dtype, bool non_blocking, bool copy) {

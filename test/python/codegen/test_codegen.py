@@ -1049,10 +1049,46 @@ def test_cli_fails_on_invalid_yaml(tmp_path):
     (pointwise("f(Tensor self) -> Tensor", extra="  inplace: 'no'\n"), "'inplace' must be true or false"),
     (pointwise("f(Tensor x) -> Tensor", variants="[function]"),
      "a pointwise op takes a 'Tensor self' argument"),
+    (hand_written("f(Tensor self) -> Tensor", "  reads_values: 'no'\n"), "'reads_values' must be true or false"),
+    (pointwise("f(Tensor self) -> Tensor", extra="  reads_values: false\n"),
+     "'reads_values' applies to hand-written ops only"),
 ], ids=["trailing-star", "input-name", "dtypes-on-dispatch", "empty-dtypes", "repeated-dtype", "inplace-not-bool",
-        "pointwise-first-not-self"])
+        "pointwise-first-not-self", "reads-values-not-bool", "reads-values-on-pointwise"])
 def test_stricter_validation(entry, message):
     assert error(VIEW + entry).startswith("t.yaml:7: f: " + message)
+
+
+def test_bool_inputs_of_hand_written_cpu_kernels(tmp_path):
+    # Note [Bool bytes]: the CPU entry of a hand-written kernel passes each tensor it reads and does
+    # not write through BoolInput; not a composite's, a view's, a pointwise op's, or one that
+    # reads no values
+    (tmp_path / "reg.yaml").write_text(HEADER + VIEW + """\
+- func: f(Tensor self, Tensor? mask, Tensor[] others, int n) -> Tensor
+  dispatch: {CPU: f_cpu, CUDA: f_cuda}
+  doc: Does it.
+- func: w_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+  dispatch: {CPU: w_cpu}
+  doc: Does it.
+- func: g(Tensor self) -> Tensor
+  dispatch: {CompositeExplicit: g_any}
+  doc: Does it.
+- func: h(Tensor self) -> Tensor
+  dispatch: {CPU: h_cpu}
+  reads_values: false
+  doc: Does it.
+- func: k(Tensor self) -> Tensor
+  pointwise: a
+  doc: Does it.
+""")
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "cpu")
+    src = "".join(p.read_text() for p in (tmp_path / "cpu" / "src").glob("ops_*.cpp"))
+    assert ("  const native::BoolInput self_read(self);\n"
+            "  const native::OptionalBoolInput mask_read(mask);\n"
+            "  const native::BoolListInput others_read(others);\n"
+            "  return native::f_cpu(self_read.get(), mask_read.get(), others_read.get(), n);\n") in src
+    assert "  const native::BoolInput other_read(other);\n  return native::w_cpu(self, other_read.get());\n" in src
+    assert src.count("_read(") == 4
+    assert "return native::g_any(self);" in src and "return native::h_cpu(self);" in src
 
 
 def test_cuda_kernels_are_referenced_only_in_cuda_builds(tmp_path):

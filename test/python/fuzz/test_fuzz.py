@@ -363,6 +363,16 @@ def build(recipe, lib, bases=None):
         if bases is not None:
             bases.append((t, base))
         return t
+    if kind == "bytes":  # a bool tensor over foreign bytes: ("bytes", shape, layout, byte values)
+        _, shape, layout, values = recipe
+        base_shape = _base_shape(tuple(shape), layout)
+        n = int(np.prod(base_shape, dtype=np.int64))
+        raw = np.array([values[i % len(values)] for i in range(n)], dtype=np.uint8).reshape(base_shape)
+        base = lib.tensor(raw, dtype=lib.uint8).view(lib.bool)
+        t = _apply_layout(base, tuple(shape), layout)
+        if bases is not None:
+            bases.append((t, base))
+        return t
     if kind == "t0":  # a 0-d tensor holding a Python value
         return lib.tensor(recipe[1])
     if kind in ("list", "tuple"):

@@ -85,12 +85,15 @@ def test_frombuffer_rejects_misaligned_data_instead_of_loading_it_unaligned():
         kael.frombuffer(bytearray(8), dtype=kael.float32, count=1, offset=1)
 
 
-def test_frombuffer_bool_accepts_only_bytes_0_and_1():
-    k = kael.frombuffer(bytearray([0, 1, 1, 0]), dtype=kael.bool)
-    check(k, torch.frombuffer(bytearray([0, 1, 1, 0]), dtype=torch.bool))
-    # Borrowed memory cannot be normalised, and a bool load of 2 is undefined behaviour.
-    with pytest.raises(ValueError, match="frombuffer: bool data must hold only the bytes 0 and 1, found 2 at byte 4"):
-        kael.frombuffer(bytearray([1, 0, 0, 1, 2]), dtype=kael.bool, offset=1)
+def test_frombuffer_bool_takes_any_byte_as_torch():
+    # borrowed memory is not normalised; a byte other than 0 is true (Note [Bool bytes])
+    data = [1, 0, 0, 1, 2, 255, 128]
+    k = kael.frombuffer(bytearray(data), dtype=kael.bool, offset=1)
+    t = torch.frombuffer(bytearray(data), dtype=torch.bool, offset=1)
+    check(k, t)
+    assert k.sum().item() == t.sum().item() == 4
+    assert (k == True).tolist() == (t == True).tolist()  # noqa: E712
+    assert k.view(kael.uint8).tolist() == data[1:]
 
 
 def test_frombuffer_of_a_readonly_buffer_warns_like_torch():

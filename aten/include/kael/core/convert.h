@@ -106,11 +106,22 @@ constexpr bool overflows(From from) {
 }
 
 // Note [Bool bytes]
-// A bool element is one byte that must be 0 or 1: loading any other byte as bool is undefined
-// behaviour (and UBSan reports it). Memory kael writes always holds 0 or 1; bool data that
-// enters from elsewhere (a buffer from NumPy, foreign memory adopted with Storage::external,
-// fresh memory of empty()) is normalised there, so copies, loops and reductions never load
-// another byte.
+// A bool element is one byte, true when it is not 0; C++ loading any byte but 0 and 1 as bool is
+// undefined (GCC takes the byte as the value: a sum counted 255 for one element, `x == True` was
+// false; UBSan reports it). Memory kael writes always holds 0 or 1. Bool data that enters by a
+// copy is normalised there (kael.tensor of a NumPy array, safetensors, fresh memory of empty()).
+// Memory shared without a copy cannot be (from_numpy of a uint8 array viewed as bool, DLPack,
+// frombuffer, Tensor.view(kael.bool) of another dtype): the owner's bytes are not kael's. So
+// every kernel reads a bool input as a byte and takes `byte != 0`, as PyTorch's loads do
+// (c10::load): the pointwise loop (BoolLoads in kael/native/pointwise.h), copies from bool
+// (copy.cpp's ConvertBool), Tensor::item, and every hand-written CPU kernel through its generated
+// entry (kael/native/bool_input.h: such a kernel gets a normalised copy of a bool argument only
+// when one of its bytes is neither 0 nor 1). test_bool_bytes_sweep.py calls every registry entry
+// with such bytes against torch.
+// A bool element read as its byte (an argument the kernel also writes, which BoolInput does not
+// copy: index_put_'s accumulation reads self).
+inline bool load_bool(const bool* p) { return *reinterpret_cast<const unsigned char*>(p) != 0; }
+
 inline void normalize_bool_bytes(void* data, std::size_t n) {
   auto* p = static_cast<unsigned char*>(data);
   for (std::size_t i = 0; i < n; ++i) p[i] = p[i] != 0 ? 1 : 0;

@@ -19,6 +19,22 @@ inline bool is_integral(ScalarType t, bool include_bool) {
   const int c = detail::kScalarTypeCategory[static_cast<int>(t)];
   return c == 1 || (include_bool && c == 0);
 }
+// PyTorch's legacy name of a dtype, as its messages spell it ("not implemented for 'Long'").
+inline const char* torch_type_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "Bool";
+    case ScalarType::UInt8: return "Byte";
+    case ScalarType::Int8: return "Char";
+    case ScalarType::Int16: return "Short";
+    case ScalarType::Int32: return "Int";
+    case ScalarType::Int64: return "Long";
+    case ScalarType::Float16: return "Half";
+    case ScalarType::BFloat16: return "BFloat16";
+    case ScalarType::Float32: return "Float";
+    case ScalarType::Float64: return "Double";
+  }
+  return "?";
+}
 inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << dtype_name(t); }
 
 // Parses "float32" (or "kael.float32"); nullopt for unknown names.

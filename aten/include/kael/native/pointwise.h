@@ -207,8 +207,23 @@ void PointwiseCall::run(F f) {
   }
 }
 
+// A bool input read as a byte, true when not 0 (Note [Bool bytes] in kael/core/convert.h).
+template <typename F>
+struct BoolLoads {
+  F f;
+  template <typename... A>
+  KAEL_INNER_INLINE auto operator()(A... a) const {
+    return f(static_cast<bool>(a != 0)...);
+  }
+};
+
 template <typename Out, typename T, int K, typename F>
 void PointwiseCall::run_tensors(const std::array<int, K>& which, F f) {
+  if constexpr (std::is_same_v<T, bool>) {
+    // bool inputs read as bytes (Note [Bool bytes])
+    run_tensors<Out, std::uint8_t, K>(which, BoolLoads<F>{f});
+    return;
+  }
   begin_write();
   // The loop runs on the call's own tensors (Note [Concurrency] in kael/core/concurrency.h).
   UnlockedSection section;

@@ -83,7 +83,6 @@ Tensor match_layout(const Tensor& t, const Tensor& like, ScalarType dtype) {
 
 ScalarType compute_dtype(ScalarType t) { return is_reduced_floating(t) ? ScalarType::Float32 : t; }
 
-using nn::torch_type_name;
 
 void check_input(const char* op, const Tensor& self) {
   check_same_device(op, kCPU, self.device());

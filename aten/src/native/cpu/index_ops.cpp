@@ -198,7 +198,7 @@ void scatter_loop(const Tensor& self, std::int64_t dim, const Tensor& index, con
         body([step](char* a, char* b, std::int64_t i) {
           T* p = reinterpret_cast<T*>(a + i * step);
           if constexpr (std::is_same_v<T, bool>) {
-            *p = *p || *reinterpret_cast<const bool*>(b);
+            *p = load_bool(p) || *reinterpret_cast<const bool*>(b);
           } else if constexpr (std::is_integral_v<T>) {
             using U = std::make_unsigned_t<T>;  // wraps as in PyTorch, never undefined
             *p = static_cast<T>(static_cast<U>(*p) + static_cast<U>(*reinterpret_cast<const T*>(b)));
@@ -342,7 +342,7 @@ void index_add_loop(const Tensor& self, std::int64_t d, const Tensor& idx, const
         const bool a = alpha.to<bool>();
         body([step, a](char* p, char* b, std::int64_t i) {
           bool* q = reinterpret_cast<bool*>(p + i * step);
-          *q = *q || (a && *reinterpret_cast<const bool*>(b));
+          *q = load_bool(q) || (a && *reinterpret_cast<const bool*>(b));
         });
       } else if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;  // wraps as in PyTorch, never undefined

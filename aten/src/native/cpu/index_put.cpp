@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kael/core/convert.h"
 #include "kael/core/error.h"
 #include "kael/core/mem_overlap.h"
 #include "kael/core/warning.h"
@@ -220,7 +221,7 @@ const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tenso
       if (!accumulate) {
         *q = x;
       } else if constexpr (std::is_same_v<T, bool>) {
-        *q = *q || x;
+        *q = load_bool(q) || x;
       } else if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;  // wraps, never undefined
         *q = static_cast<T>(static_cast<U>(*q) + static_cast<U>(x));

@@ -21,23 +21,6 @@
 
 namespace kael::native::nn {
 
-// PyTorch's name of a dtype in its messages ("not implemented for 'Long'").
-inline const char* torch_type_name(ScalarType t) {
-  switch (t) {
-    case ScalarType::Bool: return "Bool";
-    case ScalarType::UInt8: return "Byte";
-    case ScalarType::Int8: return "Char";
-    case ScalarType::Int16: return "Short";
-    case ScalarType::Int32: return "Int";
-    case ScalarType::Int64: return "Long";
-    case ScalarType::Float16: return "Half";
-    case ScalarType::BFloat16: return "BFloat16";
-    case ScalarType::Float32: return "Float";
-    case ScalarType::Float64: return "Double";
-  }
-  return "?";
-}
-
 // Runs f(begin, end) over [0, n) split into contiguous ranges on kael's thread pool. `cost` is
 // the work of one task in elements: below kParallelGrain in all the call stays on the calling
 // thread. An exception thrown by f on any thread is rethrown here, on the caller's (the pool's

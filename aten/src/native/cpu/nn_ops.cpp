@@ -30,7 +30,6 @@ using nn::parallel_for;
 
 constexpr int kLanes = 16;
 
-using nn::torch_type_name;
 
 void check_floating(const char* op, ScalarType t) {
   KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t << " (\"" << op << "\" not implemented for '"
