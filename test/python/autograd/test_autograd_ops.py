@@ -49,6 +49,7 @@ NO_FORMULA = {
     "scatter_.src_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
     "scatter_.value_reduce": "scatter_ with reduce=: not differentiable in PyTorch either",
     "heaviside": "not differentiable in PyTorch either (its derivative is not implemented there)",
+    "view.dtype": "the same bits read as another dtype: not differentiable in PyTorch either",
     "convolution_backward_input": "convolution's double backward is not implemented yet",
     "convolution_backward_weight": "convolution's double backward is not implemented yet",
     "convolution_backward_bias": "convolution's double backward is not implemented yet",

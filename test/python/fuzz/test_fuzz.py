@@ -334,6 +334,10 @@ def build_tensor(recipe, lib):
         # bfloat16 one 0x7FC0, and kael gives each the same bits (kael/core/half.h)
         wide = vals.astype(np.float32) if name == "bfloat16" else vals
         base = torch.tensor(wide).to(getattr(torch, name))
+        if n == 0:
+            # NumPy gives an empty array strides of 0, which torch.tensor keeps (kael's are
+            # contiguous): view(dtype) checks them
+            base = torch.empty(base_shape, dtype=getattr(torch, name))
     else:
         if name == "bfloat16":
             base = kael.tensor(vals.astype(np.float32)).to(kael.bfloat16)
