@@ -8,7 +8,6 @@ recompiles only what an edit touched), removes files it no longer produces, and 
 from __future__ import annotations
 
 import argparse
-import keyword
 import re
 import sys
 import zlib
@@ -19,7 +18,12 @@ from typing import Any
 import jinja2
 
 from codegen import enums, types
+from codegen.cpp_types import (_TENSOR_PARAMS, arg_type, cpp_args, cpp_default, cpp_params,  # noqa: F401
+                               cpp_return, cpp_type, overload_order, unbox_type)
 from codegen.model import CodegenError, NativeFunction, Param, parse_registry, with_variant
+from codegen.python_binding import (PyParam, has_out, has_requires_grad, none_is_empty_list,  # noqa: F401
+                                    py_call, py_params, py_return, py_signature, pyi_return, pyi_signature,
+                                    varargs_intlist, varargs_tensorlist)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NUM_SHARDS = 6
@@ -82,91 +86,7 @@ class Writer:
                 path.unlink()
 
 
-# ---------------------------------------------------------------------------- C++ types
-
-# (op name, parameter name) of the parameters some overload of the op takes as a Tensor; set by
-# generate() from the whole registry.
-_TENSOR_PARAMS: set[tuple[str, str]] = set()
-
-
-def overload_order(f: NativeFunction) -> int:
-    """Overloads are tried in this order: those taking a Tensor where a sibling takes a Scalar
-    first, as PyTorch's parser does (a 0-d tensor then matches the Tensor overload)."""
-    return sum(1 for p in f.schema.params
-               if (p.type.is_scalar() or p.type.is_float()) and (f.name, p.name) in _TENSOR_PARAMS)
-
-
-def arg_type(f: NativeFunction, p: Param) -> types.ArgType:
-    """The type model entry of a parameter (Tensor inputs of two-input pointwise ops are Operands;
-    a Scalar that another overload takes as a Tensor also takes a 0-d tensor)."""
-    if p.type.is_tensor() and f.operand_inputs:
-        return types.OPERAND
-    if p.type.is_scalar() and (f.name, p.name) in _TENSOR_PARAMS:
-        return types.SCALAR_OR_0D_TENSOR
-    if p.type.is_float() and (f.name, p.name) in _TENSOR_PARAMS:
-        return types.FLOAT_OR_0D_TENSOR
-    return p.type.arg_type
-
-
-def cpp_type(f: NativeFunction, p: Param) -> str:
-    t = arg_type(f, p)
-    if p.type.optional:
-        # no optional of a reference
-        return f"const std::optional<{t.cpp_value}>&" if t.optional_by_ref else f"std::optional<{t.cpp_param}>"
-    return t.cpp_param
-
-
-def cpp_default(p: Param) -> str:
-    d = p.default
-    assert d is not None
-    if d == "None":
-        return "std::nullopt"
-    return p.type.arg_type.cpp_default(d)
-
-
-def cpp_params(f: NativeFunction, *, defaults: bool, inplace: bool = False, names: bool = True) -> str:
-    out = []
-    for p in f.schema.params:
-        t = cpp_type(f, p)
-        if inplace and p.name == "self":
-            t = "const Tensor&"
-        text = f"{t} {p.name}" if names else t
-        if defaults and p.has_default and p.type.has_cpp_default(p.default):
-            text += f" = {cpp_default(p)}"
-        out.append(text)
-    # a default may only be given if all later params have one too
-    if defaults:
-        fixed: list[str] = []
-        allowed = True
-        for text in reversed(out):
-            if "=" not in text:
-                allowed = False
-            elif not allowed:
-                text = text.split(" = ")[0]
-            fixed.append(text)
-        out = list(reversed(fixed))
-    return ", ".join(out)
-
-
-def unbox_type(f: NativeFunction, p: Param) -> str:
-    """The C++ type a boxed call unboxes a parameter to (the value type of its ABI type)."""
-    t = arg_type(f, p)
-    base = t.cpp_param if t.name in types.VIEW_TYPES else t.cpp_value
-    return f"std::optional<{base}>" if p.type.optional else base
-
-
-def cpp_return(f: NativeFunction) -> str:
-    """The C++ result type of the functional op: each result's value type (a std::tuple of several);
-    an op that writes its argument returns it by reference."""
-    if f.schema.mutating:
-        return "const Tensor&"
-    values = [r.type.arg_type.cpp_value for r in f.schema.returns]
-    return values[0] if len(values) == 1 else "std::tuple<" + ", ".join(values) + ">"
-
-
-def cpp_args(f: NativeFunction) -> str:
-    return ", ".join(p.name for p in f.schema.params)
-
+# C++ types of parameters and results: codegen/cpp_types.py
 
 @dataclass
 class CppVariant:
@@ -310,130 +230,7 @@ def key_expr(f: NativeFunction) -> str:
     return "DispatchKeySet(DispatchKey::CPU)"
 
 
-# ---------------------------------------------------------------------------- Python
-
-@dataclass
-class PyParam:
-    name: str          # Python keyword name
-    cpp_name: str
-    kind: str          # ParamKind enumerator
-    optional: bool
-    kwonly: bool
-    default: str | None
-    param: Param
-    type: types.ArgType
-
-
-def has_out(f: NativeFunction, method: bool) -> bool:
-    """Python functions of pointwise ops and of `out:` entries take out= (the derived `op_out`)."""
-    return (f.is_pointwise or f.out) and not method
-
-
-def has_requires_grad(f: NativeFunction, method: bool) -> bool:
-    """Python factories (functions with a device argument) take requires_grad=, as PyTorch's do."""
-    return not method and not f.schema.returns_tuple and not f.schema.returns_list and \
-        any(p.type.is_device() for p in f.schema.params)
-
-
-def py_signature(f: NativeFunction, method: bool, pyname: str) -> str:
-    """The signature users read in errors and docstrings, under the Python name."""
-    text = pyname + f.schema.signature_text(skip_self=method)[len(f.name):]
-    if has_out(f, method):
-        star = "" if any(p.kwonly for p in f.schema.params) else "*, "
-        text = text[:-1] + (", " if text[-2] != "(" else "") + star + "Tensor? out=None)"
-    if has_requires_grad(f, method):
-        star = "" if any(p.kwonly for p in f.schema.params) else "*, "
-        text = text[:-1] + (", " if text[-2] != "(" else "") + star + "bool requires_grad=False)"
-    return text
-
-
-def py_params(f: NativeFunction, method: bool) -> list[PyParam]:
-    out = []
-    for p in f.schema.params:
-        if method and p.name == "self":
-            continue
-        t = arg_type(f, p)
-        out.append(PyParam("input" if p.name == "self" else p.name, p.name, t.parser_kind, p.type.optional,
-                           p.kwonly, p.default, p, t))
-    if has_out(f, method):
-        param = Param("out", types.OptionalType(types.TENSOR), "None", kwonly=True)
-        out.append(PyParam("out", "out", param.type.arg_type.parser_kind, True, True, "None", param,
-                           param.type.arg_type))
-    if has_requires_grad(f, method):
-        param = Param("requires_grad", types.BOOL, "False", kwonly=True)
-        out.append(PyParam("requires_grad", "requires_grad", param.type.arg_type.parser_kind, False, True, "False",
-                           param, param.type.arg_type))
-    return out
-
-
-def py_call(f: NativeFunction, method: bool, inplace: bool = False) -> dict[str, object]:
-    """C++ call arguments of a generated parser, and its GIL-release condition."""
-    args: list[str] = []
-    large: list[str] = []
-    i = 0
-    for p in f.schema.params:
-        if method and p.name == "self":
-            expr = "self_tensor"
-        else:
-            deref = p.type.is_tensor() and not p.type.optional and not f.operand_inputs
-            expr = f"*a{i}" if deref else f"a{i}"
-            i += 1
-        args.append(expr)
-        if p.type.is_tensor() and not p.type.optional:
-            large.append(f"large({expr})")
-    release = {"release": "true", "hold": "false"}[f.gil] if f.gil != "auto" else (" || ".join(large) or "false")
-    name = f.name + ("_" if inplace else "")
-    body = f"return kael::{name}({', '.join(args)});"
-    if has_out(f, method) and not inplace:
-        out = f"a{i}"
-        body = f"if ({out}) return kael::{f.name}_out(*{out}, {', '.join(args)}); " + body
-        i += 1
-    if has_requires_grad(f, method):
-        body = (f"Tensor r_ = kael::{name}({', '.join(args)}); "
-                f"if (a{i}) kael::autograd::set_requires_grad(r_, true); return r_;")
-    return {"args": args, "release": release, "body": body}
-
-
-def none_is_empty_list(p: Param) -> bool:
-    """Whether Python's None stands for this parameter's default: an int[] whose default is [], which
-    PyTorch's binding spells None (torch.amax(t, None), t.roll(1, dims=None))."""
-    return p.type.is_int_list() and not p.type.optional and p.has_empty_list_default
-
-
-def pyi_signature(f: NativeFunction, method: bool) -> str:
-    parts = ["self"] if method else []
-    star = False
-    for p in f.schema.params:
-        if method and p.name == "self":
-            continue
-        if p.kwonly and not star:
-            parts.append("*")
-            star = True
-        t = arg_type(f, p).stub
-        if p.type.optional or none_is_empty_list(p):
-            t += " | None"
-        name = "input" if p.name == "self" else p.name
-        if keyword.iskeyword(name):
-            name += "_"  # `from`: Python accepts it only as a keyword string (`**{"from": 0}`), as in torch's stubs
-        text = f"{name}: {t}"
-        if p.has_default:
-            text += " = " + ("None" if p.default == "None" else "...")
-        parts.append(text)
-    if has_out(f, method):
-        if not star:
-            parts.append("*")
-            star = True
-        parts.append("out: Tensor | None = None")
-    if has_requires_grad(f, method):
-        if not star:
-            parts.append("*")
-        parts.append("requires_grad: bool = False")
-    return ", ".join(parts)
-
-
-def varargs_intlist(f: NativeFunction, method: bool) -> bool:
-    positional = [p for p in py_params(f, method) if not p.kwonly]
-    return len(positional) == 1 and positional[0].param.type.is_int_list()
+# Python bindings' signatures and parameters: codegen/python_binding.py
 
 
 def shard_of(name: str) -> int:
@@ -565,22 +362,6 @@ def tuple_returns(functions: list[NativeFunction]) -> list[NativeFunction]:
                                f"the same results ({', '.join(out[f.name].schema.return_names) or 'none'})")
     # an unnamed tuple return ('(Tensor, Tensor)') is a plain tuple in Python: no type
     return [f for f in out.values() if f.schema.returns_named_tuple]
-
-
-def py_return(f: NativeFunction) -> str:
-    """The C++ type a generated parser's call returns (the in-place ops' `const Tensor&` is copied;
-    a bool or int travels in ValueResult, csrc/guard.h)."""
-    if f.schema.returns_value:
-        return f"ValueResult<{cpp_return(f)}>"
-    return types.TENSOR.arg_type.cpp_value if f.schema.mutating else cpp_return(f)
-
-
-def pyi_return(f: NativeFunction) -> str:
-    stubs = [r.type.unwrap().elem.arg_type.stub if r.type.is_tensor_list() else r.type.arg_type.stub
-             for r in f.schema.returns]
-    if f.schema.returns_list:
-        return f"tuple[{stubs[0]}, ...]"  # a tuple in Python, as torch.split returns
-    return stubs[0] if len(stubs) == 1 else "tuple[" + ", ".join(stubs) + "]"
 
 
 def c_string(text: str) -> str:
@@ -735,6 +516,7 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
         enums=enums, types=types, unbox_type=unbox_type, dtypes=enums.DTYPES, dispatch_keys=enums.DISPATCH_KEYS, cpp_type=cpp_type,
         cpp_params=cpp_params, cpp_args=cpp_args, cpp_default=cpp_default, key_expr=key_expr,
         cpp_variants=cpp_variants, with_variant=with_variant, py_params=py_params, py_call=py_call, py_signature=py_signature, pyi_signature=pyi_signature, varargs_intlist=varargs_intlist,
+        varargs_tensorlist=varargs_tensorlist,
         c_string=c_string, dtype_mask=dtype_mask, cuda=cuda, qualified_formula=qualified_formula,
         method_params=method_params, method_args=method_args, formula_params=formula_params,
         formula_args=formula_args,

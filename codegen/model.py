@@ -336,6 +336,8 @@ class NativeFunction:
     # a hand-written kernel that reads its tensors' values (false: it moves or aliases their memory
     # only, and may return an argument itself: to); see codegen/README.md
     reads_values: bool = True
+    # the last positional Tensor[] may also be given as separate tensors (torch.meshgrid(*tensors))
+    varargs: bool = False
 
     def line_of(self, key: str) -> int:
         """The registry line of a key of this entry (the entry's line when unknown)."""
@@ -508,6 +510,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     out_dtype = _pop(entry, "out_dtype", "castable")
     out = _check_out(schema, variants, pointwise, _pop(entry, "out"))
     reads_values = _pop(entry, "reads_values", True)
+    varargs = _pop(entry, "varargs", False)
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -592,6 +595,11 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         raise CodegenError("'reads_values' must be true or false")
     if not reads_values and pointwise is not None:
         raise CodegenError("'reads_values' applies to hand-written ops only")
+    if not isinstance(varargs, bool):
+        raise CodegenError("'varargs' must be true or false")
+    positional = [p for p in schema.params if not p.kwonly]
+    if varargs and not (positional and positional[-1].type.is_tensor_list()):
+        raise CodegenError("'varargs' needs a Tensor[] as the last positional argument")
 
     if schema.returns_value and derivatives_raw:
         raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
@@ -610,7 +618,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
-        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out, reads_values=reads_values,
+        opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out, reads_values=reads_values, varargs=varargs,
         key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
@@ -730,8 +738,13 @@ def _check_overloads(functions: list[NativeFunction], path: str) -> None:
             raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: pointwise op '{name}' "
                                "cannot have overloads")
         # A pointwise op may have hand-written overloads that a keyword-only parameter of their
-        # own tells apart (div and div(..., rounding_mode=)): calls without it reach the pointwise op.
+        # own tells apart (div and div(..., rounding_mode=)), or fewer positional arguments than
+        # the pointwise op requires (where(condition) beside where(condition, self, other)):
+        # every other call reaches the pointwise op.
         for f in group:
             if pointwise and not f.is_pointwise and not any(p.kwonly for p in f.schema.params):
-                raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: an overload of pointwise op '{name}' "
-                                   "needs a keyword-only parameter of its own")
+                required = sum(1 for p in pointwise[0].schema.params if not p.kwonly and not p.has_default)
+                if sum(1 for p in f.schema.params if not p.kwonly) >= required:
+                    raise CodegenError(f"{path}:{f.line}: {f.schema.full_name}: an overload of pointwise op "
+                                       f"'{name}' needs a keyword-only parameter of its own, or fewer positional "
+                                       "arguments")

@@ -36,15 +36,36 @@ const char* type_name(PyObject* o) {
 
 }  // namespace
 
+namespace {
+// Whether parameter i is among the call's keywords.
+bool has_keyword(const Signature& sig, int i, PyObject* kwnames) {
+  if (kwnames == nullptr) return false;
+  intern_names(sig);
+  const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t j = 0; j < nkw; ++j)
+    if (find_keyword(sig, PyTuple_GET_ITEM(kwnames, j)) == i) return true;
+  return false;
+}
+}  // namespace
+
 bool bind(const Signature& sig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Bound& out) {
   out.name = sig.name;
   int positional = 0;
   while (positional < sig.nparams && !sig.params[positional].kwonly) ++positional;
   Py_ssize_t first_free = 0;
+  const int k = sig.varargs_tensorlist;
   if (sig.varargs_intlist && nargs >= 1 && (nargs > 1 || is_int_like(args[0]))) {
     out.varargs = args;
     out.nvarargs = nargs;
     first_free = 1;
+  } else if (k >= 0 && (nargs > k + 1 || (nargs == k + 1 && is_tensor(args[k])) ||
+                        (nargs == k && !has_keyword(sig, k, kwnames)))) {
+    // the tensors of the last positional Tensor[] given one by one (one tensor alone, or none)
+    for (int i = 0; i < k; ++i) out.slot[i] = args[i];
+    out.varargs = args + k;
+    out.nvarargs = nargs - k;
+    out.varargs_index = k;
+    first_free = k + 1;
   } else {
     if (nargs > positional) return false;
     for (Py_ssize_t i = 0; i < nargs; ++i) out.slot[i] = args[i];
@@ -82,6 +103,18 @@ PyObject* wrap_result(std::vector<Tensor> list, PyTypeObject*) {
     PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
   }
   return out;
+}
+
+Match conv_tensorlist(const Bound& b, int index, std::vector<Tensor>& out) {
+  if (b.varargs == nullptr || b.varargs_index != index) return conv_tensorlist(b.slot[index], out);
+  // The caller's argument array holds the items for the call.
+  out.clear();
+  out.reserve(static_cast<std::size_t>(b.nvarargs));
+  for (Py_ssize_t i = 0; i < b.nvarargs; ++i) {
+    if (!is_tensor(b.varargs[i])) return Match::No;
+    out.push_back(tensor_of(b.varargs[i]));
+  }
+  return Match::Yes;
 }
 
 Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out) {
@@ -227,7 +260,7 @@ Match conv_bool(PyObject* o, bool& out) {
 Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
   out.clear();
   const char* name = b.name ? b.name : "argument";
-  if (index == 0 && b.varargs != nullptr) {
+  if (index == b.varargs_index && b.varargs != nullptr) {
     // The caller's argument array holds the items for the call.
     if (b.nvarargs > kMaxDims) {
       PyErr_Format(PyExc_ValueError, "%s: a tensor has at most %d dimensions (got %zd)", name,

@@ -40,14 +40,18 @@ struct Signature {
   int nparams;
   bool is_method;        // `self` is bound and not among params
   bool varargs_intlist;  // the single positional int[] may be spread: view(2, 3)
+  // the index of the last positional parameter when it is a Tensor[] whose tensors may be
+  // spread: meshgrid(a, b), einsum("i,i", a, b); -1 for none
+  int varargs_tensorlist;
   PyObject** interned;   // names as interned str, filled on first use
 };
 
 struct Bound {
   const char* name = nullptr;  // the signature's Python name, for messages
   PyObject* slot[kMaxParams] = {};
-  PyObject* const* varargs = nullptr;  // spread int[] arguments, when used
+  PyObject* const* varargs = nullptr;  // spread int[] or Tensor[] arguments, when used
   Py_ssize_t nvarargs = 0;
+  int varargs_index = 0;  // the parameter they are the items of
 };
 
 // Places arguments into slots; false when they do not fit the signature.
@@ -83,6 +87,8 @@ Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
 Match conv_dtype(PyObject* o, ScalarType& out);
 Match conv_device(PyObject* o, Device& out);
 Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out);  // a list or tuple of tensors
+// The tensors of parameter `index`: its slot (a list or tuple), or the spread arguments.
+Match conv_tensorlist(const Bound& b, int index, std::vector<Tensor>& out);
 Match conv_string(PyObject* o, std::string& out);
 Match conv_generator(PyObject* o, Generator& out);  // a kael.Generator (generator.cpp)
 

@@ -349,8 +349,8 @@ PyObject* call_module_function(const char* module_name, const char* name, PyObje
 
 namespace {
 
-// Tensor.<name>(...) as kael.functional.<name>(self, ...): the ops that return a Python value
-// rather than a tensor (allclose, equal) are written once, in Python.
+// Tensor.<name>(...) as kael.functional.<name>(self, ...): the methods whose result depends on a
+// flag (nonzero(as_tuple=), unique(return_*=)) are written once, in Python.
 PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args, PyObject* kwargs) {
   if (self_overrides(self) || tuple_wants_kael_function(args, kwargs)) [[unlikely]] {
     PyObject* head = PyTuple_Pack(1, self);
@@ -363,13 +363,6 @@ PyObject* forward_to_functional(const char* name, PyObject* self, PyObject* args
   }
   return call_module_function("kael.functional", name, self, args, kwargs);
 }
-PyObject* m_allclose(PyObject* self, PyObject* args, PyObject* kwargs) {
-  return forward_to_functional("allclose", self, args, kwargs);
-}
-PyObject* m_equal(PyObject* self, PyObject* args, PyObject* kwargs) {
-  return forward_to_functional("equal", self, args, kwargs);
-}
-// ---- methods whose result depends on a flag (nonzero(as_tuple=), unique(return_*=)), in Python
 PyObject* m_nonzero(PyObject* self, PyObject* args, PyObject* kwargs) {
   return forward_to_functional("nonzero", self, args, kwargs);
 }
@@ -467,11 +460,6 @@ PyMethodDef handwritten_methods[] = {
     {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_stride)), METH_FASTCALL | METH_KEYWORDS,
      "stride($self, dim=None)\n--\n\nThe strides (in elements) as a tuple, or the stride of one dim."},
     {"dim", m_dim, METH_NOARGS, "dim($self, /)\n--\n\nThe number of dims."},
-    {"allclose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_allclose)), METH_VARARGS | METH_KEYWORDS,
-     "allclose($self, other, rtol=1e-05, atol=1e-08, equal_nan=False)\n--\n\nWhether every element is close to "
-     "other's (kael.allclose)."},
-    {"equal", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_equal)), METH_VARARGS | METH_KEYWORDS,
-     "equal($self, other)\n--\n\nWhether other has the same shape and values (kael.equal)."},
     {"nonzero", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_nonzero)), METH_VARARGS | METH_KEYWORDS,
      "nonzero($self, *, as_tuple=False)\n--\n\nThe indices of the nonzero elements (kael.nonzero)."},
     {"unique", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&m_unique)), METH_VARARGS | METH_KEYWORDS,

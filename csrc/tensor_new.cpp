@@ -526,7 +526,7 @@ const ParamSpec kTensorParams[] = {{"data", ParamKind::Tensor, false, false, fal
 PyObject* kTensorInterned[5] = {};
 const Signature kTensorSig = {
     "tensor", "tensor(data, *, ScalarType? dtype=None, Device? device=None, bool requires_grad=False)",
-    kTensorParams, 4, false, false, kTensorInterned};
+    kTensorParams, 4, false, false, -1, kTensorInterned};
 
 }  // namespace
 

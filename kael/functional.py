@@ -1,41 +1,12 @@
-"""Python-level spellings of registry ops whose torch signature the generated parsers do not
-take directly (variadic tensors), as torch.functional."""
+"""Python-level spellings of registry ops whose result's form depends on a flag (unique's and
+unique_consecutive's return_inverse/return_counts, nonzero's as_tuple): a tensor or a tuple, as
+torch's own Python and hand-written bindings return them."""
 from __future__ import annotations
-
-import functools
 
 from kael import _C
 from kael._C import Tensor
 
-__all__ = ["allclose", "broadcast_tensors", "einsum", "equal", "unique", "unique_consecutive"]
-
-
-def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """Expands the tensors to their common broadcast shape (views, no copies)."""
-    return _C.broadcast_tensors(tensors)
-
-
-def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
-             equal_nan: bool = False) -> bool:
-    """Whether every element of input is close to other's (kael.isclose), as a Python bool."""
-    close = _C.isclose(input, other, rtol, atol, equal_nan)
-    return bool(_C.logical_not(close).sum().item() == 0)
-
-
-def equal(input: Tensor, other: Tensor) -> bool:
-    """Whether the tensors have the same shape and the same values (NaN equals nothing)."""
-    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
-        raise TypeError(f"equal: expected two tensors, got {type(input).__name__} and {type(other).__name__}")
-    if input.shape != other.shape:
-        return False
-    return bool(_C.ne(input, other).sum().item() == 0)
-
-
-def einsum(equation: str, *operands) -> Tensor:
-    """Einstein summation over the operands (given one by one or as one list), as torch.einsum."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    return _C.einsum(equation, operands)
+__all__ = ["unique", "unique_consecutive"]
 
 
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
@@ -60,7 +31,6 @@ def _unique_result(output, inverse, counts, return_inverse, return_counts):
     return output
 
 
-
 def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
                        dim: int | None = None):
     """The first element (slice along dim) of each run of equal consecutive ones, with the inverse
@@ -69,7 +39,8 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     output, inverse, counts = _C._unique_consecutive(input, return_inverse, return_counts, dim)
     return _unique_result(output, inverse, counts, return_inverse, return_counts)
 
-# ---- nonzero(as_tuple=), where(condition)
+
+# ---- nonzero(as_tuple=)
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """The indices of the nonzero elements of input: an (n, input.dim()) tensor, or with as_tuple
@@ -77,12 +48,3 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     if as_tuple:
         return tuple(_C.nonzero_numpy(input))
     return _C.nonzero(input)
-
-
-@functools.wraps(_C.where)  # the docstring and signature of where(condition, input, other)
-def where(condition: Tensor, *args, **kwargs):
-    """where(condition, input, other): input where condition holds, other elsewhere; with the
-    condition alone, nonzero(condition, as_tuple=True), as torch.where."""
-    if not args and not kwargs:
-        return tuple(_C.nonzero_numpy(condition))
-    return _C.where(condition, *args, **kwargs)

@@ -16,6 +16,7 @@
 #include "kael/ops/add.h"
 #include "kael/ops/any.h"
 #include "kael/ops/as_strided.h"
+#include "kael/ops/sum_to_size.h"
 #include "kael/ops/clone.h"
 #include "kael/ops/contiguous.h"
 #include "kael/ops/copy_.h"
@@ -424,7 +425,7 @@ variable_list CopySlices::apply(variable_list&& grads) {
     Tensor slice = kael::as_strided(result, sizes_, strides_, offset_);
     res = fn_->apply({fresh_copy(slice)});
     if (!res.empty() && res[0].defined()) {
-      kael::copy_(slice, same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+      kael::copy_(slice, same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : kael::sum_to_size(res[0], slice.sizes()));
     } else {
       kael::zero_(slice);
     }
@@ -440,7 +441,7 @@ variable_list CopySlices::apply(variable_list&& grads) {
     if (!res.empty() && res[0].defined()) {
       const Tensor embed = kael::zeros(base_sizes_, grad.dtype(), grad.device());
       kael::copy_(kael::as_strided(embed, sizes_, strides_, offset_),
-                  same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : detail::sum_to_size(res[0], slice.sizes()));
+                  same_sizes(res[0].sizes(), slice.sizes()) ? res[0] : kael::sum_to_size(res[0], slice.sizes()));
       result = kael::add(result, embed);
     }
   }
@@ -534,7 +535,7 @@ Tensor validate(const Node& fn, std::size_t i, Tensor g, const InputMeta& meta) 
     KAEL_CHECK(expandable, "Function " << fn.name() << " returned an invalid gradient at index " << i << " - got "
                                        << shape_str(g.sizes()) << " but expected shape compatible with "
                                        << shape_str(meta.sizes));
-    g = detail::sum_to_size(g, meta.sizes);
+    g = kael::sum_to_size(g, meta.sizes);
   }
   if (g.dtype() != meta.dtype) g = kael::to(g, meta.dtype);
   return g;

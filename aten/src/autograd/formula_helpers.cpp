@@ -6,6 +6,7 @@
 
 #include "kael/core/error.h"
 #include "kael/ops/copy_.h"
+#include "kael/ops/sum_to_size.h"
 #include "kael/ops/diagonal.h"
 #include "kael/ops/div.h"
 #include "kael/ops/index_add.h"
@@ -156,23 +157,7 @@ Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1, const Tensor& ma
   return kael::matmul(kael::t(mat1), grad);
 }
 
-Tensor sum_to_size(const Tensor& grad, IntArrayRef sizes) {
-  const IntArrayRef g = grad.sizes();
-  KAEL_CHECK_VALUE(g.size() >= sizes.size(), "sum_to_size: size " << shape_str(sizes) << " is not expandable to "
-                                                                   << shape_str(g));
-  if (std::equal(g.begin(), g.end(), sizes.begin(), sizes.end())) return grad;
-  const std::size_t lead = g.size() - sizes.size();
-  DimVector dims;
-  for (std::size_t i = 0; i < lead; ++i) dims.push_back(static_cast<std::int64_t>(i));
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    KAEL_CHECK_VALUE(sizes[i] == g[lead + i] || sizes[i] == 1,
-                     "sum_to_size: size " << shape_str(sizes) << " is not expandable to " << shape_str(g));
-    if (sizes[i] == 1 && g[lead + i] != 1) dims.push_back(static_cast<std::int64_t>(lead + i));
-  }
-  Tensor r = grad;
-  if (!dims.empty()) r = kael::sum(grad, IntArrayRef(dims), /*keepdim=*/true);
-  return kael::reshape(r, sizes);
-}
+Tensor sum_to(const Tensor& grad, IntArrayRef sizes) { return kael::sum_to_size(grad, sizes); }
 
 Tensor sum_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim) {
   Tensor g = grad;
@@ -243,7 +228,7 @@ Tensor masked_select_backward(const Tensor& grad, const Tensor& self, const Tens
   const Tensor where = kael::reshape(kael::nonzero(kael::reshape(kael::expand(mask, shape), flat)), flat);
   const std::int64_t numel[] = {checked_numel("masked_select_backward", shape)};
   const Tensor placed = kael::index_add(kael::zeros(numel, grad.dtype(), grad.device()), 0, where, grad);
-  return sum_to_size(kael::reshape(placed, shape), self.sizes());
+  return kael::sum_to_size(kael::reshape(placed, shape), self.sizes());
 }
 
 Tensor prod_backward(const Tensor& grad, const Tensor& self, const Tensor& result, std::optional<std::int64_t> dim,

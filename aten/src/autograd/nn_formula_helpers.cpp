@@ -8,6 +8,7 @@
 #include "kael/autograd/autograd.h"
 #include "kael/autograd/formula_helpers.h"
 #include "kael/core/error.h"
+#include "kael/ops/sum_to_size.h"
 #include "kael/native/nn_backward.h"
 #include "kael/ops/_gelu_grad.h"
 #include "kael/ops/_gelu_tanh_grad.h"
@@ -144,7 +145,7 @@ Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArr
   if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype())
     return kael::reshape(native::layer_norm_backward_weight_cpu(grad, self, numel_of(normalized_shape), eps),
                          normalized_shape);
-  return sum_to_size(kael::mul(grad, kael::standardize(self, normalized_shape, eps)), normalized_shape);
+  return kael::sum_to_size(kael::mul(grad, kael::standardize(self, normalized_shape, eps)), normalized_shape);
 }
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
@@ -166,7 +167,7 @@ Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self) {
 }
 
 Tensor layer_norm_backward_bias(const Tensor& grad, IntArrayRef normalized_shape) {
-  return sum_to_size(grad, normalized_shape);
+  return kael::sum_to_size(grad, normalized_shape);
 }
 
 // ---- batch norm
@@ -249,7 +250,7 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
       const std::array<Tensor, 4> full = native::sdpa_backward_cpu(grad, query, key, value, attn_mask, is_causal, scale,
                                                                    dropout_p, seed, offset, wanted[3]);
       for (int i = 0; i < 4; ++i)
-        if (wanted[i]) memo.grads[i] = as_dtype(sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
+        if (wanted[i]) memo.grads[i] = as_dtype(kael::sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
       memo.grad = grad;
       memo.query = query;
       memo.key = key;
@@ -288,14 +289,14 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
                     : std::nullopt;
   if (which == 2) {
     const Tensor weights = keep ? kael::mul(attn, *keep) : attn;
-    return sum_to_size(kael::matmul(kael::transpose(weights, -2, -1), grad), value.sizes());
+    return kael::sum_to_size(kael::matmul(kael::transpose(weights, -2, -1), grad), value.sizes());
   }
   Tensor dattn = kael::matmul(grad, kael::transpose(value, -2, -1));
   if (keep) dattn = kael::mul(dattn, *keep);
   const Tensor ds = softmax_backward(dattn, attn, -1, query.dtype());
-  if (which == 3) return as_dtype(sum_to_size(ds, attn_mask->sizes()), attn_mask->dtype());
-  if (which == 0) return sum_to_size(kael::mul(kael::matmul(ds, key), Scalar(s)), query.sizes());
-  return sum_to_size(kael::mul(kael::matmul(kael::transpose(ds, -2, -1), query), Scalar(s)), key.sizes());
+  if (which == 3) return as_dtype(kael::sum_to_size(ds, attn_mask->sizes()), attn_mask->dtype());
+  if (which == 0) return kael::sum_to_size(kael::mul(kael::matmul(ds, key), Scalar(s)), query.sizes());
+  return kael::sum_to_size(kael::mul(kael::matmul(kael::transpose(ds, -2, -1), query), Scalar(s)), key.sizes());
 }
 
 }  // namespace kael::autograd::detail

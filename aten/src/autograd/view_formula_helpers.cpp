@@ -6,6 +6,7 @@
 #include "kael/autograd/formula_helpers.h"
 #include "kael/autograd/slice_grad_target.h"
 #include "kael/core/error.h"
+#include "kael/ops/sum_to_size.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
 #include "kael/ops/copy_.h"
@@ -126,7 +127,7 @@ Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const 
   }
   if (which == 0) {
     const Tensor r = kael::matmul(g, kael::transpose(o, -2, -1));
-    return kael::reshape(sum_to_size(r, s.sizes()), self.sizes());
+    return kael::reshape(kael::sum_to_size(r, s.sizes()), self.sizes());
   }
   // A column-major 2-d other (a transposed weight, as an LM head's x @ wte^T): its gradient is
   // computed as (g^T s)^T, so that it has other's layout and flows back to the weight it views
@@ -135,7 +136,7 @@ Tensor matmul_backward(int which, const Tensor& grad, const Tensor& self, const 
       o.sizes()[1] > 1)
     return kael::reshape(kael::transpose(kael::matmul(kael::transpose(g, 0, 1), s), 0, 1), other.sizes());
   const Tensor r = kael::matmul(kael::transpose(s, -2, -1), g);
-  return kael::reshape(sum_to_size(r, o.sizes()), other.sizes());
+  return kael::reshape(kael::sum_to_size(r, o.sizes()), other.sizes());
 }
 
 }  // namespace kael::autograd::detail

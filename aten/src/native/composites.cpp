@@ -1,6 +1,8 @@
 // Small composite ops: written in terms of registered ops, so autograd, a Python key and every
 // device see those.
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <cstdlib>
 #include <vector>
 #include <tuple>
@@ -349,6 +351,33 @@ Tensor logcumsumexp(const Tensor& self, std::int64_t dim) {
     x = kael::cat(TensorList(pieces), d);
   }
   return x;
+}
+
+// self summed over the dims that broadcasting `size` to self's shape expanded (PyTorch's
+// Tensor.sum_to_size): the leading dims, and each dim where size has 1 and self does not; self
+// itself when nothing is summed. Autograd's formulas undo broadcasting with it.
+Tensor sum_to_size(const Tensor& self, IntArrayRef size) {
+  const IntArrayRef have = self.sizes();
+  const auto braces = [](IntArrayRef s) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < s.size(); ++i) text += (i ? ", " : "") + std::to_string(s[i]);
+    return text + "}";
+  };
+  const bool fits = have.size() >= size.size() && [&] {
+    const std::size_t lead = have.size() - size.size();
+    for (std::size_t i = 0; i < size.size(); ++i)
+      if (size[i] != 1 && size[i] != have[lead + i]) return false;
+    return true;
+  }();
+  KAEL_CHECK(fits, "sum_to_size: size " << braces(size) << " is not expandable to size " << braces(have) << ".");
+  if (std::equal(have.begin(), have.end(), size.begin(), size.end())) return self;
+  const std::size_t lead = have.size() - size.size();
+  DimVector dims;
+  for (std::size_t i = 0; i < lead; ++i) dims.push_back(static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < size.size(); ++i)
+    if (size[i] == 1 && have[lead + i] != 1) dims.push_back(static_cast<std::int64_t>(lead + i));
+  const Tensor summed = dims.empty() ? self : kael::sum(self, IntArrayRef(dims), /*keepdim=*/true);
+  return lead ? kael::reshape(summed, size) : summed;
 }
 
 }  // namespace kael::native

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kael/autograd/autograd.h"
 #include "kael/core/error.h"
@@ -26,6 +27,7 @@
 #include "kael/ops/logical_or.h"
 #include "kael/ops/mul.h"
 #include "kael/ops/ne.h"
+#include "kael/ops/nonzero_numpy.h"
 #include "kael/ops/sub.h"
 #include "kael/ops/clone.h"
 #include "kael/ops/copy_.h"
@@ -293,6 +295,9 @@ std::vector<Tensor> broadcast_tensors(TensorList tensors) {
 }
 
 // ---------------------------------------------------------------- isclose
+
+// where(condition) alone: nonzero(condition, as_tuple=True), as PyTorch's overload.
+std::vector<Tensor> where_condition(const Tensor& condition) { return kael::nonzero_numpy(condition); }
 
 // PyTorch's steps, op for op, so that every intermediate is rounded as there (a float16
 // tolerance is computed in float16).

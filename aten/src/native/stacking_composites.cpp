@@ -1,7 +1,11 @@
-// Stacking, cross products and the Vandermonde matrix written in terms of registered ops, so
-// autograd, a Python key and every device see those; checks and messages are PyTorch's.
+// Stacking, atleast_1d/2d/3d, meshgrid, cartesian_prod, block_diag, cross products and the
+// Vandermonde matrix written in terms of registered ops, so autograd, a Python key and every
+// device see those; checks and messages are PyTorch's.
+#include <algorithm>
 #include <atomic>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kael/core/error.h"
@@ -9,10 +13,12 @@
 #include "kael/native/declarations.h"
 #include "kael/ops/broadcast_tensors.h"
 #include "kael/ops/cat.h"
+#include "kael/ops/copy_.h"
 #include "kael/ops/cumprod.h"
 #include "kael/ops/expand.h"
 #include "kael/ops/flip.h"
 #include "kael/ops/mul.h"
+#include "kael/ops/narrow.h"
 #include "kael/ops/ones.h"
 #include "kael/ops/reshape.h"
 #include "kael/ops/select.h"
@@ -20,6 +26,8 @@
 #include "kael/ops/sub.h"
 #include "kael/ops/to.h"
 #include "kael/ops/unsqueeze.h"
+#include "kael/ops/view.h"
+#include "kael/ops/zeros.h"
 
 namespace kael::native {
 
@@ -135,6 +143,111 @@ Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t
                           kael::sub(kael::mul(at(a, 2), at(b, 0)), kael::mul(at(a, 0), at(b, 2))),
                           kael::sub(kael::mul(at(a, 0), at(b, 1)), kael::mul(at(a, 1), at(b, 0)))};
   return kael::stack(TensorList(parts), d);
+}
+
+// ---------------------------------------------------------------- atleast_1d/2d/3d
+
+Tensor atleast_1d(const Tensor& self) { return at_least(self, 1); }
+Tensor atleast_2d(const Tensor& self) { return at_least(self, 2); }
+Tensor atleast_3d(const Tensor& self) { return at_least(self, 3); }
+
+namespace {
+std::vector<Tensor> each_at_least(TensorList tensors, std::int64_t rank) {
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(at_least(t, rank));
+  return out;
+}
+}  // namespace
+
+std::vector<Tensor> atleast_1d_sequence(TensorList tensors) { return each_at_least(tensors, 1); }
+std::vector<Tensor> atleast_2d_sequence(TensorList tensors) { return each_at_least(tensors, 2); }
+std::vector<Tensor> atleast_3d_sequence(TensorList tensors) { return each_at_least(tensors, 3); }
+
+// ---------------------------------------------------------------- meshgrid, cartesian_prod, block_diag
+
+// Coordinate grids of 0-d or 1-d tensors, each an expanded view of its tensor: 'ij' indexing
+// (the default, with PyTorch's warning, once per process, when it is not given) gives grid i the shape of every
+// numel in order; 'xy' swaps the first two dims of every grid.
+std::vector<Tensor> meshgrid(TensorList tensors, std::optional<std::string_view> indexing) {
+  if (!indexing) {
+    // once per process, as PyTorch's TORCH_WARN_ONCE
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      warn(WarningKind::User,
+           "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.");
+  }
+  const std::string_view mode = indexing.value_or("ij");
+  KAEL_CHECK(mode == "ij" || mode == "xy", "meshgrid: torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                                           "received: " << mode);
+  KAEL_CHECK(!tensors.empty(), "meshgrid: meshgrid expects a non-empty TensorList");
+  for (const Tensor& t : tensors) {
+    KAEL_CHECK(t.dim() <= 1, "meshgrid: torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: "
+                                 << t.dim() << "D");
+    KAEL_CHECK(t.dtype() == tensors[0].dtype(), "meshgrid: meshgrid expects all tensors to have the same dtype");
+    KAEL_CHECK(t.device() == tensors[0].device(), "meshgrid: meshgrid expects all tensors to have the same device");
+  }
+  const std::size_t n = tensors.size();
+  const bool swap = mode == "xy" && n >= 2;
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  if (swap) std::swap(order[0], order[1]);
+  DimVector shape(n);
+  for (std::size_t i = 0; i < n; ++i) shape[i] = tensors[order[i]].numel();
+  std::vector<Tensor> grids(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    DimVector view(n, 1);
+    view[i] = -1;
+    const std::int64_t flat[] = {-1};
+    grids[order[i]] = kael::expand(kael::view(kael::reshape(tensors[order[i]], IntArrayRef(flat)), IntArrayRef(view)),
+                                   IntArrayRef(shape));
+  }
+  return grids;
+}
+
+// The rows of the cartesian product of 1-d tensors (the tensor itself for one).
+Tensor cartesian_prod(TensorList tensors) {
+  for (const Tensor& t : tensors)
+    KAEL_CHECK(t.dim() == 1, "cartesian_prod: Expect a 1D vector, but got shape " << shape_str(t.sizes()));
+  if (tensors.size() == 1) return tensors[0];
+  const std::vector<Tensor> grids = meshgrid(tensors, std::string_view("ij"));
+  std::vector<Tensor> columns;
+  columns.reserve(grids.size());
+  const std::int64_t flat[] = {-1};
+  for (const Tensor& g : grids) columns.push_back(kael::reshape(g, IntArrayRef(flat)));
+  return kael::stack(TensorList(columns), 1);
+}
+
+// The tensors (0-d as 1x1, 1-d as a row, 2-d) on the diagonal of a zero matrix of their promoted
+// dtype; (1, 0) for none.
+Tensor block_diag(TensorList tensors) {
+  std::vector<Tensor> blocks;
+  blocks.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    KAEL_CHECK(t.dim() <= 2, "block_diag: torch.block_diag: Input tensors must have 2 or fewer dimensions. Input "
+                                 << i << " has " << t.dim() << " dimensions");
+    const std::int64_t row[] = {1, -1};
+    blocks.push_back(t.dim() == 2 ? t : kael::reshape(t, IntArrayRef(row)));
+  }
+  ScalarType dtype = blocks.empty() ? default_dtype() : blocks[0].dtype();
+  std::int64_t rows = 0, cols = 0;
+  for (const Tensor& b : blocks) {
+    dtype = promote_types(dtype, b.dtype());
+    rows += b.sizes()[0];
+    cols += b.sizes()[1];
+  }
+  const std::int64_t shape[] = {blocks.empty() ? 1 : rows, cols};
+  const Tensor out = kael::zeros(IntArrayRef(shape), dtype,
+                                 blocks.empty() ? std::nullopt : std::optional<Device>(blocks[0].device()));
+  std::int64_t r = 0, c = 0;
+  for (const Tensor& b : blocks) {
+    const std::int64_t h = b.sizes()[0], w = b.sizes()[1];
+    kael::copy_(kael::narrow(kael::narrow(out, 0, r, h), 1, c, w), b);
+    r += h;
+    c += w;
+  }
+  return out;
 }
 
 }  // namespace kael::native

@@ -28,6 +28,11 @@ bool is_conj(const Tensor&) { return false; }
 
 bool is_neg(const Tensor&) { return false; }
 
+// self itself: kael has no lazily conjugated or negated views to materialise (PyTorch returns
+// its input too for those that are not).
+Tensor resolve_conj(const Tensor& self) { return self; }
+Tensor resolve_neg(const Tensor& self) { return self; }
+
 std::int64_t numel(const Tensor& self) { return self.numel(); }
 
 std::int64_t get_device(const Tensor& self) { return self.device().is_cpu() ? -1 : self.device().index; }

@@ -389,7 +389,16 @@ def test_pointwise_cannot_have_overloads():
 def test_pointwise_and_hand_written_op_cannot_share_a_name():
     text = pointwise("f(Tensor self) -> Tensor") + \
         "- func: f.k(Tensor self, int n) -> Tensor\n  variants: [function, method]\n  dispatch: {CPU: k}\n  doc: D.\n"
-    assert error(text) == "t.yaml:7: f.k: an overload of pointwise op 'f' needs a keyword-only parameter of its own"
+    assert error(text) == ("t.yaml:7: f.k: an overload of pointwise op 'f' needs a keyword-only parameter of its own, "
+                           "or fewer positional arguments")
+
+
+def test_pointwise_overload_with_fewer_positional_arguments():
+    # where(condition) beside where(condition, self, other): no call of one can be a call of the other
+    text = pointwise("f(Tensor self, Tensor other) -> Tensor", "a + b") + \
+        "- func: f.one(Tensor self) -> Tensor[]\n  variants: [function, method]\n  dispatch: {CompositeImplicit: k}\n" \
+        "  doc: D.\n"
+    assert [f.schema.full_name for f in parse_registry(HEADER + text, "t.yaml")] == ["f", "f.one"]
 
 
 def test_a_pointwise_op_takes_hand_written_overloads_with_a_keyword_of_their_own():
@@ -1052,8 +1061,12 @@ def test_cli_fails_on_invalid_yaml(tmp_path):
     (hand_written("f(Tensor self) -> Tensor", "  reads_values: 'no'\n"), "'reads_values' must be true or false"),
     (pointwise("f(Tensor self) -> Tensor", extra="  reads_values: false\n"),
      "'reads_values' applies to hand-written ops only"),
+    (hand_written("f(Tensor[] tensors) -> Tensor", "  varargs: 1\n"), "'varargs' must be true or false"),
+    (hand_written("f(Tensor[] tensors, int dim) -> Tensor", "  varargs: true\n"),
+     "'varargs' needs a Tensor[] as the last positional argument"),
 ], ids=["trailing-star", "input-name", "dtypes-on-dispatch", "empty-dtypes", "repeated-dtype", "inplace-not-bool",
-        "pointwise-first-not-self", "reads-values-not-bool", "reads-values-on-pointwise"])
+        "pointwise-first-not-self", "reads-values-not-bool", "reads-values-on-pointwise", "varargs-not-bool",
+        "varargs-not-last"])
 def test_stricter_validation(entry, message):
     assert error(VIEW + entry).startswith("t.yaml:7: f: " + message)
 
@@ -1089,6 +1102,24 @@ def test_bool_inputs_of_hand_written_cpu_kernels(tmp_path):
     assert "  const native::BoolInput other_read(other);\n  return native::w_cpu(self, other_read.get());\n" in src
     assert src.count("_read(") == 4
     assert "return native::g_any(self);" in src and "return native::h_cpu(self);" in src
+
+
+def test_varargs_index_in_the_parsers(tmp_path):
+    # `varargs: true`: the parser may spread the last positional Tensor[] (index 1 here, after the
+    # equation); other entries have -1
+    (tmp_path / "reg.yaml").write_text(HEADER + """\
+- func: f(str equation, Tensor[] tensors, *, int n=0) -> Tensor
+  dispatch: {CompositeImplicit: f_any}
+  varargs: true
+  doc: Does it.
+- func: g(Tensor[] tensors) -> Tensor
+  dispatch: {CompositeImplicit: g_any}
+  doc: Does it.
+""")
+    gen.generate(tmp_path / "reg.yaml", tmp_path / "out")
+    src = "".join(p.read_text() for p in (tmp_path / "out" / "python").glob("*.cpp"))
+    assert "kParams_f_f_0, 3, false, false,\n    1, kInterned_f_f_0};" in src
+    assert "kParams_f_g_0, 1, false, false,\n    -1, kInterned_f_g_0};" in src
 
 
 def test_cuda_kernels_are_referenced_only_in_cuda_builds(tmp_path):

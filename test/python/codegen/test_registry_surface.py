@@ -15,24 +15,12 @@ ALLOWED = {
 # Still written in Python, one group per section of kael/_composites.py (then kael/functional.py).
 REMAINING = {
     "kael": {
-        # stacking
-        "atleast_1d", "atleast_2d", "meshgrid",
-        # pointwise
-        "float_power",
-        # indexing and shapes, and the sections after it
+        # kael/_composites.py: dims an int or a pair of lists
         "tensordot",
-        "block_diag", "cartesian_prod", "isin", "atleast_3d",
-        "resolve_conj", "resolve_neg",
-        # kael/functional.py
-        "allclose", "broadcast_tensors", "einsum", "equal", "nonzero", "unique", "unique_consecutive", "where",
+        # kael/functional.py: a tensor or a tuple, as a flag says
+        "nonzero", "unique", "unique_consecutive",
     },
-    "Tensor": {
-        # pointwise
-        "float_power",
-        # indexing and shapes, and the sections after it
-        "sum_to_size",
-        "resolve_conj", "resolve_neg",
-    },
+    "Tensor": set(),
 }
 
 

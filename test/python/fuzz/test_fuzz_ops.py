@@ -474,6 +474,9 @@ def make_call(f, variant, positional, keywords, splat):
                 cov_on_a_copy(pos, kw)
             if f.name in HALF_IN_FLOAT32:
                 pos, kw = half_in_float32(pos, kw, state)
+        if (lib is torch and f.varargs and len(pos) == len(positional) and pos and type(pos[-1]) in (list, tuple)
+                and by_name[positional[-1]].type.is_tensor_list()):
+            pos = pos[:-1] + list(pos[-1])  # torch's Python meshgrid(*tensors): kael takes the list too
         if (splat and f.name in VARARGS and pos and type(pos[-1]) in (list, tuple) and pos[-1]
                 and len(positional) == (2 if variant != "function" else 1)):
             pos = pos[:-1] + list(pos[-1])  # kael.zeros(2, 3), x.view(2, 3)

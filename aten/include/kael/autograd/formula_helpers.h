@@ -15,7 +15,7 @@ namespace kael::autograd {
 
 namespace detail {
 Tensor maybe_multiply(const Tensor& grad, const Scalar& alpha);
-Tensor sum_to_size(const Tensor& grad, IntArrayRef sizes);
+Tensor sum_to(const Tensor& grad, IntArrayRef sizes);  // kael::sum_to_size (a registry op)
 Tensor sum_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim);
 Tensor mean_backward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dim, bool keepdim);
 // neural-network ops (nn_formula_helpers.cpp)
@@ -101,7 +101,7 @@ inline Var maybe_multiply(const Var& grad, const Scalar& alpha) { return detail:
 
 // Sums grad down to `sizes`, undoing broadcasting: leading dims are summed away, and dims where
 // `sizes` has 1 and grad does not are summed with keepdim.
-inline Var sum_to_size(const Var& grad, IntArrayRef sizes) { return detail::sum_to_size(grad, sizes); }
+inline Var sum_to_size(const Var& grad, IntArrayRef sizes) { return detail::sum_to(grad, sizes); }
 // mat1^T @ grad, the gradient of mat1 @ mat2 for mat2; computed as (grad^T @ mat1)^T when mat2 is
 // a transposed contiguous matrix (Linear's weight.t()), so that its gradient, transposed back,
 // is contiguous.
