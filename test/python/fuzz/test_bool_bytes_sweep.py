@@ -22,8 +22,7 @@ import torch
 
 import kael
 from test_fuzz import run_both
-from test_fuzz_ops import ALLOWED, RANDOM, UNINITIALISED, make_call
-from test_zero_size_sweep import OPS, _arguments, _n_tensors, _variants
+from test_zero_size_sweep import OPS, _arguments, _n_tensors, _variants, sweep
 
 BYTES = (2, 0, 255, 1, 128, 3, 64)
 SHAPES = [(37,), (3, 5)]
@@ -69,28 +68,9 @@ SWEPT = [f for f in OPS if _cases(f)]
 OUTCOMES = {"computed": 0, "both raised": 0}
 
 
-def _run(f, variant, names, recipe):
-    params = {p.name: p for p in f.schema.params}
-    positional = [n for n in names if n not in ("out", "stable") and not params[n].kwonly]
-    if variant != "function":
-        positional = positional or names[:1]
-    keywords = [n for n in names if n not in positional]
-    call = make_call(f, variant, positional, keywords, False)
-    kres, tres = run_both(call, tuple(recipe), uninitialised=f.name in UNINITIALISED | RANDOM,
-                          compare_inputs=not (f.name in RANDOM and f.name.endswith("_")),
-                          allowed=ALLOWED(f, None, False))
-    OUTCOMES["both raised" if isinstance(tres, Exception) else "computed"] += 1
-
-
 @pytest.mark.parametrize("f", SWEPT, ids=[f.schema.full_name for f in SWEPT])
 def test_bool_bytes(f):
-    failures = []
-    for variant, names, recipe, what in _cases(f):
-        try:
-            _run(f, variant, names, recipe)
-        except AssertionError as e:
-            failures.append(f"{what}: {str(e).splitlines()[0][:300]}")
-    assert not failures, f"{len(failures)} cases differ from torch:\n" + "\n".join(failures[:12])
+    sweep(f, _cases(f), OUTCOMES, keyword_only=("out", "stable"))
 
 
 def _mask(layout="contig", shape=(37,)):

@@ -194,8 +194,11 @@ def _cases(f):
 OUTCOMES = {"computed": 0, "both raised": 0}
 
 
-def _run(f, variant, names, recipe):
-    positional = [n for n in names if n != "out" and not next(p for p in f.schema.params if p.name == n).kwonly]
+def run_case(f, variant, names, recipe, outcomes, keyword_only=("out",)):
+    """One call of f against torch (test_fuzz.run_both); the names in keyword_only are given by
+    keyword. Counts the outcome in `outcomes`."""
+    params = {p.name: p for p in f.schema.params}
+    positional = [n for n in names if n not in keyword_only and not params[n].kwonly]
     if variant != "function":
         positional = positional or names[:1]
     keywords = [n for n in names if n not in positional]
@@ -203,18 +206,24 @@ def _run(f, variant, names, recipe):
     kres, tres = run_both(call, tuple(recipe), uninitialised=f.name in UNINITIALISED | RANDOM,
                           compare_inputs=not (f.name in RANDOM and f.name.endswith("_")),
                           allowed=ALLOWED(f, None, False))
-    OUTCOMES["both raised" if isinstance(tres, Exception) else "computed"] += 1
+    outcomes["both raised" if isinstance(tres, Exception) else "computed"] += 1
+
+
+def sweep(f, cases, outcomes, keyword_only=("out",)):
+    """Every (variant, names, recipe, id) of `cases` through run_case; fails listing the cases
+    that differ from torch."""
+    failures = []
+    for variant, names, recipe, what in cases:
+        try:
+            run_case(f, variant, names, recipe, outcomes, keyword_only)
+        except AssertionError as e:
+            failures.append(f"{what}: {str(e).splitlines()[0][:300]}")
+    assert not failures, f"{len(failures)} cases differ from torch:\n" + "\n".join(failures[:12])
 
 
 @pytest.mark.parametrize("f", OPS, ids=[f.schema.full_name for f in OPS])
 def test_zero_size(f):
-    failures = []
-    for variant, names, recipe, what in _cases(f):
-        try:
-            _run(f, variant, names, recipe)
-        except AssertionError as e:
-            failures.append(f"{what}: {str(e).splitlines()[0][:300]}")
-    assert not failures, f"{len(failures)} cases differ from torch:\n" + "\n".join(failures[:12])
+    sweep(f, _cases(f), OUTCOMES)
 
 
 # ops torch keeps in torch.nn.functional, by hand
