@@ -322,7 +322,23 @@ def _either(kind_a, kind_b):
     return {key for key, k in kinds.items() if len(k) == 2}
 
 
-OVERLOADED = _either("Tensor", "Scalar")  # (op, parameter) pairs that are a Tensor in one overload, a Scalar in another
+def _either_by_position(kind_a, kind_b):
+    """The same by position, whatever the names (isin(elements, test_elements) beside
+    isin(elements, test_element) and isin(element, test_elements))."""
+    by_name = {}
+    for g in REGISTRY:
+        by_name.setdefault(g.name, []).append(g)
+    pairs = set()
+    for name, group in by_name.items():
+        for i in range(max(len(g.schema.params) for g in group)):
+            at = [g.schema.params[i] for g in group if i < len(g.schema.params)]
+            if {kind_a, kind_b} <= {p.type.base for p in at}:
+                pairs |= {(name, p.name) for p in at}
+    return pairs
+
+
+# (op, parameter) pairs that are a Tensor in one overload, a Scalar in another
+OVERLOADED = _either("Tensor", "Scalar") | _either_by_position("Tensor", "Scalar")
 
 
 def _tensor_or_int():
@@ -756,6 +772,11 @@ def exact_arange_oracle(call, names):
     return oracle
 
 
+# ops torch writes in Python as f(*tensors) (torch/functional.py): no keyword for the tensors
+TORCH_PYTHON_VARARGS = {"atleast_1d", "atleast_2d", "atleast_3d", "meshgrid", "cartesian_prod", "block_diag",
+                        "broadcast_tensors", "einsum"}
+
+
 def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
     """The deliberate differences from torch an op's outcome may show (known_difference), and
     one torch quirk: torch's sub negates alpha before it checks alpha's range, so it rejects the
@@ -778,6 +799,11 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # as in every other op (docs/decisions/argument-parsing.md, Argument parsing). clamp's number bounds
             # and where's number are checked as in torch (test_number_writes.py).
             return "torch checks the number's range"
+        if (f.name in TORCH_PYTHON_VARARGS and kerr is None and isinstance(terr, TypeError)
+                and "unexpected keyword argument" in str(terr)):
+            # torch's Python atleast_1d(*tensors), meshgrid(*tensors)...: no keyword names the
+            # tensors there; kael's bindings take the schema's name too (codegen/README.md, varargs)
+            return "torch's Python function takes its tensors positionally"
         if (f.name.rstrip("_") == "lerp" and isinstance(kerr, TypeError) and terr is None
                 and "input and end must be tensors" in str(kerr)):
             # torch.lerp takes a number only as weight (TypeError for a number input or end, as
@@ -789,7 +815,12 @@ def ALLOWED(f, alpha, numbers_only, expanded_out=False, base=None):
             # torch.heaviside takes tensors only (TypeError for a number, as kael's heaviside_check);
             # the oracle computed with the number wrapped, as for lerp
             return "heaviside takes tensors only, as torch's"
-        if (f.name in ("bucketize", "searchsorted") and kerr is None and isinstance(terr, TypeError)
+        if (f.name == "isin" and kerr is None and isinstance(terr, RuntimeError)
+                and "view size is not compatible" in str(terr)):
+            # torch's isin(number, tensor) views test_elements as 1-d, which a non-contiguous
+            # tensor refuses (a torch bug); kael reshapes
+            return "torch's isin views a non-contiguous tensor"
+        if (f.name in ("bucketize", "searchsorted", "float_power") and kerr is None and isinstance(terr, TypeError)
                 and "invalid combination of arguments" in str(terr) and "Number self" in str(terr)):
             # torch's binding names the number `self` in these overloads; kael's schema spells
             # every `self` `input` in Python, as torch does for the tensor overloads
