@@ -1,5 +1,6 @@
 // Argument checks of pointwise ops (the 'check:' key of native_functions.yaml): rules that
 // depend on the kinds of the operands rather than on the compute dtype alone.
+#include "kael/core/convert.h"
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/pointwise.h"
@@ -52,7 +53,13 @@ void divisor_check(const char* op, const Operand& self, const Operand& other) {
   visit_dtype(divisor.dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* p = divisor.data<S>();
-    for (std::int64_t i = 0, n = divisor.numel(); i < n && !zero; ++i) zero = p[i] == S(0);
+    for (std::int64_t i = 0, n = divisor.numel(); i < n && !zero; ++i) {
+      if constexpr (std::is_same_v<S, bool>) {
+        zero = !load_bool(p + i);  // a bool divisor's byte (Note [Bool bytes])
+      } else {
+        zero = p[i] == S(0);
+      }
+    }
   });
   KAEL_CHECK(!zero, op << ": ZeroDivisionError (integer division by zero)");
 }
