@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arg_parsing.h"
+#include "kael/core/convert.h"
 #include "guard.h"
 #include "kael_function.h"
 #include "pyobject.h"
@@ -256,7 +257,7 @@ PyObject* tolist_rec(const Tensor& t, std::int64_t dim, const char* p) {
     return visit_dtype(t.dtype(), [&](auto tag) -> PyObject* {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, bool>) {
-        return PyBool_FromLong(*reinterpret_cast<const unsigned char*>(p) != 0);  // Note [Bool bytes]
+        return PyBool_FromLong(load_bool(reinterpret_cast<const bool*>(p)));  // Note [Bool bytes]
       } else if constexpr (std::is_integral_v<T>) {
         return PyLong_FromLongLong(*reinterpret_cast<const T*>(p));
       } else {

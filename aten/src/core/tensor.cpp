@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kael/core/convert.h"
 #include "kael/core/error.h"
 
 namespace kael {
@@ -42,7 +43,7 @@ Scalar Tensor::item() const {
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
-      return Scalar(*static_cast<const unsigned char*>(data_ptr()) != 0);  // Note [Bool bytes]
+      return Scalar(load_bool(data<bool>()));  // Note [Bool bytes]
     } else if constexpr (std::is_integral_v<T>) {
       return Scalar(static_cast<std::int64_t>(*data<T>()));
     } else {
