@@ -2,7 +2,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
-
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -65,19 +65,43 @@ void install_warning_handler() { set_warning_handler(buffer_warning); }
 
 namespace {
 
+// Note [Error messages] (kael/core/error.h): str(e) is the message, which starts with the op
+// name; where the check is rides along as the exception's note (PEP 678), shown in tracebacks.
+PyObject* decode(const std::string& text) {
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+}
+
+void set_kael_error(PyObject* type, const kael::Error& e) {
+  PyObject* message = decode(e.message());
+  if (message == nullptr) return;
+  PyObject* exc = PyObject_CallOneArg(type, message);
+  Py_DECREF(message);
+  if (exc == nullptr) return;
+  if (!e.location().empty()) {
+    PyObject* note = decode("kael " + e.location());
+    PyObject* added = note != nullptr ? PyObject_CallMethod(exc, "add_note", "O", note) : nullptr;
+    Py_XDECREF(note);
+    if (added == nullptr)
+      PyErr_Clear();  // the message is what matters; a note that cannot be added is left out
+    Py_XDECREF(added);
+  }
+  PyErr_SetObject(type, exc);
+  Py_DECREF(exc);
+}
+
 void translate_current_exception() {
   try {
     throw;
   } catch (const PythonError&) {
     // the Python exception is already set
   } catch (const kael::IndexError& e) {
-    PyErr_SetString(PyExc_IndexError, e.what());
+    set_kael_error(PyExc_IndexError, e);
   } catch (const kael::ValueError& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
+    set_kael_error(PyExc_ValueError, e);
   } catch (const kael::TypeError& e) {
-    PyErr_SetString(PyExc_TypeError, e.what());
+    set_kael_error(PyExc_TypeError, e);
   } catch (const kael::Error& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    set_kael_error(PyExc_RuntimeError, e);
   } catch (const std::bad_alloc& e) {
     // kael's allocator says what it was asked (aten/src/core/allocator.cpp); a bare
     // std::bad_alloc from elsewhere is Python's own MemoryError()

@@ -650,7 +650,7 @@ TEST(Device, ParseAndPrint) {
     } catch (const kael::ValueError&) {
       ADD_FAILURE() << "ValueError for " << bad;
     } catch (const kael::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("failed: device: "), std::string::npos) << e.what();
+      EXPECT_EQ(e.message().rfind("device: ", 0), 0u) << e.what();
     }
   }
 }

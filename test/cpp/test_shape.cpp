@@ -676,7 +676,7 @@ TEST(WrapDim, ZeroDimTensorHasNoSize) {
 
 // ---------------------------------------------------------------- error messages
 
-// The parts of "kael error at <file>:<line>: check '<cond>' failed: <why>".
+// The parts of "<why> [kael check '<cond>' failed at <file>:<line>]" (Note [Error messages]).
 struct ErrorParts {
   bool ok = false;
   std::string file, line, cond, why;
@@ -684,30 +684,36 @@ struct ErrorParts {
 
 ErrorParts parse_error(const std::string& msg) {
   ErrorParts e;
-  const std::string prefix = "kael error at ", check = ": check '", failed = "' failed: ";
-  if (msg.rfind(prefix, 0) != 0) return e;
-  const std::size_t c = msg.find(check, prefix.size());
-  if (c == std::string::npos) return e;
-  const std::string where = msg.substr(prefix.size(), c - prefix.size());
+  const std::string check = " [kael check '", failed = "' failed at ";
+  const std::size_t c = msg.rfind(check);
+  if (c == std::string::npos || c == 0 || msg.back() != ']') return e;
+  const std::size_t f = msg.rfind(failed);
+  if (f == std::string::npos || f <= c + check.size()) return e;
+  const std::string where = msg.substr(f + failed.size(), msg.size() - 1 - f - failed.size());
   const std::size_t colon = where.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == where.size()) return e;
   e.file = where.substr(0, colon);
   e.line = where.substr(colon + 1);
   for (char ch : e.line)
     if (ch < '0' || ch > '9') return e;
-  const std::size_t f = msg.find(failed, c + check.size());
-  if (f == std::string::npos || f == c + check.size()) return e;
   e.cond = msg.substr(c + check.size(), f - c - check.size());
-  e.why = msg.substr(f + failed.size());
+  e.why = msg.substr(0, c);
   e.ok = true;
   return e;
 }
 
 TEST(ErrorFormat, ParserSelfCheck) {
-  EXPECT_TRUE(parse_error("kael error at a/b.cpp:12: check 'x' failed: y").ok);
-  EXPECT_FALSE(parse_error("kael error at a/b.cpp: check 'x' failed: y").ok);
-  EXPECT_FALSE(parse_error("error at a/b.cpp:12: check 'x' failed: y").ok);
-  EXPECT_FALSE(parse_error("kael error at a/b.cpp:1x: check 'x' failed: y").ok);
+  const ErrorParts e = parse_error("op: y [kael check 'x' failed at a/b.cpp:12]");
+  EXPECT_TRUE(e.ok);
+  EXPECT_EQ(e.why, "op: y");
+  EXPECT_EQ(e.cond, "x");
+  EXPECT_EQ(e.file, "a/b.cpp");
+  EXPECT_EQ(e.line, "12");
+  EXPECT_FALSE(parse_error("op: y [kael check 'x' failed at a/b.cpp]").ok);
+  EXPECT_FALSE(parse_error("op: y [check 'x' failed at a/b.cpp:12]").ok);
+  EXPECT_FALSE(parse_error("op: y [kael check 'x' failed at a/b.cpp:1x]").ok);
+  EXPECT_FALSE(parse_error(" [kael check 'x' failed at a/b.cpp:12]").ok);
+  EXPECT_FALSE(parse_error("op: y [kael check 'x' failed at a/b.cpp:12").ok);
 }
 
 TEST(ErrorFormat, CoreErrorsHaveRelativePaths) {
@@ -747,9 +753,10 @@ TEST(ErrorFormat, CheckMacroFormatsAndThrowsTheRightClass) {
     KAEL_CHECK_VALUE(1 + 1 == 3, "op: " << 42 << " is not " << 2.5);
     FAIL() << "KAEL_CHECK_VALUE did not throw";
   } catch (const kael::ValueError& e) {
-    const std::string expected = "kael error at test/cpp/test_shape.cpp:" + std::to_string(line) +
-                                 ": check '1 + 1 == 3' failed: op: 42 is not 2.5";
-    EXPECT_EQ(e.what(), expected);
+    const std::string where = "check '1 + 1 == 3' failed at test/cpp/test_shape.cpp:" + std::to_string(line);
+    EXPECT_EQ(e.message(), "op: 42 is not 2.5");
+    EXPECT_EQ(e.location(), where);
+    EXPECT_EQ(std::string(e.what()), "op: 42 is not 2.5 [kael " + where + "]");
   }
   EXPECT_THROW(KAEL_CHECK_INDEX(false, "x"), kael::IndexError);
   EXPECT_THROW(KAEL_CHECK_TYPE(false, "x"), kael::TypeError);
@@ -774,6 +781,11 @@ TEST(ErrorFormat, ErrorHierarchy) {
   EXPECT_THROW(throw kael::ValueError("x"), kael::Error);
   EXPECT_THROW(throw kael::TypeError("x"), kael::Error);
   EXPECT_THROW(throw kael::Error("x"), std::runtime_error);
+  // thrown without a check: no location, and what() is the message
+  const kael::ValueError plain("op: plain");
+  EXPECT_EQ(std::string(plain.what()), "op: plain");
+  EXPECT_EQ(plain.message(), "op: plain");
+  EXPECT_TRUE(plain.location().empty());
   EXPECT_EQ(kael::shape_str(I64{2, 3}), "[2, 3]");
   EXPECT_EQ(kael::shape_str(I64{}), "[]");
 }

@@ -2,16 +2,14 @@
 
 namespace kael::detail {
 
-std::string format_check(const char* file, int line, const char* cond, const std::string& why) {
-  std::string msg = "kael error at ";
-  msg += file;
-  msg += ':';
-  msg += std::to_string(line);
-  msg += ": check '";
-  msg += cond;
-  msg += "' failed: ";
-  msg += why;
-  return msg;
+std::string check_location(const char* file, int line, const char* cond) {
+  std::string where = "check '";
+  where += cond;
+  where += "' failed at ";
+  where += file;
+  where += ':';
+  where += std::to_string(line);
+  return where;
 }
 
 }  // namespace kael::detail

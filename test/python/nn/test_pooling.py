@@ -76,8 +76,6 @@ def raises_like(tfn, kfn, prefix=None):
     assert type(ke.value).__name__ == type(te.value).__name__, (ke.value, te.value)
     if prefix:
         msg = str(ke.value)
-        if msg.startswith("kael error at "):  # kael's "kael error at <file:line>: check '...' failed: " prefix
-            msg = msg.split(" failed: ", 1)[1]
         assert msg.startswith(prefix), msg
 
 

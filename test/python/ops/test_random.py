@@ -592,7 +592,7 @@ def test_multinomial_errors(weights, n, replacement, kind, fragment):
     assert fragment in str(te.value)
     with pytest.raises(kind) as ke:
         kael.multinomial(kael.tensor(weights), n, replacement)
-    assert str(ke.value).split("failed: ")[-1].startswith("multinomial") and fragment in str(ke.value)
+    assert str(ke.value).startswith("multinomial") and fragment in str(ke.value)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_NAMES)

@@ -42,8 +42,8 @@ def run_isolated(code, expect_exception=None, expect_output=None):
 
 
 def why(e):
-    """The explanation of a kael error, after its "kael error at <file>: check '...' failed: " prefix."""
-    return str(e).split(" failed: ", 1)[-1]
+    """The message of a kael error: what the user reads, which starts with the op name."""
+    return str(e)
 
 
 def exception_of(fn):
@@ -97,7 +97,7 @@ def test_float_that_extends_a_walked_list_raises_what_torch_raises():
     with pytest.raises(ValueError, match=r"expected sequence of length 2 at dim 1 \(got 100002\)"):
         torch.tensor(ns["data"], dtype=torch.float32)
     exec(EXTEND, ns)
-    with pytest.raises(ValueError, match=r" failed: tensor: .*expected sequence of length 2 at dim 1 \(got 100002\)"):
+    with pytest.raises(ValueError, match=r"^tensor: .*expected sequence of length 2 at dim 1 \(got 100002\)"):
         kael.tensor(ns["data"], dtype=kael.float32)
 
 
@@ -521,7 +521,7 @@ def test_buffers_with_more_than_64_dims_are_rejected():
 def test_uint64_values_that_int64_cannot_hold_raise():
     for arr in (np.array([2 ** 64 - 1], np.uint64), np.array([0, 2 ** 63], np.uint64),
                 np.array([[1, 2], [3, 2 ** 63 + 5]], np.uint64)[:, ::-1]):
-        with pytest.raises(ValueError, match=r": tensor: uint64 value \d+ at element \d+ does not fit in int64"):
+        with pytest.raises(ValueError, match=r"^tensor: uint64 value \d+ at element \d+ does not fit in int64"):
             kael.tensor(arr)
     run_isolated("kael.tensor(np.array([2 ** 64 - 1], np.uint64))", ValueError)
     with pytest.raises(ValueError, match="does not fit in int64"):
@@ -658,7 +658,7 @@ def test_malformed_device_strings_raise_like_torch(device):
 @pytest.mark.parametrize("fn", ["allocator_stats", "empty_cache"])
 def test_allocator_device_argument_is_parsed_strictly(fn):
     for device in ("cpu\x00junk", "cpu:01", "CPU"):
-        with pytest.raises(RuntimeError, match=" failed: device: "):
+        with pytest.raises(RuntimeError, match="^device: "):
             getattr(kael, fn)(device)
     getattr(kael, fn)("cpu:0")
 

@@ -1,9 +1,15 @@
 #pragma once
 // Errors thrown by the core. Python maps them by class (see csrc/errors.cpp):
 // IndexError -> IndexError, ValueError -> ValueError, TypeError -> TypeError,
-// Error -> RuntimeError. Messages read
-//   kael error at <file>:<line>: check '<cond>' failed: <why>
-// and <why> starts with the op name ("add: shapes [2] and [3] are not broadcastable").
+// Error -> RuntimeError.
+//
+// Note [Error messages]
+// A message starts with the op name and shows the offending values ("add: shapes [2] and [3]
+// are not broadcastable"): that is message(), and all a Python user reads as str(e). Where the
+// check is (file, line and condition) is location() ("check 'fits' failed at
+// aten/src/native/composites.cpp:372"), which Python attaches as a note of the exception (shown
+// under the message in a traceback). what() is both, for C++ callers:
+//   <message> [kael check '<cond>' failed at <file>:<line>]
 
 #include <sstream>
 #include <stdexcept>
@@ -13,7 +19,17 @@ namespace kael {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(message), message_(message) {}
+  Error(const std::string& message, const std::string& location)
+      : std::runtime_error(location.empty() ? message : message + " [kael " + location + "]"),
+        message_(message),
+        location_(location) {}
+  const std::string& message() const noexcept { return message_; }
+  const std::string& location() const noexcept { return location_; }
+
+ private:
+  std::string message_;
+  std::string location_;
 };
 class IndexError : public Error {
  public:
@@ -29,11 +45,12 @@ class TypeError : public Error {
 };
 
 namespace detail {
-std::string format_check(const char* file, int line, const char* cond, const std::string& why);
+// "check '<cond>' failed at <file>:<line>"
+std::string check_location(const char* file, int line, const char* cond);
 
 template <typename E>
 [[noreturn]] void throw_check(const char* file, int line, const char* cond, const std::string& why) {
-  throw E(format_check(file, line, cond, why));
+  throw E(why, check_location(file, line, cond));
 }
 
 // Builds the explanation from a stream expression; only runs on failure.
