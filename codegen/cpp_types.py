@@ -83,6 +83,8 @@ def cpp_return(f: NativeFunction) -> str:
     an op that writes its argument returns it by reference."""
     if f.schema.mutating:
         return "const Tensor&"
+    if f.schema.returns_nothing:
+        return "void"
     values = [r.type.arg_type.cpp_value for r in f.schema.returns]
     return values[0] if len(values) == 1 else "std::tuple<" + ", ".join(values) + ">"
 

@@ -151,12 +151,15 @@ def _parse_params(args: str) -> list[Param]:
 
 
 _RETURN_FORMS = ("Tensor, Tensor(a), Tensor(a!), Tensor[], (Tensor name, Tensor name, ...), "
-                 "(Tensor, Tensor, ...), bool or int")
+                 "(Tensor, Tensor, ...), bool, int or ()")
 
 
 def _parse_returns(returns: str) -> tuple[Return, ...]:
     """`Tensor`, `Tensor(a)`, `Tensor(a!)`, `Tensor[]`, `(Tensor values, Tensor indices)` (a named
-    tuple in Python) or `(Tensor, Tensor)` (a plain tuple, as torch.var_mean returns)."""
+    tuple in Python) or `(Tensor, Tensor)` (a plain tuple, as torch.var_mean returns); `()` for an
+    op that only writes its Tensor(a!)[] arguments (None in Python, as torch._fused_adam_)."""
+    if re.fullmatch(r"\(\s*\)", returns):
+        return ()
     if returns.startswith("("):
         out = []
         for part in returns[1:-1].split(","):
@@ -192,12 +195,17 @@ class Schema:
     name: str                 # base name: add
     overload: str             # overload name: Tensor ('' if none)
     params: tuple[Param, ...]
-    returns: tuple[Return, ...]  # one Return, or two or more named ones (a tuple return)
+    returns: tuple[Return, ...]  # one Return, two or more (a tuple return), or none (`-> ()`)
 
     @property
     def mutating(self) -> bool:
         """An in-place op declared as such (copy_, fill_): it writes its first argument."""
         return len(self.returns) == 1 and self.returns[0].is_write
+
+    @property
+    def returns_nothing(self) -> bool:
+        """`-> ()`: an op that only writes its Tensor(a!)[] arguments; void in C++, None in Python."""
+        return not self.returns
 
     @property
     def returns_view(self) -> bool:
@@ -237,7 +245,7 @@ class Schema:
 
     @property
     def returns_text(self) -> str:
-        if self.returns_tuple:
+        if self.returns_tuple or self.returns_nothing:
             return "(" + ", ".join(str(r) for r in self.returns) + ")"
         return str(self.returns[0])
 
@@ -263,12 +271,15 @@ class Schema:
         name, overload, args = m.group(1), m.group(2) or "", m.group(3)
         returns = _parse_returns(m.group(4))
         mutating = len(returns) == 1 and returns[0].is_write
-        if name.endswith("_") and not mutating:
+        if name.endswith("_") and not mutating and returns:
             raise CodegenError(f"'{name}': in-place variants are derived, declare the functional op "
                                "(an op that exists only in place returns Tensor(a!))")
         if mutating and not name.endswith("_"):
             raise CodegenError(f"'{name}' returns Tensor(a!), so it writes in place: its name ends in '_'")
         params = _parse_params(args)
+        if not returns and not (name.endswith("_") and any(p.is_write for p in params)):
+            raise CodegenError(f"'{name}' returns nothing, so it writes a Tensor(a!)[] argument and its name "
+                               "ends in '_'")
         if mutating and not (params and params[0].is_write and params[0].type.is_tensor()):
             raise CodegenError("an op returning Tensor(a!) takes 'Tensor(a!) self' first")
         if len(params) > types.MAX_PARAMS - 1:  # one slot stays free for out=
@@ -603,6 +614,8 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
 
     if schema.returns_value and derivatives_raw:
         raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
+    if schema.returns_nothing and (derivatives_raw or pointwise is not None):
+        raise CodegenError("an op returning () has no derivatives and no pointwise formula")
     if not isinstance(derivatives_raw, dict):
         raise CodegenError("'derivatives' must map input names to formulas")
     names = {p.name for p in schema.params}

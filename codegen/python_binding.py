@@ -152,6 +152,8 @@ def py_return(f: NativeFunction) -> str:
 
 
 def pyi_return(f: NativeFunction) -> str:
+    if f.schema.returns_nothing:
+        return "None"
     stubs = [r.type.unwrap().elem.arg_type.stub if r.type.is_tensor_list() else r.type.arg_type.stub
              for r in f.schema.returns]
     if f.schema.returns_list:

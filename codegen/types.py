@@ -15,7 +15,7 @@ from typing import Callable
 from codegen import enums
 
 # The most parameters a generated parser handles (the binding's ``kMaxParams``, generated).
-MAX_PARAMS = 12
+MAX_PARAMS = 16
 
 
 def _number_default(text: str) -> str:

@@ -57,18 +57,24 @@ class Adam(Optimizer):
                         self._update(group, step, param, grad, state)
 
     def _fused_update(self, group, step, items):
-        """One kael._C._adam_update over the parameters of one step count: the same update as
-        _update's ops in one pass; False (nothing written) unless they are contiguous float32 or
-        float64 CPU tensors."""
+        """One kael._C._adam_step_ over the parameters of one step count: the same update as _update's
+        ops in one pass; False (nothing written) where the lists do not qualify
+        (kael._C._adam_step_supported: contiguous float32 or float64 CPU tensors, no memory shared)."""
         (beta1, beta2), amsgrad = group["betas"], group["amsgrad"]
         params = [p for p, _, _ in items]
+        if params[0].device.type != "cpu":  # the fused step is a CPU kernel
+            return False
         grads = [g for _, g, _ in items]
         exp_avgs = [s["exp_avg"] for _, _, s in items]
         exp_avg_sqs = [s["exp_avg_sq"] for _, _, s in items]
-        maxes = [s["max_exp_avg_sq"] for _, _, s in items] if amsgrad else None
-        return kael._C._adam_update(params, grads, exp_avgs, exp_avg_sqs, maxes, float(group["lr"]), float(beta1),
-                                    float(beta2), float(group["eps"]), float(group["weight_decay"]),
-                                    bool(group["decoupled_weight_decay"]), amsgrad, group["maximize"], step)
+        maxes = [s["max_exp_avg_sq"] for _, _, s in items] if amsgrad else []
+        if not kael._C._adam_step_supported(params, grads, exp_avgs, exp_avg_sqs, maxes, amsgrad):
+            return False
+        kael._C._adam_step_(params, grads, exp_avgs, exp_avg_sqs, maxes, lr=float(group["lr"]), beta1=float(beta1),
+                         beta2=float(beta2), weight_decay=float(group["weight_decay"]), eps=float(group["eps"]),
+                         amsgrad=amsgrad, maximize=bool(group["maximize"]),
+                         decoupled=bool(group["decoupled_weight_decay"]), step=step)
+        return True
 
     def _update(self, group, step, param, grad, state):
         """One parameter's step with tensor ops (any dtype, layout or device)."""

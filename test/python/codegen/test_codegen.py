@@ -204,7 +204,7 @@ def test_func_duplicate_argument_name():
     ("f_(Tensor self) -> Tensor(a!)", "an op returning Tensor(a!) takes 'Tensor(a!) self' first"),
     ("f_(Tensor self, Tensor(a!) x) -> Tensor(a!)", "only the first argument, 'self', can be Tensor(a!)"),
     ("f(Tensor self) -> float", "unknown return type 'float' (expected Tensor, Tensor(a), Tensor(a!), Tensor[], "
-                                "(Tensor name, Tensor name, ...), (Tensor, Tensor, ...), bool or int)"),
+                                "(Tensor name, Tensor name, ...), (Tensor, Tensor, ...), bool, int or ())"),
     ("f(Tensor self) -> (Tensor a)", "a tuple return has two or more results, got '(Tensor a)'"),
     ("f(Tensor self) -> (Tensor)", "a tuple return has two or more results, got '(Tensor)'"),
     ("f(Tensor self) -> (Tensor a, Tensor a)", "a tuple return names all its results, each differently, or none, "
@@ -1334,6 +1334,36 @@ def test_unnamed_tuple_returns():
     derived = parse(hand_written("m(Tensor self) -> (Tensor, Tensor)", "  derivatives:\n    self: grad\n"))
     with pytest.raises(CodegenError, match="an op with derivatives names its results"):
         gen.check_return_names(derived, "t.yaml")
+
+
+def test_nothing_returned(tmp_path):
+    """`-> ()` (_adam_step_): an op that writes its Tensor(a!)[] arguments; void in C++, nothing on
+    a boxed stack, None in Python."""
+    func = "s_(Tensor(a!)[] self, Tensor[] g, *, float lr) -> ()"
+    f = parse_one(hand_written(func))
+    assert f.schema.returns_nothing and not f.schema.returns_tensor and not f.schema.mutating
+    assert f.schema.returns == () and f.schema.returns_text == "()"
+    assert gen.cpp_return(f) == "void" and gen.py_return(f) == "void" and gen.pyi_return(f) == "None"
+    assert error(hand_written("s(Tensor(a!)[] self) -> ()")) == \
+        "t.yaml:3: s: 's' returns nothing, so it writes a Tensor(a!)[] argument and its name ends in '_'"
+    assert error(hand_written("s_(Tensor[] self) -> ()")) == \
+        "t.yaml:3: s_: 's_' returns nothing, so it writes a Tensor(a!)[] argument and its name ends in '_'"
+    assert error(hand_written(func, "  derivatives:\n    g: grad\n")) == \
+        "t.yaml:3: s_: an op returning () has no derivatives and no pointwise formula"
+    assert "out" in error(hand_written(func, "  out: exact\n"))
+    yaml_path = tmp_path / "reg.yaml"
+    yaml_path.write_text(HEADER + hand_written(func))
+    gen.generate(yaml_path, tmp_path / "out")
+    shard = "".join(p.read_text() for p in sorted((tmp_path / "out/src").glob("ops_*.cpp")))
+    assert "void s_(TensorList self, TensorList g, double lr) {" in shard
+    boxed = shard[shard.index("void s__boxed("):]
+    boxed = boxed[:boxed.index("\n}\n")]
+    assert "push_result" not in boxed and "stack.resize(base);" in boxed  # nothing left on the stack
+    boxing = shard[shard.index("void s__boxing("):]
+    boxing = boxing[:boxing.index("\n}\n")]
+    assert "pop_result" not in boxing and "return" not in boxing
+    pyi = (tmp_path / "out/kael/_C.pyi").read_text()
+    assert re.search(r"def s_\(input: Sequence\[Tensor\], g: Sequence\[Tensor\], \*, lr: float\) -> None:", pyi), pyi
 
 
 def test_bool_and_int_returns():

@@ -227,8 +227,6 @@ MODULE_OTHER |= {"is_grad_enabled", "_set_grad_enabled", "is_inference_mode_enab
 MODULE_OTHER |= {"_parse_idx", "_set_data_"}
 # kael.__config__: how the extension was built and what oneDNN found at run time (csrc/build_config.cpp)
 MODULE_OTHER |= {"_build_config"}
-# optim: the fused Adam(W) step writes parameters and buffers in place with its own kernel
-MODULE_OTHER |= {"_adam_update"}
 # autocast: the thread's state (csrc/autocast.cpp); its casts are `to` calls through the dispatcher
 MODULE_OTHER |= {n for n in dir(kael._C) if n.startswith("_autocast_")}
 # the GPT (csrc/libs/gpt_*.cpp): its forward is a composition of registered ops through the C++ API

@@ -298,7 +298,7 @@ def test_argument_checks_match_torch():
         optim.SGD([{"params": k}, {"params": k}], lr=0.1)
 
 
-# ---- the fused Adam(W) step (kael._C._adam_update): one pass over every parameter
+# ---- the fused Adam(W) step (the registry's _adam_step_): one pass over every parameter
 
 def _unfused(monkeypatch):
     """Makes Adam and AdamW take their per-parameter ops."""
@@ -379,21 +379,94 @@ def test_fused_adam_falls_back_for_other_layouts_and_dtypes():
     check(kh, h.detach(), atol=2e-3)
 
 
-def test_adam_update_refuses_what_it_cannot_fuse():
+STEP = dict(lr=1e-2, beta1=0.9, beta2=0.999, weight_decay=0.1, eps=1e-8, maximize=False)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("maximize", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_step_matches_torchs_fused_step(decoupled, amsgrad, maximize, dtype):
+    # the registry op against torch's own fused kernels (_fused_adamw_ for the decoupled form), the
+    # lists written in place and nothing returned, as torch's
+    torch.manual_seed(1)
+    shapes = [(300, 257), (33,), (3, 5)]
+    tdt = getattr(torch, dtype)
+    tensors = [[torch.randn(s, dtype=tdt) for s in shapes] for _ in range(5)]
+    tensors[3] = [t.abs() for t in tensors[3]]
+    tensors[4] = [t.abs() + 0.5 for t in tensors[4]]
+    k = [[to_kael(t) for t in ts] for ts in tensors]
+    maxes_t, maxes_k = (tensors[4], k[4]) if amsgrad else ([], [])
+    kw = dict(STEP, maximize=maximize)
+    fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
+    for step in (1, 2, 7):
+        steps = [torch.tensor(float(step)) for _ in shapes]
+        assert fused(tensors[0], tensors[1], tensors[2], tensors[3], maxes_t, steps, amsgrad=amsgrad, **kw) is None
+        before = [t._version for t in k[0]]
+        assert kael._C._adam_step_(k[0], k[1], k[2], k[3], maxes_k, amsgrad=amsgrad, decoupled=decoupled, step=step,
+                                **kw) is None
+        assert [t._version for t in k[0]] == [v + 1 for v in before]
+        for ts, ks in zip(tensors, k):
+            for t, kt in zip(ts, ks):
+                check(kt, t)
+
+
+def test_adam_step_refuses_what_it_cannot_fuse():
     p, g, m, v = (kael.zeros(4) for _ in range(4))
-    args = (1e-3, 0.9, 0.999, 1e-8, 0.0, True, False, False, 1)
-    assert kael._C._adam_update([p], [g], [m], [v], None, *args) is True
-    before = p._version
+    kw = dict(STEP, amsgrad=False, decoupled=True, step=1)
+    assert kael._C._adam_step_supported([p], [g], [m], [v], [], False) is True
     t = kael.zeros(4, 2).t()
-    assert kael._C._adam_update([t], [kael.zeros(2, 4)], [kael.zeros(2, 4)], [kael.zeros(2, 4)], None, *args) is False
-    assert kael._C._adam_update([p], [g], [p], [v], None, *args) is False  # a buffer aliasing its parameter
-    assert kael._C._adam_update([p], [g.double()], [m], [v], None, *args) is False
-    assert kael._C._adam_update([p], [g], [m], [v], [], 1e-3, 0.9, 0.999, 1e-8, 0.0, True, True, False, 1) is False
-    assert p._version == before
-    with pytest.raises(TypeError, match="grads"):
-        kael._C._adam_update([p], [1.0], [m], [v], None, *args)
+    refused = [
+        ([t], [kael.zeros(2, 4)], [kael.zeros(2, 4)], [kael.zeros(2, 4)], [], False),  # not contiguous
+        ([p], [g], [p], [v], [], False),  # a buffer aliasing its parameter
+        ([p], [kael.zeros(1).expand(4)], [m], [v], [], False),  # a gradient of another layout
+        ([p], [g.double()], [m], [v], [], False),  # dtypes differ
+        ([p.half()], [g.half()], [m.half()], [v.half()], [], False),  # float16
+        ([p], [g], [m], [v], [], True),  # amsgrad without max_exp_avg_sqs
+        ([p], [g], [m], [v], [kael.zeros(4)], False),  # max_exp_avg_sqs without amsgrad
+        ([p], [g], [m], [v, v], [], False),  # list lengths differ
+        ([p], [kael.zeros(5)], [m], [v], [], False),  # shapes differ
+    ]
+    for lists in refused:
+        assert kael._C._adam_step_supported(*lists) is False, lists
+    before = [x._version for x in (p, g, m, v)]
+    snapshot = [x.tolist() for x in (p, g, m, v)]
+    for lists in refused:
+        with pytest.raises(RuntimeError, match="^_adam_step_: expected lists of") as info:
+            kael._C._adam_step_(*lists[:5], **dict(kw, amsgrad=lists[5]))
+        assert "got " in str(info.value)
+    with pytest.raises(RuntimeError, match="^_adam_step_: expected a step count of at least 1, got 0"):
+        kael._C._adam_step_([p], [g], [m], [v], [], **dict(kw, step=0))
+    # every check runs before the first write
+    assert [x._version for x in (p, g, m, v)] == before and [x.tolist() for x in (p, g, m, v)] == snapshot
     with pytest.raises(TypeError):
-        kael._C._adam_update([p], [g], [m], [v], None)
+        kael._C._adam_step_([p], [1.0], [m], [v], [], **kw)
+    with pytest.raises(TypeError):
+        kael._C._adam_step_([p], [g], [m], [v], [])  # the keyword arguments are required
+    assert kael._C._adam_step_([], [], [], [], [], **kw) is None  # empty lists: nothing to do
+
+
+def test_adam_step_is_a_registry_op_that_autograd_and_a_python_mode_see():
+    # no derivative: torch's fused step writes leaves that require grad and records nothing; so
+    # does kael's, and the version counters tell a graph that saved one of them
+    w = kael.ones(3, requires_grad=True)
+    y = (w * w).sum()
+    kael._C._adam_step_([w], [kael.ones(3)], [kael.zeros(3)], [kael.zeros(3)], [], **dict(STEP, amsgrad=False,
+                     decoupled=False, step=1))
+    assert w.requires_grad and w.grad_fn is None
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    lists = [kael.zeros(2)], [kael.ones(2)], [kael.zeros(2)], [kael.zeros(2)], []
+    p = lists[0][0]
+    kw = dict(STEP, amsgrad=False, decoupled=True, step=1)
+    _, ops = kael._C._trace_dispatch(lambda: kael._C._adam_step_(*lists, **kw))
+    assert ops == ["_adam_step_"], ops
+    q = nn.Parameter(kael.ones(3))
+    q.grad = kael.ones(3)
+    opt = optim.AdamW([q], lr=0.1)
+    ops = kael._C._trace_dispatch(opt.step)[1]
+    assert ops[-2:] == ["_adam_step_supported", "_adam_step_"], ops  # the optimizer's step: the op
+    assert p.tolist() != [0.0, 0.0]
 
 
 def test_fused_step_with_parameters_at_different_step_counts():

@@ -1,6 +1,6 @@
-// The fused Adam(W) update (kael/native/optim.h): every element of every parameter in one
-// parallel region, instead of a dozen ops (each a pass over memory) per parameter.
-#include "kael/native/optim.h"
+// The fused Adam(W) update, registry entries _adam_step_ and _adam_step_supported: every element
+// of every parameter in one parallel region, instead of a dozen ops (each a pass over memory) per
+// parameter.
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,7 @@
 #endif
 
 #include "kael/core/error.h"
+#include "kael/native/declarations.h"
 #include "kael/native/loops.h"
 #include "kael/native/pointwise.h"
 #include "kael/runtime/threads.h"
@@ -19,6 +20,13 @@
 namespace kael::native {
 
 namespace {
+
+struct AdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * weight_decay; Adam: grad += weight_decay * p
+  bool amsgrad = false, maximize = false;
+  std::int64_t step = 1;   // the step count of every parameter in the lists (for the bias corrections)
+};
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   const auto* pa = static_cast<const char*>(a.data_ptr());
@@ -153,11 +161,11 @@ void run(TensorList params, TensorList grads, TensorList exp_avgs, TensorList ex
 
 }  // namespace
 
-bool adam_update_supported(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                           TensorList max_exp_avg_sqs, bool amsgrad) {
+bool adam_step_supported_cpu(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                             TensorList max_exp_avg_sqs, bool amsgrad) {
   const std::size_t n = params.size();
   if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n) return false;
-  if (amsgrad && max_exp_avg_sqs.size() != n) return false;
+  if (max_exp_avg_sqs.size() != (amsgrad ? n : 0)) return false;
   std::vector<Tensor> written;
   for (std::size_t i = 0; i < n; ++i) {
     const Tensor& p = params[i];
@@ -186,17 +194,23 @@ bool adam_update_supported(TensorList params, TensorList grads, TensorList exp_a
   return true;
 }
 
-void adam_update_cpu(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                     TensorList max_exp_avg_sqs, const AdamOptions& options) {
-  KAEL_CHECK(adam_update_supported(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options.amsgrad),
-             "_adam_update: expected lists of contiguous float32 or float64 CPU tensors of one dtype and shape per "
-             "parameter, none of the written ones sharing memory");
-  KAEL_CHECK(options.step >= 1, "_adam_update: expected a step count of at least 1, got " << options.step);
+void adam_step_cpu(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                   TensorList max_exp_avg_sqs, double lr, double beta1, double beta2, double weight_decay, double eps,
+                   bool amsgrad, bool maximize, bool decoupled, std::int64_t step) {
+  // every check before the first write
+  KAEL_CHECK(adam_step_supported_cpu(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, amsgrad),
+             "_adam_step_: expected lists of " << params.size() << " contiguous float32 or float64 CPU tensors of "
+             "one dtype and shape per parameter (max_exp_avg_sqs " << (amsgrad ? "one per parameter" : "empty")
+             << " with amsgrad=" << (amsgrad ? "True" : "False") << "), none of the written ones sharing memory; got "
+             << grads.size() << " grads, " << exp_avgs.size() << " exp_avgs, " << exp_avg_sqs.size()
+             << " exp_avg_sqs and " << max_exp_avg_sqs.size() << " max_exp_avg_sqs");
+  KAEL_CHECK(step >= 1, "_adam_step_: expected a step count of at least 1, got " << step);
+  const AdamOptions options{lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize, step};
   for (std::size_t i = 0; i < params.size(); ++i) {
     params[i].bump_version();
     exp_avgs[i].bump_version();
     exp_avg_sqs[i].bump_version();
-    if (options.amsgrad) max_exp_avg_sqs[i].bump_version();
+    if (amsgrad) max_exp_avg_sqs[i].bump_version();
   }
   if (params.empty()) return;
   if (params[0].dtype() == ScalarType::Float64) run<double>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options);
