@@ -9,9 +9,13 @@
 #include "kael/autograd/formula_helpers.h"
 #include "kael/core/error.h"
 #include "kael/ops/sum_to_size.h"
-#include "kael/native/nn_backward.h"
+#include "kael/ops/_gelu_backward.h"
 #include "kael/ops/_gelu_grad.h"
+#include "kael/ops/_gelu_tanh_backward.h"
 #include "kael/ops/_gelu_tanh_grad.h"
+#include "kael/ops/_layer_norm_backward_input.h"
+#include "kael/ops/_layer_norm_backward_weight.h"
+#include "kael/ops/_sdpa_backward.h"
 #include "kael/ops/_sdpa_dropout_mask.h"
 #include "kael/ops/add.h"
 #include "kael/ops/arange.h"
@@ -55,8 +59,9 @@ Tensor additive_mask(const Tensor& keep, ScalarType dtype) { return kael::log(ka
 // The derivative helpers below compose registered ops, so a gradient is differentiable again
 // (create_graph=True) and runs on any device. When the backward pass builds no graph (grad mode
 // off: create_graph=False) and every tensor is on the CPU, layer_norm's and attention's
-// gradients come from fused kernels instead (kael/native/nn_backward.h): one pass over the rows,
-// and attention's three gradients from one pass that never stores the (L, S) weights.
+// gradients come from fused kernels instead (the registry's _layer_norm_backward_input/_weight,
+// _gelu_backward, _gelu_tanh_backward and _sdpa_backward, called through the dispatcher): one pass
+// over the rows, and attention's three gradients from one pass that never stores the (L, S) weights.
 bool fused_backward(std::initializer_list<const Tensor*> tensors) {
   if (GradMode::is_enabled()) return false;
   for (const Tensor* t : tensors)
@@ -122,7 +127,7 @@ Tensor standardize_backward(const Tensor& grad, const Tensor& self, const Tensor
                             double eps) {
   (void)result;  // recomputed below from self: result may be rounded to float16/bfloat16
   if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype())
-    return native::layer_norm_backward_input_cpu(grad, self, numel_of(normalized_shape), std::nullopt, eps);
+    return kael::_layer_norm_backward_input(grad, self, numel_of(normalized_shape), std::nullopt, eps);
   const DimVector dims = last_dims(self, normalized_shape);
   const IntArrayRef d(dims);
   const Tensor xc = kael::sub(self, kael::mean(self, d, true));
@@ -136,14 +141,14 @@ Tensor layer_norm_backward_input(const Tensor& grad, const Tensor& self, IntArra
                                  const std::optional<Tensor>& weight, double eps) {
   if (fused_backward({&grad, &self, weight ? &*weight : &grad}) && grad.dtype() == self.dtype() &&
       (!weight || weight->dtype() == self.dtype()))
-    return native::layer_norm_backward_input_cpu(grad, self, numel_of(normalized_shape), weight, eps);
+    return kael::_layer_norm_backward_input(grad, self, numel_of(normalized_shape), weight, eps);
   const Tensor g = weight ? kael::mul(grad, *weight) : grad;
   return standardize_backward(g, self, Tensor(), normalized_shape, eps);
 }
 
 Tensor layer_norm_backward_weight(const Tensor& grad, const Tensor& self, IntArrayRef normalized_shape, double eps) {
   if (fused_backward({&grad, &self}) && grad.dtype() == self.dtype())
-    return kael::reshape(native::layer_norm_backward_weight_cpu(grad, self, numel_of(normalized_shape), eps),
+    return kael::reshape(kael::_layer_norm_backward_weight(grad, self, numel_of(normalized_shape), eps),
                          normalized_shape);
   return kael::sum_to_size(kael::mul(grad, kael::standardize(self, normalized_shape, eps)), normalized_shape);
 }
@@ -153,7 +158,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& self) {
       is_floating(self.dtype()) && grad.is_contiguous() &&
       self.is_contiguous() &&
       std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
-    return native::gelu_backward_cpu(grad, self);
+    return kael::_gelu_backward(grad, self);
   return kael::mul(grad, kael::_gelu_grad(self));
 }
 
@@ -162,7 +167,7 @@ Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& self) {
       is_floating(self.dtype()) && grad.is_contiguous() &&
       self.is_contiguous() &&
       std::equal(grad.sizes().begin(), grad.sizes().end(), self.sizes().begin(), self.sizes().end()))
-    return native::gelu_tanh_backward_cpu(grad, self);
+    return kael::_gelu_tanh_backward(grad, self);
   return kael::mul(grad, kael::_gelu_tanh_grad(self));
 }
 
@@ -247,8 +252,9 @@ Tensor sdpa_backward(int which, const Tensor& grad, const Tensor& query, const T
       // the inputs whose gradient this call or the ones that follow take (the others get no call)
       bool wanted[4];
       for (int i = 0; i < 4; ++i) wanted[i] = i == which || (i > which && inputs[i]->defined() && requires_grad(*inputs[i]));
-      const std::array<Tensor, 4> full = native::sdpa_backward_cpu(grad, query, key, value, attn_mask, is_causal, scale,
-                                                                   dropout_p, seed, offset, wanted[3]);
+      const auto [dq, dk, dv, dm] = kael::_sdpa_backward(grad, query, key, value, attn_mask, is_causal, scale,
+                                                          dropout_p, seed, offset, wanted[3]);
+      const std::array<Tensor, 4> full{dq, dk, dv, dm};
       for (int i = 0; i < 4; ++i)
         if (wanted[i]) memo.grads[i] = as_dtype(kael::sum_to_size(full[i], inputs[i]->sizes()), inputs[i]->dtype());
       memo.grad = grad;

@@ -254,6 +254,29 @@ def own_names(cls):
     return {n for n, v in vars(cls).items() if not (n.startswith("__") and n.endswith("__")) or callable(v)}
 
 
+def test_fused_backward_kernels_are_reached_through_the_dispatcher():
+    # Note [Fused backward kernels]: without create_graph, layer_norm's, gelu's and attention's
+    # gradients come from fused kernels; they are registry ops (a Python key sees them), and with
+    # create_graph the helpers compose other ops instead
+    import kael.nn.functional as F
+    x = kael.randn(4, 8, requires_grad=True)
+    w = kael.randn(8, requires_grad=True)
+    q = kael.randn(2, 3, 5, 4, requires_grad=True)
+    r = kael.randn(4, 8)
+
+    def backward(create_graph):
+        y = (F.layer_norm(x, (8,), w).sum() + (F.gelu(x) * r).sum() + (F.gelu(x, approximate="tanh") * r).sum()
+             + F.scaled_dot_product_attention(q, q, q).sum())
+        y.backward(create_graph=create_graph)
+
+    fused = ["_layer_norm_backward_input", "_layer_norm_backward_weight", "_gelu_backward", "_gelu_tanh_backward",
+             "_sdpa_backward"]
+    ops = trace(lambda: backward(False))[1]
+    assert all(op in ops for op in fused), ops
+    ops = trace(lambda: backward(True))[1]
+    assert not any(op in ops for op in fused), ops
+
+
 def test_every_tensor_name_is_an_op_or_listed():
     generated = generated_names("method")
     exposed = {n for n in dir(kael.Tensor) if n in vars(kael.Tensor) or n in {"__getitem__", "__setitem__"}}

@@ -30,11 +30,13 @@
 // draw per call with dropout_p > 0; none without) and calls _scaled_dot_product_attention,
 // whose derivatives take the stream.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "kael/core/concurrency.h"
@@ -44,7 +46,6 @@
 #include "kael/ops/contiguous.h"
 #include "kael/ops/expand.h"
 #include "kael/runtime/philox.h"
-#include "kael/native/nn_backward.h"
 #include "nn_kernels.h"
 
 namespace kael::native {
@@ -878,10 +879,11 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
 
 }  // namespace
 
-std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query, const Tensor& key,
-                                        const Tensor& value, const std::optional<Tensor>& attn_mask, bool is_causal,
-                                        std::optional<double> scale, double dropout_p, std::int64_t seed,
-                                        std::int64_t offset, bool mask_grad) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
+                                                             const Tensor& key, const Tensor& value,
+                                                             const std::optional<Tensor>& attn_mask, bool is_causal,
+                                                             std::optional<double> scale, double dropout_p,
+                                                             std::int64_t seed, std::int64_t offset, bool mask_grad) {
   constexpr const char* op = "scaled_dot_product_attention_backward";
   for (const Tensor* t : {&grad, &query, &key, &value}) check_same_device(op, kCPU, t->device());
   const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
@@ -896,7 +898,7 @@ std::array<Tensor, 4> sdpa_backward_cpu(const Tensor& grad, const Tensor& query,
       zeros[i] = alloc_cpu(inputs[i]->sizes(), acc);
       if (zeros[i].numel() > 0) fill_cpu(zeros[i], Scalar(0.0));
     }
-    return zeros;
+    return {zeros[0], zeros[1], zeros[2], zeros[3]};
   }
   DimVector batch = broadcast_shapes(op, batch_of(query), batch_of(key));
   batch = broadcast_shapes(op, batch, batch_of(value));

@@ -18,7 +18,6 @@
 #include "kael/native/math.h"
 #include "kael/native/pointwise.h"
 #include "kael/ops/contiguous.h"
-#include "kael/native/nn_backward.h"
 #include "kael/ops/permute.h"
 #include "nn_kernels.h"
 
@@ -602,7 +601,7 @@ Tensor cross_entropy_losses_backward_cpu(const Tensor& grad, const Tensor& self,
 }
 
 
-// ---- layer_norm's backward (kael/native/nn_backward.h)
+// ---- layer_norm's backward (registry entries _layer_norm_backward_input and _weight)
 
 namespace {
 
@@ -759,7 +758,7 @@ Tensor layer_norm_backward_weight_cpu(const Tensor& grad, const Tensor& self, st
   return result;
 }
 
-// ---- gelu's backward (kael/native/nn_backward.h)
+// ---- gelu's backward (registry entries _gelu_backward and _gelu_tanh_backward)
 
 Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& self) {
   KAEL_CHECK(grad.device().is_cpu() && self.device().is_cpu() && grad.dtype() == self.dtype() &&
