@@ -1,6 +1,7 @@
 #pragma once
-// Pieces the neural-network kernels share (nn_ops.cpp, attention.cpp): splitting a range of
-// independent tasks among the intra-op threads, and an exp the compiler vectorises.
+// Pieces the neural-network kernels share (nn_ops.cpp, nn_backward.cpp, attention.cpp): argument
+// checks and compute-dtype copies, splitting a range of independent tasks among the intra-op
+// threads, and an exp the compiler vectorises.
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -14,12 +15,40 @@
 #include <limits>
 #include <mutex>
 
+#include "kael/core/error.h"
 #include "kael/core/scalar_type.h"
+#include "kael/core/tensor.h"
 #include "kael/native/loops.h"
+#include "kael/native/pointwise.h"
 #include "kael/native/vec_math.h"
 #include "kael/runtime/threads.h"
 
 namespace kael::native::nn {
+
+// The lanes of the kernels' hand-unrolled loops (independent accumulators the compiler vectorises).
+inline constexpr int kLanes = 16;
+
+inline void check_floating(const char* op, ScalarType t) {
+  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t << " (\"" << op << "\" not implemented for '"
+                                << torch_type_name(t) << "')");
+}
+inline void check_floating(const char* op, const Tensor& t) { check_floating(op, t.dtype()); }
+
+inline void check_cpu(const char* op, const Tensor& t) { check_same_device(op, kCPU, t.device()); }
+
+// The dtype a kernel computes in: float32 for the half types, else the dtype itself.
+inline ScalarType compute_dtype(ScalarType t) { return is_reduced_floating(t) ? ScalarType::Float32 : t; }
+
+// t as a contiguous tensor of dtype `dtype` (t itself when it already is one).
+inline Tensor contiguous_as(const Tensor& t, ScalarType dtype) {
+  if (t.dtype() != dtype) return to_dtype_cpu(t, dtype);  // new and contiguous
+  return t.is_contiguous() ? t : snapshot_cpu(t);
+}
+
+// Writes the compute-dtype result `acc` into `out` (same shape) when they are different tensors.
+inline void store(const Tensor& out, const Tensor& acc) {
+  if (!out.is_same(acc)) copy_cpu(out, acc);
+}
 
 // Runs f(begin, end) over [0, n) split into contiguous ranges on kael's thread pool. `cost` is
 // the work of one task in elements: below kParallelGrain in all the call stays on the calling
