@@ -31,6 +31,7 @@
 #include "kael/ops/to.h"
 #include "kael/ops/zero_.h"
 #include "kael/ops/zeros.h"
+#include "fallback.h"
 
 namespace kael::autograd {
 
@@ -809,102 +810,9 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs, co
   return result;
 }
 
-// ------------------------------------------------------------------ ops without a formula
-
+// The Autograd key's boxed fallback (fallback.cpp) is registered here: this object is always linked.
 namespace {
-// Ops that are not differentiable by design: their results never require grad.
-bool non_differentiable(std::string_view op) {
-  return op == "detach" || op == "view.dtype" || op == "bernoulli.p" || op == "_unique2" || op == "_unique_dim" || op == "multinomial";
-}
-
-// The Autograd fallback: an op with no Autograd kernel (no derivative in the registry) runs below
-// autograd; if an input requires grad and the op produced a floating-point result, that result
-// would silently have no history, so it raises instead.
-void autograd_fallback(const dispatch::OpEntry& op, DispatchKeySet ks, dispatch::Stack& stack) {
-  const std::size_t base = stack.size() - static_cast<std::size_t>(op.num_args);
-  bool any = false;
-  for (std::size_t i = base; i < stack.size() && !any; ++i) {
-    const dispatch::IValue& v = stack[i];
-    if (v.is_tensor()) {
-      any = requires_grad(v.to_tensor());
-    } else if (v.tag() == dispatch::IValue::Tag::TensorList) {
-      any = requires_grad(TensorList(v.to_tensor_list()));
-    }
-  }
-  {
-    dispatch::ExcludeGuard below(DispatchKeySet(DispatchKey::Autograd));
-    dispatch::redispatch_boxed(op, ks.below(DispatchKey::Autograd), stack);
-  }
-  if (!any || non_differentiable(op.name)) return;
-  for (std::size_t i = base; i < stack.size(); ++i) {
-    const dispatch::IValue& v = stack[i];
-    bool floating = v.is_tensor() && is_floating(v.to_tensor().dtype());
-    if (v.tag() == dispatch::IValue::Tag::TensorList)
-      for (const Tensor& t : v.to_tensor_list()) floating = floating || is_floating(t.dtype());
-    std::string name(op.name);
-    if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
-    KAEL_CHECK(!floating, name << ": the derivative is not implemented (an input requires grad); compute it under "
-                                  "kael.no_grad() or on .detach()ed inputs");
-  }
-}
-
 [[maybe_unused]] const bool g_fallback_registered = (dispatch::set_fallback(DispatchKey::Autograd, &autograd_fallback), true);
 }  // namespace
-
-// ------------------------------------------------------------------ explain / graphviz
-
-namespace {
-template <typename F>
-void walk(const Tensor& t, F visit) {
-  std::shared_ptr<Node> start = grad_fn(t);
-  if (!start) {
-    Edge e = gradient_edge(t);
-    start = e.function;
-  }
-  if (!start) return;
-  std::vector<std::pair<Node*, int>> stack{{start.get(), 0}};
-  std::unordered_set<Node*> seen{start.get()};
-  while (!stack.empty()) {
-    auto [n, depth] = stack.back();
-    stack.pop_back();
-    visit(*n, depth);
-    const auto& edges = n->next_edges();
-    for (auto it = edges.rbegin(); it != edges.rend(); ++it)
-      if (it->is_valid() && seen.insert(it->function.get()).second) stack.emplace_back(it->function.get(), depth + 1);
-  }
-}
-}  // namespace
-
-std::string explain(const Tensor& t) {
-  std::ostringstream os;
-  if (!requires_grad(t)) return "tensor does not require grad (no graph)\n";
-  walk(t, [&](const Node& n, int depth) {
-    os << std::string(2 * depth, ' ') << n.name();
-    if (!n.input_metadata().empty()) {
-      os << " (grad " << shape_str(n.input_metadata()[0].sizes) << ")";
-    }
-    const std::string saved = n.saved_description();
-    if (!saved.empty()) os << " saved: " << saved;
-    if (const auto* acc = dynamic_cast<const AccumulateGrad*>(&n)) os << " -> leaf " << shape_str(acc->variable().sizes());
-    os << "\n";
-  });
-  return os.str();
-}
-
-std::string graphviz(const Tensor& t) {
-  std::ostringstream os;
-  os << "digraph autograd {\n  node [shape=box];\n";
-  walk(t, [&](const Node& n, int) {
-    os << "  n" << static_cast<const void*>(&n) << " [label=\"" << n.name();
-    const std::string saved = n.saved_description();
-    if (!saved.empty()) os << "\\n" << saved;
-    os << "\"];\n";
-    for (const Edge& e : n.next_edges())
-      if (e.is_valid())
-        os << "  n" << static_cast<const void*>(&n) << " -> n" << static_cast<const void*>(e.function.get()) << ";\n";
-  });
-  os << "}\n";
-  return os.str();
-}
 
 }  // namespace kael::autograd

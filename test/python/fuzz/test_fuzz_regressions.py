@@ -30,13 +30,14 @@ o = kael.zeros(2)
 try:
     kael.{op}(1.0, 2.0, out=o)
 except TypeError as e:
-    print(str(e).split(": ", 1)[-1] if "{op}:" in str(e) else "wrong message: " + str(e))
+    print(str(e) if str(e).startswith("{op}: ") else "wrong message: " + str(e))
 else:
     print("no error")
 assert o.tolist() == [0.0, 0.0]
 """)
-    assert out.endswith(f"{op}: expected at least one tensor argument, got only numbers"), out
-    with pytest.raises(TypeError, match=f"{op}: expected at least one tensor argument"):
+    assert out.endswith(f"\n{op}: expected at least one tensor argument, got only numbers") or \
+        out == f"{op}: expected at least one tensor argument, got only numbers", out
+    with pytest.raises(TypeError, match=f"^{op}: expected at least one tensor argument"):
         getattr(kael, op)(1.0, 2.0)
 
 
