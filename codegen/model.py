@@ -640,8 +640,8 @@ class _LineLoader(yaml.SafeLoader):
     """Records the line of each mapping as '__line__'."""
 
 
-# libyaml's parser when PyYAML has it: the registry parses in 0.02 s instead of 0.25 s, and
-# codegen runs on every registry edit (docs/build.md). A registry it rejects is parsed again by
+# libyaml's parser when PyYAML has it: the registry parses about ten times faster, and codegen
+# runs on every registry edit (docs/performance.md, "Figures behind kernel constants"). A registry it rejects is parsed again by
 # the pure-Python parser, whose error messages are the ones kael reports.
 _FastSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

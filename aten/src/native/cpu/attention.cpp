@@ -176,11 +176,9 @@ static_assert(kTileRows == 4 && kTileCols == 16);
 // With AVX-512: tiles of kTileRows x 2 kTileCols, two 16-float registers per row (8
 // accumulators, 6 loads per 8 fused multiply-adds), about 1.7x the AVX2 tiles' rate; and of
 // 2 kTileRows x 2 kTileCols where the rows allow (16 accumulators, 10 loads per 16): a core with
-// two 512-bit FMA units needs more than 8 independent accumulators to keep both busy. Measured
-// on an Intel Xeon with AVX512-FP16 (2026-12-03, tools/bench/throughput.py --cases attention,
-// three runs of each build alternated): 8 heads, 1024 tokens, 64 dims, 92.8-98.6 -> 103-111
-// GFLOP/s at 1 thread, 184-189 -> 196-204 at 2 (torch 99-113 and 194-212). Every output is the
-// same bits either way (each is the same sequence of fused multiply-adds).
+// two 512-bit FMA units needs more than 8 independent accumulators to keep both busy (7-9%
+// faster: docs/performance.md, "Figures behind kernel constants"). Every output is the same bits
+// either way (each is the same sequence of fused multiply-adds).
 
 // Scores of R rows against two neighbouring packed key tiles kt0, kt1 (see scores):
 // s[r][0..32) for r < R. R = 8 where there are 8 rows (16 accumulators, 10 loads per 16 fused

@@ -264,8 +264,7 @@ inline bool takes(C x, C m) {
 
 // The running extremes and rows of a block sweep four rows at a time above 16 KB, not above 8 KB
 // as the other walks do: at 16 KB (float32, 2048 columns) the sweep ran slower than one row at a
-// time (AMD Zen 4, x.argmax(0) of (8192, 2048): 4.1-5.6 ms against 3.0-4.4; of (4096, 4096),
-// 32 KB: 4.1-4.5 against 7.2-8.4).
+// time, at 32 KB faster (docs/performance.md, "Figures behind kernel constants").
 constexpr std::int64_t kSweepIndexBytes = 16384;
 
 // Four rows of Note [Four rows a sweep] for N columns from x (rows rs elements apart, the first

@@ -84,11 +84,9 @@ constexpr i64 kKc = KAEL_GEMM_KC;
 constexpr i64 kMc = KAEL_GEMM_MC;
 constexpr i64 kNc = KAEL_GEMM_NC;
 // The row block where A's columns are contiguous (pack_a_columns): 10 panels, each column's
-// stretch of 140 values read in one pass; measured on one core against kMc in a probe like
-// tools/bench/sgemm_probe.cpp: (8192 x 2048) @ (2048 x 256) 59.5 -> 56.1 ms, (1024 x 2048) @
-// (2048 x 256) 7.2 -> 7.0 ms, (256 x 2048) @ (2048 x 256) 1.70 -> 1.62 ms (A transposed, the GPT's
-// weight gradients), where rows-contiguous products are slower with 140 (2048 x 768 x 256
-// 174 -> 165 GFLOP/s).
+// stretch of 140 values read in one pass; faster than kMc for the GPT's weight gradients (A
+// transposed), where rows-contiguous products are slower with 140 (docs/performance.md, "Figures
+// behind kernel constants").
 constexpr i64 kMcColumns = 140;
 static_assert(kNc % kNr == 0 && kKc > 0 && kMc > 0 && kMcColumns > 0);
 // Rows ahead of the one in use that the packing micro-kernel prefetches from B: into L1 from
@@ -205,8 +203,8 @@ void pack_a(const float* a, i64 rs, i64 cs, int mr, i64 kc, float* dst) {
 // are read in one pass into the mc / kMr panels; the rows of x (a row stride apart, each in
 // another page) are prefetched kPackAheadColumns ahead. Packing panel by panel instead read each
 // of kc rows kMc / kMr times, a few bytes each time, the lines a page apart evicting one another
-// from L1 and L2 (the LM head's weight gradient, (8192 x 2048) @ (2048 x 256) with A = g.t(), on
-// one core: 67 -> 59 ms in a probe like tools/bench/sgemm_probe.cpp).
+// from L1 and L2 (the LM head's weight gradient is faster this way: docs/performance.md, "Figures
+// behind kernel constants").
 constexpr i64 kPackAheadColumns = 16;
 
 void pack_a_columns(const float* a, i64 cs, i64 mc, i64 kc, float* dst) {

@@ -75,9 +75,9 @@ void update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restri
 #if defined(__AVX512F__)
 // The float update in 16 lanes: the scalar loop does not vectorise, as std::sqrt keeps a branch to
 // the library call that sets errno for a negative argument (whose result is NaN either way). The
-// same operations, a partial vector (masked) at the end; AdamW over GPT-2-small-like shapes (5.3M
-// floats, 1 thread) took 6.5 ms instead of 15.6. The square root is the masked form with every
-// lane set (the unmasked one trips GCC 12's -Wmaybe-uninitialized).
+// same operations, a partial vector (masked) at the end (docs/performance.md, "Figures behind
+// kernel constants"). The square root is the masked form with every lane set (the unmasked one
+// trips GCC 12's -Wmaybe-uninitialized).
 template <bool kMaximize, bool kWeightDecay, bool kDecoupled, bool kAmsgrad>
 void update_avx512(float* p, const float* g, float* m, float* v, float* vmax, std::int64_t n,
                    const Constants<float>& c) {

@@ -209,10 +209,9 @@ void add_four_rows(const char* x, std::int64_t rs, std::int64_t n, Acc* o) {
 // o[c] += the sum over `rows` rows (byte stride rs) of x[r, c], c < n, each column's additions in
 // row order. Sums that stay in L1 (n up to kColumnsInL1) take one row at a time, reading memory in
 // order; wider ones four rows a sweep (add_four_rows: the same additions, with a quarter of the
-// loads and stores of the sums, which no longer stay in L1). On AMD Zen 4 (a C++ loop over 16M
-// float32): (4096, 4096) one row at a time 6.1 ms, four rows 3.2; 64 slabs of (1024, 256) one
-// row at a time 2.6 ms, four rows 6.5 (four short streams at once, which the prefetchers follow
-// worse).
+// loads and stores of the sums, which no longer stay in L1). Narrow sums are slower four rows at
+// a time: four short streams at once, which the prefetchers follow worse (docs/performance.md,
+// "Figures behind kernel constants").
 template <typename Acc, typename T>
 void add_rows(const char* x, std::int64_t rows, std::int64_t rs, std::int64_t n, Acc* __restrict o) {
   std::int64_t r = 0;
