@@ -492,6 +492,84 @@ def _check_out(schema: Schema, variants: tuple[str, ...], pointwise: Any, out: A
     return out
 
 
+def _check_pointwise_entry(schema: Schema, pointwise: Any, dispatch_raw: Any, inplace: Any, promotion: str,
+                           gil: str | None) -> tuple[bool, str]:
+    """Checks a `pointwise:` entry; returns whether it has an in-place form and its GIL mode."""
+    if not isinstance(pointwise, str) or not pointwise.strip():
+        raise CodegenError("'pointwise' must be a C++ expression")
+    if dispatch_raw is not None:
+        raise CodegenError("an entry has either 'pointwise' or 'dispatch', not both")
+    if not schema.returns_tensor:
+        raise CodegenError("pointwise ops return a new Tensor (their in-place variant is derived)")
+    n = len(schema.tensor_params)
+    if not 1 <= n <= 3:
+        raise CodegenError(f"pointwise ops take one to three Tensor inputs, got {n}")
+    for p in schema.params:
+        if not (p.type.is_tensor() or p.type.is_scalar()) or p.type.optional:
+            raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
+    if not any(p.name == "self" and p.type.is_tensor() for p in schema.params):
+        raise CodegenError("a pointwise op takes a 'Tensor self' argument")
+    if inplace is None:
+        inplace = promotion != "always_bool" and schema.params[0].name == "self"
+    if inplace and schema.params[0].name != "self":
+        raise CodegenError("an in-place variant writes its first argument, which must be 'Tensor self'")
+    if gil is None:
+        gil = "auto"
+    return inplace, gil
+
+
+def _parse_dispatch(dispatch_raw: Any, derivatives_raw: Any, inplace: Any, promotion: str,
+                    gil: str | None) -> tuple[list[tuple[str, str]], bool, str]:
+    """A hand-written entry's `dispatch:` (aliases expanded to their keys), in-place flag (none)
+    and GIL mode."""
+    dispatch: list[tuple[str, str]] = []
+    if not isinstance(dispatch_raw, dict) or not dispatch_raw:
+        raise CodegenError("missing 'dispatch' (or 'pointwise')")
+    for key, kernel in dispatch_raw.items():
+        if not isinstance(kernel, str) or not _IDENT.match(kernel):
+            raise CodegenError(f"dispatch kernel for '{key}' must be a C++ function name")
+        keys = enums.ALIAS_KEYS.get(key, (key,) if key in enums.BACKEND_KEYS else None)
+        if keys is None:
+            known = ", ".join(enums.BACKEND_KEYS + tuple(enums.ALIAS_KEYS))
+            raise CodegenError(f"unknown dispatch key '{key}' (expected one of {known})")
+        for k in keys:
+            if any(k == existing for existing, _ in dispatch):
+                raise CodegenError(f"dispatch key '{k}' given twice")
+            dispatch.append((k, kernel))
+    if "CompositeImplicit" in dispatch_raw and len(dispatch_raw) > 1:
+        raise CodegenError("a CompositeImplicit kernel serves every key; give no other")
+    if "CompositeImplicit" in dispatch_raw and derivatives_raw:
+        raise CodegenError("a CompositeImplicit op is differentiated through the ops it calls; "
+                           "give 'derivatives' only with CompositeExplicit or backend kernels")
+    if inplace:
+        raise CodegenError("'inplace' is derived for pointwise ops only")
+    if "promotion" in (dispatch_raw or {}) or promotion != "default":
+        raise CodegenError("'promotion' applies to pointwise ops only")
+    inplace = False
+    if gil is None:
+        gil = "hold"
+    return dispatch, inplace, gil
+
+
+def _parse_derivatives(schema: Schema, derivatives_raw: Any, pointwise: Any) -> list[tuple[str, str]]:
+    """`derivatives:`, input name -> C++ formula, in order."""
+    if schema.returns_value and derivatives_raw:
+        raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
+    if schema.returns_nothing and (derivatives_raw or pointwise is not None):
+        raise CodegenError("an op returning () has no derivatives and no pointwise formula")
+    if not isinstance(derivatives_raw, dict):
+        raise CodegenError("'derivatives' must map input names to formulas")
+    names = {p.name for p in schema.params}
+    derivatives = []
+    for k, v in derivatives_raw.items():
+        if k not in names:
+            raise CodegenError(f"derivative for unknown input '{k}'")
+        if not isinstance(v, str):
+            raise CodegenError(f"derivative for '{k}' must be a C++ expression")
+        derivatives.append((k, v))
+    return derivatives
+
+
 def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | None = None) -> NativeFunction:
     entry = dict(entry)
     entry_keys = set(entry)
@@ -541,54 +619,11 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     if gil is not None and gil not in GIL_MODES:
         raise CodegenError(f"unknown gil mode '{gil}' (expected one of {', '.join(GIL_MODES)})")
 
-    dispatch: list[tuple[str, str]] = []
     if pointwise is not None:
-        if not isinstance(pointwise, str) or not pointwise.strip():
-            raise CodegenError("'pointwise' must be a C++ expression")
-        if dispatch_raw is not None:
-            raise CodegenError("an entry has either 'pointwise' or 'dispatch', not both")
-        if not schema.returns_tensor:
-            raise CodegenError("pointwise ops return a new Tensor (their in-place variant is derived)")
-        n = len(schema.tensor_params)
-        if not 1 <= n <= 3:
-            raise CodegenError(f"pointwise ops take one to three Tensor inputs, got {n}")
-        for p in schema.params:
-            if not (p.type.is_tensor() or p.type.is_scalar()) or p.type.optional:
-                raise CodegenError(f"pointwise argument '{p.name}' must be Tensor or Scalar, got '{p.type}'")
-        if not any(p.name == "self" and p.type.is_tensor() for p in schema.params):
-            raise CodegenError("a pointwise op takes a 'Tensor self' argument")
-        if inplace is None:
-            inplace = promotion != "always_bool" and schema.params[0].name == "self"
-        if inplace and schema.params[0].name != "self":
-            raise CodegenError("an in-place variant writes its first argument, which must be 'Tensor self'")
-        if gil is None:
-            gil = "auto"
+        dispatch: list[tuple[str, str]] = []
+        inplace, gil = _check_pointwise_entry(schema, pointwise, dispatch_raw, inplace, promotion, gil)
     else:
-        if not isinstance(dispatch_raw, dict) or not dispatch_raw:
-            raise CodegenError("missing 'dispatch' (or 'pointwise')")
-        for key, kernel in dispatch_raw.items():
-            if not isinstance(kernel, str) or not _IDENT.match(kernel):
-                raise CodegenError(f"dispatch kernel for '{key}' must be a C++ function name")
-            keys = enums.ALIAS_KEYS.get(key, (key,) if key in enums.BACKEND_KEYS else None)
-            if keys is None:
-                known = ", ".join(enums.BACKEND_KEYS + tuple(enums.ALIAS_KEYS))
-                raise CodegenError(f"unknown dispatch key '{key}' (expected one of {known})")
-            for k in keys:
-                if any(k == existing for existing, _ in dispatch):
-                    raise CodegenError(f"dispatch key '{k}' given twice")
-                dispatch.append((k, kernel))
-        if "CompositeImplicit" in dispatch_raw and len(dispatch_raw) > 1:
-            raise CodegenError("a CompositeImplicit kernel serves every key; give no other")
-        if "CompositeImplicit" in dispatch_raw and derivatives_raw:
-            raise CodegenError("a CompositeImplicit op is differentiated through the ops it calls; "
-                               "give 'derivatives' only with CompositeExplicit or backend kernels")
-        if inplace:
-            raise CodegenError("'inplace' is derived for pointwise ops only")
-        if "promotion" in (dispatch_raw or {}) or promotion != "default":
-            raise CodegenError("'promotion' applies to pointwise ops only")
-        inplace = False
-        if gil is None:
-            gil = "hold"
+        dispatch, inplace, gil = _parse_dispatch(dispatch_raw, derivatives_raw, inplace, promotion, gil)
 
     if check is not None:
         if pointwise is None:
@@ -612,20 +647,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     if varargs and not (positional and positional[-1].type.is_tensor_list()):
         raise CodegenError("'varargs' needs a Tensor[] as the last positional argument")
 
-    if schema.returns_value and derivatives_raw:
-        raise CodegenError(f"an op returning {schema.returns[0].type} has no derivatives")
-    if schema.returns_nothing and (derivatives_raw or pointwise is not None):
-        raise CodegenError("an op returning () has no derivatives and no pointwise formula")
-    if not isinstance(derivatives_raw, dict):
-        raise CodegenError("'derivatives' must map input names to formulas")
-    names = {p.name for p in schema.params}
-    derivatives = []
-    for k, v in derivatives_raw.items():
-        if k not in names:
-            raise CodegenError(f"derivative for unknown input '{k}'")
-        if not isinstance(v, str):
-            raise CodegenError(f"derivative for '{k}' must be a C++ expression")
-        derivatives.append((k, v))
+    derivatives = _parse_derivatives(schema, derivatives_raw, pointwise)
 
     return NativeFunction(
         schema=schema, line=line, variants=variants, pointwise=pointwise, promotion=promotion,
@@ -641,8 +663,9 @@ class _LineLoader(yaml.SafeLoader):
 
 
 # libyaml's parser when PyYAML has it: the registry parses about ten times faster, and codegen
-# runs on every registry edit (docs/performance.md, "Figures behind kernel constants"). A registry it rejects is parsed again by
-# the pure-Python parser, whose error messages are the ones kael reports.
+# runs on every registry edit (docs/performance.md, "Figures behind kernel constants"). A
+# registry it rejects is parsed again by the pure-Python parser, whose error messages are the
+# ones kael reports.
 _FastSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
