@@ -504,25 +504,17 @@ def main(argv=None, stream=sys.stdout):
         dist.destroy_process_group()
 
 
-def _main(args, stream, dist):
-    rank = dist.get_rank() if dist is not None else 0
-    world_size = args.world_size
-    lead = rank == 0
-
-    def barrier():
-        if dist is not None:
-            dist.barrier()
-
-    if args.threads is not None:
-        kael.set_num_threads(args.threads)
+def _prepare_data(args, lead, barrier):
+    """The corpus split 90/10, the BPE tokenizer (trained on the training split and cached in the
+    output directory; with --ddp rank 0 trains or reads it while the others wait, then they read
+    what it saved) and both splits as token tensors; also the tokenizer's fingerprint and the run
+    state the directory held."""
     saved = args.saved
     with open(args.corpus, encoding="utf-8") as f:
         text = f.read()
     split = int(0.9 * len(text))
     train_text, val_text = text[:split], text[split:]
 
-    # tokenizer: trained on the training split, cached in the output directory
-    # (with --ddp rank 0 trains or reads it while the others wait, then they read what it saved)
     fingerprint = corpus_fingerprint(train_text, args.vocab_size)
     previous = saved if saved is not None else read_run_state(args.out)
     if lead:
@@ -538,11 +530,37 @@ def _main(args, stream, dist):
         tokenizer, tokenizer_seconds = kael.BpeTokenizer.from_tiktoken(os.path.join(args.out, TOKENIZER_FILE)), None
     train_tokens = kael.tensor(tokenizer.encode_ordinary(train_text), dtype=kael.int64)
     val_tokens = kael.tensor(tokenizer.encode_ordinary(val_text), dtype=kael.int64)
-    order = WindowOrder(train_tokens.numel(), args.block_size, args.seed)
     if validation_windows(val_tokens, args.block_size).numel() == 0:
         raise SystemExit(f"the validation split ({val_tokens.numel()} tokens) holds no window of {args.block_size + 1}")
+    return tokenizer, tokenizer_seconds, fingerprint, previous, train_tokens, val_tokens
 
-    # model and optimizer: new from the seed, or as the checkpoint left them
+
+def _report_and_sample(args, model, tokenizer, train_tokens, val_tokens, history, train_seconds, result, stream):
+    """Rank 0's end of a finished run: the validation loss beside the unigram baseline, where the
+    checkpoint is, and a sampled passage."""
+    val_loss = history[-1][1]
+    targets = val_tokens[1:validation_windows(val_tokens, args.block_size).numel() * args.block_size + 1]
+    baseline = unigram_loss(train_tokens, targets, len(tokenizer))
+    print(f"trained {args.steps} steps in {train_seconds:.1f}s; validation loss {val_loss:.4f} nats/token "
+          f"(unigram baseline {baseline:.4f}, {targets.numel():,} tokens)", file=stream)
+    print(f"checkpoint: {args.out} (kael.GPT.from_pretrained, {TOKENIZER_FILE})", file=stream)
+    result.update(val_loss=val_loss, unigram_loss=baseline)
+    if args.sample_tokens > 0:
+        prompt = tokenizer.encode_ordinary(args.prompt) or [tokenizer.encode_ordinary("\n")[0]]
+        model.eval()
+        with kael.no_grad():
+            out = model.generate(kael.tensor([prompt], dtype=kael.int64), args.sample_tokens,
+                                 temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+        passage = tokenizer.decode(out[0].tolist())
+        print(f"--- sample (temperature {args.temperature:g}, seed {args.seed}) ---\n{passage}\n---", file=stream)
+        result["sample"] = passage
+    return result
+
+
+def _build_model(args, saved, tokenizer, dist):
+    """The model and its optimizer, new from the seed or as the checkpoint left them; with --ddp,
+    `trained` is DistributedDataParallel around the model (rank 0's parameters broadcast,
+    gradients averaged), and `model` stays the inner module, which is evaluated and saved."""
     if saved is None:
         kael.manual_seed(args.seed)
         config = kael.GPTConfig(vocab_size=len(tokenizer), block_size=args.block_size, n_layer=args.n_layer,
@@ -555,8 +573,6 @@ def _main(args, stream, dist):
                              f"{len(tokenizer)}")
     model.train()
     names = {id(p): n for n, p in model.named_parameters()}
-    # the model that trains: with --ddp, DistributedDataParallel around it (rank 0's parameters
-    # broadcast, gradients averaged); `model` stays the inner module, which is evaluated and saved
     trained = model
     if dist is not None:
         from kael.nn.parallel import DistributedDataParallel
@@ -564,6 +580,25 @@ def _main(args, stream, dist):
     optimizer = make_optimizer(model, args)
     if saved is not None:
         load_training_state(args.out, saved, optimizer, names)
+    return model, trained, optimizer, names
+
+
+def _main(args, stream, dist):
+    rank = dist.get_rank() if dist is not None else 0
+    world_size = args.world_size
+    lead = rank == 0
+
+    def barrier():
+        if dist is not None:
+            dist.barrier()
+
+    if args.threads is not None:
+        kael.set_num_threads(args.threads)
+    saved = args.saved
+    tokenizer, tokenizer_seconds, fingerprint, previous, train_tokens, val_tokens = _prepare_data(args, lead, barrier)
+    order = WindowOrder(train_tokens.numel(), args.block_size, args.seed)
+
+    model, trained, optimizer, names = _build_model(args, saved, tokenizer, dist)
     start_step = saved["step"] if saved else 0
     history = saved["val_losses"] if saved else []
     train_seconds = saved["train_seconds"] if saved else 0.0
@@ -647,24 +682,8 @@ def _main(args, stream, dist):
               f"{args.out}: continue with --resume --out {args.out}", file=stream)
         return result
 
-    val_loss = history[-1][1]
-    targets = val_tokens[1:validation_windows(val_tokens, args.block_size).numel() * args.block_size + 1]
-    baseline = unigram_loss(train_tokens, targets, len(tokenizer))
-    print(f"trained {args.steps} steps in {train_seconds:.1f}s; validation loss {val_loss:.4f} nats/token "
-          f"(unigram baseline {baseline:.4f}, {targets.numel():,} tokens)", file=stream)
-    print(f"checkpoint: {args.out} (kael.GPT.from_pretrained, {TOKENIZER_FILE})", file=stream)
-    result.update(val_loss=val_loss, unigram_loss=baseline)
-    if args.sample_tokens > 0:
-        prompt = tokenizer.encode_ordinary(args.prompt) or [tokenizer.encode_ordinary("\n")[0]]
-        model.eval()
-        with kael.no_grad():
-            out = model.generate(kael.tensor([prompt], dtype=kael.int64), args.sample_tokens,
-                                 temperature=args.temperature, top_k=args.top_k, seed=args.seed)
-        passage = tokenizer.decode(out[0].tolist())
-        print(f"--- sample (temperature {args.temperature:g}, seed {args.seed}) ---\n{passage}\n---", file=stream)
-        result["sample"] = passage
-    return result
-
+    return _report_and_sample(args, model, tokenizer, train_tokens, val_tokens, history, train_seconds, result,
+                              stream)
 
 if __name__ == "__main__":
     sys.exit(130 if main()["interrupted"] else 0)  # 130: stopped by Ctrl-C, as a shell reports SIGINT
