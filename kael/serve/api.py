@@ -325,6 +325,43 @@ def _sse(obj):
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
+def _add_token_routes(app, server):
+    """POST /v1/tokenize ({"prompt"} -> its token ids) and /v1/detokenize ({"tokens"} -> the text)."""
+    @app.post("/v1/tokenize")
+    async def tokenize(request: Request):
+        body = await _read_json(request, server.max_body)
+        if "model" in body:
+            server.check_model(body)
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise ApiError(400, "'prompt' must be a string", param="prompt",
+                           code="missing_field" if prompt is None else "invalid_type")
+        if set(body) - {"model", "prompt"}:
+            name = sorted(set(body) - {"model", "prompt"})[0][:100]
+            raise ApiError(400, f"'{name}' is not supported by /v1/tokenize", param=name, code="unsupported_parameter")
+        tokens = await server.encode(prompt)
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": server.block_size}
+
+    @app.post("/v1/detokenize")
+    async def detokenize(request: Request):
+        body = await _read_json(request, server.max_body)
+        if "model" in body:
+            server.check_model(body)
+        tokens = body.get("tokens")
+        if not (isinstance(tokens, list) and all(_is_int(t) for t in tokens)):
+            raise ApiError(400, "'tokens' must be a list of integers", param="tokens",
+                           code="missing_field" if tokens is None else "invalid_type")
+        if set(body) - {"model", "tokens"}:
+            name = sorted(set(body) - {"model", "tokens"})[0][:100]
+            raise ApiError(400, f"'{name}' is not supported by /v1/detokenize", param=name,
+                           code="unsupported_parameter")
+        bad = [t for t in tokens if not 0 <= t < len(server.tokenizer)]
+        if bad:
+            raise ApiError(400, f"'tokens' holds ids outside the vocabulary [0, {len(server.tokenizer)}): {bad[:5]}",
+                           param="tokens", code="invalid_value")
+        return {"prompt": server.tokenizer.decode(tokens, errors="replace")}
+
+
 def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=64, max_body=1_000_000,
                prefill_rows=PREFILL_ROWS):
     """The ASGI app serving the model directory model_dir (GPT.save_pretrained's files and a
@@ -396,39 +433,7 @@ def create_app(model_dir, api_key=None, max_batch=8, max_tokens=512, max_queue=6
         return {"object": "list", "data": [{"id": server.model_name, "object": "model", "created": server.created,
                                             "owned_by": "kael", "max_model_len": server.block_size}]}
 
-    @app.post("/v1/tokenize")
-    async def tokenize(request: Request):
-        body = await _read_json(request, server.max_body)
-        if "model" in body:
-            server.check_model(body)
-        prompt = body.get("prompt")
-        if not isinstance(prompt, str):
-            raise ApiError(400, "'prompt' must be a string", param="prompt",
-                           code="missing_field" if prompt is None else "invalid_type")
-        if set(body) - {"model", "prompt"}:
-            name = sorted(set(body) - {"model", "prompt"})[0][:100]
-            raise ApiError(400, f"'{name}' is not supported by /v1/tokenize", param=name, code="unsupported_parameter")
-        tokens = await server.encode(prompt)
-        return {"tokens": tokens, "count": len(tokens), "max_model_len": server.block_size}
-
-    @app.post("/v1/detokenize")
-    async def detokenize(request: Request):
-        body = await _read_json(request, server.max_body)
-        if "model" in body:
-            server.check_model(body)
-        tokens = body.get("tokens")
-        if not (isinstance(tokens, list) and all(_is_int(t) for t in tokens)):
-            raise ApiError(400, "'tokens' must be a list of integers", param="tokens",
-                           code="missing_field" if tokens is None else "invalid_type")
-        if set(body) - {"model", "tokens"}:
-            name = sorted(set(body) - {"model", "tokens"})[0][:100]
-            raise ApiError(400, f"'{name}' is not supported by /v1/detokenize", param=name,
-                           code="unsupported_parameter")
-        bad = [t for t in tokens if not 0 <= t < len(server.tokenizer)]
-        if bad:
-            raise ApiError(400, f"'tokens' holds ids outside the vocabulary [0, {len(server.tokenizer)}): {bad[:5]}",
-                           param="tokens", code="invalid_value")
-        return {"prompt": server.tokenizer.decode(tokens, errors="replace")}
+    _add_token_routes(app, server)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
