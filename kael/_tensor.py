@@ -517,11 +517,6 @@ def _get_mH(self):
     return self.mT
 
 
-def _adjoint(self):
-    """The view with the last two dims swapped (the conjugate transpose of a real tensor)."""
-    return self.mT
-
-
 def _get_nbytes(self):
     return self.numel() * self.element_size()
 
@@ -752,7 +747,6 @@ _TENSOR_EXTENSIONS = {
     "data": property(_get_data, _data_setter, doc="The tensor's data as a tensor outside autograd (shares memory)."),
     "H": property(_get_H, doc="The conjugate transpose of a matrix (its transpose, for real dtypes)."),
     "mH": property(_get_mH, doc="The conjugate transpose of a batch of matrices (mT, for real dtypes)."),
-    "adjoint": _adjoint,
     "nbytes": property(_get_nbytes, doc="The number of bytes of the elements (numel() * element_size())."),
     "is_cpu": property(lambda self: self.device.type == "cpu", doc="Whether the tensor is on the CPU."),
     "untyped_storage": _untyped_storage,

@@ -2,12 +2,14 @@
 // split, split_with_sizes, chunk (views) and einsum (Note [einsum]).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <numeric>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "kael/core/error.h"
+#include "kael/core/warning.h"
 #include "kael/native/declarations.h"
 #include "kael/native/index_ops.h"
 #include "kael/native/pointwise.h"
@@ -434,6 +436,19 @@ Tensor movedim(const Tensor& self, IntArrayRef source, IntArrayRef destination) 
 }
 
 Tensor swapaxes(const Tensor& self, std::int64_t axis0, std::int64_t axis1) { return kael::transpose(self, axis0, axis1); }
+
+Tensor adjoint(const Tensor& self) {
+  if (self.dim() == 0) {
+    // once per process, as PyTorch's TORCH_WARN_ONCE
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      warn(WarningKind::User, "adjoint() is deprecated on 0-D tensors. Consider using x.conj().");
+    return self;
+  }
+  KAEL_CHECK(self.dim() >= 2, "adjoint: tensor.adjoint() is only supported on matrices or batches of matrices. Got "
+                                  << self.dim() << "-D tensor.");
+  return kael::transpose(self, -2, -1);
+}
 
 // The registry's kernels.
 Tensor stack(TensorList tensors, std::int64_t dim) { return stack_impl(tensors, dim); }

@@ -1,7 +1,10 @@
 """The objects around a tensor that PyTorch code expects (kael.Size, kael.device, kael.cuda,
 Tensor attributes and conversions, repr), each compared with what torch does."""
+import math
 import pickle
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -148,6 +151,36 @@ def test_data_shares_memory_and_can_be_replaced():
     assert t.tolist() == [0.0, 0.0] and t.shape == (2,)
     with pytest.raises(TypeError):
         t.data = kael.zeros(2, dtype=kael.int64)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 2, 3), (1, 0, 5), (2, 1, 3, 4)])
+@pytest.mark.parametrize("call", ["method", "function"])
+def test_adjoint_is_a_registry_view_like_torch(shape, call):
+    t = torch.arange(float(math.prod(shape))).reshape(shape).requires_grad_()
+    k = kael.tensor(t.detach().numpy()).requires_grad_()
+    tr = t.adjoint() if call == "method" else torch.adjoint(t)
+    kr = k.adjoint() if call == "method" else kael.adjoint(k)
+    assert kr.shape == tr.shape and kr.stride() == tr.stride() and kr._base is k
+    assert kr.tolist() == tr.tolist()
+    weights = torch.randn(tr.shape)
+    (tr * weights).sum().backward()
+    (kr * kael.tensor(weights.numpy())).sum().backward()
+    assert k.grad.tolist() == t.grad.tolist()
+
+
+def test_adjoint_of_0d_and_1d_tensors_as_torch():
+    for lib in (torch, kael):
+        with pytest.raises(RuntimeError, match=r"tensor\.adjoint\(\) is only supported on matrices or batches of "
+                                               r"matrices\. Got 1-D tensor\."):
+            lib.ones(3).adjoint()
+    # 0-d: the tensor itself, with torch's deprecation warning once per process
+    code = ("import warnings, kael\nwarnings.simplefilter('always')\nt = kael.tensor(2.0)\n"
+            "with warnings.catch_warnings(record=True) as w:\n    warnings.simplefilter('always')\n"
+            "    r = t.adjoint(); r2 = kael.adjoint(t)\n"
+            "print(r is t, r2 is t, [str(x.message) for x in w])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True True ['adjoint() is deprecated on 0-D tensors. Consider using x.conj().']", \
+        out.stdout + out.stderr
 
 
 def test_H_mH_and_adjoint_match_torch():
