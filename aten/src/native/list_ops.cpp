@@ -216,6 +216,85 @@ Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<bool>& sum_d
   return kael::permute(kael::reshape(product, sizes), inverse);
 }
 
+// Where each subscript of an einsum sits among the common positions (an ellipsis: from ell_pos,
+// ell_ndim of them).
+struct EinsumPositions {
+  std::array<std::int64_t, kLabels> pos;
+  std::int64_t ell_pos, ell_ndim;
+};
+
+// Operand i of an einsum with subscripts `term`, aligned to the n common positions: a repeated
+// subscript's diagonal taken, its dims permuted into position order, size-1 dims where it has no
+// subscript; `has` marks the positions it has. Each size it brings is checked against (and
+// recorded in) sizes, with the operand that set it in size_from.
+Tensor align_operand(Tensor t, const std::vector<int>& term, std::size_t i, const EinsumPositions& at, std::int64_t n,
+                     DimVector& sizes, std::vector<std::int64_t>& size_from, std::vector<bool>& has) {
+  const std::array<std::int64_t, kLabels>& pos = at.pos;
+  const std::int64_t ell_pos = at.ell_pos, ell_ndim = at.ell_ndim;
+  std::int64_t labels = 0;
+  for (const int l : term) labels += l == kEllipsis ? 0 : 1;
+  const std::int64_t e = t.dim() - labels;  // dims under this operand's ellipsis
+  DimVector target;             // the common position of each dim of t
+  std::vector<int> labels_of;   // and its subscript (kEllipsis under the ellipsis)
+  for (const int l : term) {
+    if (l == kEllipsis) {
+      for (std::int64_t k = 0; k < e; ++k) {
+        target.push_back(ell_pos + (ell_ndim - e) + k);
+        labels_of.push_back(kEllipsis);
+      }
+    } else {
+      target.push_back(pos[l]);
+      labels_of.push_back(l);
+    }
+  }
+  // a subscript repeated within the operand: its diagonal
+  for (std::int64_t a = 0; a < static_cast<std::int64_t>(target.size()); ++a) {
+    for (std::int64_t b = a + 1; b < static_cast<std::int64_t>(target.size()); ++b) {
+      if (target[a] != target[b]) continue;
+      KAEL_CHECK_VALUE(t.sizes()[a] == t.sizes()[b], "einsum(): subscript " << char_of(labels_of[a])
+                                                                            << " is repeated for operand " << i
+                                                                            << " but the sizes don't match, "
+                                                                            << t.sizes()[b] << " != " << t.sizes()[a]);
+      t = kael::diagonal(t, 0, a, b);
+      const std::int64_t p = target[a];
+      const int label = labels_of[a];
+      target.erase(static_cast<std::size_t>(b));
+      target.erase(static_cast<std::size_t>(a));
+      target.push_back(p);
+      labels_of.erase(labels_of.begin() + b);
+      labels_of.erase(labels_of.begin() + a);
+      labels_of.push_back(label);
+      b = a;  // rescan from a
+    }
+  }
+  // permute into position order, then unsqueeze the positions t lacks
+  DimVector perm(target.size());
+  std::iota(perm.begin(), perm.end(), std::int64_t{0});
+  std::sort(perm.begin(), perm.end(), [&](std::int64_t x, std::int64_t y) { return target[x] < target[y]; });
+  t = kael::permute(t, perm);
+  has.assign(static_cast<std::size_t>(n), false);
+  for (std::size_t k = 0; k < perm.size(); ++k) {
+    const std::int64_t p = target[perm[k]];
+    has[p] = true;
+    const std::int64_t s = t.sizes()[k];
+    if (sizes[p] == 1 && s != 1) {
+      sizes[p] = s;
+      size_from[p] = static_cast<std::int64_t>(i);
+    } else {
+      KAEL_CHECK_VALUE(s == 1 || s == sizes[p], "einsum(): the size " << s << " of dimension " << k
+                                                                       << " of operand " << i
+                                                                       << " does not broadcast with the size "
+                                                                       << sizes[p] << " of operand " << size_from[p]);
+    }
+  }
+  DimVector full;
+  {
+    std::size_t k = 0;
+    for (std::int64_t p = 0; p < n; ++p) full.push_back(has[p] ? t.sizes()[k++] : 1);
+  }
+  return kael::reshape(t, full);
+}
+
 }  // namespace
 
 Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) {
@@ -303,75 +382,15 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
   for (int l = 0; l < kLabels; ++l)
     if (count[l] > 0 && pos[l] < 0) pos[l] = n++;
   check_max_dims("einsum", n);
+  const EinsumPositions labels_at{pos, ell_pos, ell_ndim};
   // each operand aligned to the common positions
   std::vector<Tensor> aligned;
   std::vector<std::vector<bool>> present;
   DimVector sizes(n, 1);
   std::vector<std::int64_t> size_from(n, -1);  // operand that set sizes[p]
   for (std::size_t i = 0; i < operands.size(); ++i) {
-    Tensor t = operands[i];
-    std::int64_t labels = 0;
-    for (const int l : terms[i]) labels += l == kEllipsis ? 0 : 1;
-    const std::int64_t e = t.dim() - labels;  // dims under this operand's ellipsis
-    DimVector target;             // the common position of each dim of t
-    std::vector<int> labels_of;   // and its subscript (kEllipsis under the ellipsis)
-    for (const int l : terms[i]) {
-      if (l == kEllipsis) {
-        for (std::int64_t k = 0; k < e; ++k) {
-          target.push_back(ell_pos + (ell_ndim - e) + k);
-          labels_of.push_back(kEllipsis);
-        }
-      } else {
-        target.push_back(pos[l]);
-        labels_of.push_back(l);
-      }
-    }
-    // a subscript repeated within the operand: its diagonal
-    for (std::int64_t a = 0; a < static_cast<std::int64_t>(target.size()); ++a) {
-      for (std::int64_t b = a + 1; b < static_cast<std::int64_t>(target.size()); ++b) {
-        if (target[a] != target[b]) continue;
-        KAEL_CHECK_VALUE(t.sizes()[a] == t.sizes()[b], "einsum(): subscript " << char_of(labels_of[a])
-                                                                              << " is repeated for operand " << i
-                                                                              << " but the sizes don't match, "
-                                                                              << t.sizes()[b] << " != " << t.sizes()[a]);
-        t = kael::diagonal(t, 0, a, b);
-        const std::int64_t p = target[a];
-        const int label = labels_of[a];
-        target.erase(static_cast<std::size_t>(b));
-        target.erase(static_cast<std::size_t>(a));
-        target.push_back(p);
-        labels_of.erase(labels_of.begin() + b);
-        labels_of.erase(labels_of.begin() + a);
-        labels_of.push_back(label);
-        b = a;  // rescan from a
-      }
-    }
-    // permute into position order, then unsqueeze the positions t lacks
-    DimVector perm(target.size());
-    std::iota(perm.begin(), perm.end(), std::int64_t{0});
-    std::sort(perm.begin(), perm.end(), [&](std::int64_t x, std::int64_t y) { return target[x] < target[y]; });
-    t = kael::permute(t, perm);
-    std::vector<bool> has(n, false);
-    for (std::size_t k = 0; k < perm.size(); ++k) {
-      const std::int64_t p = target[perm[k]];
-      has[p] = true;
-      const std::int64_t s = t.sizes()[k];
-      if (sizes[p] == 1 && s != 1) {
-        sizes[p] = s;
-        size_from[p] = static_cast<std::int64_t>(i);
-      } else {
-        KAEL_CHECK_VALUE(s == 1 || s == sizes[p], "einsum(): the size " << s << " of dimension " << k
-                                                                         << " of operand " << i
-                                                                         << " does not broadcast with the size "
-                                                                         << sizes[p] << " of operand " << size_from[p]);
-      }
-    }
-    DimVector full;
-    {
-      std::size_t k = 0;
-      for (std::int64_t p = 0; p < n; ++p) full.push_back(has[p] ? t.sizes()[k++] : 1);
-    }
-    aligned.push_back(kael::reshape(t, full));
+    std::vector<bool> has;
+    aligned.push_back(align_operand(operands[i], terms[i], i, labels_at, n, sizes, size_from, has));
     present.push_back(std::move(has));
   }
   // contract left to right
