@@ -296,6 +296,81 @@ T* scratch(Tensor& holder, std::int64_t n, ScalarType dtype) {
   return holder.data<T>();
 }
 
+// One step's cells of rows [r0, r1), from the pre-activations in g (rows of G * H: the input
+// projection plus h_prev @ w_hh^T, with the biases), which each overwrites with the activations
+// the backward pass reads.
+//
+// GRU: hg holds h_prev @ w_hh^T + b_hh of the step (b_hn stays inside r * (w_hn h + b_hn)); keeps
+// w_hn h + b_hn in hn and writes h_t = (1 - z) n + z h_prev into out (rows of P).
+template <typename T>
+void gru_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, std::int64_t P, T* g, const T* hg, T* hn,
+              const T* hp, T* out) {
+  const std::int64_t GH = 3 * H;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    T* gr = g + r * GH;
+    const T* hr = hg + r * GH;
+    T* hnr = hn + r * H;
+    const T* hpr = hp + r * P;
+    T* outr = out + r * P;
+    KAEL_RNN_IVDEP
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T rv = sigm(gr[j] + hr[j]);
+      const T zv = sigm(gr[H + j] + hr[H + j]);
+      const T nv = tanh_(gr[2 * H + j] + rv * hr[2 * H + j]);
+      gr[j] = rv;
+      gr[H + j] = zv;
+      gr[2 * H + j] = nv;
+      hnr[j] = hr[2 * H + j];
+      outr[j] = (T(1) - zv) * nv + zv * hpr[j];
+    }
+  }
+}
+
+// LSTM: c (rows of H) steps in place, tanh(c) into tc, h = o tanh(c) into dst (rows dst_stride
+// apart: the output, or the pre-projection h with w_hr).
+template <typename T>
+void lstm_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, T* g, T* c, T* tc, T* dst, std::int64_t dst_stride) {
+  const std::int64_t GH = 4 * H;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    T* gr = g + r * GH;
+    T* cr = c + r * H;
+    T* tcr = tc + r * H;
+    T* dr = dst + r * dst_stride;
+    KAEL_RNN_IVDEP
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T iv = sigm(gr[j]);
+      const T fv = sigm(gr[H + j]);
+      const T gv = tanh_(gr[2 * H + j]);
+      const T ov = sigm(gr[3 * H + j]);
+      gr[j] = iv;
+      gr[H + j] = fv;
+      gr[2 * H + j] = gv;
+      gr[3 * H + j] = ov;
+      const T cv = fv * cr[j] + iv * gv;
+      cr[j] = cv;
+      const T tv = tanh_(cv);
+      tcr[j] = tv;
+      dr[j] = ov * tv;
+    }
+  }
+}
+
+// RNN_TANH / RNN_RELU: h = tanh(g) or relu(g) (NaN kept), into g and out (rows of P).
+template <typename T>
+void plain_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, bool relu, T* g, T* out, std::int64_t P) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    T* gr = g + r * H;
+    T* outr = out + r * P;
+    if (relu) {
+      KAEL_RNN_IVDEP
+      for (std::int64_t j = 0; j < H; ++j) gr[j] = outr[j] = gr[j] > T(0) ? gr[j] : (gr[j] != gr[j] ? gr[j] : T(0));
+    } else {
+      KAEL_RNN_IVDEP
+      for (std::int64_t j = 0; j < H; ++j) gr[j] = outr[j] = tanh_(gr[j]);
+    }
+  }
+}
+
 template <typename T>
 std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse) {
   const std::int64_t N = p.N, I = p.I, H = p.H, P = p.P, B = p.B, G = p.G, GH = p.G * p.H;
@@ -350,24 +425,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
       mm(bs, GH, P, hp, P, 1, w_hh, GH, 1, hgp, GH, true);
       T* hn = W + L.hn + off * H;
       rows_for(bs, 8 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          T* gr = g + r * GH;
-          const T* hr = hgp + r * GH;
-          T* hnr = hn + r * H;
-          const T* hpr = hp + r * P;
-          T* outr = out + (off + r) * P;
-          KAEL_RNN_IVDEP
-          for (std::int64_t j = 0; j < H; ++j) {
-            const T rv = sigm(gr[j] + hr[j]);
-            const T zv = sigm(gr[H + j] + hr[H + j]);
-            const T nv = tanh_(gr[2 * H + j] + rv * hr[2 * H + j]);
-            gr[j] = rv;
-            gr[H + j] = zv;
-            gr[2 * H + j] = nv;
-            hnr[j] = hr[2 * H + j];
-            outr[j] = (T(1) - zv) * nv + zv * hpr[j];
-          }
-        }
+        gru_rows(r0, r1, H, P, g, hgp, hn, hp, out + off * P);
       });
       std::memcpy(h, out + off * P, sizeof(T) * bs * P);
       continue;
@@ -378,46 +436,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward(const Params& p, bool reverse
       T* tc = W + L.tanhc + off * H;
       T* hpre = p.proj ? W + L.hpre + off * H : nullptr;
       std::memcpy(cp, c, sizeof(T) * bs * H);
-      rows_for(bs, 10 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          T* gr = g + r * GH;
-          T* cr = c + r * H;
-          T* tcr = tc + r * H;
-          T* dst = p.proj ? hpre + r * H : out + (off + r) * P;
-          KAEL_RNN_IVDEP
-          for (std::int64_t j = 0; j < H; ++j) {
-            const T iv = sigm(gr[j]);
-            const T fv = sigm(gr[H + j]);
-            const T gv = tanh_(gr[2 * H + j]);
-            const T ov = sigm(gr[3 * H + j]);
-            gr[j] = iv;
-            gr[H + j] = fv;
-            gr[2 * H + j] = gv;
-            gr[3 * H + j] = ov;
-            const T cv = fv * cr[j] + iv * gv;
-            cr[j] = cv;
-            const T tv = tanh_(cv);
-            tcr[j] = tv;
-            dst[j] = ov * tv;
-          }
-        }
-      });
+      T* const dst = p.proj ? hpre : out + off * P;
+      const std::int64_t dst_stride = p.proj ? H : P;
+      rows_for(bs, 10 * H, [&](std::int64_t r0, std::int64_t r1) { lstm_rows(r0, r1, H, g, c, tc, dst, dst_stride); });
       if (p.proj) mm(bs, P, H, hpre, H, 1, w_hr, P, 1, out + off * P, P, false);
     } else {
       const bool relu = p.mode == Mode::Relu;
-      rows_for(bs, 4 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          T* gr = g + r * GH;
-          T* outr = out + (off + r) * P;
-          if (relu) {
-            KAEL_RNN_IVDEP
-            for (std::int64_t j = 0; j < H; ++j) gr[j] = outr[j] = gr[j] > T(0) ? gr[j] : (gr[j] != gr[j] ? gr[j] : T(0));
-          } else {
-            KAEL_RNN_IVDEP
-            for (std::int64_t j = 0; j < H; ++j) gr[j] = outr[j] = tanh_(gr[j]);
-          }
-        }
-      });
+      rows_for(bs, 4 * H, [&](std::int64_t r0, std::int64_t r1) { plain_rows(r0, r1, H, relu, g, out + off * P, P); });
     }
     std::memcpy(h, out + off * P, sizeof(T) * bs * P);
   }
