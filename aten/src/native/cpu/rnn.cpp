@@ -460,6 +460,84 @@ void colsum(const T* a, std::int64_t rows, std::int64_t cols, T* out) {
   }
 }
 
+// The gradients of one step's pre-activations (dg, rows of G * H) for rows [r0, r1), from the
+// activations the forward pass left in g and the gradient of the step's h.
+//
+// LSTM: dh (rows of H: the output's gradient, or the pre-projection h's with w_hr) and dc
+// (rows of H, updated in place to the gradient of c_prev), c_prev in cp and tanh(c) in tc.
+template <typename T>
+void lstm_backward_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, const T* g, T* dg, const T* dh, T* dc,
+                        const T* cp, const T* tc) {
+  const std::int64_t GH = 4 * H;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* gr = g + r * GH;
+    T* dgr = dg + r * GH;
+    const T* dhr = dh + r * H;
+    T* dcr = dc + r * H;
+    const T* cpr = cp + r * H;
+    const T* tcr = tc + r * H;
+    KAEL_RNN_IVDEP
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T iv = gr[j], fv = gr[H + j], gv = gr[2 * H + j], ov = gr[3 * H + j];
+      const T tv = tcr[j];
+      const T dcv = dcr[j] + dhr[j] * ov * (T(1) - tv * tv);
+      const T dov = dhr[j] * tv;
+      dgr[j] = dcv * gv * iv * (T(1) - iv);
+      dgr[H + j] = dcv * cpr[j] * fv * (T(1) - fv);
+      dgr[2 * H + j] = dcv * iv * (T(1) - gv * gv);
+      dgr[3 * H + j] = dov * ov * (T(1) - ov);
+      dcr[j] = dcv * fv;
+    }
+  }
+}
+
+// GRU: also the gradient of h_prev @ w_hh^T + b_hh (dgh); dh (rows of P) becomes the part of
+// h_prev's gradient that does not pass through w_hh; h_prev in hp, w_hn h + b_hn in hn.
+template <typename T>
+void gru_backward_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, std::int64_t P, const T* g, T* dg, T* dgh,
+                       T* dh, const T* hp, const T* hn) {
+  const std::int64_t GH = 3 * H;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* gr = g + r * GH;
+    T* dgr = dg + r * GH;
+    T* dghr = dgh + r * GH;
+    T* dhr = dh + r * P;
+    const T* hpr = hp + r * P;
+    const T* hnr = hn + r * H;
+    KAEL_RNN_IVDEP
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T rv = gr[j], zv = gr[H + j], nv = gr[2 * H + j];
+      const T d = dhr[j];
+      const T dnp = d * (T(1) - zv) * (T(1) - nv * nv);
+      const T dzp = d * (hpr[j] - nv) * zv * (T(1) - zv);
+      const T drp = dnp * hnr[j] * rv * (T(1) - rv);
+      dgr[j] = dghr[j] = drp;
+      dgr[H + j] = dghr[H + j] = dzp;
+      dgr[2 * H + j] = dnp;
+      dghr[2 * H + j] = dnp * rv;
+      dhr[j] = d * zv;
+    }
+  }
+}
+
+// RNN_TANH / RNN_RELU, from dh (rows of P).
+template <typename T>
+void plain_backward_rows(std::int64_t r0, std::int64_t r1, std::int64_t H, std::int64_t P, bool relu, const T* g,
+                         T* dg, const T* dh) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* gr = g + r * H;
+    T* dgr = dg + r * H;
+    const T* dhr = dh + r * P;
+    if (relu) {
+      KAEL_RNN_IVDEP
+      for (std::int64_t j = 0; j < H; ++j) dgr[j] = gr[j] <= T(0) ? T(0) : dhr[j];  // NaN passes, as torch's
+    } else {
+      KAEL_RNN_IVDEP
+      for (std::int64_t j = 0; j < H; ++j) dgr[j] = dhr[j] * (T(1) - gr[j] * gr[j]);
+    }
+  }
+}
+
 template <typename T>
 std::vector<Tensor> backward(const Params& p, TensorList grads, const Tensor& workspace, bool reverse) {
   const char* op = "_rnn_layer_backward";
@@ -524,72 +602,16 @@ std::vector<Tensor> backward(const Params& p, TensorList grads, const Tensor& wo
       }
       const T* cp = W + L.cprev + off * H;
       const T* tc = W + L.tanhc + off * H;
-      rows_for(bs, 12 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          const T* gr = g + r * GH;
-          T* dgr = dg + r * GH;
-          const T* dhr = dsrc + r * H;
-          T* dcr = dc + r * H;
-          const T* cpr = cp + r * H;
-          const T* tcr = tc + r * H;
-          KAEL_RNN_IVDEP
-          for (std::int64_t j = 0; j < H; ++j) {
-            const T iv = gr[j], fv = gr[H + j], gv = gr[2 * H + j], ov = gr[3 * H + j];
-            const T tv = tcr[j];
-            const T dcv = dcr[j] + dhr[j] * ov * (T(1) - tv * tv);
-            const T dov = dhr[j] * tv;
-            dgr[j] = dcv * gv * iv * (T(1) - iv);
-            dgr[H + j] = dcv * cpr[j] * fv * (T(1) - fv);
-            dgr[2 * H + j] = dcv * iv * (T(1) - gv * gv);
-            dgr[3 * H + j] = dov * ov * (T(1) - ov);
-            dcr[j] = dcv * fv;
-          }
-        }
-      });
+      rows_for(bs, 12 * H, [&](std::int64_t r0, std::int64_t r1) { lstm_backward_rows(r0, r1, H, g, dg, dsrc, dc, cp, tc); });
       mm(bs, P, GH, dg, GH, 1, w_hh, P, 1, dh, P, false);
     } else if (gru) {
       const T* hn = W + L.hn + off * H;
       T* dgh = dGh + off * GH;
-      rows_for(bs, 12 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          const T* gr = g + r * GH;
-          T* dgr = dg + r * GH;
-          T* dghr = dgh + r * GH;
-          T* dhr = dh + r * P;
-          const T* hpr = hp + r * P;
-          const T* hnr = hn + r * H;
-          KAEL_RNN_IVDEP
-          for (std::int64_t j = 0; j < H; ++j) {
-            const T rv = gr[j], zv = gr[H + j], nv = gr[2 * H + j];
-            const T d = dhr[j];
-            const T dnp = d * (T(1) - zv) * (T(1) - nv * nv);
-            const T dzp = d * (hpr[j] - nv) * zv * (T(1) - zv);
-            const T drp = dnp * hnr[j] * rv * (T(1) - rv);
-            dgr[j] = dghr[j] = drp;
-            dgr[H + j] = dghr[H + j] = dzp;
-            dgr[2 * H + j] = dnp;
-            dghr[2 * H + j] = dnp * rv;
-            dhr[j] = d * zv;
-          }
-        }
-      });
+      rows_for(bs, 12 * H, [&](std::int64_t r0, std::int64_t r1) { gru_backward_rows(r0, r1, H, P, g, dg, dgh, dh, hp, hn); });
       mm(bs, P, GH, dgh, GH, 1, w_hh, P, 1, dh, P, true);
     } else {
       const bool relu = p.mode == Mode::Relu;
-      rows_for(bs, 4 * H, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) {
-          const T* gr = g + r * GH;
-          T* dgr = dg + r * GH;
-          const T* dhr = dh + r * P;
-          if (relu) {
-            KAEL_RNN_IVDEP
-            for (std::int64_t j = 0; j < H; ++j) dgr[j] = gr[j] <= T(0) ? T(0) : dhr[j];  // NaN passes, as torch's
-          } else {
-            KAEL_RNN_IVDEP
-            for (std::int64_t j = 0; j < H; ++j) dgr[j] = dhr[j] * (T(1) - gr[j] * gr[j]);
-          }
-        }
-      });
+      rows_for(bs, 4 * H, [&](std::int64_t r0, std::int64_t r1) { plain_backward_rows(r0, r1, H, P, relu, g, dg, dh); });
       mm(bs, P, GH, dg, GH, 1, w_hh, P, 1, dh, P, false);
     }
   }
