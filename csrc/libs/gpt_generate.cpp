@@ -185,34 +185,20 @@ bool read_stop_tokens(const char* fn, PyObject* obj, i64 vocab, std::vector<i64>
 
 // _gpt_generate(config, params, prompts, max_new_tokens, temperature, top_k, top_p, seed,
 // on_token, stop_tokens, /)
-PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  constexpr const char* fn = "generate";
-  if (nargs != 10) {
-    PyErr_Format(PyExc_TypeError,
-                 "_gpt_generate() takes 10 arguments (config, params, prompts, max_new_tokens, temperature, top_k, "
-                 "top_p, seed, on_token, stop_tokens), got %zd",
-                 nargs);
-    return nullptr;
-  }
-  gpt::Config config;
-  if (!read_config(fn, args[0], config)) return nullptr;
-  std::vector<Tensor> params;
-  if (!read_params(fn, args[1], params)) return nullptr;
-  // The prompts: a (B, T) int64 tensor, or a list of lists of ints.
-  PyObject* prompts_obj = args[2];
-  const bool tensor_mode = is_tensor(prompts_obj);
-  std::vector<std::vector<i64>> prompts;
-  if (tensor_mode) {
-    const Tensor& t = tensor_of(prompts_obj);
+// The prompts of generate: a (B, T) int64 tensor (every row of T tokens) or a list of non-empty
+// lists of ints; false with a Python exception set.
+bool read_prompts(const char* fn, PyObject* obj, std::vector<std::vector<i64>>& prompts) {
+  if (is_tensor(obj)) {
+    const Tensor& t = tensor_of(obj);
     if (t.dtype() != ScalarType::Int64) {
       PyErr_Format(PyExc_TypeError, "%s: prompts must be an int64 tensor, got %s", fn, dtype_name(t.dtype()));
-      return nullptr;
+      return false;
     }
     if (t.dim() != 2 || t.size(0) < 1 || t.size(1) < 1) {
       PyErr_Format(PyExc_ValueError, "%s: prompts must be a non-empty (batch, time) tensor, got shape %s", fn,
                    t.dim() == 2 ? (std::to_string(t.size(0)) + "x" + std::to_string(t.size(1))).c_str()
                                 : (std::to_string(t.dim()) + "-d").c_str());
-      return nullptr;
+      return false;
     }
     PyObject* ok = guarded([&] {
       const Tensor c = kael::contiguous(t.device().is_cpu() ? t : kael::to(t, kCPU));
@@ -220,16 +206,16 @@ PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       const i64 b = c.size(0), n = c.size(1);
       for (i64 r = 0; r < b; ++r) prompts.emplace_back(p + r * n, p + (r + 1) * n);
     });
-    if (ok == nullptr) return nullptr;
+    if (ok == nullptr) return false;
     Py_DECREF(ok);
   } else {
-    if (!PyList_Check(prompts_obj) && !PyTuple_Check(prompts_obj)) {
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
       PyErr_Format(PyExc_TypeError, "%s: prompts must be an int64 tensor or a list of lists of ints, got %s", fn,
-                   Py_TYPE(prompts_obj)->tp_name);
-      return nullptr;
+                   Py_TYPE(obj)->tp_name);
+      return false;
     }
-    PyObject* rows = PySequence_Tuple(prompts_obj);
-    if (rows == nullptr) return nullptr;
+    PyObject* rows = PySequence_Tuple(obj);
+    if (rows == nullptr) return false;
     bool ok = PyTuple_GET_SIZE(rows) > 0;
     if (!ok) PyErr_Format(PyExc_ValueError, "%s: prompts must have at least one row, got an empty list", fn);
     for (Py_ssize_t r = 0; ok && r < PyTuple_GET_SIZE(rows); ++r) {
@@ -247,8 +233,74 @@ PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       }
     }
     Py_DECREF(rows);
-    if (!ok) return nullptr;
+    if (!ok) return false;
   }
+  return true;
+}
+
+// generate's result: with tensor prompts, a (B, T + steps) int64 tensor of the prompts and what
+// followed (a row that stopped early padded with its stop token); with lists, the generated ids
+// of each row as a list of lists. A new reference, or nullptr with a Python exception set.
+PyObject* generation_result(bool tensor_mode, const std::vector<std::vector<i64>>& prompts,
+                            const std::vector<std::vector<i64>>& generated, const std::vector<i64>& stopped_with,
+                            i64 steps) {
+  const i64 batch = static_cast<i64>(prompts.size());
+  if (tensor_mode) {
+    const i64 t = static_cast<i64>(prompts[0].size());
+    const i64 shape[] = {batch, t + steps};
+    Tensor out = kael::empty(shape, ScalarType::Int64);
+    i64* o = out.data<i64>();
+    for (i64 r = 0; r < batch; ++r) {
+      const auto& p = prompts[static_cast<std::size_t>(r)];
+      const auto& g = generated[static_cast<std::size_t>(r)];
+      i64* row = o + r * (t + steps);
+      std::copy(p.begin(), p.end(), row);
+      for (i64 j = 0; j < steps; ++j)
+        row[t + j] = j < static_cast<i64>(g.size()) ? g[static_cast<std::size_t>(j)]
+                                                     : stopped_with[static_cast<std::size_t>(r)];
+    }
+    return wrap(std::move(out));
+  }
+  PyObject* list = PyList_New(batch);
+  if (list == nullptr) return nullptr;
+  for (i64 r = 0; r < batch; ++r) {
+    const auto& g = generated[static_cast<std::size_t>(r)];
+    PyObject* row = PyList_New(static_cast<Py_ssize_t>(g.size()));
+    if (row == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      PyObject* v = PyLong_FromLongLong(g[j]);
+      if (v == nullptr) {
+        Py_DECREF(row);
+        Py_DECREF(list);
+        return nullptr;
+      }
+      PyList_SET_ITEM(row, static_cast<Py_ssize_t>(j), v);
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(r), row);
+  }
+  return list;
+}
+
+PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  constexpr const char* fn = "generate";
+  if (nargs != 10) {
+    PyErr_Format(PyExc_TypeError,
+                 "_gpt_generate() takes 10 arguments (config, params, prompts, max_new_tokens, temperature, top_k, "
+                 "top_p, seed, on_token, stop_tokens), got %zd",
+                 nargs);
+    return nullptr;
+  }
+  gpt::Config config;
+  if (!read_config(fn, args[0], config)) return nullptr;
+  std::vector<Tensor> params;
+  if (!read_params(fn, args[1], params)) return nullptr;
+  // The prompts: a (B, T) int64 tensor, or a list of lists of ints.
+  const bool tensor_mode = is_tensor(args[2]);
+  std::vector<std::vector<i64>> prompts;
+  if (!read_prompts(fn, args[2], prompts)) return nullptr;
   i64 max_new_tokens = 0;
   if (!int_of(fn, "max_new_tokens", args[3], max_new_tokens)) return nullptr;
   if (max_new_tokens < 0) {
@@ -317,43 +369,7 @@ PyObject* py_gpt_generate(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         if (stop) break;
       }
     }
-    if (tensor_mode) {
-      const i64 t = static_cast<i64>(prompts[0].size());
-      const i64 shape[] = {batch, t + steps};
-      Tensor out = kael::empty(shape, ScalarType::Int64);
-      i64* o = out.data<i64>();
-      for (i64 r = 0; r < batch; ++r) {
-        const auto& p = prompts[static_cast<std::size_t>(r)];
-        const auto& g = generated[static_cast<std::size_t>(r)];
-        i64* row = o + r * (t + steps);
-        std::copy(p.begin(), p.end(), row);
-        for (i64 j = 0; j < steps; ++j)
-          row[t + j] = j < static_cast<i64>(g.size()) ? g[static_cast<std::size_t>(j)]
-                                                       : stopped_with[static_cast<std::size_t>(r)];
-      }
-      return wrap(std::move(out));
-    }
-    PyObject* list = PyList_New(batch);
-    if (list == nullptr) return nullptr;
-    for (i64 r = 0; r < batch; ++r) {
-      const auto& g = generated[static_cast<std::size_t>(r)];
-      PyObject* row = PyList_New(static_cast<Py_ssize_t>(g.size()));
-      if (row == nullptr) {
-        Py_DECREF(list);
-        return nullptr;
-      }
-      for (std::size_t j = 0; j < g.size(); ++j) {
-        PyObject* v = PyLong_FromLongLong(g[j]);
-        if (v == nullptr) {
-          Py_DECREF(row);
-          Py_DECREF(list);
-          return nullptr;
-        }
-        PyList_SET_ITEM(row, static_cast<Py_ssize_t>(j), v);
-      }
-      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(r), row);
-    }
-    return list;
+    return generation_result(tensor_mode, prompts, generated, stopped_with, steps);
   });
   Py_DECREF(on_token);
   return result;
