@@ -748,6 +748,30 @@ void masked_scores(const BackwardArgs<T>& a, const Mask& mask, std::int64_t i0, 
   }
 }
 
+// sum_j e_j and sum_j e_j dP_j (dP_j = d_j times keep_j with dropout, keep null without) of a
+// row of exp(s - m), in double, in independent lanes (so that the loop vectorises).
+template <typename T>
+void sum_and_dot(const T* e, const T* d, const T* keep, std::int64_t cols, double& sum, double& dot) {
+  constexpr int kLanes = 8;
+  double sum_lanes[kLanes] = {}, dot_lanes[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes)
+    for (int c = 0; c < kLanes; ++c) {
+      const double ej = static_cast<double>(e[j + c]);
+      sum_lanes[c] += ej;
+      dot_lanes[c] += ej * static_cast<double>(d[j + c] * (keep != nullptr ? keep[j + c] : T(1)));
+    }
+  for (; j < cols; ++j) {
+    const double ej = static_cast<double>(e[j]);
+    sum += ej;
+    dot += ej * static_cast<double>(d[j] * (keep != nullptr ? keep[j] : T(1)));
+  }
+  for (int c = 0; c < kLanes; ++c) {
+    sum += sum_lanes[c];
+    dot += dot_lanes[c];
+  }
+}
+
 // The gradients of one broadcast batch (Note [Attention backward]); a.dq, a.dk, a.dv are zero.
 template <typename T>
 void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>& buf) {
@@ -802,26 +826,8 @@ void attend_backward(const BackwardArgs<T>& a, const Mask& mask, std::vector<T>&
         }
         const double correction = static_cast<double>(nn::exp_vec(m[i] - m_new));  // 0 when m was -inf
         nn::sum_exp(sr, m_new, sr, cols);
-        // sum_j exp(s - m) and sum_j exp(s - m) dP, in independent lanes (so that the loop vectorises)
-        constexpr int kLanes = 8;
-        double sum_lanes[kLanes] = {}, dot_lanes[kLanes] = {};
-        std::int64_t j = 0;
-        for (; j + kLanes <= cols; j += kLanes)
-          for (int c = 0; c < kLanes; ++c) {
-            const double e = static_cast<double>(sr[j + c]);
-            sum_lanes[c] += e;
-            dot_lanes[c] += e * static_cast<double>(dr[j + c] * (drop ? kr[j + c] : T(1)));
-          }
         double sum = 0, dot = 0;
-        for (; j < cols; ++j) {
-          const double e = static_cast<double>(sr[j]);
-          sum += e;
-          dot += e * static_cast<double>(dr[j] * (drop ? kr[j] : T(1)));
-        }
-        for (int c = 0; c < kLanes; ++c) {
-          sum += sum_lanes[c];
-          dot += dot_lanes[c];
-        }
+        sum_and_dot(sr, dr, drop ? kr : nullptr, cols, sum, dot);
         l_acc[i] = l_acc[i] * correction + sum;
         d_acc[i] = d_acc[i] * correction + dot;
         l[i] = static_cast<T>(l_acc[i]);
