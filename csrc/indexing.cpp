@@ -280,14 +280,12 @@ Advanced plan_advanced(const Walk& w) {
   for (const std::int64_t d : w.dims) indexed[static_cast<std::size_t>(d)] = true;
   for (std::int64_t d = 0; d < t.dim(); ++d)
     if (!indexed[static_cast<std::size_t>(d)]) perm.push_back(d);
-  // indices that do not broadcast together: PyTorch's IndexError (not a shape ValueError)
+  // indices that do not broadcast together: PyTorch's IndexError (not the RuntimeError of other
+  // shapes that do not broadcast)
   DimVector bshape;
   bool broadcast = true;
-  try {
-    for (const Tensor& i : w.indices) bshape = native::broadcast_shapes("index", bshape, i.sizes());
-  } catch (const ValueError&) {
-    broadcast = false;
-  }
+  for (const Tensor& i : w.indices)
+    broadcast = broadcast && native::try_broadcast_shapes(DimVector(bshape), i.sizes(), bshape);
   KAEL_CHECK_INDEX(broadcast, "index: shape mismatch: indexing tensors could not be broadcast together with shapes "
                                   << shapes_str(w.indices));
   const auto nb = static_cast<std::int64_t>(bshape.size());

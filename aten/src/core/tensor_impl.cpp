@@ -103,8 +103,8 @@ std::int64_t checked_numel(const char* op, IntArrayRef sizes) {
   check_max_dims(op, static_cast<std::int64_t>(sizes.size()));
   std::int64_t n = 1;
   for (std::int64_t s : sizes) {
-    KAEL_CHECK_VALUE(s >= 0, op << ": negative dimension " << s << " in size " << shape_str(sizes));
-    KAEL_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), op << ": size " << shape_str(sizes) << " is too large");
+    KAEL_CHECK(s >= 0, op << ": negative dimension " << s << " in size " << shape_str(sizes));
+    KAEL_CHECK(!__builtin_mul_overflow(n, s, &n), op << ": size " << shape_str(sizes) << " is too large");
   }
   return n;
 }

@@ -338,10 +338,9 @@ Tensor div_rounded(const Operand& self, const Operand& other, std::optional<std:
 const Tensor& write_in_place(const char* op, const Tensor& self, const Tensor& result) {
   KAEL_CHECK(can_cast(result.dtype(), self.dtype()), op << ": result type " << result.dtype()
                                                         << " can't be cast to the desired output type " << self.dtype());
-  KAEL_CHECK_VALUE(std::ranges::equal(result.sizes(), self.sizes()), op << ": output with shape "
-                                                                         << shape_str(self.sizes())
-                                                                         << " doesn't match the broadcast shape "
-                                                                         << shape_str(result.sizes()));
+  KAEL_CHECK(std::ranges::equal(result.sizes(), self.sizes()), op << ": output with shape " << shape_str(self.sizes())
+                                                                   << " doesn't match the broadcast shape "
+                                                                   << shape_str(result.sizes()));
   kael::copy_(self, result);
   return self;
 }

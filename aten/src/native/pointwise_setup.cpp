@@ -10,17 +10,26 @@
 
 namespace kael::native {
 
-DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
-  if (a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin())) return DimVector(a);
+bool try_broadcast_shapes(IntArrayRef a, IntArrayRef b, DimVector& out) {
+  if (a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin())) {
+    out = DimVector(a);
+    return true;
+  }
   const std::size_t n = std::max(a.size(), b.size());
-  DimVector out(n);
+  out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    KAEL_CHECK_VALUE(da == db || da == 1 || db == 1, op << ": shapes " << shape_str(a) << " and " << shape_str(b)
-                                                        << " are not broadcastable");
+    if (da != db && da != 1 && db != 1) return false;
     out[i] = da == 1 ? db : da;
   }
+  return true;
+}
+
+DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b) {
+  DimVector out;
+  KAEL_CHECK(try_broadcast_shapes(a, b, out), op << ": shapes " << shape_str(a) << " and " << shape_str(b)
+                                                 << " are not broadcastable");
   return out;
 }
 
@@ -93,9 +102,9 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& self,
                              std::initializer_list<const Operand*> inputs)
     : spec_(spec), self_(&self), suffix_("_") {
   setup(inputs);
-  KAEL_CHECK_VALUE(shape_ == DimVector(self.sizes()), spec_.name << "_: output with shape " << shape_str(self.sizes())
-                                                                 << " doesn't match the broadcast shape "
-                                                                 << shape_str(shape_));
+  KAEL_CHECK(shape_ == DimVector(self.sizes()), spec_.name << "_: output with shape " << shape_str(self.sizes())
+                                                           << " doesn't match the broadcast shape "
+                                                           << shape_str(shape_));
   check_destination();
 }
 
@@ -111,10 +120,10 @@ PointwiseCall::PointwiseCall(const PointwiseSpec& spec, const Tensor& out,
   check_same_device(spec_.name, device_, out.device());
   // An out that is also an input is not resized (PyTorch's read-write operand).
   for (int k = 0; k < count_; ++k)
-    KAEL_CHECK_VALUE(!operands_[k]->is_tensor() || !operands_[k]->tensor().is_same(out) ||
-                         shape_ == DimVector(out.sizes()),
-                     spec_.name << ": output with shape " << shape_str(out.sizes())
-                                << " doesn't match the broadcast shape " << shape_str(shape_));
+    KAEL_CHECK(!operands_[k]->is_tensor() || !operands_[k]->tensor().is_same(out) ||
+                   shape_ == DimVector(out.sizes()),
+               spec_.name << ": output with shape " << shape_str(out.sizes()) << " doesn't match the broadcast shape "
+                          << shape_str(shape_));
   check_destination();
 }
 

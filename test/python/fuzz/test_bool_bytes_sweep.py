@@ -111,6 +111,14 @@ BY_HAND = {
     "masked-fill-functional": (lambda lib, x, m: x.masked_fill(m, 0.5), (_floats((3, 5)), _mask("step", (3, 5)))),
     "cross-entropy-of-mask": (lambda lib, x, m: lib.nn.functional.binary_cross_entropy(x.sigmoid(), m.float()),
                               (_floats(), _mask())),
+    # the bytes a copy of such a bool holds: 0 or 1, as torch's (read back through a uint8 view)
+    "clone-bytes": (lambda lib, m: m.clone().view(lib.uint8), (_mask(),)),
+    "clone-strided-bytes": (lambda lib, m: m.clone().view(lib.uint8), (_mask("step"),)),
+    "contiguous-bytes": (lambda lib, m: m.contiguous().view(lib.uint8), (_mask("step"),)),
+    "copy-bytes": (lambda lib, m: lib.zeros(37, dtype=lib.bool).copy_(m).view(lib.uint8), (_mask(),)),
+    "copy-strided-bytes": (lambda lib, m: lib.zeros(37, dtype=lib.bool).copy_(m).view(lib.uint8), (_mask("step"),)),
+    "copy-2d-bytes": (lambda lib, m: lib.zeros(3, 5, dtype=lib.bool).copy_(m).view(lib.uint8),
+                      (_mask("step", (3, 5)),)),
 }
 
 

@@ -17,8 +17,8 @@ What every example asserts:
   returned NULL without an error set or the reverse), or the hostile object's own exception;
 - where torch computes, kael computes the same thing: shape, dtype and values (NaN equal to
   NaN, floats within helpers.DEFAULT_TOL), and leaves the same values in every tensor it was
-  given; where torch raises, kael raises too (the class may differ: kael's shape errors are
-  ValueErrors, docs/decisions/errors.md); where kael raises, the tensors it was given are unchanged
+  given; where torch raises, kael raises too (the class may differ where kael has not yet
+  moved to torch's, docs/decisions/errors.md); where kael raises, the tensors it was given are unchanged
   (every check comes before the first write).
 The differences from torch that are deliberate are listed in KNOWN_DIFFERENCES (each with its
 entry in docs/decisions.md or docs/hardening.md).

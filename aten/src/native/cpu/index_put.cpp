@@ -12,6 +12,7 @@
 // for an expanded self too (elements sharing memory), which PyTorch takes with a deprecation
 // warning.
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -112,10 +113,21 @@ std::vector<Tensor> integer_indices(const char* op, const Tensor& self, TensorLi
   return idx;
 }
 
-// B, the broadcast shape of the index tensors, and B + self.shape[k:].
+// "[2], [3]": the shapes of the index tensors, as torch's message lists them.
+std::string index_shapes_str(const std::vector<Tensor>& idx) {
+  std::string out;
+  for (std::size_t j = 0; j < idx.size(); ++j) out += (j ? ", " : "") + shape_str(idx[j].sizes());
+  return out;
+}
+
+// B, the broadcast shape of the index tensors (IndexError, as torch, when they do not broadcast),
+// and B + self.shape[k:].
 std::pair<DimVector, DimVector> index_shapes(const char* op, const Tensor& self, const std::vector<Tensor>& idx) {
   DimVector bshape;
-  for (const Tensor& i : idx) bshape = broadcast_shapes(op, bshape, i.sizes());
+  bool broadcast = true;
+  for (const Tensor& i : idx) broadcast = broadcast && try_broadcast_shapes(DimVector(bshape), i.sizes(), bshape);
+  KAEL_CHECK_INDEX(broadcast, op << ": shape mismatch: indexing tensors could not be broadcast together with shapes "
+                                 << index_shapes_str(idx));
   DimVector target = bshape;
   for (std::int64_t d = static_cast<std::int64_t>(idx.size()); d < self.dim(); ++d) target.push_back(self.sizes()[d]);
   return {bshape, target};
@@ -187,10 +199,11 @@ const Tensor& index_put_cpu_(const Tensor& self, TensorList indices, const Tenso
     fill_cpu(values_in, v);
   }
   const auto [bshape, target] = index_shapes(op, self, idx);
-  KAEL_CHECK_VALUE(values_in.dim() <= static_cast<std::int64_t>(target.size()) &&
-                       broadcast_shapes(op, target, values_in.sizes()) == target,
-                   op << ": shape mismatch: value tensor of shape " << shape_str(values_in.sizes())
-                      << " cannot be broadcast to indexing result of shape " << shape_str(target));
+  DimVector values_shape;
+  KAEL_CHECK(values_in.dim() <= static_cast<std::int64_t>(target.size()) &&
+                 try_broadcast_shapes(target, values_in.sizes(), values_shape) && values_shape == target,
+             op << ": shape mismatch: value tensor of shape " << shape_str(values_in.sizes())
+                << " cannot be broadcast to indexing result of shape " << shape_str(target));
   KAEL_CHECK(values_in.dtype() == self.dtype(), op << ": Index put requires the source and destination dtypes match, "
                                                       "got "
                                                    << self.dtype() << " for the destination and " << values_in.dtype()
