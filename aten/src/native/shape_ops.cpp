@@ -117,8 +117,8 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
   }
   // PyTorch checks the result's sizes, not the repeats: a dim of size 0 repeated -3 times is 0
   for (std::int64_t i = 0; i < nr; ++i)
-    KAEL_CHECK_VALUE(target[i] >= 0, op << ": Trying to create tensor with negative dimension " << target[i] << ": "
-                                        << shape_str(target));
+    KAEL_CHECK(target[i] >= 0, op << ": Trying to create tensor with negative dimension " << target[i] << ": "
+                                  << shape_str(target));
   checked_numel(op, target);
   Tensor out = kael::empty(target, self.dtype(), self.device());
   if (out.numel() == 0) return out;
