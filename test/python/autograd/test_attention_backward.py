@@ -1,7 +1,7 @@
 """The gradients of scaled_dot_product_attention against PyTorch's autograd.
 
 With create_graph=False, kael computes the three gradients with one fused kernel that never
-stores the (L, S) weights (Note [Attention backward] in aten/src/native/cpu/attention.cpp);
+stores the (L, S) weights (Note [Attention backward] in aten/src/native/cpu/attention_backward.cpp);
 with create_graph=True it composes registered ops (differentiable again). Both are checked
 against torch: shapes at the edges of the 32 x 128 blocks and beyond one key block (the
 two-pass path), broadcast batch dims, bool, float and broadcast masks, is_causal (square and
