@@ -110,6 +110,8 @@ def pyi_signature(f: NativeFunction, method: bool) -> str:
             parts.append("*")
             star = True
         t = arg_type(f, p).stub
+        if p.type.is_int_list() and not p.type.takes_one_int():
+            t = "Sequence[int]"  # one int only where the list has a size (int[2])
         if p.type.optional or none_is_empty_list(p):
             t += " | None"
         name = "input" if p.name == "self" else p.name

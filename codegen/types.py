@@ -60,7 +60,7 @@ TYPES: dict[str, ArgType] = {t.name: t for t in (
             lambda t: "true" if t == "True" else "false", "bool", "a `bool`"),
     ArgType("int[]", "DimVector", "IntArrayRef", "IntList", None, r"\[\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]",
             lambda t: "IntArrayRef{}" if t.replace(" ", "") == "[]" else "{" + t.strip()[1:-1] + "}",
-            "Sequence[int] | int", "a sequence of ints, or one int"),
+            "Sequence[int] | int", "a sequence of ints; one int too where the list has a size (`int[2]`)"),
     ArgType("ScalarType", "ScalarType", "ScalarType", "ScalarType", "conv_dtype",
             "|".join(re.escape(n) for n in enums.DTYPE_NAMES), _dtype_default, "dtype | str",
             "a kael dtype (`kael.float32`) or its name"),
@@ -206,6 +206,12 @@ class SchemaType:
 
     def is_int_list(self) -> bool:
         return self._is_list_of("int")
+
+    def takes_one_int(self) -> bool:
+        """An int list with a size (int[2] stride): Python may pass one int for it, as PyTorch's
+        parser allows; an unsized int[] takes a sequence only (or spread arguments)."""
+        t = self.unwrap()
+        return isinstance(t, ListType) and t.elem.name == "int" and t.size is not None
 
     def is_scalar(self) -> bool:
         return self._is("Scalar")

@@ -256,8 +256,10 @@ Match conv_bool(PyObject* o, bool& out) {
 // extend it): the list's item array may be freed or moved. A list whose items are all exact
 // ints is read in place (no Python code runs); otherwise it is copied to a tuple first, which
 // holds every item for the conversion. More than kMaxDims entries are rejected before any
-// conversion, so a long list costs one length check.
-Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
+// conversion, so a long list costs one length check. One int stands for a list only where the
+// type has a size (int[2] stride=1), or as the spread arguments of a list that is the only
+// positional parameter (x.view(2, 3), x.flip(0)), as in PyTorch's parser: tile(x, 2) is a TypeError.
+Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out, bool one_int) {
   out.clear();
   const char* name = b.name ? b.name : "argument";
   if (index == b.varargs_index && b.varargs != nullptr) {
@@ -277,6 +279,7 @@ Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out) {
   }
   std::int64_t single = 0;
   if (is_int_like(o)) {
+    if (!one_int) return Match::No;
     const Match m = conv_int(o, single);
     if (m == Match::Yes) out.push_back(single);
     return m;

@@ -83,7 +83,7 @@ Match conv_float(PyObject* o, double& out);
 // are tried first.
 Match conv_float_or_0d_tensor(PyObject* o, double& out);
 Match conv_bool(PyObject* o, bool& out);
-Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out);
+Match conv_intlist(const Bound& b, int index, PyObject* o, DimVector& out, bool one_int);
 Match conv_dtype(PyObject* o, ScalarType& out);
 Match conv_device(PyObject* o, Device& out);
 Match conv_tensorlist(PyObject* o, std::vector<Tensor>& out);  // a list or tuple of tensors

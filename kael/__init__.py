@@ -88,7 +88,7 @@ __all__ = ([name for name in dir(_C) if not name.startswith("_") and name not in
            + random.__all__ + _composite_names + _global_flags.__all__ + _legacy.__all__)
 
 from kael import nn  # noqa: E402,F401  (after the names above: kael.nn imports from kael)
-from kael.functional import nonzero, unique, unique_consecutive  # noqa: E402,F401
+from kael.functional import nonzero, tensordot, unique, unique_consecutive  # noqa: E402,F401
 
 # ---- autograd
 from kael import autograd  # noqa: E402

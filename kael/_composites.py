@@ -1,8 +1,8 @@
 """torch's other spellings of kael's ops, and the few torch functions still written in Python
 from registered ops (so autograd, a Python key and every device see those ops): the aliases
 (``multiply`` is ``mul``, ``clip`` is ``clamp``...: the same C functions and methods, so an
-error names the op, ``mul()``), ``broadcast_shapes`` (shapes, no tensor), ``tensordot`` (its
-``dims`` is an int or a pair of lists) and ``finfo``/``iinfo``. Each is compared against torch
+error names the op, ``mul()``), ``broadcast_shapes`` (shapes, no tensor) and
+``finfo``/``iinfo``. Each is compared against torch
 in test/python/ops/test_composites.py."""
 from __future__ import annotations
 
@@ -64,43 +64,6 @@ def broadcast_shapes(*shapes):
     return _C.Size(result) if hasattr(_C, "Size") else tuple(result)
 
 
-# ---------------------------------------------------------------------------------- indexing and shapes
-
-
-def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
-    """Sum of products over the last dims of a and the first of b (dims an int), or over the
-    given pairs of dims, as torch.tensordot; through permute, reshape and matmul."""
-    if isinstance(dims, Tensor):
-        dims = dims.tolist()
-    if isinstance(dims, int):
-        if dims < 0:
-            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        da, db = list(range(a.dim() - dims, a.dim())), list(range(dims))
-    else:
-        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
-    if len(da) != len(db):
-        raise RuntimeError(f"both dimension lists should have same length, got {len(da)} and {len(db)}")
-    da = [d + a.dim() if d < 0 else d for d in da]
-    db = [d + b.dim() if d < 0 else d for d in db]
-    for x, y in zip(da, db):
-        if a.shape[x] != b.shape[y]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[x]} in dim {x} "
-                               f"and second has size {b.shape[y]} in dim {y}")
-    ka = [d for d in range(a.dim()) if d not in da]
-    kb = [d for d in range(b.dim()) if d not in db]
-    k = 1
-    for d in da:
-        k *= a.shape[d]
-    m = n = 1
-    for d in ka:
-        m *= a.shape[d]
-    for d in kb:
-        n *= b.shape[d]
-    left = a.permute(ka + da).reshape(m, k)  # sizes spelled out: -1 is ambiguous when k is 0
-    right = b.permute(db + kb).reshape(k, n)
-    return _C.matmul(left, right).reshape([a.shape[d] for d in ka] + [b.shape[d] for d in kb])
-
-
 # ---------------------------------------------------------------------------------- dtype facts
 
 
@@ -149,7 +112,7 @@ class iinfo:
 
 # ---------------------------------------------------------------------------------- registration
 
-FUNCTIONS = ["broadcast_shapes", "finfo", "iinfo", "tensordot"]
+FUNCTIONS = ["broadcast_shapes", "finfo", "iinfo"]
 METHODS: list[str] = []
 
 

@@ -1,12 +1,13 @@
-"""Python-level spellings of registry ops whose result's form depends on a flag (unique's and
-unique_consecutive's return_inverse/return_counts, nonzero's as_tuple): a tensor or a tuple, as
-torch's own Python and hand-written bindings return them."""
+"""Python fronts of registry ops, as torch's own (torch.functional and its hand-written bindings):
+each turns torch's argument forms into one call of one registered op. unique's and
+unique_consecutive's results depend on return_inverse/return_counts and nonzero's on as_tuple (a
+tensor or a tuple); tensordot's dims is an int, a pair of lists or a tensor."""
 from __future__ import annotations
 
 from kael import _C
 from kael._C import Tensor
 
-__all__ = ["unique", "unique_consecutive"]
+__all__ = ["unique", "unique_consecutive", "tensordot"]
 
 
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
@@ -48,3 +49,27 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     if as_tuple:
         return tuple(_C.nonzero_numpy(input))
     return _C.nonzero(input)
+
+
+# ---- tensordot(dims=)
+
+def tensordot(a: Tensor, b: Tensor, dims=2, out: Tensor | None = None) -> Tensor:
+    """The sum of products over the last dims dims of a and the first of b (dims an int), or over
+    the pairs of dims given as two lists (or a (2, n) tensor), as torch.tensordot: the registry's
+    tensordot(a, b, dims_a, dims_b) with torch's forms of dims (and its out=)."""
+    if not isinstance(dims, (tuple, list, Tensor, int)):
+        raise RuntimeError("tensordot expects dims to be int or tuple[list[int], list[int]] or "
+                           f"list[list[int]] containing two lists, but got dims={dims}")
+    if isinstance(dims, Tensor):
+        dims = dims.tolist() if dims.numel() > 1 else int(dims.item())
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > min(a.dim(), b.dim()):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        dims_a, dims_b = list(range(-dims, 0)), list(range(dims))
+    else:
+        dims_a, dims_b = dims
+    if out is None:
+        return _C.tensordot(a, b, dims_a, dims_b)
+    return _C.tensordot(a, b, dims_a, dims_b, out=out)

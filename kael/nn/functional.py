@@ -72,10 +72,9 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Layer normalisation over the last len(normalized_shape) dims (kael.layer_norm)."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    return _C.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
+    """Layer normalisation over the last len(normalized_shape) dims (kael.layer_norm); a sequence
+    of sizes, as torch's (nn.LayerNorm also takes one int)."""
+    return _C.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,

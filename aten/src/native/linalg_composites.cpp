@@ -1,5 +1,5 @@
 // Products, norms and statistics written in terms of registered ops (outer, trace, kron, dist,
-// renorm, inner, cdist, cov, corrcoef, trapezoid), so autograd, a Python key and every device see
+// renorm, inner, tensordot, cdist, cov, corrcoef, trapezoid), so autograd, a Python key and every device see
 // those; the checks and messages are PyTorch's.
 #include <algorithm>
 #include <string_view>
@@ -20,6 +20,7 @@
 #include "kael/ops/le.h"
 #include "kael/ops/matmul.h"
 #include "kael/ops/narrow.h"
+#include "kael/ops/permute.h"
 #include "kael/ops/select.h"
 #include "kael/ops/sqrt.h"
 #include "kael/ops/squeeze.h"
@@ -114,6 +115,69 @@ Tensor inner(const Tensor& self, const Tensor& other) {
   const std::int64_t left[] = {m, k}, right[] = {n, k};
   const Tensor product =
       kael::matmul(kael::reshape(self, IntArrayRef(left)), kael::t(kael::reshape(other, IntArrayRef(right))));
+  return kael::reshape(product, IntArrayRef(result));
+}
+
+// The sum of products over the pairs of dims (dims_self[i], dims_other[i]), as torch's op (its
+// Python front, kael.tensordot, turns an int or a pair of lists into the two lists): the
+// contracted dims go last in self and first in other, and one matrix product contracts them
+// (sizes spelled out: -1 is ambiguous when a size is 0). A contracted dim of size 1 on one side
+// is summed away on the other first, as torch does, so its sizes need not match.
+Tensor tensordot(const Tensor& self, const Tensor& other, IntArrayRef dims_self, IntArrayRef dims_other) {
+  constexpr const char* op = "tensordot";
+  KAEL_CHECK(dims_self.size() == dims_other.size(),
+             op << ": both dimension lists should have same length, got " << dims_self.size() << " and "
+                << dims_other.size());
+  KAEL_CHECK(self.dtype() == other.dtype(), op << ": both inputs should have same dtype, got " << self.dtype()
+                                               << " and " << other.dtype());
+  auto wrapped = [&](IntArrayRef dims, std::int64_t ndim) {
+    std::vector<bool> seen(static_cast<std::size_t>(ndim), false);
+    DimVector out;
+    for (std::int64_t d : dims) {
+      KAEL_CHECK_INDEX(ndim > 0, op << ": Dimension specified as " << d << " but tensor has no dimensions");
+      const std::int64_t w = wrap_dim(op, d, ndim);
+      KAEL_CHECK(!seen[static_cast<std::size_t>(w)],
+                 op << ": dim " << w << " appears multiple times in the list of dims");
+      seen[static_cast<std::size_t>(w)] = true;
+      out.push_back(w);
+    }
+    return out;
+  };
+  const DimVector da = wrapped(dims_self, self.dim()), db = wrapped(dims_other, other.dim());
+  Tensor a = self, b = other;
+  std::int64_t k = 1;
+  for (std::size_t i = 0; i < da.size(); ++i) {
+    const std::int64_t sa = a.sizes()[da[i]], sb = b.sizes()[db[i]];
+    const std::int64_t one[] = {da[i]}, other_one[] = {db[i]};
+    if (sb == 1) {
+      a = kael::sum(a, IntArrayRef(one), true, std::nullopt);
+    } else if (sa == 1) {
+      b = kael::sum(b, IntArrayRef(other_one), true, std::nullopt);
+    } else {
+      KAEL_CHECK(sa == sb, op << ": contracted dimensions need to match, but first has size " << sa << " in dim "
+                              << da[i] << " and second has size " << sb << " in dim " << db[i]);
+      k *= sa;
+    }
+  }
+  DimVector order_a, result;
+  std::int64_t m = 1, n = 1;
+  for (std::int64_t d = 0; d < a.dim(); ++d)
+    if (std::find(da.begin(), da.end(), d) == da.end()) {
+      order_a.push_back(d);
+      result.push_back(a.sizes()[d]);
+      m *= a.sizes()[d];
+    }
+  for (std::int64_t d : da) order_a.push_back(d);
+  DimVector order_b = db;
+  for (std::int64_t d = 0; d < b.dim(); ++d)
+    if (std::find(db.begin(), db.end(), d) == db.end()) {
+      order_b.push_back(d);
+      result.push_back(b.sizes()[d]);
+      n *= b.sizes()[d];
+    }
+  const std::int64_t left[] = {m, k}, right[] = {k, n};
+  const Tensor product = kael::matmul(kael::reshape(kael::permute(a, IntArrayRef(order_a)), IntArrayRef(left)),
+                                      kael::reshape(kael::permute(b, IntArrayRef(order_b)), IntArrayRef(right)));
   return kael::reshape(product, IntArrayRef(result));
 }
 

@@ -454,6 +454,11 @@ Tensor movedim(const Tensor& self, IntArrayRef source, IntArrayRef destination) 
   return kael::permute(self, IntArrayRef(perm));
 }
 
+Tensor movedim_int(const Tensor& self, std::int64_t source, std::int64_t destination) {
+  const std::int64_t from[] = {source}, to[] = {destination};
+  return movedim(self, IntArrayRef(from), IntArrayRef(to));
+}
+
 Tensor swapaxes(const Tensor& self, std::int64_t axis0, std::int64_t axis1) { return kael::transpose(self, axis0, axis1); }
 
 Tensor adjoint(const Tensor& self) {

@@ -1,5 +1,5 @@
 """The ops that moved from Python into the registry as CompositeImplicit entries in C++:
-tensor_split and hsplit/vsplit/dsplit, inner, cdist, cov, corrcoef, trapezoid/trapz,
+tensor_split and hsplit/vsplit/dsplit, inner, tensordot, cdist, cov, corrcoef, trapezoid/trapz,
 masked_scatter(_), fill_diagonal_, Tensor.unfold, logcumsumexp and the fills exponential_,
 log_normal_, cauchy_, geometric_. Each against torch: values (to rounding where the order of
 operations may differ), dtypes, shapes, exception classes, warnings and gradients; the fills by
@@ -140,6 +140,43 @@ def test_inner(shapes, dtype):
 def test_inner_gradient():
     grads_agree(lambda lib: [lib.tensor(M3, dtype=lib.float64), lib.tensor(M, dtype=lib.float64)[:, :5]],
                 lambda lib, a, b: lib.inner(a, b))
+
+
+# ---- tensordot (the registry op under torch's Python front)
+
+TD = {"a": (2, 3, 4), "b3": (3, 4, 5), "b4": (4, 3, 2), "one": (2, 1, 4), "c": (3, 4, 5), "e": (0, 3), "s": ()}
+
+
+@pytest.mark.parametrize("case", [
+    ("a", "b3", 2), ("a", "b3", 1), ("a", "b3", 0), ("a", "b4", ([1, 2], [1, 0])), ("a", "b4", ([2], [0])),
+    ("a", "b4", ([-1, -2], [0, 1])), ("a", "b4", (2, 0)), ("a", "b4", [[1], [1]]), ("one", "c", ([1, 2], [0, 1])),
+    ("c", "one", ([0, 1], [1, 2])), ("one", "one", ([1], [1])), ("e", "e", ([1], [1])), ("e", "e", ([0], [0])),
+    ("s", "s", 0), ("s", "a", 0), ("a", "b4", ([], [])),
+    # errors
+    ("a", "b3", -1), ("a", "b3", 4), ("a", "b4", ([1, 1], [1, 0])), ("a", "b4", ([5], [0])), ("a", "b4", ([1], [0, 1])),
+    ("a", "b4", ([0], [0])), ("a", "b3", "x"), ("s", "s", ([0], [0])),
+], ids=str)
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_tensordot(case, dtype):
+    left, right, dims = case
+    x = RNG.integers(-4, 5, TD[left]).tolist()
+    y = RNG.integers(-4, 5, TD[right]).tolist()
+    agree(lambda lib: lib.tensordot(lib.tensor(x, dtype=getattr(lib, dtype)), lib.tensor(y, dtype=getattr(lib, dtype)),
+                                    dims=dims))
+
+
+@pytest.mark.parametrize("dims", [1, [[1], [0]], [[0, 1], [1, 0]]], ids=str)
+def test_tensordot_dims_as_a_tensor(dims):
+    agree(lambda lib: lib.tensordot(lib.ones(3, 2), lib.arange(6.0).reshape(2, 3), dims=lib.tensor(dims)))
+
+
+def test_tensordot_needs_one_dtype_and_has_gradients():
+    agree(lambda lib: lib.tensordot(lib.ones(2, 3), lib.ones(3, 2, dtype=lib.float64), 1))
+    x, y, z = (RNG.standard_normal(shape).tolist() for shape in [(2, 1, 4), (3, 4, 5), (4, 3)])
+    grads_agree(lambda lib: [lib.tensor(x, dtype=lib.float64), lib.tensor(y, dtype=lib.float64)],
+                lambda lib, x, y: lib.tensordot(x, y, ([1, 2], [0, 1])))
+    grads_agree(lambda lib: [lib.tensor(y, dtype=lib.float64).transpose(0, 1), lib.tensor(z, dtype=lib.float64)],
+                lambda lib, x, y: lib.tensordot(x, y, ([0, 1], [0, 1])))
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 2.0, 3.0, INF])
