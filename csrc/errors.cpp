@@ -100,6 +100,8 @@ void translate_current_exception() {
     set_kael_error(PyExc_ValueError, e);
   } catch (const kael::TypeError& e) {
     set_kael_error(PyExc_TypeError, e);
+  } catch (const kael::NotImplementedError& e) {
+    set_kael_error(PyExc_NotImplementedError, e);
   } catch (const kael::Error& e) {
     set_kael_error(PyExc_RuntimeError, e);
   } catch (const std::bad_alloc& e) {

@@ -91,7 +91,7 @@ PyObject* py_set_num_threads(PyObject*, PyObject* arg) {
   const long long n = PyLong_AsLongLong(arg);
   if (n == -1 && PyErr_Occurred()) return nullptr;
   return guarded([&] {
-    KAEL_CHECK_VALUE(n >= 1 && n <= 1024, "set_num_threads: expected 1..1024, got " << n);
+    KAEL_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected 1..1024, got " << n);  // torch: RuntimeError
     set_num_threads(static_cast<int>(n));
   });
 }

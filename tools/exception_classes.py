@@ -5,7 +5,8 @@ calls where kael and torch both raise, counts each (kael class, torch class) pai
 sweeps themselves accept any exception class when both raise (docs/decisions/errors.md: kael's
 shape and value checks raise ValueError where torch raises RuntimeError); this lists where.
 
-    .venv/bin/python tools/exception_classes.py [--ops]    # --ops: every op with a mismatch
+    .venv/bin/python tools/exception_classes.py [--ops] [--examples]
+        # --ops: every op with a mismatch; --examples: with the two messages of its first call
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import test_zero_size_sweep as zero_sweep  # noqa: E402
 
 PAIRS: collections.Counter = collections.Counter()
 BY_OP: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+EXAMPLES: dict = {}  # (op, kael class, torch class) -> (kael message, torch message) of the first call
 _current = [""]
 
 
@@ -32,8 +34,16 @@ def _recording(run_both):
             key = (type(kres).__name__, type(tres).__name__)
             PAIRS[key] += 1
             BY_OP[_current[0]][key] += 1
+            EXAMPLES.setdefault((_current[0],) + key, (str(kres)[:150], str(tres)[:150]))
         return kres, tres
     return run
+
+
+def _is_subclass(kael_class: str, torch_class: str) -> bool:
+    """NotImplementedError is a RuntimeError, as in Python."""
+    import builtins
+    k, t = getattr(builtins, kael_class, None), getattr(builtins, torch_class, None)
+    return isinstance(k, type) and isinstance(t, type) and issubclass(k, t)
 
 
 def main() -> int:
@@ -48,16 +58,23 @@ def main() -> int:
             except AssertionError:
                 pass  # a difference the sweeps themselves report
     same = sum(n for (k, t), n in PAIRS.items() if k == t)
-    print(f"calls where both raised: {sum(PAIRS.values())}, the same class: {same}")
+    caught = sum(n for (k, t), n in PAIRS.items() if k != t and _is_subclass(k, t))
+    print(f"calls where both raised: {sum(PAIRS.values())}, the same class: {same}, "
+          f"a subclass of torch's (an `except` of torch's class catches it): {caught}")
     for (k, t), n in PAIRS.most_common():
         if k != t:
             print(f"  kael {k} where torch {t}: {n} calls, "
                   f"{sum(1 for c in BY_OP.values() if c[(k, t)])} ops")
-    if "--ops" in sys.argv:
+    if "--ops" in sys.argv or "--examples" in sys.argv:
         for op, counts in sorted(BY_OP.items()):
             differ = {f"{k}/{t}": n for (k, t), n in counts.items() if k != t}
             if differ:
                 print(f"{op}: {differ}")
+                if "--examples" in sys.argv:
+                    for (k, t), n in counts.items():
+                        if k != t:
+                            km, tm = EXAMPLES[(op, k, t)]
+                            print(f"    kael {k}: {km}\n    torch {t}: {tm}")
     return 0
 
 

@@ -781,7 +781,14 @@ TEST(ErrorFormat, ErrorHierarchy) {
   EXPECT_THROW(throw kael::IndexError("x"), kael::Error);
   EXPECT_THROW(throw kael::ValueError("x"), kael::Error);
   EXPECT_THROW(throw kael::TypeError("x"), kael::Error);
+  EXPECT_THROW(throw kael::NotImplementedError("x"), kael::Error);
   EXPECT_THROW(throw kael::Error("x"), std::runtime_error);
+  // a dtype an op has no kernel for is NotImplementedError, as torch's dtype dispatch raises
+  const I64 three{3};
+  kael::testing::expect_exactly<kael::NotImplementedError>(
+      [&] { kael::abs(kael::zeros(three, kael::ScalarType::Bool)); });
+  kael::testing::expect_exactly<kael::NotImplementedError>(
+      [&] { kael::rand(three, std::nullopt, kael::ScalarType::Int64); });
   // thrown without a check: no location, and what() is the message
   const kael::ValueError plain("op: plain");
   EXPECT_EQ(std::string(plain.what()), "op: plain");

@@ -72,9 +72,9 @@ const char* key_name(DispatchKey k) { return kael::detail::kDispatchKeyNames[sta
 void not_implemented(const char* op, DispatchKey key) {
   std::string name(op);
   if (auto dot = name.find('.'); dot != std::string::npos) name.resize(dot);
-  KAEL_CHECK(key != DispatchKey::CUDA || cuda_backend_built(),
-             name << " is not implemented for CUDA: this build of kael has no CUDA backend");
-  KAEL_CHECK(false, name << " is not implemented for " << key_name(key));
+  KAEL_CHECK_IMPLEMENTED(key != DispatchKey::CUDA || cuda_backend_built(),
+                         name << " is not implemented for CUDA: this build of kael has no CUDA backend");
+  KAEL_CHECK_IMPLEMENTED(false, name << " is not implemented for " << key_name(key));
   __builtin_unreachable();
 }
 

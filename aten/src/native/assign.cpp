@@ -30,10 +30,10 @@ void assign(const Tensor& dst, const Tensor& src) {
     const std::int64_t d = dst.sizes()[dst.sizes().size() - kept.size() + i];
     fits = kept[i] == d || kept[i] == 1;
   }
-  KAEL_CHECK_VALUE(fits, "index: shape mismatch: value tensor of shape " << shape_str(sizes)
-                                                                         << " cannot be broadcast to indexing result "
-                                                                            "of shape "
-                                                                         << shape_str(dst.sizes()));
+  KAEL_CHECK(fits, "index: shape mismatch: value tensor of shape " << shape_str(sizes)
+                                                                   << " cannot be broadcast to indexing result "
+                                                                      "of shape "
+                                                                   << shape_str(dst.sizes()));
   kael::copy_(dst, kael::expand(kael::view(src, DimVector(kept)), dst.sizes()));
 }
 

@@ -41,7 +41,7 @@ Tensor clamp_tensor(const Tensor& self, const std::optional<Tensor>& min, const 
     const Operand a(self), lo(*min), hi(*max);
     const ScalarType common = result_type({&a, &lo, &hi});
     // (torch's clamp kernel with both bounds has no bool form; clamp_min/clamp_max alone do)
-    KAEL_CHECK(common != ScalarType::Bool, "clamp: not implemented for dtype bool with both bounds");
+    KAEL_CHECK_IMPLEMENTED(common != ScalarType::Bool, "clamp: not implemented for dtype bool with both bounds");
     if (common != self.dtype()) return clamp_impl(kael::to(self, common), min, max);
   }
   return clamp_impl(self, min, max);

@@ -338,8 +338,8 @@ Tensor unfold(const Tensor& self, std::int64_t dimension, std::int64_t size, std
 // steps (Hillis-Steele: at step s each position takes in the one s before it).
 Tensor logcumsumexp(const Tensor& self, std::int64_t dim) {
   constexpr const char* op = "logcumsumexp";
-  KAEL_CHECK(is_floating(self.dtype()),
-             op << ": \"logcumsumexp_out_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         op << ": \"logcumsumexp_out_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
   const std::int64_t d = wrap_dim(op, dim, self.dim());
   if (self.dim() == 0) return kael::clone(self);
   const std::int64_t n = self.sizes()[d];

@@ -182,8 +182,8 @@ inline Geometry check_and_geometry(const char* op, const Tensor& input, const Te
 // The dtypes each kind of convolution computes (as PyTorch's CPU kernels): every dtype but bool;
 // a transposed one the floating dtypes and int64.
 inline void check_dtype(const char* op, ScalarType t, bool transposed) {
-  KAEL_CHECK(t != ScalarType::Bool && (!transposed || is_floating(t) || t == ScalarType::Int64),
-             op << ": not implemented for dtype " << t);
+  KAEL_CHECK_IMPLEMENTED(t != ScalarType::Bool && (!transposed || is_floating(t) || t == ScalarType::Int64),
+                         op << ": not implemented for dtype " << t);
 }
 
 }  // namespace kael::native::conv

@@ -32,12 +32,12 @@ namespace kael::native {
 
 Tensor stack_impl(std::span<const Tensor> tensors, std::int64_t dim) {
   constexpr const char* op = "stack";
-  KAEL_CHECK_VALUE(!tensors.empty(), op << ": stack expects a non-empty TensorList");
+  KAEL_CHECK(!tensors.empty(), op << ": stack expects a non-empty TensorList");
   const std::int64_t d = wrap_dim(op, dim, tensors[0].dim() + 1);
   for (std::size_t i = 1; i < tensors.size(); ++i)
-    KAEL_CHECK_VALUE(std::ranges::equal(tensors[i].sizes(), tensors[0].sizes()),
-                     op << ": stack expects each tensor to be equal size, but got " << shape_str(tensors[0].sizes())
-                        << " at entry 0 and " << shape_str(tensors[i].sizes()) << " at entry " << i);
+    KAEL_CHECK(std::ranges::equal(tensors[i].sizes(), tensors[0].sizes()),
+               op << ": stack expects each tensor to be equal size, but got " << shape_str(tensors[0].sizes())
+                  << " at entry 0 and " << shape_str(tensors[i].sizes()) << " at entry " << i);
   std::vector<Tensor> pieces;
   pieces.reserve(tensors.size());
   for (const Tensor& t : tensors) pieces.push_back(kael::unsqueeze(t, d));
@@ -74,12 +74,12 @@ std::vector<Tensor> split_with_sizes_impl(const Tensor& self, IntArrayRef split_
     KAEL_CHECK(s >= 0, op << ": split_with_sizes expects split_sizes have only non-negative entries, but got "
                              "split_sizes="
                           << shape_str(split_sizes));
-    KAEL_CHECK_VALUE(!__builtin_add_overflow(total, s, &total), op << ": split_sizes " << shape_str(split_sizes)
-                                                                   << " overflow");
+    KAEL_CHECK(!__builtin_add_overflow(total, s, &total), op << ": split_sizes " << shape_str(split_sizes)
+                                                             << " overflow");
   }
-  KAEL_CHECK_VALUE(total == size, op << ": split_with_sizes expects split_sizes to sum exactly to " << size
-                                     << " (input tensor's size at dimension " << d << "), but got split_sizes="
-                                     << shape_str(split_sizes));
+  KAEL_CHECK(total == size, op << ": split_with_sizes expects split_sizes to sum exactly to " << size
+                               << " (input tensor's size at dimension " << d << "), but got split_sizes="
+                               << shape_str(split_sizes));
   std::vector<Tensor> out;
   std::int64_t start = 0;
   for (const std::int64_t s : split_sizes) {
@@ -251,10 +251,10 @@ Tensor align_operand(Tensor t, const std::vector<int>& term, std::size_t i, cons
   for (std::int64_t a = 0; a < static_cast<std::int64_t>(target.size()); ++a) {
     for (std::int64_t b = a + 1; b < static_cast<std::int64_t>(target.size()); ++b) {
       if (target[a] != target[b]) continue;
-      KAEL_CHECK_VALUE(t.sizes()[a] == t.sizes()[b], "einsum(): subscript " << char_of(labels_of[a])
-                                                                            << " is repeated for operand " << i
-                                                                            << " but the sizes don't match, "
-                                                                            << t.sizes()[b] << " != " << t.sizes()[a]);
+      KAEL_CHECK(t.sizes()[a] == t.sizes()[b], "einsum(): subscript " << char_of(labels_of[a])
+                                                                      << " is repeated for operand " << i
+                                                                      << " but the sizes don't match, "
+                                                                      << t.sizes()[b] << " != " << t.sizes()[a]);
       t = kael::diagonal(t, 0, a, b);
       const std::int64_t p = target[a];
       const int label = labels_of[a];
@@ -281,10 +281,10 @@ Tensor align_operand(Tensor t, const std::vector<int>& term, std::size_t i, cons
       sizes[p] = s;
       size_from[p] = static_cast<std::int64_t>(i);
     } else {
-      KAEL_CHECK_VALUE(s == 1 || s == sizes[p], "einsum(): the size " << s << " of dimension " << k
-                                                                       << " of operand " << i
-                                                                       << " does not broadcast with the size "
-                                                                       << sizes[p] << " of operand " << size_from[p]);
+      KAEL_CHECK(s == 1 || s == sizes[p], "einsum(): the size " << s << " of dimension " << k
+                                                                 << " of operand " << i
+                                                                 << " does not broadcast with the size "
+                                                                 << sizes[p] << " of operand " << size_from[p]);
     }
   }
   DimVector full;
@@ -329,18 +329,18 @@ Tensor einsum_impl(std::string_view equation, std::span<const Tensor> operands) 
       }
     }
     if (has_ellipsis) {
-      KAEL_CHECK_VALUE(labels <= t.dim(), "einsum(): the number of subscripts in the equation (" << labels
-                                                                                               << ") is more than the "
-                                                                                                  "number of "
-                                                                                                  "dimensions ("
-                                                                                               << t.dim()
-                                                                                               << ") for operand "
-                                                                                               << i);
+      KAEL_CHECK(labels <= t.dim(), "einsum(): the number of subscripts in the equation (" << labels
+                                                                                         << ") is more than the "
+                                                                                            "number of "
+                                                                                            "dimensions ("
+                                                                                         << t.dim()
+                                                                                         << ") for operand "
+                                                                                         << i);
       ell_ndim = std::max(ell_ndim, t.dim() - labels);
     } else {
-      KAEL_CHECK_VALUE(labels == t.dim(), "einsum(): the number of subscripts in the equation ("
-                                              << labels << ") does not match the number of dimensions (" << t.dim()
-                                              << ") for operand " << i << " and no ellipsis was given");
+      KAEL_CHECK(labels == t.dim(), "einsum(): the number of subscripts in the equation ("
+                                        << labels << ") does not match the number of dimensions (" << t.dim()
+                                        << ") for operand " << i << " and no ellipsis was given");
     }
   }
   // the output term, given or implicit (the ellipsis dims, then the labels seen once, sorted)

@@ -36,8 +36,8 @@ Tensor linear(const Tensor& self, const Tensor& weight, const std::optional<Tens
       std::int64_t rows = 1;
       bool overflow = false;
       for (std::size_t i = 0; i + 1 < sizes.size(); ++i) overflow |= __builtin_mul_overflow(rows, sizes[i], &rows);
-      KAEL_CHECK_VALUE(!overflow || std::find(sizes.begin(), sizes.end() - 1, 0) != sizes.end() - 1,
-                       "linear: the input of shape " << shape_str(sizes) << " has more rows than int64 holds");
+      KAEL_CHECK(!overflow || std::find(sizes.begin(), sizes.end() - 1, 0) != sizes.end() - 1,
+                 "linear: the input of shape " << shape_str(sizes) << " has more rows than int64 holds");
       if (overflow) rows = 0;
       const DimVector flat{rows, sizes.back()};
       const Tensor out = kael::addmm(*bias, kael::view(self, flat), kael::t(weight));

@@ -77,7 +77,8 @@ void lerp_check(const Operand& self, const Operand& end, const Operand& weight) 
     KAEL_CHECK(weight.tensor().dtype() == t,
                "lerp: expected dtype " << t << " for `weight` but got dtype " << weight.tensor().dtype());
   }
-  KAEL_CHECK(is_floating(t), "lerp: not implemented for dtype " << t << " (input and end must be floating point)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(t),
+                         "lerp: not implemented for dtype " << t << " (input and end must be floating point)");
   // a number weight is read in the compute type with PyTorch's overflow check (lerp(t, e, 1e39) raises)
   if (!weight.is_tensor()) check_convertible("lerp", weight.scalar(), is_reduced_floating(t) ? ScalarType::Float32 : t);
 }
@@ -375,8 +376,9 @@ namespace {
 // that compute in float, as PyTorch's float 10**decimals is, so that the kernel reads inf, not an
 // out-of-range conversion), negated for negative decimals.
 Scalar decimal_scale(const char* op, ScalarType t, std::int64_t decimals) {
-  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t
-                                << " with decimals (round(x) without decimals returns integers unchanged)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(t),
+                         op << ": not implemented for dtype " << t
+                            << " with decimals (round(x) without decimals returns integers unchanged)");
   double p = std::pow(10.0, std::fabs(static_cast<double>(decimals)));
   if (t != ScalarType::Float64 && p > static_cast<double>(std::numeric_limits<float>::max()))
     p = std::numeric_limits<double>::infinity();

@@ -218,8 +218,8 @@ void PointwiseCall::setup(std::initializer_list<const Operand*> inputs) {
   }
   compute_ = state.result();
   if (spec_.promotion == Promotion::IntToFloat && !is_floating(compute_)) compute_ = default_dtype();
-  KAEL_CHECK((spec_.dtypes >> static_cast<int>(compute_)) & 1u,
-             spec_.name << ": not implemented for dtype " << compute_);
+  KAEL_CHECK_IMPLEMENTED((spec_.dtypes >> static_cast<int>(compute_)) & 1u,
+                         spec_.name << ": not implemented for dtype " << compute_);
   out_dtype_ = spec_.promotion == Promotion::AlwaysBool ? ScalarType::Bool : compute_;
 
   bool first = true;

@@ -38,7 +38,8 @@ namespace {
 // The floating dtype of a uniform or normal factory, checked before anything is allocated.
 ScalarType floating_dtype(const char* op, std::optional<ScalarType> dtype, ScalarType fallback) {
   const ScalarType t = dtype.value_or(fallback);
-  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << dtype_name(t) << " (a floating dtype is needed)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(t),
+                         op << ": not implemented for dtype " << dtype_name(t) << " (a floating dtype is needed)");
   return t;
 }
 
@@ -73,7 +74,8 @@ namespace {
 Tensor normal_from(const char* op, const Operand& mean, const Operand& std, std::optional<Generator> generator) {
   const Tensor& like = mean.is_tensor() ? mean.tensor() : std.tensor();
   const ScalarType t = like.dtype();  // mean's dtype when it is a tensor, as PyTorch
-  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << dtype_name(t) << " (a floating dtype is needed)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(t),
+                         op << ": not implemented for dtype " << dtype_name(t) << " (a floating dtype is needed)");
   if (std.is_tensor()) {
     const bool nonnegative = kael::all(kael::ge(std.tensor(), Scalar(0.0)), std::nullopt, false).item().to<bool>();
     KAEL_CHECK(nonnegative, op << " expects all elements of std >= 0.0");
@@ -151,8 +153,9 @@ Tensor randint_like(const Tensor& self, std::int64_t high, std::optional<Generat
 }
 
 Tensor bernoulli(const Tensor& self, std::optional<Generator> generator) {
-  KAEL_CHECK(is_floating(self.dtype()), "bernoulli: not implemented for dtype " << dtype_name(self.dtype())
-                                                                              << " (a floating dtype is needed)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         "bernoulli: not implemented for dtype " << dtype_name(self.dtype())
+                            << " (a floating dtype is needed)");
   Tensor t = kael::empty_like(self, std::nullopt, std::nullopt);
   kael::bernoulli_(t, self, generator);
   return t;
@@ -217,7 +220,8 @@ const Tensor& log_normal_(const Tensor& self, double mean, double std, std::opti
   constexpr const char* op = "log_normal_";
   KAEL_CHECK(std > 0, op << ": log_normal_ expects std > 0.0, but found std=" << std);
   if (self.numel() == 0) return self;
-  KAEL_CHECK(is_floating(self.dtype()), op << ": \"log_normal_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         op << ": \"log_normal_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
   Tensor z = kael::empty(self.sizes(), self.dtype(), self.device());
   kael::normal_(z, mean, std, generator);
   return kael::copy_(self, kael::exp(z));
@@ -240,7 +244,7 @@ const Tensor& geometric_(const Tensor& self, double p, std::optional<Generator> 
   constexpr const char* op = "geometric_";
   KAEL_CHECK(p > 0 && p < 1, op << ": geometric_ expects p to be in (0, 1), but got p=" << p);
   if (self.numel() == 0) return self;
-  KAEL_CHECK(self.dtype() != ScalarType::Bool, op << ": \"geometric_cpu\" not implemented for 'Bool'");
+  KAEL_CHECK_IMPLEMENTED(self.dtype() != ScalarType::Bool, op << ": \"geometric_cpu\" not implemented for 'Bool'");
   const Tensor u = uniform_draws(self, ScalarType::Float64, generator);
   const Tensor trials = kael::ceil(kael::div(kael::log(kael::sub(Scalar(1.0), u)), Scalar(std::log1p(-p))));
   return kael::copy_(self, kael::clamp(trials, std::optional<Scalar>(Scalar(1.0)), std::optional<Scalar>()));

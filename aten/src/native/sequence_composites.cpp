@@ -107,8 +107,8 @@ Tensor triangle_indices(const char* op, bool lower, std::int64_t row, std::int64
   KAEL_CHECK(row >= 0, op << ": row must be non-negative, got " << row);
   KAEL_CHECK(col >= 0, op << ": col must be non-negative, got " << col);
   const ScalarType t = dtype.value_or(ScalarType::Int64);
-  KAEL_CHECK(t == ScalarType::Int64 || t == ScalarType::Int32,
-             op << ": \"" << op << "\" not implemented for '" << dtype_name(t) << "' (int64 or int32)");
+  KAEL_CHECK_IMPLEMENTED(t == ScalarType::Int64 || t == ScalarType::Int32,
+                         op << ": \"" << op << "\" not implemented for '" << dtype_name(t) << "' (int64 or int32)");
   const Wide count = lower ? lower_count(row, col, offset)
                                : static_cast<Wide>(row) * col - lower_count(row, col, offset - 1);
   KAEL_CHECK(count <= std::numeric_limits<std::int64_t>::max() / 2,
@@ -150,8 +150,8 @@ Tensor triu_indices(std::int64_t row, std::int64_t col, std::int64_t offset, std
 // input's dtype.
 Tensor histc(const Tensor& self, std::int64_t bins, const Scalar& min, const Scalar& max) {
   constexpr const char* op = "histc";
-  KAEL_CHECK(is_floating(self.dtype()),
-             op << ": \"histogram_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         op << ": \"histogram_cpu\" not implemented for '" << dtype_name(self.dtype()) << "'");
   KAEL_CHECK(bins > 0, op << ": bins must be > 0, but got " << bins << " for dimension 0");
   double lo = min.to<double>(), hi = max.to<double>();
   KAEL_CHECK(lo <= hi, op << ": max must be larger than min (min " << lo << ", max " << hi << ")");

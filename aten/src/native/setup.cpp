@@ -55,14 +55,14 @@ void raise_device_mismatch(const char* op, Device expected, Device found) {
 
 void check_copy_shapes(const Tensor& dst, const Tensor& src) {
   broadcast_shapes("copy_", dst.sizes(), src.sizes());
-  KAEL_CHECK_VALUE(src.dim() <= dst.dim(), "copy_: source of shape " << shape_str(src.sizes())
-                                                                     << " cannot be broadcast to "
-                                                                     << shape_str(dst.sizes()));
+  KAEL_CHECK(src.dim() <= dst.dim(), "copy_: source of shape " << shape_str(src.sizes())
+                                                               << " cannot be broadcast to "
+                                                               << shape_str(dst.sizes()));
   for (std::int64_t i = 0; i < src.dim(); ++i) {
     const std::int64_t s = src.sizes()[i], d = dst.sizes()[dst.dim() - src.dim() + i];
-    KAEL_CHECK_VALUE(s == d || s == 1, "copy_: source of shape " << shape_str(src.sizes())
-                                                                 << " cannot be broadcast to "
-                                                                 << shape_str(dst.sizes()));
+    KAEL_CHECK(s == d || s == 1, "copy_: source of shape " << shape_str(src.sizes())
+                                                           << " cannot be broadcast to "
+                                                           << shape_str(dst.sizes()));
   }
 }
 

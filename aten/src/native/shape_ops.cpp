@@ -28,7 +28,7 @@ namespace {
 
 std::int64_t checked_mul(const char* op, std::int64_t a, std::int64_t b) {
   std::int64_t r = 0;
-  KAEL_CHECK_VALUE(!__builtin_mul_overflow(a, b, &r), op << ": size " << a << " * " << b << " overflows");
+  KAEL_CHECK(!__builtin_mul_overflow(a, b, &r), op << ": size " << a << " * " << b << " overflows");
   return r;
 }
 
@@ -162,10 +162,10 @@ Tensor take_along_dim(const Tensor& self, const Tensor& indices, std::optional<s
              op << ": dtype of indices should be Long but got " << indices.dtype());
   KAEL_CHECK_INDEX(self.dim() > 0, op << ": Dimension specified as " << *dim << " but tensor has no dimensions");
   const std::int64_t d = wrap_dim(op, *dim, self.dim());
-  KAEL_CHECK_VALUE(self.dim() == indices.dim(), op << ": input and indices should have the same number of dimensions, "
-                                                      "but got "
-                                                   << self.dim() << " dimensions for input, and " << indices.dim()
-                                                   << " dimensions for indices");
+  KAEL_CHECK(self.dim() == indices.dim(), op << ": input and indices should have the same number of dimensions, "
+                                                "but got "
+                                             << self.dim() << " dimensions for input, and " << indices.dim()
+                                             << " dimensions for indices");
   DimVector a(self.sizes()), b(indices.sizes());
   a[d] = indices.sizes()[d];
   DimVector shape = broadcast_shapes(op, a, b);
@@ -187,8 +187,8 @@ Tensor diag(const Tensor& self, std::int64_t diagonal) {
   KAEL_CHECK(self.dim() == 1 || self.dim() == 2, op << ": Supports 1D or 2D tensors. Got " << self.dim() << "D");
   if (self.dim() == 2) return kael::clone(kael::diagonal(self, diagonal, 0, 1));
   std::int64_t n = 0;
-  KAEL_CHECK_VALUE(diagonal != INT64_MIN && !__builtin_add_overflow(self.sizes()[0], std::abs(diagonal), &n),
-                   op << ": diagonal " << diagonal << " is too large");
+  KAEL_CHECK(diagonal != INT64_MIN && !__builtin_add_overflow(self.sizes()[0], std::abs(diagonal), &n),
+             op << ": diagonal " << diagonal << " is too large");
   const std::int64_t shape[] = {n, n};
   Tensor out = kael::zeros(shape, self.dtype(), self.device());
   kael::copy_(kael::diagonal(out, diagonal, 0, 1), self);
@@ -203,8 +203,8 @@ Tensor diag_embed(const Tensor& self, std::int64_t offset, std::int64_t dim1, st
   check_max_dims(op, nd);
   const std::int64_t last = self.dim() == 0 ? 1 : self.sizes()[self.dim() - 1];
   std::int64_t n = 0;
-  KAEL_CHECK_VALUE(offset != INT64_MIN && !__builtin_add_overflow(last, std::abs(offset), &n),
-                   op << ": offset " << offset << " is too large");
+  KAEL_CHECK(offset != INT64_MIN && !__builtin_add_overflow(last, std::abs(offset), &n),
+             op << ": offset " << offset << " is too large");
   DimVector shape;
   std::int64_t src = 0;
   for (std::int64_t d = 0; d < nd; ++d) {

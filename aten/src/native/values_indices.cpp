@@ -59,7 +59,7 @@ std::int64_t dim_length(const Tensor& self, std::int64_t d) { return self.dim() 
 // The selections by rank order their elements: bool has no kernel, as in PyTorch (where it is a
 // NotImplementedError, a RuntimeError: docs/decisions/torch-sweep.md).
 void check_orderable(const char* op, const Tensor& self) {
-  KAEL_CHECK(self.dtype() != ScalarType::Bool, op << "(): not implemented for 'Bool'");
+  KAEL_CHECK_IMPLEMENTED(self.dtype() != ScalarType::Bool, op << "(): not implemented for 'Bool'");
 }
 
 // A kernel's (values, indices), which keep dim d with size 1, without it unless keepdim.

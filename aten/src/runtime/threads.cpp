@@ -333,7 +333,7 @@ void sync_openmp_threads() noexcept {
 }
 
 void set_num_threads(int n) {
-  KAEL_CHECK_VALUE(n >= 1 && n <= kMaxThreads, "set_num_threads: expected 1.." << kMaxThreads << ", got " << n);
+  KAEL_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected 1.." << kMaxThreads << ", got " << n);
   explicit_threads.store(n, std::memory_order_relaxed);
   sync_openmp_threads();
 }

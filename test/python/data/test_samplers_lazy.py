@@ -261,11 +261,10 @@ def test_weighted_random_sampler_chunks_keep_the_weights():
     assert len(draws) == 150000 and set(draws) == {0, 2}
     p = draws.count(2) / len(draws)
     assert abs(p - 0.75) < 4 * (0.75 * 0.25 / len(draws)) ** 0.5
-    # bad weights fail at the first item, as torch's (kael's multinomial raises ValueError where
-    # torch's raises RuntimeError, on purpose: docs/decisions/random.md)
+    # bad weights fail at the first item, as torch's, with torch's class
     sampler = data.WeightedRandomSampler([1.0, -1.0], N)
     it = iter(sampler)
-    with pytest.raises(ValueError, match="multinomial: probability tensor contains"):
+    with pytest.raises(RuntimeError, match="multinomial: probability tensor contains"):
         next(it)
 
 

@@ -235,7 +235,7 @@ def norm_intlist(o):
     if isinstance(o, torch.Tensor):
         raise KaelRule("a tensor is not a list of ints")
     if _index_like(o):
-        return [norm_int(o)]
+        return norm_int(o)  # one int: both parsers take it for a list with a size only (int[2])
     if type(o) in (list, tuple):
         return type(o)(norm_int(x) for x in o)
     return o

@@ -271,8 +271,7 @@ def test_grouped_query_attention_needs_a_divisor_of_the_heads():
         TF.scaled_dot_product_attention(q, k, k, enable_gqa=True)
     with pytest.raises(RuntimeError, match=r"heads in key \(3\) and value \(3\) must divide the number of heads in query \(4\)"):
         KF.scaled_dot_product_attention(to_kael(q), to_kael(k), to_kael(k), enable_gqa=True)
-    # without enable_gqa the head counts must broadcast, in both libraries (kael's shape errors are
-    # ValueError, docs/decisions/errors.md)
+    # without enable_gqa the head counts must broadcast, in both libraries
     k2 = torch.randn(1, 2, 3, 8)
     with pytest.raises(RuntimeError):
         TF.scaled_dot_product_attention(q, k2, k2)

@@ -43,6 +43,12 @@ class TypeError : public Error {
  public:
   using Error::Error;
 };
+// The op has no kernel for this dtype (or device): Python's NotImplementedError (a RuntimeError),
+// as torch's dtype dispatch raises it ("abs_cpu" not implemented for 'Bool').
+class NotImplementedError : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace detail {
 // "check '<cond>' failed at <file>:<line>"
@@ -77,6 +83,7 @@ struct MessageBuilder {
 #define KAEL_CHECK_INDEX(cond, ...) KAEL_CHECK_IMPL(::kael::IndexError, cond, __VA_ARGS__)
 #define KAEL_CHECK_VALUE(cond, ...) KAEL_CHECK_IMPL(::kael::ValueError, cond, __VA_ARGS__)
 #define KAEL_CHECK_TYPE(cond, ...) KAEL_CHECK_IMPL(::kael::TypeError, cond, __VA_ARGS__)
+#define KAEL_CHECK_IMPLEMENTED(cond, ...) KAEL_CHECK_IMPL(::kael::NotImplementedError, cond, __VA_ARGS__)
 
 // Internal invariants (bugs in kael, not bad input).
 #define KAEL_INTERNAL_ASSERT(cond) \

@@ -20,9 +20,12 @@
 namespace kael::native {
 
 // Raises IndexError naming `op` unless every element of `index` (an int32 or int64 tensor) lies
-// in [0, size), or in [-size, size) when `allow_negative`.
+// in [0, size), or in [-size, size) when `allow_negative`. IndexError is torch's class for
+// index_select, index_add, index_copy, index_fill and indexing; check_gather_index_range raises
+// RuntimeError, torch's class for gather, scatter and scatter_reduce.
 void check_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim,
                        bool allow_negative = false);
+void check_gather_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim);
 
 // A new tensor of self's shape and dtype in self's memory order (PyTorch's preserve_format).
 Tensor alloc_like_cpu(const Tensor& self);

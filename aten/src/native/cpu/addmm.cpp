@@ -33,9 +33,9 @@ void check_same_dtype(const char* op, const Tensor& self, const Tensor& a, const
 // PyTorch, beta = 0 ignores self's values (NaN and inf included).
 Tensor combine(const char* op, const Tensor& self, const Tensor& product, const Scalar& beta, const Scalar& alpha) {
   const DimVector shape = broadcast_shapes(op, self.sizes(), product.sizes());
-  KAEL_CHECK_VALUE(std::equal(shape.begin(), shape.end(), product.sizes().begin(), product.sizes().end()),
-                   op << ": input of shape " << shape_str(self.sizes()) << " does not broadcast to the product's shape "
-                      << shape_str(product.sizes()));
+  KAEL_CHECK(std::equal(shape.begin(), shape.end(), product.sizes().begin(), product.sizes().end()),
+             op << ": input of shape " << shape_str(self.sizes()) << " does not broadcast to the product's shape "
+                << shape_str(product.sizes()));
   if (is_zero(beta)) return is_one(alpha) ? product : kael::mul(product, alpha);
   return kael::add(is_one(beta) ? self : kael::mul(self, beta), product, alpha);
 }
@@ -80,8 +80,8 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& mat1, const Tensor& mat2, con
   check_same_dtype(op, self, mat1, mat2);
   const DimVector shape{mat1.sizes()[0], mat2.sizes()[1]};
   const DimVector b = broadcast_shapes(op, self.sizes(), shape);
-  KAEL_CHECK_VALUE(b == shape, op << ": input of shape " << shape_str(self.sizes())
-                                  << " does not broadcast to the product's shape " << shape_str(shape));
+  KAEL_CHECK(b == shape, op << ": input of shape " << shape_str(self.sizes())
+                            << " does not broadcast to the product's shape " << shape_str(shape));
   // A bias row (Linear's): added in the product's accumulator, with no pass of its own.
   if (is_one(beta) && is_one(alpha) && self.dim() == 1) {
     if (Tensor out = addmm_bias_cpu(self, mat1, mat2); out.defined()) return out;
@@ -113,8 +113,8 @@ Tensor baddbmm_cpu(const Tensor& self, const Tensor& batch1, const Tensor& batch
   check_same_dtype(op, self, batch1, batch2);
   const DimVector shape{batch1.sizes()[0], batch1.sizes()[1], batch2.sizes()[2]};
   const DimVector b = broadcast_shapes(op, self.sizes(), shape);
-  KAEL_CHECK_VALUE(b == shape, op << ": input of shape " << shape_str(self.sizes())
-                                  << " does not broadcast to the product's shape " << shape_str(shape));
+  KAEL_CHECK(b == shape, op << ": input of shape " << shape_str(self.sizes())
+                            << " does not broadcast to the product's shape " << shape_str(shape));
   return multiply_add(op, self, batch1, batch2, beta, alpha);
 }
 

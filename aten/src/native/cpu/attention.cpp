@@ -145,7 +145,7 @@ Tensor sdpa_dropout_mask_cpu(const Tensor& query, IntArrayRef size, double dropo
   KAEL_CHECK(size.size() >= 2, op << ": expected a size of at least 2 dims, got " << shape_str(size));
   KAEL_CHECK(!(dropout_p > 0.0) || dropout_p <= 1.0,
              op << ": dropout probability has to be between 0 and 1, but got " << dropout_p);
-  KAEL_CHECK(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
+  KAEL_CHECK_IMPLEMENTED(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
   const ScalarType acc = query.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
   Tensor f = alloc_cpu(size, acc);
   const std::int64_t n = f.numel();
@@ -176,7 +176,7 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
   KAEL_CHECK(query.dtype() == key.dtype() && query.dtype() == value.dtype(),
              op << ": Expected query, key, and value to have the same dtype, but got query.dtype: " << query.dtype()
                 << " key.dtype: " << key.dtype() << " and value.dtype: " << value.dtype() << " instead.");
-  KAEL_CHECK(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
+  KAEL_CHECK_IMPLEMENTED(is_floating(query.dtype()), op << ": not implemented for dtype " << query.dtype());
   const std::int64_t L = query.sizes()[query.dim() - 2], E = query.sizes()[query.dim() - 1];
   const std::int64_t S = key.sizes()[key.dim() - 2], Ek = key.sizes()[key.dim() - 1];
   const std::int64_t Sv = value.sizes()[value.dim() - 2], Ev = value.sizes()[value.dim() - 1];
@@ -218,9 +218,9 @@ Tensor scaled_dot_product_attention_cpu(const Tensor& query, const Tensor& key, 
     full.push_back(L);
     full.push_back(S);
     const DimVector shape = broadcast_shapes(op, am.sizes(), full);
-    KAEL_CHECK_VALUE(std::equal(shape.begin(), shape.end(), full.begin(), full.end()),
-                     op << ": attn_mask of shape " << shape_str(am.sizes()) << " does not broadcast to the attention "
-                        << "shape " << shape_str(full));
+    KAEL_CHECK(std::equal(shape.begin(), shape.end(), full.begin(), full.end()),
+               op << ": attn_mask of shape " << shape_str(am.sizes()) << " does not broadcast to the attention "
+                  << "shape " << shape_str(full));
     mask.kind = am.dtype() == ScalarType::Bool ? Mask::Bool : Mask::Float;
     mask_t = am;
   }

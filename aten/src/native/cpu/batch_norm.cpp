@@ -88,8 +88,9 @@ void check_input(const char* op, const Tensor& self) {
   check_same_device(op, kCPU, self.device());
   KAEL_CHECK(self.dim() >= 2, op << ": expected an input of 2 dims or more (N, C, *), got a " << self.dim()
                                  << "-D tensor of size " << shape_str(self.sizes()));
-  KAEL_CHECK(is_floating(self.dtype()), op << ": \"batch_norm\" not implemented for '" << torch_type_name(self.dtype())
-                                           << "' (dtype " << self.dtype() << ")");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         op << ": \"batch_norm\" not implemented for '" << torch_type_name(self.dtype())
+                            << "' (dtype " << self.dtype() << ")");
 }
 
 // A per-channel tensor (weight, bias, running statistics, saved statistics): C elements, on the
@@ -373,8 +374,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_cpu(const Tensor& self, con
                                                          const std::optional<Tensor>& running_var, bool training,
                                                          double momentum, double eps) {
   check_same_device(kOp, kCPU, self.device());
-  KAEL_CHECK(is_floating(self.dtype()), kOp << ": \"batch_norm\" not implemented for '"
-                                            << torch_type_name(self.dtype()) << "' (dtype " << self.dtype() << ")");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         kOp << ": \"batch_norm\" not implemented for '" << torch_type_name(self.dtype())
+                            << "' (dtype " << self.dtype() << ")");
   if (self.numel() == 0) {
     // As PyTorch's kernel: no statistics of no element in training; in evaluation an empty output
     // and empty saved statistics, whatever the other arguments (F.batch_norm handles an empty

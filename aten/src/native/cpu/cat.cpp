@@ -37,14 +37,14 @@ Tensor cat_impl(std::span<const Tensor> tensors, std::int64_t dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (skipped(t)) continue;
-    KAEL_CHECK_VALUE(t.dim() == nd, op << ": Tensors must have same number of dimensions: got " << nd << " and "
-                                       << t.dim());
+    KAEL_CHECK(t.dim() == nd, op << ": Tensors must have same number of dimensions: got " << nd << " and "
+                                 << t.dim());
     for (std::int64_t k = 0; k < nd; ++k)
-      KAEL_CHECK_VALUE(k == d || t.sizes()[k] == shape[k],
-                       op << ": Sizes of tensors must match except in dimension " << d << ". Expected size "
-                          << shape[k] << " but got size " << t.sizes()[k] << " for tensor number " << i
-                          << " in the list (dimension " << k << ")");
-    KAEL_CHECK_VALUE(!__builtin_add_overflow(total, t.sizes()[d], &total), op << ": the result is too large");
+      KAEL_CHECK(k == d || t.sizes()[k] == shape[k],
+                 op << ": Sizes of tensors must match except in dimension " << d << ". Expected size "
+                    << shape[k] << " but got size " << t.sizes()[k] << " for tensor number " << i
+                    << " in the list (dimension " << k << ")");
+    KAEL_CHECK(!__builtin_add_overflow(total, t.sizes()[d], &total), op << ": the result is too large");
   }
   shape[d] = total;
   Tensor out = alloc_cpu(shape, dtype);

@@ -74,7 +74,7 @@ Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step, st
   check_cpu("arange", device);
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   const ScalarType out_dtype = dtype.value_or(integral ? ScalarType::Int64 : default_dtype());
-  KAEL_CHECK(out_dtype != ScalarType::Bool, "arange: not implemented for dtype bool");
+  KAEL_CHECK_IMPLEMENTED(out_dtype != ScalarType::Bool, "arange: not implemented for dtype bool");
   const double s = start.to_double(), e = end.to_double(), d = step.to_double();
   KAEL_CHECK(d != 0, "arange: step must be nonzero");
   KAEL_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: " << start << " -> " << end);
@@ -223,7 +223,7 @@ Tensor spaced(const char* op, const Scalar& start, const Scalar& end, std::int64
   check_cpu(op, device);
   KAEL_CHECK(steps >= 0, op << ": number of steps must be non-negative (got " << steps << ")");
   const ScalarType t = dtype.value_or(default_dtype());
-  KAEL_CHECK(t != ScalarType::Bool, op << ": not implemented for dtype bool");
+  KAEL_CHECK_IMPLEMENTED(t != ScalarType::Bool, op << ": not implemented for dtype bool");
   const std::int64_t size[] = {steps};
   Tensor out = kael::empty(size, t);
   if (steps == 0) return out;
@@ -272,8 +272,8 @@ Tensor logspace_cpu(const Scalar& start, const Scalar& end, std::int64_t steps, 
 Tensor eye_cpu(std::int64_t n, std::optional<std::int64_t> m, std::optional<ScalarType> dtype,
                std::optional<Device> device) {
   const std::int64_t cols = m.value_or(n);
-  KAEL_CHECK_VALUE(n >= 0, "eye: n must be greater or equal to 0, got " << n);
-  KAEL_CHECK_VALUE(cols >= 0, "eye: m must be greater or equal to 0, got " << cols);
+  KAEL_CHECK(n >= 0, "eye: n must be greater or equal to 0, got " << n);
+  KAEL_CHECK(cols >= 0, "eye: m must be greater or equal to 0, got " << cols);
   check_cpu("eye", device);
   const std::int64_t size[] = {n, cols};
   checked_numel("eye", size);

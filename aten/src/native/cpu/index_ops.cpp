@@ -20,6 +20,7 @@
 // float32 on others, so with duplicate indices their results may differ from kael's by the
 // rounding of partial sums; the tests compare with PyTorch computing in float32, rounded once.
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -50,26 +51,26 @@ void check_gather_scatter(const char* op, const Tensor& self, std::int64_t dim, 
   KAEL_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32 || index.numel() == 0,
              op << ": Expected dtype int32/int64 for index (got " << index.dtype() << ")");
   const std::int64_t nd = dims_as_vector(self);
-  KAEL_CHECK_VALUE(dims_as_vector(index) == nd || index.numel() == 0,
-                   op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
-                      << " tensor (" << shape_str(index.sizes()) << " and " << shape_str(self.sizes()) << ")");
+  KAEL_CHECK(dims_as_vector(index) == nd || index.numel() == 0,
+             op << ": Index tensor must have the same number of dimensions as " << (src ? "self" : "input")
+                << " tensor (" << shape_str(index.sizes()) << " and " << shape_str(self.sizes()) << ")");
   if (src)
-    KAEL_CHECK_VALUE(dims_as_vector(*src) == nd || index.numel() == 0,
-                     op << ": Index tensor must have the same number of dimensions as src tensor ("
-                        << shape_str(index.sizes()) << " and " << shape_str(src->sizes()) << ")");
+    KAEL_CHECK(dims_as_vector(*src) == nd || index.numel() == 0,
+               op << ": Index tensor must have the same number of dimensions as src tensor ("
+                  << shape_str(index.sizes()) << " and " << shape_str(src->sizes()) << ")");
   if (index.numel() == 0) return;
   for (std::int64_t i = 0; i < nd; ++i) {
     const std::int64_t n = size_as_vector(index, i);
     if (i != dim)
-      KAEL_CHECK_VALUE(n <= size_as_vector(self, i),
-                       op << ": Size does not match at dimension " << i << " expected index "
-                          << shape_str(index.sizes()) << " to be no larger than self " << shape_str(self.sizes())
-                          << " apart from dimension " << dim);
+      KAEL_CHECK(n <= size_as_vector(self, i),
+                 op << ": Size does not match at dimension " << i << " expected index "
+                    << shape_str(index.sizes()) << " to be no larger than self " << shape_str(self.sizes())
+                    << " apart from dimension " << dim);
     if (src)
-      KAEL_CHECK_VALUE(n <= size_as_vector(*src, i),
-                       op << ": Expected index " << shape_str(index.sizes()) << " to be no larger than self "
-                          << shape_str(self.sizes()) << " apart from dimension " << dim
-                          << " and to be no larger size than src " << shape_str(src->sizes()));
+      KAEL_CHECK(n <= size_as_vector(*src, i),
+                 op << ": Expected index " << shape_str(index.sizes()) << " to be no larger than self "
+                    << shape_str(self.sizes()) << " apart from dimension " << dim
+                    << " and to be no larger size than src " << shape_str(src->sizes()));
   }
 }
 
@@ -111,20 +112,32 @@ void check_vector_index(const char* op, const Tensor& index, bool allow_int32) {
 
 }  // namespace
 
-void check_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim, bool allow_negative) {
-  const std::int64_t low = allow_negative ? -size : 0;
-  std::int64_t bad = 0;
-  bool found = false;
+namespace {
+
+// The first element of index outside [low, size), if any.
+std::optional<std::int64_t> out_of_range(const Tensor& index, std::int64_t low, std::int64_t size) {
+  std::optional<std::int64_t> bad;
   for_each_index(index, [&](std::int64_t v) {
     if (v < low || v >= size) {
       bad = v;
-      found = true;
       return false;
     }
     return true;
   });
-  KAEL_CHECK_INDEX(!found, op << ": index " << bad << " is out of bounds for dimension " << dim << " with size "
-                              << size);
+  return bad;
+}
+
+}  // namespace
+
+void check_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim, bool allow_negative) {
+  const std::optional<std::int64_t> bad = out_of_range(index, allow_negative ? -size : 0, size);
+  KAEL_CHECK_INDEX(!bad,
+                   op << ": index " << *bad << " is out of bounds for dimension " << dim << " with size " << size);
+}
+
+void check_gather_index_range(const char* op, const Tensor& index, std::int64_t size, std::int64_t dim) {
+  const std::optional<std::int64_t> bad = out_of_range(index, 0, size);
+  KAEL_CHECK(!bad, op << ": index " << *bad << " is out of bounds for dimension " << dim << " with size " << size);
 }
 
 Tensor index_select_cpu(const Tensor& self, std::int64_t dim, const Tensor& index) {
@@ -228,7 +241,7 @@ const Tensor& scatter_checked(const char* op, const Tensor& self, std::int64_t d
     KAEL_CHECK(src->dtype() == self.dtype(), op << ": Expected self.dtype to be equal to src.dtype (got "
                                                 << self.dtype() << " and " << src->dtype() << ")");
   check_gather_scatter(op, self, d, index, src);
-  check_index_range(op, index, size_as_vector(self, d), d);
+  check_gather_index_range(op, index, size_as_vector(self, d), d);
   assert_no_internal_overlap(op, self);
   const Tensor idx = long_index(readable_input(op, self, index));
   if (src) {
@@ -268,7 +281,7 @@ Tensor gather_cpu(const Tensor& self, std::int64_t dim, const Tensor& index, boo
   check_cpu(op, self, index);
   const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
   check_gather_scatter(op, self, d, index, nullptr);
-  check_index_range(op, index, size_as_vector(self, d), d);
+  check_gather_index_range(op, index, size_as_vector(self, d), d);
   Tensor out = alloc_cpu(index.sizes(), self.dtype());
   if (out.numel() == 0) return out;
   const Tensor idx = long_index(index);
@@ -388,18 +401,18 @@ const Tensor& index_add_checked(const char* op, const Tensor& self, std::int64_t
   // truncating toward zero)
   check_convertible(op, alpha, self.dtype());
   const std::int64_t k = index.numel();
-  KAEL_CHECK_VALUE(dims_as_vector(source) == dims_as_vector(self),
-                   op << ": source tensor shape must match self tensor shape, excluding the specified dimension. Got "
-                         "self.shape = "
-                      << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
-  KAEL_CHECK_VALUE(k == size_as_vector(source, d), op << ": Number of indices (" << k
-                                                      << ") should be equal to source.size(dim): ("
-                                                      << size_as_vector(source, d) << "), for dim: " << d);
+  KAEL_CHECK(dims_as_vector(source) == dims_as_vector(self),
+             op << ": source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+                   "self.shape = "
+                << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
+  KAEL_CHECK(k == size_as_vector(source, d), op << ": Number of indices (" << k
+                                                << ") should be equal to source.size(dim): ("
+                                                << size_as_vector(source, d) << "), for dim: " << d);
   for (std::int64_t i = 0; i < dims_as_vector(self); ++i)
-    KAEL_CHECK_VALUE(i == d || size_as_vector(source, i) == size_as_vector(self, i),
-                     op << ": source tensor shape must match self tensor shape, excluding the specified dimension. "
-                           "Got self.shape = "
-                        << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
+    KAEL_CHECK(i == d || size_as_vector(source, i) == size_as_vector(self, i),
+               op << ": source tensor shape must match self tensor shape, excluding the specified dimension. "
+                     "Got self.shape = "
+                  << shape_str(self.sizes()) << " source.shape = " << shape_str(source.sizes()));
   check_index_range(op, index, size_as_vector(self, d), d);
   assert_no_internal_overlap(op, self);
   const Tensor idx = readable_input(op, self, index);
@@ -451,7 +464,7 @@ void check_index_copy(const char* op, const Tensor& self, std::int64_t d, const 
                                  << ")");
   if (source.dim() == self.dim())
     for (std::int64_t i = 0; i < self.dim(); ++i)
-      KAEL_CHECK_VALUE(i == d || source.sizes()[i] == self.sizes()[i],
+      KAEL_CHECK(i == d || source.sizes()[i] == self.sizes()[i],
                  op << ": Source/destination tensor must have same slice shapes. Destination slice shape: "
                     << self.sizes()[i] << " at dimension " << i << " and source slice shape: " << source.sizes()[i]
                     << " at dimension " << i << ".");

@@ -42,8 +42,8 @@ std::pair<std::int64_t, std::int64_t> min_max(const T* p, std::int64_t n) {
 
 Tensor bincount_cpu(const Tensor& self, const std::optional<Tensor>& weights, std::int64_t minlength) {
   constexpr const char* op = "bincount";
-  KAEL_CHECK(is_integral(self.dtype(), /*include_bool=*/false),
-             op << ": \"bincount_cpu\" not implemented for '" << self.dtype() << "'");
+  KAEL_CHECK_IMPLEMENTED(is_integral(self.dtype(), /*include_bool=*/false),
+                         op << ": \"bincount_cpu\" not implemented for '" << self.dtype() << "'");
   KAEL_CHECK(minlength >= 0, op << ": minlength should be >= 0 (got " << minlength << ")");
   KAEL_CHECK(self.dim() == 1, op << ": bincount only supports 1-d non-negative integral inputs (got a " << self.dim()
                                  << "-d input)");
@@ -69,7 +69,7 @@ Tensor bincount_cpu(const Tensor& self, const std::optional<Tensor>& weights, st
   if (n > 0) {
     const auto [lo, hi] = min_max(v, n);
     KAEL_CHECK(lo >= 0, op << ": bincount only supports 1-d non-negative integral inputs (got " << lo << ")");
-    KAEL_CHECK_VALUE(hi < INT64_MAX, op << ": value " << hi << " is too large");
+    KAEL_CHECK(hi < INT64_MAX, op << ": value " << hi << " is too large");
     length = std::max(length, hi + 1);
   }
   const std::int64_t sizes[] = {length};
@@ -126,19 +126,19 @@ Tensor searchsorted_impl(const Tensor& boundaries, const Tensor& input, ScalarTy
   }
   bool leading_match = bd == id && bd > 0;
   for (std::int64_t d = 0; leading_match && d + 1 < bd; ++d) leading_match = boundaries.sizes()[d] == input.sizes()[d];
-  KAEL_CHECK_VALUE(bd == 1 || leading_match,
-                   op << ": boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor "
-                         "and input value tensor must match, but we got boundaries tensor "
-                      << shape_str(boundaries.sizes()) << " and input value tensor " << shape_str(input.sizes()));
+  KAEL_CHECK(bd == 1 || leading_match,
+             op << ": boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor "
+                   "and input value tensor must match, but we got boundaries tensor "
+                << shape_str(boundaries.sizes()) << " and input value tensor " << shape_str(input.sizes()));
   const std::int64_t n = boundaries.sizes()[bd - 1];
   Tensor sort_index;
   if (sorter) {
     check_same_device(op, boundaries.device(), sorter->device());
     KAEL_CHECK(sorter->dtype() == ScalarType::Int64,
                op << ": sorter must be a tensor of long dtype but got dtype " << sorter->dtype());
-    KAEL_CHECK_VALUE(std::ranges::equal(sorter->sizes(), boundaries.sizes()),
-                     op << ": boundary and sorter must have the same size, but got boundary tensor "
-                        << shape_str(boundaries.sizes()) << "and got sorter tensor " << shape_str(sorter->sizes()));
+    KAEL_CHECK(std::ranges::equal(sorter->sizes(), boundaries.sizes()),
+               op << ": boundary and sorter must have the same size, but got boundary tensor "
+                  << shape_str(boundaries.sizes()) << "and got sorter tensor " << shape_str(sorter->sizes()));
     sort_index = contiguous_as(*sorter, ScalarType::Int64);
     const std::int64_t* s = sort_index.data<std::int64_t>();
     for (std::int64_t i = 0; i < sort_index.numel(); ++i)
@@ -146,8 +146,8 @@ Tensor searchsorted_impl(const Tensor& boundaries, const Tensor& input, ScalarTy
                                                  << ")");
   }
   // (the dtype is refused only with values to look up, as PyTorch's kernel runs only then)
-  KAEL_CHECK(input.numel() == 0 || compute != ScalarType::Bool,
-             op << ": \"searchsorted_out_cpu\" not implemented for 'Bool'");
+  KAEL_CHECK_IMPLEMENTED(input.numel() == 0 || compute != ScalarType::Bool,
+                         op << ": \"searchsorted_out_cpu\" not implemented for 'Bool'");
   KAEL_CHECK(!out_int32 || n < (std::int64_t{1} << 31),
              op << ": the size of boundaries must be less than 2^31 for out_int32 (got " << n << ")");
   // float16/bfloat16 compare as float32 (exact)
@@ -197,10 +197,10 @@ bool searchsorted_right(bool right, std::optional<std::string_view> side) {
 Tensor searchsorted_cpu(const Tensor& sorted_sequence, const Tensor& self, bool out_int32, bool right_arg,
                         std::optional<std::string_view> side, const std::optional<Tensor>& sorter) {
   const bool right = searchsorted_right(right_arg, side);
-  KAEL_CHECK_VALUE(sorted_sequence.dim() > 0,
-                   "searchsorted: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
-                   "tensor and input value tensor must match, but we got boundaries tensor "
-                       << shape_str(sorted_sequence.sizes()) << " and input value tensor " << shape_str(self.sizes()));
+  KAEL_CHECK(sorted_sequence.dim() > 0,
+             "searchsorted: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+             "tensor and input value tensor must match, but we got boundaries tensor "
+                 << shape_str(sorted_sequence.sizes()) << " and input value tensor " << shape_str(self.sizes()));
   return searchsorted_impl(sorted_sequence, self, common_dtype(sorted_sequence, self), out_int32, right, sorter);
 }
 
@@ -249,7 +249,7 @@ Tensor one_hot_cpu(const Tensor& self, std::int64_t num_classes) {
     const auto [lo, hi] = min_max(v, n);
     KAEL_CHECK(lo >= 0, op << ": Class values must be non-negative (got " << lo << ").");
     if (num_classes == -1) {
-      KAEL_CHECK_VALUE(hi < INT64_MAX, op << ": class value " << hi << " is too large");
+      KAEL_CHECK(hi < INT64_MAX, op << ": class value " << hi << " is too large");
       classes = hi + 1;
     } else {
       KAEL_CHECK(hi < num_classes, op << ": Class values must be smaller than num_classes (got " << hi << " and "

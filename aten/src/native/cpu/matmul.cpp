@@ -52,7 +52,7 @@ Operands prepare(const Tensor& self, const Tensor& other) {
                                                       << self.dim() << "D and " << other.dim() << "D");
   KAEL_CHECK(self.dtype() == other.dtype(), "matmul: expected both operands to have the same dtype, but got "
                                                 << self.dtype() << " and " << other.dtype());
-  KAEL_CHECK(self.dtype() != ScalarType::Bool, "matmul: not implemented for dtype bool");
+  KAEL_CHECK_IMPLEMENTED(self.dtype() != ScalarType::Bool, "matmul: not implemented for dtype bool");
   KAEL_CHECK(self.device().is_cpu() && other.device().is_cpu(), "matmul: expected cpu tensors");
   Operands r;
   Tensor a = self, b = other;

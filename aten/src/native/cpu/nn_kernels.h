@@ -29,8 +29,9 @@ namespace kael::native::nn {
 inline constexpr int kLanes = 16;
 
 inline void check_floating(const char* op, ScalarType t) {
-  KAEL_CHECK(is_floating(t), op << ": not implemented for dtype " << t << " (\"" << op << "\" not implemented for '"
-                                << torch_type_name(t) << "')");
+  KAEL_CHECK_IMPLEMENTED(is_floating(t),
+                         op << ": not implemented for dtype " << t << " (\"" << op << "\" not implemented for '"
+                            << torch_type_name(t) << "')");
 }
 inline void check_floating(const char* op, const Tensor& t) { check_floating(op, t.dtype()); }
 

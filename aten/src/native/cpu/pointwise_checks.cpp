@@ -84,7 +84,8 @@ void check_number_operands(const char* op, std::initializer_list<const Operand*>
 // takes none) is computed with as in every other op: clamp_min(3.4e38, float16_t) is inf.
 void clamp_bound_check(const char* op, const Operand& self, const Operand& bound) {
   const ScalarType t = result_type({&self, &bound});
-  KAEL_CHECK(bound.is_tensor() || t != ScalarType::Bool, op << ": not implemented for dtype bool with a number bound");
+  KAEL_CHECK_IMPLEMENTED(bound.is_tensor() || t != ScalarType::Bool,
+                         op << ": not implemented for dtype bool with a number bound");
   if (!bound.is_tensor()) check_convertible(op, bound.scalar(), t);
 }
 void clamp_min_check(const Operand& self, const Operand& min) { clamp_bound_check("clamp_min", self, min); }
@@ -118,8 +119,8 @@ void sub_check(const Operand& self, const Operand& other, const Scalar& alpha) {
 
 void pow_check(const Operand& self, const Operand& exponent) {
   // PyTorch computes bool ** Python bool, but not a bool base with a bool tensor exponent.
-  KAEL_CHECK(!(exponent.is_tensor() && is_bool(self) && is_bool(exponent)),
-             "pow: not implemented for a bool base with a bool tensor exponent");
+  KAEL_CHECK_IMPLEMENTED(!(exponent.is_tensor() && is_bool(self) && is_bool(exponent)),
+                         "pow: not implemented for a bool base with a bool tensor exponent");
   const bool negative_int = !exponent.is_tensor() && exponent.scalar().is_integral() &&
                             exponent.scalar().to<std::int64_t>() < 0;
   KAEL_CHECK(!(negative_int && !is_floating(result_type({&self, &exponent}))),

@@ -59,8 +59,8 @@ inline void check_pool_input(const char* op, const Tensor& self) {
 
 inline void check_dtype(const char* op, const Tensor& t, bool integers) {
   const ScalarType d = t.dtype();
-  KAEL_CHECK(is_floating(d) || (integers && d != ScalarType::Bool),
-             op << ": not implemented for dtype " << d);
+  KAEL_CHECK_IMPLEMENTED(is_floating(d) || (integers && d != ScalarType::Bool),
+                         op << ": not implemented for dtype " << d);
 }
 
 inline DimVector with_plane(const Planes& p, std::int64_t h, std::int64_t w) {

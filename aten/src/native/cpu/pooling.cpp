@@ -442,8 +442,8 @@ Tensor avg_pool2d_cpu(const Tensor& self, IntArrayRef kernel_size, IntArrayRef s
                       bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override) {
   constexpr const char* op = "avg_pool2d";
   check_pool_input(op, self);
-  KAEL_CHECK(is_floating(self.dtype()) || self.dtype() == ScalarType::Int64,
-             op << ": not implemented for dtype " << self.dtype());
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()) || self.dtype() == ScalarType::Int64,
+                         op << ": not implemented for dtype " << self.dtype());
   const PoolGeometry g = avg_geometry(op, self.sizes(), kernel_size, stride, padding, ceil_mode, divisor_override);
   Tensor r = in_compute_dtype(self, with_plane(g.in, g.oh, g.ow), false, [&](const Tensor& x, const Tensor& out, const Tensor&) {
     visit_compute(x.dtype(), [&](auto tag) {

@@ -96,8 +96,9 @@ void fill_elements(const Tensor& self, Fill fill) {
 std::uint64_t u64_lane(const Block& w, int lane) { return random::u64(w[2 * lane], w[2 * lane + 1]); }
 
 void check_floating(const char* op, const Tensor& self) {
-  KAEL_CHECK(is_floating(self.dtype()),
-             op << ": not implemented for dtype " << dtype_name(self.dtype()) << " (a floating dtype is needed)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(self.dtype()),
+                         op << ": not implemented for dtype " << dtype_name(self.dtype())
+                            << " (a floating dtype is needed)");
 }
 
 // The largest finite value of a floating dtype.
@@ -303,8 +304,9 @@ const Tensor& bernoulli_tensor_cpu_(const Tensor& self, const Tensor& p, std::op
   assert_no_internal_overlap("bernoulli_", self);
   // PyTorch returns an empty self before it looks at p (its shape, dtype and values)
   if (self.numel() == 0) return self;
-  KAEL_CHECK(is_floating(p.dtype()), "bernoulli_: not implemented for probabilities of dtype "
-                                         << dtype_name(p.dtype()) << " (a floating dtype is needed)");
+  KAEL_CHECK_IMPLEMENTED(is_floating(p.dtype()),
+                         "bernoulli_: not implemented for probabilities of dtype " << dtype_name(p.dtype())
+                            << " (a floating dtype is needed)");
   check_same_device("bernoulli_", self.device(), p.device());
   bool expandable = p.dim() <= self.dim();
   for (std::int64_t d = 1; expandable && d <= p.dim(); ++d)
@@ -340,7 +342,7 @@ Tensor randperm_cpu(std::int64_t n, std::optional<Generator> generator, std::opt
     check_device_available("randperm", *device);
     KAEL_CHECK(device->is_cpu(), "randperm: device '" << device->str() << "' is not supported by this kernel");
   }
-  KAEL_CHECK(t != ScalarType::Bool, "randperm: not implemented for dtype bool");
+  KAEL_CHECK_IMPLEMENTED(t != ScalarType::Bool, "randperm: not implemented for dtype bool");
   if (is_floating(t)) {
     const std::int64_t limit = exact_integer_limit(t) + 1;
     KAEL_CHECK(n <= limit, "randperm: n cannot be greater than " << limit << " for " << dtype_name(t) << ", got " << n);
@@ -393,9 +395,9 @@ Tensor multinomial_cpu(const Tensor& self, std::int64_t num_samples, bool replac
   KAEL_CHECK(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got " << num_samples << ")");
   const std::int64_t rows = self.dim() == 2 ? self.size(0) : 1;
   const std::int64_t cats = self.size(-1);
-  KAEL_CHECK_VALUE(replacement || num_samples <= cats,
-                   "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement (n_sample="
-                       << num_samples << ", " << cats << " categories)");
+  KAEL_CHECK(replacement || num_samples <= cats,
+             "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement (n_sample="
+                 << num_samples << ", " << cats << " categories)");
   KAEL_CHECK(cats <= (std::int64_t{1} << 24), "multinomial: number of categories cannot exceed 2^24 (got " << cats << ")");
   const std::int64_t wsize[] = {rows, cats};
   const Tensor weights = alloc_cpu(wsize, ScalarType::Float64);
@@ -405,12 +407,12 @@ Tensor multinomial_cpu(const Tensor& self, std::int64_t num_samples, bool replac
     double sum = 0;
     for (std::int64_t c = 0; c < cats; ++c) {
       const double w = wp[r * cats + c];
-      KAEL_CHECK_VALUE(std::isfinite(w) && w >= 0,
-                       "multinomial: probability tensor contains either `inf`, `nan` or element < 0 (got "
-                           << w << " at row " << r << ", category " << c << ")");
+      KAEL_CHECK(std::isfinite(w) && w >= 0,
+                 "multinomial: probability tensor contains either `inf`, `nan` or element < 0 (got "
+                     << w << " at row " << r << ", category " << c << ")");
       sum += w;
     }
-    KAEL_CHECK_VALUE(sum > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0) in row " << r);
+    KAEL_CHECK(sum > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0) in row " << r);
   }
   const std::int64_t osize1[] = {num_samples}, osize2[] = {rows, num_samples};
   Tensor out = self.dim() == 2 ? alloc_cpu(osize2, ScalarType::Int64) : alloc_cpu(osize1, ScalarType::Int64);

@@ -32,7 +32,7 @@ Acc scan_value(T v) {
 
 Tensor scan(const char* op, const Tensor& self, std::int64_t dim, std::optional<ScalarType> dtype, bool product) {
   const ScalarType t = integer_upcast_dtype(self, dtype);
-  KAEL_CHECK(t != ScalarType::Bool, op << ": not implemented for dtype bool");
+  KAEL_CHECK_IMPLEMENTED(t != ScalarType::Bool, op << ": not implemented for dtype bool");
   LineSetup s = setup_lines(op, self, dim, t, t, /*with_indices=*/false);
   UnlockedSection section;
   if (section.active()) s.input = section.own(s.input);

@@ -157,10 +157,10 @@ const Tensor& scatter_reduce_checked(const char* op, const Tensor& self, std::in
   const std::int64_t d = wrap_dim(op, dim, dims_as_vector(self));
   KAEL_CHECK(src.dtype() == self.dtype(), op << ": Expected self.dtype to be equal to src.dtype (got " << self.dtype()
                                              << " and " << src.dtype() << ")");
-  KAEL_CHECK(r != ScatterReduce::Mean || self.dtype() != ScalarType::Bool,
-             op << ": reduce='mean' is not implemented for dtype " << self.dtype());
+  KAEL_CHECK_IMPLEMENTED(r != ScatterReduce::Mean || self.dtype() != ScalarType::Bool,
+                         op << ": reduce='mean' is not implemented for dtype " << self.dtype());
   check_gather_scatter(op, self, d, index, &src);
-  check_index_range(op, index, size_as_vector(self, d), d);
+  check_gather_index_range(op, index, size_as_vector(self, d), d);
   assert_no_internal_overlap(op, self);
   if (index.numel() == 0) return self;
   const Tensor idx = long_index(readable_input(op, self, index));
