@@ -5,6 +5,7 @@ Every key of an entry is popped as it is read; leftovers are an error. Errors ar
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,6 +350,8 @@ class NativeFunction:
     reads_values: bool = True
     # the last positional Tensor[] may also be given as separate tensors (torch.meshgrid(*tensors))
     varargs: bool = False
+    # calls the registry tests run in kael and in torch (see Sample and codegen/README.md)
+    samples: tuple["Sample", ...] = ()
 
     def line_of(self, key: str) -> int:
         """The registry line of a key of this entry (the entry's line when unknown)."""
@@ -570,6 +573,57 @@ def _parse_derivatives(schema: Schema, derivatives_raw: Any, pointwise: Any) -> 
     return derivatives
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One call of the op that the registry tests run in kael and in torch (an OpInfo sample):
+    `call` is a Python expression over L (the library: kael or torch), F (L.nn.functional) and
+    the input makers f(*shape, domain=) (a floating tensor that requires grad; domain any, pos,
+    unit, prob or nonzero), idx(*shape, high=) (int64 indices in [0, high)), perm_idx(*shape)
+    (rows that are permutations) and mask(*shape) (bool). noncontig: also run with inputs that
+    are permuted views; atol/rtol: the comparison's tolerances where the default does not hold."""
+    call: str
+    noncontig: bool = True
+    atol: float | None = None
+    rtol: float | None = None
+
+
+SAMPLE_NAMES = frozenset({"L", "F", "f", "idx", "perm_idx", "mask", "None", "True", "False"})
+SAMPLE_MAKERS = ("f", "idx", "perm_idx", "mask")
+
+
+def _parse_samples(raw: Any) -> tuple[Sample, ...]:
+    if not isinstance(raw, list):
+        raise CodegenError("'samples' must be a list of calls")
+    samples = []
+    for item in raw:
+        if isinstance(item, str):
+            item = {"call": item}
+        if isinstance(item, dict):  # the loader's line markers aside
+            item = {k: v for k, v in item.items() if not k.startswith("__")}
+        if not isinstance(item, dict) or not isinstance(item.get("call"), str):
+            raise CodegenError("a sample is a call (a string) or a mapping with 'call'")
+        unknown = set(item) - {"call", "noncontig", "atol", "rtol"}
+        if unknown:
+            raise CodegenError(f"sample: unknown key(s) {', '.join(sorted(unknown))}")
+        call = item["call"]
+        try:
+            tree = ast.parse(call, mode="eval")
+        except SyntaxError as e:
+            raise CodegenError(f"sample '{call}' is not a Python expression: {e.msg}") from None
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        if names - SAMPLE_NAMES:
+            raise CodegenError(f"sample '{call}' uses {', '.join(sorted(names - SAMPLE_NAMES))}; a sample may use "
+                               f"{', '.join(sorted(SAMPLE_NAMES))}")
+        noncontig = item.get("noncontig", True)
+        if not isinstance(noncontig, bool):
+            raise CodegenError("sample: 'noncontig' must be true or false")
+        tolerances = [item.get(k) for k in ("atol", "rtol")]
+        if any(t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0) for t in tolerances):
+            raise CodegenError("sample: 'atol' and 'rtol' must be non-negative numbers")
+        samples.append(Sample(call, noncontig, *(None if t is None else float(t) for t in tolerances)))
+    return tuple(samples)
+
+
 def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | None = None) -> NativeFunction:
     entry = dict(entry)
     entry_keys = set(entry)
@@ -600,6 +654,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
     out = _check_out(schema, variants, pointwise, _pop(entry, "out"))
     reads_values = _pop(entry, "reads_values", True)
     varargs = _pop(entry, "varargs", False)
+    samples = _parse_samples(_pop(entry, "samples", []))
     if entry:
         raise CodegenError(f"unknown key(s): {', '.join(sorted(entry))}")
 
@@ -654,7 +709,7 @@ def parse_entry(entry: dict[str, Any], line: int, key_lines: dict[str, int] | No
         dtypes=dtypes, inplace=bool(inplace), dispatch=tuple(dispatch), gil=gil,
         derivatives=tuple(derivatives), doc=" ".join(doc.split()), check=check,
         opmath=opmath, layout=layout, simd=simd, out_dtype=out_dtype, out=out, reads_values=reads_values, varargs=varargs,
-        key_lines=tuple(sorted((key_lines or {}).items())),
+        samples=samples, key_lines=tuple(sorted((key_lines or {}).items())),
     )
 
 

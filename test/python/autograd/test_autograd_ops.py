@@ -1,7 +1,8 @@
 """Gradients of every differentiable op of the registry against PyTorch, and gradcheck.
 
 The list of ops comes from native_functions.yaml: every entry with `derivatives:` must have
-cases here (pointwise entries get theirs automatically), so a new differentiable op fails
+cases, its `samples:` in the registry (or, where a case needs a helper of this file, in
+HAND_CASES; pointwise entries get theirs automatically), so a new differentiable op fails
 `test_every_differentiable_op_has_cases` until it is covered. Each case runs in float32 and
 float64, with contiguous inputs and with non-contiguous ones (the leaf is a permuted view's
 base, so view backward is exercised too); binary pointwise ops also broadcast. Float64 cases
@@ -17,6 +18,7 @@ import torch
 
 import kael
 from helpers import check, to_kael
+from registry_samples import Case, f, idx, mask, perm_idx, registry_cases, values  # noqa: F401
 
 _ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
@@ -88,57 +90,6 @@ def test_no_formula_list_is_current():
 
 def F(lib):
     return lib.nn.functional
-
-
-class Spec:
-    """One input of a case: a float tensor that requires grad (domain: any, pos, unit, prob,
-    nonzero), or a constant int/bool tensor."""
-
-    def __init__(self, shape, domain="any", kind="float", high=None):
-        self.shape, self.domain, self.kind, self.high = tuple(shape), domain, kind, high
-
-
-def f(*shape, domain="any"):
-    return Spec(shape, domain)
-
-
-def idx(*shape, high):
-    return Spec(shape, kind="index", high=high)
-
-
-def perm_idx(*shape):
-    """int64 indices, each row a permutation of range(shape[-1]) (scatter without collisions)."""
-    return Spec(shape, kind="perm")
-
-
-def mask(*shape):
-    return Spec(shape, kind="mask")
-
-
-def values(spec, rng):
-    n = int(np.prod(spec.shape)) if spec.shape else 1
-    if spec.kind == "index":
-        return torch.tensor(rng.integers(0, spec.high, size=spec.shape), dtype=torch.int64)
-    if spec.kind == "perm":
-        rows = int(np.prod(spec.shape[:-1])) if len(spec.shape) > 1 else 1
-        a = np.stack([rng.permutation(spec.shape[-1]) for _ in range(rows)]).reshape(spec.shape)
-        return torch.tensor(a, dtype=torch.int64)
-    if spec.kind == "mask":
-        return torch.tensor(rng.random(size=spec.shape) > 0.5)
-    if spec.domain == "pos":
-        v = rng.uniform(0.3, 2.0, size=n)
-    elif spec.domain == "unit":
-        v = rng.uniform(-0.8, 0.8, size=n)
-    elif spec.domain == "prob":
-        v = rng.uniform(0.1, 0.9, size=n)
-    else:  # any / nonzero: magnitudes away from 0 (kinks of abs, relu, fmod, ...)
-        v = rng.uniform(0.2, 2.0, size=n) * rng.choice([-1.0, 1.0], size=n)
-    return torch.tensor(v.reshape(spec.shape), dtype=torch.float64)
-
-
-class Case:
-    def __init__(self, fn, *specs, noncontig=True, atol=None, rtol=None):
-        self.fn, self.specs, self.noncontig, self.atol, self.rtol = fn, specs, noncontig, atol, rtol
 
 
 C = Case
@@ -247,7 +198,10 @@ def _rnn_layer(L, mode, x, hx, weights, has_biases, reverse=False, batch_sizes=N
     return (res[0].flip(0) if reverse else res[0],) + tuple(res[1:])
 
 
-CASES = {
+# The cases that need helpers of this file (the torch spelling of a kael-only op, a backward op
+# reached through its forward, recurrent layers); every other differentiable entry has its cases
+# in the registry (the `samples:` key of native_functions.yaml, test/python/registry_samples.py).
+HAND_CASES = {
     "_rnn_layer": [
         C(lambda L, x, h, a, b, c, d: _rnn_layer(L, "RNN_TANH", x, h, (a, b, c, d), True),
           f(4, 2, 3), f(1, 2, 5, domain="unit"), f(5, 3, domain="unit"), f(5, 5, domain="unit"), f(5), f(5)),
@@ -263,29 +217,6 @@ CASES = {
           f(8, 2), f(1, 3, 3, domain="unit"), f(1, 3, 3, domain="unit"), f(12, 2, domain="unit"),
           f(12, 3, domain="unit")),
     ],
-    "max.dim": [C(lambda L, x: x.max(1), f(3, 4)), C(lambda L, x: L.max(x, 0, keepdim=True), f(3, 4)),
-                C(lambda L, x: x.max(-1), f(2, 3, 4)), C(lambda L, x: L.max(x, dim=1, keepdim=True), f(2, 3, 4))],
-    "min.dim": [C(lambda L, x: x.min(0), f(3, 4)), C(lambda L, x: L.min(x, 1, True), f(3, 4)),
-                C(lambda L, x: x.min(dim=2), f(2, 3, 4))],
-    "sort": [C(lambda L, x: x.sort(1), f(3, 4)), C(lambda L, x: L.sort(x, 0, descending=True), f(3, 4)),
-             C(lambda L, x: x.sort(dim=-1, stable=True), f(2, 3, 4)), C(lambda L, x: x.sort(), f(5))],
-    "topk": [C(lambda L, x: x.topk(2, 1), f(3, 4)), C(lambda L, x: L.topk(x, 2, 0, largest=False), f(3, 4)),
-             C(lambda L, x: x.topk(2, dim=1), f(2, 3, 4)), C(lambda L, x: x.topk(3), f(5))],
-    "mode": [C(lambda L, x: x.mode(1), f(3, 4)), C(lambda L, x: L.mode(x, 0, keepdim=True), f(3, 4)),
-             C(lambda L, x: x.round().mode(-1), f(2, 3, 6))],
-    "_kthvalue": [C(lambda L, x: x.kthvalue(2, 1), f(3, 4)), C(lambda L, x: L.kthvalue(x, 1, 0, keepdim=True), f(3, 4))],
-    "_median_dim": [C(lambda L, x: x.median(1), f(3, 4)), C(lambda L, x: L.nanmedian(x, 0, keepdim=True), f(3, 4))],
-    "_median_all": [C(lambda L, x: x.median(), f(3, 4)), C(lambda L, x: x.nanmedian(), f(5))],
-    "frexp": [C(lambda L, x: L.frexp(x), f(3, 4)), C(lambda L, x: x.frexp().mantissa * 3, f(2, 3))],
-    "index_put": [C(lambda L, x, i, v: L.index_put(x, (i,), v), f(4, 3), perm_idx(3), f(3, 3)),
-                  C(lambda L, x, i, v: L.index_put(x, (i,), v, accumulate=True), f(4, 3), idx(6, high=4), f(6, 3)),
-                  C(lambda L, x, m, v: L.index_put(x, (m,), v), f(4, 3), mask(4), f(3)),
-                  C(lambda L, x, m, v: L.index_put(x, (m,), v, True), f(4, 3), mask(4, 3), f(1)),
-                  C(lambda L, x, i, j, v: x.index_put((i, j), v, accumulate=True), f(4, 3), idx(5, high=4),
-                    idx(5, high=3), f(5))],
-    "index_put_": [C(lambda L, x, i, v: (x * 1).index_put_((i,), v), f(4, 3), perm_idx(3), f(3, 3)),
-                   C(lambda L, x, i, v: (x * 1).index_put_((i,), v, accumulate=True), f(4, 3), idx(6, high=4),
-                     f(3))],
     "_threshold_backward": [C(lambda L, g, x: kael._C._threshold_backward(g, x, 0.25) if L is kael else
                               torch.ops.aten.threshold_backward(g, x, 0.25), f(3, 4), f(3, 4))],
     "_gelu_grad": [C(lambda L, x: kael._C._gelu_grad(x) if L is kael else
@@ -300,156 +231,23 @@ CASES = {
         C(lambda L, g, x, t: _ce_backward(L, g, x, t, -100, 0.2), f(2, 3), f(2, 4, 3), idx(2, 3, high=4)),
         C(lambda L, g, x, t: _ce_backward(L, g, x, t, -100, 0.0), f(), f(5), idx(high=5))],
     "floor_divide": [C(_floor_divide, f(3, 4), f(3, 4)), C(_floor_divide, f(2, 1, 4), f(3, 1), noncontig=False)],
-    "where": [C(lambda L, c, x, y: L.where(c, x, y), mask(3, 4), f(3, 4), f(3, 4))],
-    "lerp": [C(lambda L, x, y, w: L.lerp(x, y, w), f(3, 4), f(3, 4), f(3, 4, domain="prob"))],
-    "addcmul": [C(lambda L, x, a, b: L.addcmul(x, a, b, value=-0.7), f(3, 4), f(3, 4), f(3, 4)),
-                C(lambda L, x, a, b: L.addcmul(x, a, b), f(3, 1), f(1, 4), f(3, 4), noncontig=False)],
-    "addcdiv": [C(lambda L, x, a, b: L.addcdiv(x, a, b, value=1.5), f(3, 4), f(3, 4), f(3, 4, domain="nonzero")),
-                C(lambda L, x, a, b: L.addcdiv(x, a, b), f(3, 4), f(1, 4), f(3, 1, domain="nonzero"),
-                  noncontig=False)],
-    "clamp_min": [C(lambda L, x, y: L.clamp_min(x, y), f(3, 4), f(3, 4))],
-    "clamp_max": [C(lambda L, x, y: L.clamp_max(x, y), f(3, 4), f(3, 4))],
-    "_nan_to_num": [C(lambda L, x: L.nan_to_num(x), f(3, 4))],
-    "_gelu": [C(lambda L, x: F(L).gelu(x), f(3, 4))],
-    "_logit": [C(lambda L, x: L.logit(x), f(3, 4, domain="prob")),
-               C(lambda L, x: L.logit(x, 0.25), f(3, 4, domain="prob"))],
-    "_gelu_tanh": [C(lambda L, x: F(L).gelu(x, approximate="tanh"), f(3, 4))],
-    "silu": [C(lambda L, x: F(L).silu(x), f(3, 4))],
-    "softplus": [C(lambda L, x: F(L).softplus(x, beta=2.0, threshold=3.0), f(3, 4))],
-    "sum": [C(lambda L, x: x.sum(), f(3, 4)), C(lambda L, x: x.sum(dim=1, keepdim=True), f(3, 4)),
-            C(lambda L, x: L.sum(x, (0, 2)), f(2, 3, 4))],
-    "mean": [C(lambda L, x: x.mean(), f(3, 4)), C(lambda L, x: x.mean(0), f(3, 4))],
-    "prod": [C(lambda L, x: x.prod(), f(2, 3))],
-    "prod.dim_int": [C(lambda L, x: x.prod(1), f(3, 4))],
-    "amax": [C(lambda L, x: x.amax(1), f(3, 4))],
-    "amin": [C(lambda L, x: x.amin(0), f(3, 4))],
-    "max": [C(lambda L, x: x.max(), f(3, 4))],
-    "min": [C(lambda L, x: x.min(), f(3, 4))],
-    "norm": [C(lambda L, x: x.norm(), f(3, 4)), C(lambda L, x: x.norm(dim=1), f(3, 4))],
-    "logsumexp": [C(lambda L, x: L.logsumexp(x, 1), f(3, 4))],
-    "var": [C(lambda L, x: x.var(), f(3, 4))],
-    "var.dim": [C(lambda L, x: x.var(1), f(3, 4))],
-    "var.correction": [C(lambda L, x: x.var(1, correction=0), f(3, 4))],
-    "std": [C(lambda L, x: x.std(), f(3, 4))],
-    "std.dim": [C(lambda L, x: x.std(0), f(3, 4))],
-    "std.correction": [C(lambda L, x: x.std(1, correction=0, keepdim=True), f(3, 4))],
-    "cumsum": [C(lambda L, x: x.cumsum(1), f(3, 4))],
-    "cumprod": [C(lambda L, x: x.cumprod(1), f(3, 4))],
-    "matmul": [C(lambda L, a, b: a @ b, f(3, 4), f(4, 5)), C(lambda L, a, b: L.matmul(a, b), f(2, 3, 4), f(4, 2)),
-               C(lambda L, a, b: L.matmul(a, b), f(4), f(4, 3))],
-    "softmax": [C(lambda L, x: F(L).softmax(x, dim=1), f(3, 4))],
-    "log_softmax": [C(lambda L, x: F(L).log_softmax(x, dim=1), f(3, 4))],
     "standardize": [C(_standardize, f(3, 4))],
-    "layer_norm": [C(lambda L, x, w, b: F(L).layer_norm(x, (4,), w, b), f(3, 4), f(4), f(4))],
-    "embedding": [C(lambda L, i, w: F(L).embedding(i, w), idx(5, high=6), f(6, 3))],
     "native_batch_norm": [C(lambda L, x, w, b: F(L).batch_norm(x, None, None, w, b, training=True), f(4, 3, 5), f(3),
                             f(3)),
                           C(lambda L, x, w, b: F(L).batch_norm(x, L.linspace(-1, 1, 3, dtype=x.dtype),
                                                                L.linspace(0.5, 2, 3, dtype=x.dtype), w, b),
                             f(2, 3, 2, 2), f(3), f(3))],
-    "convolution": [C(lambda L, x, w, b: F(L).conv2d(x, w, b, 2, 1, 1, 2), f(2, 4, 5, 5), f(6, 2, 3, 3), f(6)),
-                    C(lambda L, x, w: F(L).conv1d(x, w, None, 1, 2, 2), f(2, 3, 6), f(4, 3, 2)),
-                    C(lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, 2, 1, 1, 2), f(1, 4, 3, 3), f(4, 3, 2, 3),
-                      f(6))],
-    "cross_entropy_losses": [C(lambda L, x, t: F(L).cross_entropy(x, t, reduction="none"), f(4, 5), idx(4, high=5))],
-    "max_pool2d_with_indices": [C(lambda L, x: F(L).max_pool2d(x, 3, 2, 1), f(2, 3, 7, 7)),
-                                C(lambda L, x: F(L).max_pool2d(x, 2, 1, 0, 2, True), f(3, 6, 5)),
-                                C(lambda L, x: F(L).max_pool1d(x, 3, 2, 1), f(2, 3, 7))],
     "max_pool2d_with_indices_backward": [C(lambda L, g: _pool_backward(L, "max", g), f(1, 2, 3, 3))],
-    "avg_pool2d": [C(lambda L, x: F(L).avg_pool2d(x, 3, 2, 1, False, False), f(2, 3, 7, 7)),
-                   C(lambda L, x: F(L).avg_pool2d(x, 2, 1, 1, True, True, 3), f(3, 6, 5))],
     "avg_pool2d_backward": [C(lambda L, g: _pool_backward(L, "avg", g), f(1, 2, 4, 4))],
-    "adaptive_avg_pool2d": [C(lambda L, x: F(L).adaptive_avg_pool2d(x, (3, 2)), f(2, 3, 7, 5))],
     "adaptive_avg_pool2d_backward": [C(lambda L, g: _pool_backward(L, "adaptive_avg", g), f(1, 2, 3, 2))],
-    "adaptive_max_pool2d": [C(lambda L, x: F(L).adaptive_max_pool2d(x, (3, 2)), f(2, 3, 7, 5))],
     "max_unpool2d": [C(lambda L, x: F(L).max_unpool2d(x, _unpool_indices(L, x), 2), f(1, 2, 3, 3))],
-    "_upsample_nearest2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7), f(1, 2, 3, 4)),
-                           C(lambda L, x: F(L).interpolate(x, (5, 9)), f(2, 2, 3, 4))],
     "_upsample_nearest2d_backward": [C(lambda L, g: _pool_backward(L, "nearest", g), f(1, 2, 5, 6))],
-    "_upsample_nearest_exact2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="nearest-exact"),
-                                    f(1, 2, 3, 4))],
     "_upsample_nearest_exact2d_backward": [C(lambda L, g: _pool_backward(L, "nearest_exact", g), f(1, 2, 5, 6))],
-    "_upsample_bilinear2d": [C(lambda L, x: F(L).interpolate(x, scale_factor=1.7, mode="bilinear"), f(1, 2, 3, 4)),
-                            C(lambda L, x: F(L).interpolate(x, (5, 2), mode="bilinear", align_corners=True),
-                              f(2, 2, 3, 4))],
     "_upsample_bilinear2d_backward": [C(lambda L, g: _pool_backward(L, "bilinear", g), f(1, 2, 5, 7))],
-    "im2col": [C(lambda L, x: F(L).unfold(x, 2, 1, 1, 2), f(2, 3, 5, 4))],
-    "col2im": [C(lambda L, c: F(L).fold(c, (5, 4), 2, 1, 1, 2), f(2, 12, 9))],
-    "addmm": [C(lambda L, c, a, b: L.addmm(c, a, b, beta=0.5, alpha=2.0), f(3, 5), f(3, 4), f(4, 5)),
-              C(lambda L, c, a, b: L.addmm(c, a, b), f(5), f(3, 4), f(4, 5))],
-    "bmm": [C(lambda L, a, b: L.bmm(a, b), f(2, 3, 4), f(2, 4, 5))],
-    "baddbmm": [C(lambda L, c, a, b: L.baddbmm(c, a, b, beta=0.5, alpha=2.0), f(2, 3, 5), f(2, 3, 4), f(2, 4, 5))],
-    "_scaled_dot_product_attention": [C(lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v),
-                                       f(2, 3, 4), f(2, 5, 4), f(2, 5, 4)),
-                                     C(lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v, is_causal=True),
-                                       f(2, 3, 4), f(2, 3, 4), f(2, 3, 4)),
-                                     C(lambda L, q, k, v, m: F(L).scaled_dot_product_attention(q, k, v, attn_mask=m),
-                                       f(2, 3, 4), f(2, 5, 4), f(2, 5, 4), f(3, 5))],
-    "repeat": [C(lambda L, x: x.repeat(2, 1, 3), f(3, 4))],
-    "flip": [C(lambda L, x: L.flip(x, [0]), f(3, 4))],
-    "roll": [C(lambda L, x: L.roll(x, 1, 1), f(3, 4))],
-    "diagonal": [C(lambda L, x: L.diagonal(x, 1), f(3, 4))],
-    "index_select": [C(lambda L, x, i: L.index_select(x, 0, i), f(3, 4), idx(5, high=3))],
-    "gather": [C(lambda L, x, i: L.gather(x, 1, i), f(3, 4), idx(3, 6, high=4))],
-    "scatter.src": [C(lambda L, x, i, s: L.scatter(x, 1, i, s), f(3, 4), perm_idx(3, 4), f(3, 4))],
-    "scatter.value": [C(lambda L, x, i: L.scatter(x, 1, i, 2.0), f(3, 4), perm_idx(3, 4))],
-    "scatter_.src": [C(lambda L, x, i, s: (x * 1).scatter_(1, i, s), f(3, 4), perm_idx(3, 4), f(3, 4))],
-    "scatter_.value": [C(lambda L, x, i: (x * 1).scatter_(1, i, 2.0), f(3, 4), perm_idx(3, 4))],
-    "scatter_reduce": [C(lambda L, x, i, s: L.scatter_reduce(x, 1, i, s, "sum"), f(3, 4), idx(3, 4, high=4), f(3, 4)),
-                       C(lambda L, x, i, s: L.scatter_reduce(x, 1, i, s, "mean", include_self=False), f(3, 4),
-                         idx(3, 4, high=4), f(3, 4))],
-    "scatter_reduce_": [C(lambda L, x, i, s: (x * 1).scatter_reduce_(1, i, s, "prod"), f(3, 4), idx(3, 4, high=4),
-                          f(3, 4))],
-    "_index": [C(lambda L, x, i: x[i], f(4, 3), idx(5, high=4)),
-               C(lambda L, x, i, j: x[i, j], f(4, 3), idx(5, high=4), idx(5, high=3))],
-    "scatter_add": [C(lambda L, x, i, s: L.scatter_add(x, 1, i, s), f(3, 4), idx(3, 4, high=4), f(3, 4))],
-    "scatter_add_": [C(lambda L, x, i, s: (x * 1).scatter_add_(1, i, s), f(3, 4), idx(3, 4, high=4), f(3, 4))],
-    "index_add": [C(lambda L, x, i, s: L.index_add(x, 0, i, s, alpha=2.0), f(3, 4), idx(5, high=3), f(5, 4))],
-    "index_add_": [C(lambda L, x, i, s: (x * 1).index_add_(0, i, s), f(3, 4), idx(5, high=3), f(5, 4))],
-    "masked_select": [C(lambda L, x, m: L.masked_select(x, m), f(3, 4), mask(3, 4))],
-    "tril": [C(lambda L, x: L.tril(x), f(3, 4))],
-    "tril_": [C(lambda L, x: (x * 1).tril_(1), f(3, 4))],
-    "triu": [C(lambda L, x: L.triu(x, -1), f(3, 4))],
-    "triu_": [C(lambda L, x: (x * 1).triu_(), f(3, 4))],
-    "diag_embed": [C(lambda L, x: L.diag_embed(x), f(2, 3))],
-    "as_strided": [C(lambda L, x: L.as_strided(x, (2, 2), (1, 2)), f(3, 4), noncontig=False),
-                   C(lambda L, x: L.as_strided(x, (3, 3), (1, 1), 1), f(3, 4), noncontig=False)],
-    "slice": [C(lambda L, x: x[1:3], f(4, 3)), C(lambda L, x: x[:, ::2], f(3, 5))],
-    "view": [C(lambda L, x: x.view(6, 2), f(3, 4), noncontig=False)],
-    "permute": [C(lambda L, x: x.permute(2, 0, 1), f(2, 3, 4))],
-    "transpose": [C(lambda L, x: x.transpose(0, 1), f(3, 4))],
-    "expand": [C(lambda L, x: x.expand(3, 4), f(1, 4)), C(lambda L, x: x.expand(2, 3, 4), f(3, 1))],
-    "squeeze": [C(lambda L, x: x.squeeze(1), f(3, 1, 4))],
-    "unsqueeze": [C(lambda L, x: x.unsqueeze(-1), f(3, 4))],
-    # the in-place view ops on a non-leaf (Note [In-place view ops])
-    "t_": [C(lambda L, x: (x * 1).t_(), f(3, 4))],
-    "transpose_": [C(lambda L, x: (x * 1).transpose_(0, 2), f(2, 3, 4))],
-    "squeeze_": [C(lambda L, x: (x * 1).squeeze_(1), f(3, 1, 4)), C(lambda L, x: (x * 1).squeeze_(), f(3, 1, 1))],
-    "unsqueeze_": [C(lambda L, x: (x * 1).unsqueeze_(-1), f(3, 4))],
-    "select": [C(lambda L, x: x[1], f(3, 4)), C(lambda L, x: x.select(1, 2), f(3, 4))],
-    "clone": [C(lambda L, x: x.clone(), f(3, 4))],
-    "to.device": [C(lambda L, x: x.to("cpu") * 2, f(3, 4))],
-    "cat": [C(lambda L, a, b: L.cat([a, b], 1), f(3, 4), f(3, 2)), C(lambda L, a, b: L.cat([a, b]), f(2, 4), f(3, 4))],
-    "copy_": [C(lambda L, x, y: (x * 1).copy_(y), f(3, 4), f(3, 4)),
-              C(lambda L, x, y: (x * 1).copy_(y), f(3, 4), f(4), noncontig=False)],
     "fill_": [C(lambda L, x: (x * 1).fill_(2.0) * x, f(3, 4))],
-    # random in-place ops and bernoulli: the gradient with respect to the input is zero
-    "uniform_": [C(lambda L, x: (x * 1).uniform_(), f(3, 4))],
-    "normal_": [C(lambda L, x: (x * 1).normal_(), f(3, 4))],
-    "random_.from": [C(lambda L, x: (x * 1).random_(0, 5), f(3, 4))],
-    "random_.to": [C(lambda L, x: (x * 1).random_(5), f(3, 4))],
-    "random_": [C(lambda L, x: (x * 1).random_(), f(3, 4))],
-    "_round_decimals": [C(lambda L, x: L.round(x, decimals=1), f(3, 4))],
-    "index_copy": [C(lambda L, x, i, s: L.index_copy(x, 0, i, s), f(3, 4), perm_idx(3), f(3, 4))],
-    "index_copy_": [C(lambda L, x, i, s: (x * 1).index_copy_(1, i, s), f(3, 4), perm_idx(2), f(3, 2))],
-    "index_fill.int_Scalar": [C(lambda L, x, i: L.index_fill(x, 1, i, 2.0), f(3, 4), idx(2, high=4))],
-    "index_fill.int_Tensor": [C(lambda L, x, i, v: L.index_fill(x, 1, i, v), f(3, 4), idx(3, high=4), f())],
-    "index_fill_.int_Scalar": [C(lambda L, x, i: (x * 1).index_fill_(0, i, -1.0), f(3, 4), idx(2, high=3))],
-    "index_fill_.int_Tensor": [C(lambda L, x, i, v: (x * 1).index_fill_(0, i, v), f(3, 4), idx(2, high=3), f())],
-    "bernoulli_.Tensor": [C(lambda L, x, p: (x * 1).bernoulli_(p), f(3, 4), f(3, 4, domain="prob"))],
-    "bernoulli_.float": [C(lambda L, x: (x * 1).bernoulli_(0.5), f(3, 4))],
-    "bernoulli": [C(lambda L, x: L.bernoulli(x), f(3, 4, domain="prob"))],
 }
+
+CASES = {**{name: cases for name, cases in registry_cases().items() if name in DIFFERENTIABLE}, **HAND_CASES}
 
 # Entries with cases that compare no gradient against finite differences (random results).
 NO_GRADCHECK = {"uniform_", "normal_", "random_.from", "random_.to", "random_", "bernoulli_.Tensor", "bernoulli_.float",
@@ -468,6 +266,11 @@ def all_cases():
             for layout in ("contig", "noncontig") if c.noncontig else ("contig",):
                 out.append(pytest.param(name, c, layout, id=f"{name}-{i}-{layout}"))
     return out
+
+
+def test_hand_cases_are_not_also_registry_samples():
+    assert not set(HAND_CASES) & set(registry_cases())
+    assert set(HAND_CASES) <= set(DIFFERENTIABLE)
 
 
 def test_every_differentiable_op_has_cases():
@@ -529,6 +332,8 @@ def test_gradient_matches_torch(name, case, dtype, layout):
         for k, t in zip(kres, tres):
             check(k.detach(), t.detach(), atol=case.atol, rtol=case.rtol)
             assert k.requires_grad == t.requires_grad
+    elif name not in NO_GRADCHECK:  # the values too (random results aside)
+        check(kres.detach(), tres.detach(), atol=case.atol, rtol=case.rtol)
     touts = [t for t in (tres if isinstance(tres, tuple) else (tres,)) if t.requires_grad]
     kouts = [k for k in (kres if isinstance(kres, tuple) else (kres,)) if k.requires_grad]
     assert touts and len(kouts) == len(touts)
