@@ -46,6 +46,16 @@ CALLS = [
     ("einsum_subscripts", lambda m: m.einsum("ijk", m.ones(2, 3)), "einsum"),
     ("eye_negative", lambda m: m.eye(-1), "eye"),
     ("tensordot_dims", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 2), ([0, 0], [1, 1])), "tensordot"),
+    # torch's own messages where it has one (and RuntimeError before the dtype dispatch)
+    ("neg_bool", lambda m: -m.ones(2, dtype=m.bool), "neg"),
+    ("relu_bool", lambda m: m.nn.functional.relu(m.ones(2, dtype=m.bool)), "relu"),
+    # nll_loss's classes: ValueError for a batch size that does not match, RuntimeError otherwise
+    ("cross_entropy_batch", lambda m: m.nn.functional.cross_entropy(m.ones(3, 5), m.zeros(2, dtype=m.int64)),
+     "cross_entropy_losses"),
+    ("cross_entropy_spatial", lambda m: m.nn.functional.cross_entropy(m.ones(3, 5, 4), m.zeros(3, 5, dtype=m.int64)),
+     "cross_entropy_losses"),
+    ("cross_entropy_int_probabilities", lambda m: m.nn.functional.cross_entropy(m.ones(3, 5), m.zeros(3, 5, dtype=m.int64)),
+     "cross_entropy_losses"),
 ]
 
 

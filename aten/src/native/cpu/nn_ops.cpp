@@ -281,9 +281,10 @@ CrossEntropyGeometry cross_entropy_setup(const char* op, const Tensor& self, con
     if (i != cdim) g.out_shape.push_back(self.sizes()[i]);
   g.probabilities = is_floating(target.dtype());
   if (g.probabilities) {
-    KAEL_CHECK_VALUE(std::equal(target.sizes().begin(), target.sizes().end(), self.sizes().begin(), self.sizes().end()),
-                     op << ": Expected input batch_size and target batch_size to match: input of shape "
-                        << shape_str(self.sizes()) << " and probability target of shape " << shape_str(target.sizes()));
+    // torch takes a target of another shape for class indices, and refuses its dtype: RuntimeError
+    KAEL_CHECK(std::equal(target.sizes().begin(), target.sizes().end(), self.sizes().begin(), self.sizes().end()),
+               op << ": Expected input batch_size and target batch_size to match: input of shape "
+                  << shape_str(self.sizes()) << " and probability target of shape " << shape_str(target.sizes()));
     // As PyTorch: no class index to ignore in a probability target; only a negative
     // ignore_index (the default -100) is taken, and it means nothing there.
     KAEL_CHECK(ignore_index < 0, op << ": ignore_index is not supported for floating point target (got ignore_index="
@@ -291,12 +292,25 @@ CrossEntropyGeometry cross_entropy_setup(const char* op, const Tensor& self, con
     KAEL_CHECK(target.dtype() == self.dtype(),
                op << ": expected target of dtype " << self.dtype() << " (probabilities), got " << target.dtype());
   } else {
+    // as torch: a target of the input's shape holds class probabilities, whatever its dtype
+    KAEL_CHECK(!std::equal(target.sizes().begin(), target.sizes().end(), self.sizes().begin(), self.sizes().end()),
+               op << ": Expected floating point type for target with class probabilities, got "
+                  << torch_type_name(target.dtype()));
     KAEL_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
                op << ": expected target dtype to be Long or Byte, but got " << torch_type_name(target.dtype())
                   << " (target of dtype " << target.dtype() << ")");
     const bool match = std::equal(target.sizes().begin(), target.sizes().end(), g.out_shape.begin(), g.out_shape.end());
-    KAEL_CHECK_VALUE(match, op << ": Expected target of shape " << shape_str(g.out_shape) << " for input of shape "
-                               << shape_str(self.sizes()) << ", got target of shape " << shape_str(target.sizes()));
+    const auto mismatch = [&] {
+      std::ostringstream os;
+      os << op << ": Expected target of shape " << shape_str(g.out_shape) << " for input of shape "
+         << shape_str(self.sizes()) << ", got target of shape " << shape_str(target.sizes());
+      return os.str();
+    };
+    // as torch's nll_loss: a batch size that does not match (or any target of a 1-d input) is a
+    // ValueError, checked first; any other shape (spatial targets, more dims) RuntimeError
+    const bool batch_differs = self.dim() == 1 || (target.dim() >= 1 && target.sizes()[0] != self.sizes()[0]);
+    KAEL_CHECK_VALUE(match || !batch_differs, mismatch());
+    KAEL_CHECK(match, mismatch());
   }
   g.rows = 1;
   for (std::int64_t s : g.out_shape) g.rows *= s;

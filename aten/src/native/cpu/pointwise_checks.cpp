@@ -111,6 +111,18 @@ void add_check(const Operand& self, const Operand& other, const Scalar& alpha) {
   check_alpha("add", self, other, alpha);
 }
 
+// neg and relu refuse bool with torch's RuntimeError and message before the dtype dispatch
+// (NotImplementedError) would.
+void neg_check(const Tensor& self) {
+  KAEL_CHECK(self.dtype() != ScalarType::Bool,
+             "neg: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+             "mask, use the `~` or `logical_not()` operator instead.");
+}
+
+void relu_check(const Tensor& self) {
+  KAEL_CHECK(self.dtype() != ScalarType::Bool, "relu: Boolean inputs not supported for relu");
+}
+
 void sub_check(const Operand& self, const Operand& other, const Scalar& alpha) {
   KAEL_CHECK(!is_bool(self) && !is_bool(other),
              "sub: subtraction with a bool tensor is not supported; to invert a mask use logical_not()");
