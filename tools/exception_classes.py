@@ -46,17 +46,29 @@ def _is_subclass(kael_class: str, torch_class: str) -> bool:
     return isinstance(k, type) and isinstance(t, type) and issubclass(k, t)
 
 
+def count() -> collections.Counter:
+    """Runs the sweeps once; returns the (kael class, torch class) pairs of the calls where both
+    raised (BY_OP and EXAMPLES hold them by op)."""
+    if not PAIRS:
+        # both sweeps call test_zero_size_sweep.run_case, which calls its module's run_both
+        original = zero_sweep.run_both
+        zero_sweep.run_both = _recording(original)
+        try:
+            sweeps = [(zero_sweep.OPS, zero_sweep._cases), (bool_sweep.SWEPT, bool_sweep._cases)]
+            for ops, cases in sweeps:
+                for f in ops:
+                    _current[0] = f.schema.full_name
+                    try:
+                        zero_sweep.sweep(f, cases(f), {"computed": 0, "both raised": 0})
+                    except AssertionError:
+                        pass  # a difference the sweeps themselves report
+        finally:
+            zero_sweep.run_both = original
+    return PAIRS
+
+
 def main() -> int:
-    # both sweeps call test_zero_size_sweep.run_case, which calls its module's run_both
-    zero_sweep.run_both = _recording(zero_sweep.run_both)
-    sweeps = [(zero_sweep.OPS, zero_sweep._cases), (bool_sweep.SWEPT, bool_sweep._cases)]
-    for ops, cases in sweeps:
-        for f in ops:
-            _current[0] = f.schema.full_name
-            try:
-                zero_sweep.sweep(f, cases(f), {"computed": 0, "both raised": 0})
-            except AssertionError:
-                pass  # a difference the sweeps themselves report
+    count()
     same = sum(n for (k, t), n in PAIRS.items() if k == t)
     caught = sum(n for (k, t), n in PAIRS.items() if k != t and _is_subclass(k, t))
     print(f"calls where both raised: {sum(PAIRS.values())}, the same class: {same}, "
