@@ -47,8 +47,9 @@ Tensor outer(const Tensor& self, const Tensor& vec2) {
 
 // Integers sum to int64, as torch.trace; bool is refused, as PyTorch's kernel has none.
 Tensor trace(const Tensor& self) {
-  KAEL_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim " << self.dim());
+  // the dtype first, as torch's
   KAEL_CHECK_IMPLEMENTED(self.dtype() != ScalarType::Bool, "trace: \"trace\" not implemented for 'Bool'");
+  KAEL_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim " << self.dim());
   return kael::sum(kael::diagonal(self, 0, 0, 1), std::nullopt, false, std::nullopt);
 }
 

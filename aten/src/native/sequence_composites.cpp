@@ -41,8 +41,8 @@ Tensor repeat_interleave_counts(const Tensor& repeats, std::optional<std::int64_
   constexpr const char* op = "repeat_interleave";
   KAEL_CHECK(repeats.dim() == 1, op << ": repeat_interleave only accept 1D vector as repeat (got a " << repeats.dim()
                                     << "-d tensor)");
-  KAEL_CHECK(repeats.dtype() == ScalarType::Int64 || repeats.dtype() == ScalarType::Int32,
-             op << ": repeats has to be Long or Int tensor, got " << dtype_name(repeats.dtype()));
+  KAEL_CHECK_IMPLEMENTED(repeats.dtype() == ScalarType::Int64 || repeats.dtype() == ScalarType::Int32,
+                         op << ": repeats has to be Long or Int tensor, got " << dtype_name(repeats.dtype()));
   const std::int64_t n = repeats.numel();
   KAEL_CHECK(n == 0 || kael::amin(repeats).item().to<std::int64_t>() >= 0, op << ": repeats can not be negative");
   const Tensor ends = kael::cumsum(repeats, 0, ScalarType::Int64);

@@ -134,6 +134,8 @@ Tensor cross(const Tensor& self, const Tensor& other, std::optional<std::int64_t
   KAEL_CHECK(size_at(self) == 3 && size_at(other) == 3,
              "linalg.cross: inputs dimension " << d << " must have length 3. Got " << size_at(self) << " and "
                                                << size_at(other));
+  // the shapes first, then the dtype, as torch's kernel
+  KAEL_CHECK_IMPLEMENTED(self.dtype() != ScalarType::Bool, "cross: \"cross\" not implemented for 'Bool'");
   const Tensor pair[] = {self, other};
   const std::vector<Tensor> both = kael::broadcast_tensors(TensorList(pair));
   const Tensor& a = both[0];

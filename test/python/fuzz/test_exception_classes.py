@@ -14,7 +14,7 @@ import exception_classes  # noqa: E402
 # (kael class, torch class) -> calls at most (2026-12-07)
 LEFT = {
     ("RuntimeError", "AttributeError"): 184,    # torch's pooling wrappers on bool
-    ("RuntimeError", "NotImplementedError"): 86,  # bool floor division, remainder, fmod; check order
+    ("RuntimeError", "NotImplementedError"): 7,  # repeat_interleave checks the repeats' rank first
     ("RuntimeError", "IndexError"): 84,         # baddbmm's rank check before torch's dim wrap
     ("IndexError", "RuntimeError"): 26,         # torch fails on a zero-size input first
     ("NotImplementedError", "AttributeError"): 24,

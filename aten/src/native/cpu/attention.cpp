@@ -95,15 +95,7 @@ void attend_block(const AttentionArgs<T>& a, const Mask& mask, std::int64_t i0, 
     scores(q, a.qs, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
     for (std::int64_t i = 0; i < rows; ++i) {
       T* sr = s + i * kBlockK;
-      if (mask.kind == Mask::Bool) {
-        const bool* mr = reinterpret_cast<const bool*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
-        for (std::int64_t j = 0; j < cols; ++j) sr[j] = mr[j * mask.col_stride] ? sr[j] : kNegInf;
-      } else if (mask.kind == Mask::Float) {
-        const T* mr = reinterpret_cast<const T*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
-        for (std::int64_t j = 0; j < cols; ++j) sr[j] += mr[j * mask.col_stride];
-      }
-      if (a.causal)
-        for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
+      mask_scores_row(mask, a.causal, i0 + i, j0, cols, sr);
       const T mb = nn::max_of(sr, cols);
       const T m_new = mb > m[i] ? mb : m[i];
       if (m_new == kNegInf) {  // every key so far masked (or NaN): nothing to add

@@ -65,20 +65,8 @@ struct BackwardArgs {
 template <typename T>
 void masked_scores(const BackwardArgs<T>& a, const Mask& mask, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                    std::int64_t cols, T* s) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   scores(a.q + i0 * a.qs, a.qs, a.kp + (j0 / kTileCols) * a.E * kTileCols, a.E, rows, cols, a.scale, s);
-  for (std::int64_t i = 0; i < rows; ++i) {
-    T* sr = s + i * kBlockK;
-    if (mask.kind == Mask::Bool) {
-      const bool* mr = reinterpret_cast<const bool*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
-      for (std::int64_t j = 0; j < cols; ++j) sr[j] = mr[j * mask.col_stride] ? sr[j] : kNegInf;
-    } else if (mask.kind == Mask::Float) {
-      const T* mr = reinterpret_cast<const T*>(mask.data) + (i0 + i) * mask.row_stride + j0 * mask.col_stride;
-      for (std::int64_t j = 0; j < cols; ++j) sr[j] += mr[j * mask.col_stride];
-    }
-    if (a.causal)
-      for (std::int64_t j = std::max<std::int64_t>(i0 + i + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
-  }
+  for (std::int64_t i = 0; i < rows; ++i) mask_scores_row(mask, a.causal, i0 + i, j0, cols, s + i * kBlockK);
 }
 
 // sum_j e_j and sum_j e_j dP_j (dP_j = d_j times keep_j with dropout, keep null without) of a

@@ -292,6 +292,24 @@ struct Mask {
   std::int64_t row_stride = 0, col_stride = 0;  // in elements
 };
 
+// Row `row` (a query) of a block of scores over keys [j0, j0 + cols), as the forward and the
+// backward pass both mask it: -inf where a bool mask is false or, with causal, above the
+// diagonal; a float mask added.
+template <typename T>
+inline void mask_scores_row(const Mask& mask, bool causal, std::int64_t row, std::int64_t j0, std::int64_t cols,
+                            T* sr) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (mask.kind == Mask::Bool) {
+    const bool* mr = reinterpret_cast<const bool*>(mask.data) + row * mask.row_stride + j0 * mask.col_stride;
+    for (std::int64_t j = 0; j < cols; ++j) sr[j] = mr[j * mask.col_stride] ? sr[j] : kNegInf;
+  } else if (mask.kind == Mask::Float) {
+    const T* mr = reinterpret_cast<const T*>(mask.data) + row * mask.row_stride + j0 * mask.col_stride;
+    for (std::int64_t j = 0; j < cols; ++j) sr[j] += mr[j * mask.col_stride];
+  }
+  if (causal)
+    for (std::int64_t j = std::max<std::int64_t>(row + 1 - j0, 0); j < cols; ++j) sr[j] = kNegInf;
+}
+
 // Dropout of the attention weights (Note [Attention dropout]).
 struct Dropout {
   bool active = false;

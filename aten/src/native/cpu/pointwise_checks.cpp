@@ -30,7 +30,8 @@ void check_alpha(const char* op, const Operand& self, const Operand& other, cons
 // any output is written.
 void divisor_check(const char* op, const Operand& self, const Operand& other) {
   const ScalarType t = result_type({&self, &other});
-  if (is_floating(t)) return;
+  // bool has no kernel: the dtype dispatch's NotImplementedError comes first, as in torch
+  if (is_floating(t) || t == ScalarType::Bool) return;
   // an empty result divides nothing (broadcasting never drops a non-empty operand's elements)
   if ((self.is_tensor() && self.tensor().numel() == 0) || (other.is_tensor() && other.tensor().numel() == 0)) return;
   if (!other.is_tensor()) {
