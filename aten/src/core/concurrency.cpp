@@ -1,6 +1,9 @@
 // Loops without the caller's lock; see Note [Concurrency] in kael/core/concurrency.h.
 #include "kael/core/concurrency.h"
 
+#include <deque>
+#include <vector>
+
 #include "kael/core/error.h"
 
 namespace kael {
@@ -13,24 +16,22 @@ void set_caller_lock(CallerLock lock) { caller_lock = lock; }
 
 struct UnlockedSection::State {
   void* token = nullptr;  // set while the caller's lock is dropped
-  int count = 0;
-  std::array<Tensor, kMaxOwned> owned;
-  std::array<IntrusivePtr<Storage>, kMaxOwned> pinned;
+  std::deque<Tensor> owned;  // a deque: own() hands out references that stay valid as it grows
+  std::vector<IntrusivePtr<Storage>> pinned;
 };
 
 const Tensor& UnlockedSection::own_slow(const Tensor& t) {
   if (state_ == nullptr) state_ = new State();
   State& s = *state_;
-  KAEL_INTERNAL_ASSERT(s.token == nullptr && s.count < kMaxOwned);
+  KAEL_INTERNAL_ASSERT(s.token == nullptr);
   const IntrusivePtr<Storage>& storage = t.impl()->storage_ptr();
   // The private storage borrows the current memory; the pin keeps that memory alive even if a
   // resize grows the storage in place meanwhile, and the reference keeps the storage.
   storage->pin();
-  s.pinned[s.count] = storage;
+  s.pinned.push_back(storage);
   auto view = Storage::external(storage->data(), storage->nbytes(), storage->device(), nullptr, nullptr);
-  s.owned[s.count] = Tensor(TensorImpl::make(std::move(view), t.dtype(), DimVector(t.sizes()),
-                                             DimVector(t.strides()), t.impl()->offset()));
-  return s.owned[s.count++];
+  return s.owned.emplace_back(TensorImpl::make(std::move(view), t.dtype(), DimVector(t.sizes()),
+                                               DimVector(t.strides()), t.impl()->offset()));
 }
 
 void UnlockedSection::unlock_slow() {
@@ -49,10 +50,8 @@ void UnlockedSection::end() noexcept {
     detail::tls_may_unlock = true;
   }
   // With the lock held again: the private tensors go, then the pins.
-  for (int i = 0; i < s.count; ++i) {
-    s.owned[i] = Tensor();
-    s.pinned[i]->unpin();
-  }
+  s.owned.clear();
+  for (const IntrusivePtr<Storage>& storage : s.pinned) storage->unpin();
   delete state_;
   state_ = nullptr;
 }

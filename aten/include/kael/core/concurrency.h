@@ -75,13 +75,12 @@ class UnlockedSection {
 
   bool active() const { return active_; }
   // t itself when inactive; otherwise the call's own tensor over t's current memory, valid
-  // until the section ends (see the Note). At most kMaxOwned per section.
+  // until the section ends (see the Note); any number per section (a fused optimizer step owns
+  // every parameter and state tensor), each before unlock().
   const Tensor& own(const Tensor& t) { return active_ ? own_slow(t) : t; }
   void unlock() {
     if (active_) unlock_slow();
   }
-
-  static constexpr int kMaxOwned = 4;
 
  private:
   struct State;

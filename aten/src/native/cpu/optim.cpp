@@ -3,6 +3,7 @@
 // parameter.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kael/core/concurrency.h"
 #include "kael/core/error.h"
 #include "kael/native/declarations.h"
 #include "kael/native/loops.h"
@@ -20,6 +22,9 @@
 namespace kael::native {
 
 namespace {
+
+// The elements from which a step drops the caller's lock (as the bindings' gil: auto).
+constexpr std::int64_t kUnlockElements = std::int64_t{1} << 16;
 
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
@@ -213,8 +218,27 @@ void adam_step_cpu(TensorList params, TensorList grads, TensorList exp_avgs, Ten
     if (amsgrad) max_exp_avg_sqs[i].bump_version();
   }
   if (params.empty()) return;
-  if (params[0].dtype() == ScalarType::Float64) run<double>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options);
-  else run<float>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, options);
+  // Note [Concurrency]: a step over many elements runs without the caller's lock (the GIL), over
+  // the call's own tensors, so that another thread that swaps a parameter's storage meanwhile
+  // (`p.data = ...`) can neither free nor reshape what the loop writes. A small step keeps the
+  // lock: owning costs a TensorImpl per tensor.
+  std::int64_t elements = 0;
+  for (const Tensor& p : params) elements += p.numel();
+  UnlockedSection section;
+  std::array<std::vector<Tensor>, 5> owned;
+  const TensorList lists[5] = {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs};
+  if (section.active() && elements >= kUnlockElements) {
+    for (std::size_t k = 0; k < owned.size(); ++k)
+      for (const Tensor& t : lists[k]) owned[k].push_back(section.own(t));
+    section.unlock();
+  } else {
+    for (std::size_t k = 0; k < owned.size(); ++k) owned[k].assign(lists[k].begin(), lists[k].end());
+  }
+  const auto as_list = [&](std::size_t k) { return TensorList(owned[k]); };
+  if (params[0].dtype() == ScalarType::Float64)
+    run<double>(as_list(0), as_list(1), as_list(2), as_list(3), as_list(4), options);
+  else
+    run<float>(as_list(0), as_list(1), as_list(2), as_list(3), as_list(4), options);
 }
 
 }  // namespace kael::native
