@@ -22,8 +22,11 @@ def test_a_large_step_releases_the_gil_and_a_small_one_keeps_it():
     assert where is not None and where.name == "_fused_update", where  # the _C._adam_step_ call
     small, opt_small = _adam(100)
     assert where_the_gil_was_released(opt_small.step, attempts=50) is None
-    # the step still computes what torch's does: one step from 1 with gradient 0.5 moves by lr
-    assert abs(p[0].item() - (1 - 1e-3)) < 1e-6
+    # an unlocked step computes what a locked one does: one step from 1 with gradient 0.5 moves by lr
+    for n in (1 << 17, 100):
+        p, opt = _adam(n)
+        opt.step()
+        assert abs(p[0].item() - (1 - 1e-3)) < 1e-6 and abs(p[-1].item() - (1 - 1e-3)) < 1e-6
 
 
 def test_swapping_a_parameter_during_steps_never_crashes():
