@@ -222,23 +222,25 @@ void adam_step_cpu(TensorList params, TensorList grads, TensorList exp_avgs, Ten
   // the call's own tensors, so that another thread that swaps a parameter's storage meanwhile
   // (`p.data = ...`) can neither free nor reshape what the loop writes. A small step keeps the
   // lock: owning costs a TensorImpl per tensor.
+  const auto step_over = [&](TensorList p, TensorList g, TensorList m, TensorList v, TensorList vmax) {
+    if (params[0].dtype() == ScalarType::Float64) run<double>(p, g, m, v, vmax, options);
+    else run<float>(p, g, m, v, vmax, options);
+  };
   std::int64_t elements = 0;
   for (const Tensor& p : params) elements += p.numel();
   UnlockedSection section;
-  std::array<std::vector<Tensor>, 5> owned;
-  const TensorList lists[5] = {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs};
-  if (section.active() && elements >= kUnlockElements) {
-    for (std::size_t k = 0; k < owned.size(); ++k)
-      for (const Tensor& t : lists[k]) owned[k].push_back(section.own(t));
-    section.unlock();
-  } else {
-    for (std::size_t k = 0; k < owned.size(); ++k) owned[k].assign(lists[k].begin(), lists[k].end());
+  if (!section.active() || elements < kUnlockElements) {
+    step_over(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs);
+    return;
   }
-  const auto as_list = [&](std::size_t k) { return TensorList(owned[k]); };
-  if (params[0].dtype() == ScalarType::Float64)
-    run<double>(as_list(0), as_list(1), as_list(2), as_list(3), as_list(4), options);
-  else
-    run<float>(as_list(0), as_list(1), as_list(2), as_list(3), as_list(4), options);
+  const TensorList lists[5] = {params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs};
+  std::array<std::vector<Tensor>, 5> owned;
+  for (std::size_t k = 0; k < owned.size(); ++k) {
+    owned[k].reserve(lists[k].size());
+    for (const Tensor& t : lists[k]) owned[k].push_back(section.own(t));
+  }
+  section.unlock();
+  step_over(owned[0], owned[1], owned[2], owned[3], owned[4]);
 }
 
 }  // namespace kael::native
