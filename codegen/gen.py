@@ -26,7 +26,7 @@ from codegen.python_binding import (PyParam, has_out, has_requires_grad, none_is
                                     varargs_intlist, varargs_tensorlist)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-NUM_SHARDS = 6
+NUM_SHARDS = 24
 
 
 class Writer:
@@ -39,7 +39,16 @@ class Writer:
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
+            # Compiled templates kept beside the output: a registry edit re-runs codegen with
+            # unchanged templates, which then load instead of compiling (docs/build.md).
+            bytecode_cache=jinja2.FileSystemBytecodeCache(str(self._cache_dir(out))),
         )
+
+    @staticmethod
+    def _cache_dir(out: Path) -> Path:
+        path = out / ".jinja-cache"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def render(self, template: str, relpath: str, **context) -> Path:
         text = self.env.get_template(template).render(**context)
@@ -162,7 +171,19 @@ def _out_variant(f: NativeFunction, unbox: list[str], **kernel_fields: Any) -> C
         **kernel_fields)
 
 
+_VARIANTS: dict[tuple[int, bool], tuple[NativeFunction, list[CppVariant]]] = {}
+
+
 def cpp_variants(f: NativeFunction, cuda: bool = False) -> list[CppVariant]:
+    """The C++ entry points of f (functional, in-place, out=); several templates ask for each
+    op's, so they are made once per run (the entry is kept with them, so its id stays its own)."""
+    key = (id(f), cuda)
+    if key not in _VARIANTS:
+        _VARIANTS[key] = (f, _make_cpp_variants(f, cuda))
+    return _VARIANTS[key][1]
+
+
+def _make_cpp_variants(f: NativeFunction, cuda: bool) -> list[CppVariant]:
     unbox = [unbox_type(f, p) for p in f.schema.params]
     mutating = f.schema.mutating
     base = CppVariant(
@@ -235,6 +256,25 @@ def key_expr(f: NativeFunction) -> str:
 
 def shard_of(name: str) -> int:
     return zlib.crc32(name.encode()) % NUM_SHARDS
+
+
+# The ops kael::Var's operators and mT() call, whatever the formulas say.
+_VAR_OPERATOR_OPS = frozenset({"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "neg", "transpose"})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def formula_vocabulary(functions: list[NativeFunction]) -> list[str]:
+    """The op names the derivative formulas can call (Note [Formula vocabulary]): every
+    identifier of a formula that names an op, as a function or as a method (`x.name(...)`,
+    `x.name_(...)` for the in-place form), plus the ops behind Var's operators. Over-counts
+    harmlessly (an argument named like an op), never under-counts: a formula calling an op
+    outside it would not compile."""
+    tokens = set(_VAR_OPERATOR_OPS)
+    for f in functions:
+        for _, formula in f.derivatives:
+            tokens.update(_IDENTIFIER.findall(formula))
+    names = {f.name for f in functions}
+    return sorted(n for n in names if n in tokens or f"{n}_" in tokens)
 
 
 def method_params(f: NativeFunction, v: "CppVariant") -> str:
@@ -312,7 +352,7 @@ def qualified_formula(f: NativeFunction) -> str:
 
 def formula_params(f: NativeFunction, var: bool = True) -> str:
     """Parameters of a derivative formula's function: grad, the op's arguments, and result.
-    Tensors are Vars where the formula is written (var=True, in formulas.cpp) and Tensors in the
+    Tensors are Vars where the formula is written (var=True, in formulas_<k>.cpp) and Tensors in the
     declared interface the graph nodes call (var=False): a node's file then needs neither
     kael/var.h nor kael/ops.h, which change whenever an op is added (Note [Autograd shards])."""
     tensor = "Var" if var else "Tensor"
@@ -533,11 +573,17 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
     for name in names:
         writer.render("op_header.h.j2", f"include/kael/ops/{name}.h", group=by_name[name], **common)
     writer.render("ops.h.j2", "include/kael/ops.h", names=names, **common)
-    writer.render("var.h.j2", "include/kael/var.h", functions=functions, op_names=set(names), **common)
+    # Note [Formula vocabulary]: kael::Var has the methods, and kael/var.h includes the headers, of
+    # the ops the derivative formulas call, not of every op: so adding an op whose name no formula
+    # uses leaves var.h, and every formulas shard that includes it, untouched.
+    vocabulary = formula_vocabulary(functions)
+    writer.render("var.h.j2", "include/kael/var.h", functions=[f for f in functions if f.name in vocabulary],
+                  op_names=set(vocabulary), op_headers=vocabulary, **common)
     differentiable = [f for f in functions if f.derivatives]
-    # Note [Autograd shards]: the formulas are declared per shard (kael/autograd/formulas_<k>.h,
-    # the ops of shard k), and a shard's graph nodes include only its own declarations and the
-    # headers of its own ops, so that adding an op or editing a formula recompiles one shard.
+    # Note [Autograd shards]: the formulas are declared and defined per shard
+    # (kael/autograd/formulas_<k>.h and src/autograd/formulas_<k>.cpp, the ops of shard k), and a
+    # shard's graph nodes include only its own declarations and the headers of its own ops, so
+    # that adding an op or editing a formula recompiles one shard of each.
     for i in range(NUM_SHARDS):
         writer.render("formulas_shard.h.j2", f"include/kael/autograd/formulas_{i}.h", shard=i,
                       functions=[f for f in differentiable if shard_of(f.name) == i], **common)
@@ -567,8 +613,10 @@ def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
             cuda_sources.append(str(writer.render("pointwise_kernel.cu.j2", f"cuda/pointwise/{f.name}.cu",
                                                   f=f, **common)))
     aten_sources.append(str(writer.render("all_ops.cpp.j2", "src/all_ops.cpp", functions=functions, **common)))
-    aten_sources.append(str(writer.render("formulas.cpp.j2", "src/autograd/formulas.cpp", functions=differentiable,
-                                          **common)))
+    for i in range(NUM_SHARDS):
+        aten_sources.append(str(writer.render("formulas.cpp.j2", f"src/autograd/formulas_{i}.cpp", shard=i,
+                                              functions=[f for f in differentiable if shard_of(f.name) == i],
+                                              **common)))
     for i, shard in enumerate(shards):
         group = [f for n in shard for f in by_name[n] if autograd_supported(f)]
         op_headers = sorted({f.name for f in group} | {"clone"})  # clone: an in-place op saves self's copy

@@ -8,7 +8,32 @@
 
 #include "kael/autograd/autograd.h"
 
+#include "kael/autograd/saved_args.h"
+
 namespace kael::autograd {
+
+void describe_saved(std::string& out, const char* name, const SavedVariable& v) {
+  if (!v.defined()) return;
+  if (!out.empty()) out += ' ';
+  out += name;
+  out += '=';
+  out += v.description();
+}
+
+void describe_sizes(std::string& out, const char* name, IntArrayRef sizes) {
+  if (!out.empty()) out += ' ';
+  out += name;
+  out += ".sizes=";
+  out += shape_str(sizes);
+}
+
+void describe_list(std::string& out, const char* name, std::size_t size) {
+  if (!out.empty()) out += ' ';
+  out += name;
+  out += "=[";
+  out += std::to_string(size);
+  out += " tensors]";
+}
 
 // ------------------------------------------------------------------ explain / graphviz
 

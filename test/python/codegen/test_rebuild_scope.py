@@ -8,10 +8,10 @@ follows the #include lines of every translation unit of kael._C (hand-written an
 honouring #ifdef/#ifndef on macros the unit defines; any other #if counts as taken) to the units
 that see a changed file. Those are the objects Ninja recompiles (then it archives and links).
 
-What one added op may recompile: its own kernel, the API, Python and graph-node shards that hold
-it, the op list and the derivative formulas, whichever shard it lands in. A derivative formula
-edit recompiles the formulas file only; a pointwise formula edit, that op's kernel only. See
-docs/build.md ("How a one-entry edit stays cheap").
+What one added op may recompile: its own kernel, the API, Python, graph-node and formulas shards
+that hold it, and the op list, whichever shard it lands in. A derivative formula edit recompiles
+its op's formulas shard only; a pointwise formula edit, that op's kernel only. See docs/build.md
+("How a one-entry edit stays cheap").
 """
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ def _generate(tmp: Path, registry: str) -> dict[str, str]:
     yaml.write_text(registry)
     out = tmp / "generated"
     gen.generate(yaml, out)
-    return {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+    return {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*")
+            if p.is_file() and not p.relative_to(out).as_posix().startswith(".jinja-cache/")}
 
 
 def recompiled(tmp: Path, edited: str) -> tuple[set[str], set[str]]:
@@ -188,20 +189,34 @@ def test_adding_a_pointwise_op_recompiles_only_its_own_files(tmp_path, where):
         f"python/functions_{k}.cpp",               # its Python parsers
         f"src/autograd/functions_{k}.cpp",         # its graph node and Autograd kernels
         "src/all_ops.cpp",                         # the list of every operator
-        "src/autograd/formulas.cpp",               # its derivative formula
+        f"src/autograd/formulas_{k}.cpp",          # its derivative formula
     }
     assert units <= expected, (f"adding one op recompiles {sorted(units - expected)} as well; "
                                f"generated files it changed: {sorted(changed)}")
-    others = {f"src/autograd/functions_{i}.cpp" for i in range(gen.NUM_SHARDS)} - {f"src/autograd/functions_{k}.cpp"}
+    others = {f"src/{kind}_{i}.cpp" for i in range(gen.NUM_SHARDS) if i != k
+              for kind in ("ops", "autograd/functions", "autograd/formulas")}
     assert not units & others
     assert "src/pointwise/rebuild_probe_square.cpp" in units  # the check sees the edit at all
 
 
-def test_editing_a_derivative_formula_recompiles_only_the_formulas_file(tmp_path):
+def test_editing_a_derivative_formula_recompiles_only_its_formulas_shard(tmp_path):
     edited = _replace_once(REGISTRY, "    self: -grad * result * result\n  doc: Returns 1 / x for each element.",
                            "    self: -(grad * result) * result\n  doc: Returns 1 / x for each element.")
     changed, units = recompiled(tmp_path, edited)
-    assert units == {"src/autograd/formulas.cpp"}, f"generated files the edit changed: {sorted(changed)}"
+    assert units == {f"src/autograd/formulas_{gen.shard_of('reciprocal')}.cpp"}, \
+        f"generated files the edit changed: {sorted(changed)}"
+
+
+def test_a_formula_naming_a_new_op_recompiles_the_formulas_shards(tmp_path):
+    """The other side of the vocabulary (Note [Formula vocabulary]): a formula that calls an op no
+    formula called before adds it to kael::Var, so every formulas shard sees the change."""
+    edited = _replace_once(REGISTRY, "    self: -grad * result * result\n  doc: Returns 1 / x for each element.",
+                           "    self: -grad * result.square()\n  doc: Returns 1 / x for each element.")
+    assert "square" not in gen.formula_vocabulary(gen.parse_registry(REGISTRY)), \
+        "a formula already calls square: pick an op no formula calls"
+    changed, units = recompiled(tmp_path, edited)
+    assert "include/kael/var.h" in changed
+    assert {f"src/autograd/formulas_{i}.cpp" for i in range(gen.NUM_SHARDS)} <= units
 
 
 def test_editing_a_pointwise_formula_recompiles_only_that_kernel(tmp_path):

@@ -43,6 +43,13 @@ inline Tensor as_tensor_arg(const Operand& o) { return operand_tensor(o); }
 // element of storage, expanded).
 Tensor meta_stand_in(IntArrayRef sizes, ScalarType dtype);
 
+// The pieces of a generated node's saved_description() ("self=... other.sizes=[2, 3]"), out of
+// line so that each node's description is a few calls, not inlined string building
+// (aten/src/autograd/explain.cpp). describe_saved skips an undefined (optional) tensor.
+void describe_saved(std::string& out, const char* name, const SavedVariable& v);
+void describe_sizes(std::string& out, const char* name, IntArrayRef sizes);
+void describe_list(std::string& out, const char* name, std::size_t size);
+
 // Whether an op returned one of its inputs itself (to() to the same dtype): nothing to record.
 inline bool aliases_one(const Tensor& r, const Tensor& t) { return r.is_same(t); }
 inline bool aliases_one(const Tensor& r, const Operand& o) { return o.is_tensor() && r.is_same(o.tensor()); }

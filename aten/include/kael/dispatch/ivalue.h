@@ -17,66 +17,67 @@
 
 namespace kael::dispatch {
 
+// Every member that touches the variant is defined out of line (aten/src/dispatch/ivalue.cpp):
+// each op's generated boxing adapters (src/ops_<k>.cpp) build and read IValues, and inlining the
+// variant's constructors, destructor and checked accessors into each of them was most of what
+// an API shard cost to compile (Note [Boxed code out of line]). Boxed calls are the slow path
+// (Python key, Autograd fallback, autocast); the unboxed calls never see an IValue.
 class IValue {
  public:
   enum class Tag : std::uint8_t {
     None, Tensor, Scalar, Int, Double, Bool, IntList, ScalarType, Device, TensorList, String, Generator
   };
 
-  IValue() = default;
-  IValue(Tensor t) : v_(std::move(t)) {}                    // NOLINT: implicit by design
-  IValue(const Scalar& s) : v_(s) {}                        // NOLINT
-  IValue(std::int64_t i) : v_(i) {}                         // NOLINT
-  IValue(double d) : v_(d) {}                               // NOLINT
-  IValue(bool b) : v_(b) {}                                 // NOLINT
-  IValue(IntArrayRef l) : v_(DimVector(l)) {}               // NOLINT
-  IValue(ScalarType t) : v_(t) {}                           // NOLINT
-  IValue(Device d) : v_(d) {}                               // NOLINT
-  IValue(TensorList l) : v_(std::vector<Tensor>(l.begin(), l.end())) {}  // NOLINT
-  IValue(std::vector<Tensor> l) : v_(std::move(l)) {}       // NOLINT
-  IValue(std::string_view s) : v_(std::string(s)) {}        // NOLINT
-  IValue(const char* s) : v_(std::string(s)) {}             // NOLINT
-  IValue(Generator g) : v_(std::move(g)) {}                 // NOLINT
-  IValue(const Operand& o) {                                // NOLINT
-    if (o.is_tensor()) {
-      v_ = o.tensor();
-    } else {
-      v_ = o.scalar();
-    }
-  }
+  IValue() noexcept;
+  IValue(Tensor t);                    // NOLINT: implicit by design
+  IValue(const Scalar& s);             // NOLINT
+  IValue(std::int64_t i);              // NOLINT
+  IValue(double d);                    // NOLINT
+  IValue(bool b);                      // NOLINT
+  IValue(IntArrayRef l);               // NOLINT
+  IValue(ScalarType t);                // NOLINT
+  IValue(Device d);                    // NOLINT
+  IValue(TensorList l);                // NOLINT
+  IValue(std::vector<Tensor> l);       // NOLINT
+  IValue(std::string_view s);          // NOLINT
+  IValue(const char* s);               // NOLINT
+  IValue(Generator g);                 // NOLINT
+  IValue(const Operand& o);            // NOLINT
   template <typename T>
   IValue(const std::optional<T>& o) {  // NOLINT
     if (o) *this = IValue(*o);
   }
+  IValue(const IValue& other);
+  IValue(IValue&& other) noexcept;
+  IValue& operator=(const IValue& other);
+  IValue& operator=(IValue&& other) noexcept;
+  ~IValue();
 
   Tag tag() const { return static_cast<Tag>(v_.index()); }
   bool is_none() const { return tag() == Tag::None; }
   bool is_tensor() const { return tag() == Tag::Tensor; }
 
-  const Tensor& to_tensor() const { return get<Tensor>("Tensor"); }
-  Tensor& to_tensor() { return const_cast<Tensor&>(std::as_const(*this).to_tensor()); }
-  const Scalar& to_scalar() const { return get<Scalar>("Scalar"); }
-  std::int64_t to_int() const { return get<std::int64_t>("int"); }
-  double to_double() const { return get<double>("float"); }
-  bool to_bool() const { return get<bool>("bool"); }
-  IntArrayRef to_int_list() const { return get<DimVector>("int[]"); }
-  ScalarType to_scalar_type() const { return get<ScalarType>("ScalarType"); }
-  Device to_device() const { return get<Device>("Device"); }
-  TensorList to_tensor_list() const { return get<std::vector<Tensor>>("Tensor[]"); }
-  std::vector<Tensor>& to_tensor_list() { return const_cast<std::vector<Tensor>&>(std::as_const(*this).get<std::vector<Tensor>>("Tensor[]")); }
-  std::string_view to_string() const { return get<std::string>("str"); }
-  const Generator& to_generator() const { return get<Generator>("Generator"); }
-  Operand to_operand() const { return is_tensor() ? Operand(to_tensor()) : Operand(to_scalar()); }
+  // The value, checked: a TypeError naming the expected and the actual kind otherwise.
+  const Tensor& to_tensor() const;
+  Tensor& to_tensor();
+  const Scalar& to_scalar() const;
+  std::int64_t to_int() const;
+  double to_double() const;
+  bool to_bool() const;
+  IntArrayRef to_int_list() const;
+  ScalarType to_scalar_type() const;
+  Device to_device() const;
+  TensorList to_tensor_list() const;
+  std::vector<Tensor>& to_tensor_list();
+  std::string_view to_string() const;
+  const Generator& to_generator() const;
+  Operand to_operand() const;
 
   static const char* tag_name(Tag t);
 
  private:
   template <typename T>
-  const T& get(const char* what) const {
-    const T* p = std::get_if<T>(&v_);
-    KAEL_CHECK_TYPE(p != nullptr, "boxed call: expected a " << what << " argument, got " << tag_name(tag()));
-    return *p;
-  }
+  const T& get(const char* what) const;
 
   // alternatives in the order of Tag
   std::variant<std::monostate, Tensor, Scalar, std::int64_t, double, bool, DimVector, ScalarType, Device,
@@ -151,15 +152,20 @@ decltype(auto) unbox(const IValue& v) {
   return Unbox<T>::get(v);
 }
 
+// Appends one argument to a boxed call's stack; drops the last n entries (out of line, as the
+// IValue members are).
+void push(Stack& stack, IValue v);
+void drop(Stack& stack, std::size_t n);
+
 // Results on a stack: a Tensor, a bool or an int is one IValue, a Tensor[] one IValue holding
 // the list, a tuple one IValue per element (schema order).
-inline void push_result(Stack& stack, Tensor t) { stack.emplace_back(std::move(t)); }
-inline void push_result(Stack& stack, std::vector<Tensor> l) { stack.emplace_back(std::move(l)); }
-inline void push_result(Stack& stack, bool b) { stack.emplace_back(b); }
-inline void push_result(Stack& stack, std::int64_t i) { stack.emplace_back(i); }
+void push_result(Stack& stack, Tensor t);
+void push_result(Stack& stack, std::vector<Tensor> l);
+void push_result(Stack& stack, bool b);
+void push_result(Stack& stack, std::int64_t i);
 template <typename... Ts>
 void push_result(Stack& stack, std::tuple<Ts...> t) {
-  std::apply([&stack](auto&... e) { (stack.emplace_back(std::move(e)), ...); }, t);
+  std::apply([&stack](auto&... e) { (push(stack, IValue(std::move(e))), ...); }, t);
 }
 
 // The result a boxed call of `num_args` arguments left on the stack (see push_result).
@@ -182,10 +188,12 @@ inline std::int64_t pop_result<std::int64_t>(Stack& stack, int) {
   return stack.back().to_int();
 }
 namespace detail {
+// Raises unless the stack holds at least n results.
+void check_results(const Stack& stack, std::size_t n);
 template <typename Tuple, std::size_t... I>
 Tuple pop_tuple(Stack& stack, std::index_sequence<I...>) {
   constexpr std::size_t n = sizeof...(I);
-  KAEL_CHECK(stack.size() >= n, "boxed call: expected " << n << " results on the stack, found " << stack.size());
+  check_results(stack, n);
   const std::size_t base = stack.size() - n;
   return Tuple(std::move(stack[base + I].to_tensor())...);
 }
