@@ -533,6 +533,7 @@ def diff_inputs(f: NativeFunction) -> list[Param]:
 # ---------------------------------------------------------------------------- main
 
 def generate(yaml_path: Path, out: Path, *, cuda: bool = False) -> Writer:
+    _VARIANTS.clear()  # one run's entries (a process may generate several registries)
     functions = parse_registry(yaml_path.read_text(), yaml_path.name)
     check_formulas(functions, yaml_path.name)
     check_return_names(functions, yaml_path.name)
